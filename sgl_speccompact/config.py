@@ -1,0 +1,57 @@
+"""Every tunable number in one place, with the SpecCompact paper's defaults.
+
+Budgets and the acceptance threshold come from the paper's "Experiments"
+section: eta 0.7, 12 lines and 320 tokens per slot, 64 new tokens per draft
+or repair request, one judgement token per verification, and a 2,048-token
+summary for every method.  Token counts are in the target tokenizer.
+"""
+
+from __future__ import annotations
+
+from pydantic import BaseModel, ConfigDict, Field, model_validator
+
+from .errors import ConfigError
+
+
+class CompactConfig(BaseModel):
+    """Configuration of one compaction.  Unknown fields are rejected."""
+
+    model_config = ConfigDict(extra="forbid", frozen=True)
+
+    eta: float = Field(0.7, gt=0.0, le=1.0)  # accept a line iff r >= eta (probability ratio)
+    max_lines_per_slot: int = Field(12, ge=1)  # lines kept per slot (lines)
+    max_tokens_per_slot: int = Field(320, ge=1)  # tokens kept per slot (target tokens)
+    max_new_tokens: int = Field(64, ge=1)  # new tokens per draft or repair request (tokens)
+    max_summary_tokens: int = Field(2048, ge=1)  # assembled summary budget (target tokens)
+    max_line_chars: int = Field(400, ge=8)  # longer lines skip the judge and go to repair (chars)
+    positive_label: str = Field("positive", min_length=1)  # judge word meaning "supported"
+    negative_label: str = Field("negative", min_length=1)  # judge word meaning "unsupported"
+    empty_markers: tuple[str, ...] = ("(none)", "none", "(n/a)", "n/a", "- (none)")  # accepted unjudged
+    draft_temperature: float = Field(0.0, ge=0.0)  # drafter sampling temperature (1 = model dist.)
+    repair_temperature: float = Field(0.0, ge=0.0)  # target sampling temperature for repairs
+    monolithic_max_tokens: int = Field(2048, ge=1)  # one-shot baselines' generation cap (tokens)
+    source_judge_threshold: float = Field(0.5, gt=0.0, le=1.0)  # SJC keeps entries with p >= this
+    max_history_messages: int = Field(10_000, ge=1)  # longer histories are refused (messages)
+    max_history_chars: int = Field(4_000_000, ge=1)  # longer rendered histories are refused (chars)
+
+    @model_validator(mode="after")
+    def _labels_differ(self) -> "CompactConfig":
+        if self.positive_label.strip().lower() == self.negative_label.strip().lower():
+            raise ValueError("positive_label and negative_label must differ")
+        return self
+
+
+def make_config(config: CompactConfig | dict | None = None, **overrides) -> CompactConfig:
+    """Build a config from ``None``, a dict or a config, applying overrides.
+
+    Invalid values raise :class:`~sgl_speccompact.errors.ConfigError`.
+
+    >>> make_config(None, eta=0.8).eta
+    0.8
+    """
+    base = config.model_dump() if isinstance(config, CompactConfig) else dict(config or {})
+    base.update(overrides)
+    try:
+        return CompactConfig(**base)
+    except Exception as exc:  # pydantic.ValidationError -> our hierarchy
+        raise ConfigError(f"invalid config: {exc}") from exc

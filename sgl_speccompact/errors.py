@@ -1,0 +1,115 @@
+"""One error hierarchy for the whole package.
+
+Every error a caller can see derives from :class:`SpecCompactError`, so a
+service or agent can catch one type.  The HTTP service maps each class to a
+status code (see ``HTTP_STATUS``); nothing here does I/O.
+"""
+
+from __future__ import annotations
+
+
+class SpecCompactError(Exception):
+    """Base class of every error raised by sgl_speccompact."""
+
+    code = "speccompact_error"
+
+    def to_dict(self) -> dict:
+        """The typed error body the service returns."""
+        return {"type": self.code, "message": str(self)}
+
+
+class ConfigError(SpecCompactError, ValueError):
+    """A configuration value is invalid (bad budget, unusable label word, ...)."""
+
+    code = "config_error"
+
+
+class LabelTokenError(ConfigError):
+    """A judge label has no single-token variant in the target tokenizer."""
+
+    code = "label_token_error"
+
+
+class InvalidHistoryError(SpecCompactError, ValueError):
+    """The history is malformed: names the offending field, e.g. ``messages[3].role``."""
+
+    code = "invalid_history"
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "field": self.field}
+
+
+class HistoryTooLongError(InvalidHistoryError):
+    """The history exceeds a configured size limit (messages or characters)."""
+
+    code = "history_too_long"
+
+
+class HistoryFormatError(InvalidHistoryError):
+    """A history file or object is not in any supported format."""
+
+    code = "unknown_history_format"
+
+
+class UnknownMethodError(SpecCompactError, ValueError):
+    """A compaction method name that is not registered."""
+
+    code = "unknown_method"
+
+
+class SummaryBudgetError(SpecCompactError):
+    """The assembled summary exceeds its token budget; no summary is returned."""
+
+    code = "summary_over_budget"
+
+    def __init__(self, tokens: int, budget: int):
+        super().__init__(f"summary has {tokens} tokens, budget is {budget}")
+        self.tokens = tokens
+        self.budget = budget
+
+
+class BackendError(SpecCompactError):
+    """An SGLang server failed or returned something unusable."""
+
+    code = "backend_error"
+
+
+class BackendUnavailableError(BackendError):
+    """An SGLang server could not be reached (connection refused, reset, 5xx)."""
+
+    code = "backend_unavailable"
+
+
+class BackendTimeoutError(BackendError):
+    """An SGLang server did not answer within the configured timeout."""
+
+    code = "backend_timeout"
+
+
+# Service status for each error class; the most specific class wins.
+HTTP_STATUS: dict[type[SpecCompactError], int] = {
+    HistoryTooLongError: 413,
+    InvalidHistoryError: 422,
+    ConfigError: 422,
+    UnknownMethodError: 422,
+    SummaryBudgetError: 422,
+    BackendTimeoutError: 504,
+    BackendError: 502,
+    SpecCompactError: 500,
+}
+
+
+def http_status(err: SpecCompactError) -> int:
+    """Status code for ``err``: the entry of its nearest class in ``HTTP_STATUS``.
+
+    >>> http_status(BackendTimeoutError("slow"))
+    504
+    """
+    for cls in type(err).__mro__:
+        if cls in HTTP_STATUS:
+            return HTTP_STATUS[cls]
+    return 500

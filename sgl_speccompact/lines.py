@@ -1,0 +1,132 @@
+"""Line checks, the draft buffer and slot budgets (pure).
+
+These are the "Checks and termination" and "Draft buffering" rules of the
+SpecCompact paper's "Efficient Slot-Parallel Execution" section:
+
+- a line duplicating an accepted line, or longer than the character limit,
+  goes straight to repair (no judge call);
+- a heading (``#...``) or an empty-slot marker such as ``(none)`` is
+  accepted without a judge call; blank lines are kept as formatting;
+- a buffered draft line is used only while the accepted prefix is the one it
+  was drafted from;
+- a slot stops when a proposed addition would exceed its line or token budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from .config import CompactConfig
+
+
+class LineKind(str, Enum):
+    """What the checks decide about a proposed line."""
+
+    BLANK = "blank"  # kept as formatting, never judged
+    DUPLICATE = "duplicate"  # same as an accepted line -> repair
+    TOO_LONG = "too_long"  # over max_line_chars -> repair
+    UNJUDGED = "unjudged"  # heading or empty marker -> accept without judge
+    JUDGE = "judge"  # needs the target's verdict
+
+
+def _norm(line: str) -> str:
+    return " ".join(line.split()).lower()
+
+
+def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig) -> LineKind:
+    """Apply the paper's checks, in its order, to one proposed line.
+
+    >>> cfg = CompactConfig()
+    >>> classify_line("- fix bug", ["- fix bug"], cfg).value
+    'duplicate'
+    >>> classify_line("### Done", [], cfg).value, classify_line("(none)", [], cfg).value
+    ('unjudged', 'unjudged')
+    >>> classify_line("- read config.py", [], cfg).value
+    'judge'
+    """
+    if not line.strip():
+        return LineKind.BLANK
+    if _norm(line) in {_norm(a) for a in accepted if a.strip()}:
+        return LineKind.DUPLICATE
+    if len(line) > cfg.max_line_chars:
+        return LineKind.TOO_LONG
+    stripped = line.strip()
+    if stripped.startswith("#") or stripped.lower() in {m.lower() for m in cfg.empty_markers}:
+        return LineKind.UNJUDGED
+    return LineKind.JUDGE
+
+
+def split_draft(text: str, finished: bool) -> tuple[list[str], bool]:
+    """Split one draft completion into complete lines.
+
+    Returns ``(lines, truncated_tail)``.  When the draft hit its token limit
+    (``finished=False``) the text after the last newline is an incomplete line
+    and is dropped; if no newline exists at all, the whole text is returned as
+    one line flagged ``truncated_tail=True`` (too long for one request).
+
+    >>> split_draft("- a\\n- b\\n- c", finished=False)
+    (['- a', '- b'], False)
+    >>> split_draft("- a\\n- b", finished=True)
+    (['- a', '- b'], False)
+    >>> split_draft("- a very long line with no end", finished=False)
+    (['- a very long line with no end'], True)
+    """
+    parts = text.split("\n")
+    if finished:
+        while parts and not parts[-1].strip():
+            parts.pop()
+        return parts, False
+    if len(parts) == 1:
+        return ([parts[0]] if parts[0].strip() else []), bool(parts[0].strip())
+    return parts[:-1], False
+
+
+@dataclass
+class DraftBuffer:
+    """Lines drafted in one call, valid only for the prefix they came from."""
+
+    prefix: tuple[str, ...] = ()  # accepted lines the next buffered line continues
+    lines: list[str] = field(default_factory=list)  # complete lines not yet proposed
+    exhausted: bool = False  # the drafter ended the slot after these lines
+
+    def take(self, accepted: tuple[str, ...]) -> str | None:
+        """Next buffered line if ``accepted`` is still the buffer's prefix.
+
+        >>> b = DraftBuffer((), ["- a", "- b"])
+        >>> b.take(()), b.take(("- a",)), b.take(("- a",))
+        ('- a', '- b', None)
+        """
+        if accepted != self.prefix or not self.lines:
+            return None
+        line = self.lines.pop(0)
+        self.prefix = accepted + (line,)
+        return line
+
+    def done(self, accepted: tuple[str, ...]) -> bool:
+        """True if the drafter finished the slot exactly at ``accepted``."""
+        return self.exhausted and not self.lines and accepted == self.prefix
+
+
+@dataclass
+class SlotBudget:
+    """Lines and tokens a slot has used against its limits."""
+
+    max_lines: int  # non-blank lines allowed (lines)
+    max_tokens: int  # tokens allowed, blank lines included (target tokens)
+    lines: int = 0  # non-blank lines used
+    tokens: int = 0  # tokens used
+
+    def fits(self, line: str, tokens: int) -> bool:
+        """Would adding ``line`` (``tokens`` long) stay within both limits?
+
+        >>> b = SlotBudget(max_lines=1, max_tokens=10)
+        >>> b.fits("- a", 4), b.add("- a", 4), b.fits("- b", 1), b.fits("", 1)
+        (True, None, False, True)
+        """
+        extra_line = 1 if line.strip() else 0
+        return self.lines + extra_line <= self.max_lines and self.tokens + tokens <= self.max_tokens
+
+    def add(self, line: str, tokens: int) -> None:
+        self.lines += 1 if line.strip() else 0
+        self.tokens += tokens
