@@ -90,8 +90,8 @@ def resolve_label_tokens(
 def acceptance_score(p_pos: float, p_neg: float) -> float:
     """r = p+ / (p+ + p-); 0.0 when neither label has mass.
 
-    >>> acceptance_score(0.6, 0.2)
-    0.75
+    >>> acceptance_score(0.6, 0.3)
+    0.6666666666666667
     """
     total = p_pos + p_neg
     return p_pos / total if total > 0 else 0.0

@@ -1,0 +1,1 @@
+"""sgl_speccompact: fast structured compaction of LLM-agent histories on SGLang."""
