@@ -1,0 +1,138 @@
+"""What a compaction returns: the summary, every line's provenance, and stats.
+
+``CompactionResult`` is the one result type of every method (SpecCompact,
+the baselines, and Source-Judged Compaction as a post-filter).  A result
+always holds a complete summary: failures raise instead of returning a
+partial one.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from enum import Enum
+
+from pydantic import BaseModel, Field
+
+SERVERS = ("target", "drafter")
+KINDS = ("prefill", "draft", "verify", "repair", "generate", "judge")
+
+
+class LineOrigin(str, Enum):
+    """How a summary line got into the summary."""
+
+    DRAFTED = "drafted_accepted"  # drafter line the target judged positive
+    REPAIRED = "repaired"  # target-written replacement of a rejected line
+    UNJUDGED = "accepted_without_judge"  # heading, empty marker or blank line
+    TARGET = "target_written"  # written by the target alone (baselines)
+
+
+class SummaryLine(BaseModel):
+    """One line of a slot, with where it came from."""
+
+    text: str  # the line, no trailing newline
+    origin: LineOrigin  # how it was produced
+    score: float | None = None  # acceptance score r of the judged draft line (None if unjudged)
+    rejected_draft: str | None = None  # the draft line a repair replaced
+
+
+class SlotResult(BaseModel):
+    """One section of the summary."""
+
+    name: str  # slot name from the schema
+    title: str  # section heading
+    lines: list[SummaryLine] = Field(default_factory=list)  # accepted lines, in order
+    stop_reason: str = ""  # why the slot ended: complete | line_budget | token_budget | repair_failed | ...
+    tokens: int = 0  # target tokens the slot's lines use
+
+
+class RequestCount(BaseModel):
+    """Totals for one (server, kind) pair."""
+
+    requests: int = 0  # HTTP requests sent
+    prompt_tokens: int = 0  # prompt tokens as reported by the server
+    cached_tokens: int = 0  # of which served from the radix cache
+    completion_tokens: int = 0  # generated tokens
+
+
+class CompactionStats(BaseModel):
+    """Requests, tokens, acceptance and time of one compaction."""
+
+    requests: dict[str, dict[str, RequestCount]] = Field(default_factory=dict)  # server -> kind -> totals
+    proposed_lines: int = 0  # drafted lines sent to the judge
+    accepted_lines: int = 0  # of which judged positive
+    repaired_lines: int = 0  # replacements written by the target
+    unjudged_lines: int = 0  # accepted without a judge call
+    wall_time_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds (summed over slots)
+    total_wall_s: float = 0.0  # end-to-end wall time (s)
+
+    @property
+    def acceptance_rate(self) -> float | None:
+        """Judged draft lines accepted / judged draft lines (None if none judged)."""
+        return self.accepted_lines / self.proposed_lines if self.proposed_lines else None
+
+    def totals(self, server: str) -> RequestCount:
+        """All kinds of one server added up."""
+        out = RequestCount()
+        for c in self.requests.get(server, {}).values():
+            out.requests += c.requests
+            out.prompt_tokens += c.prompt_tokens
+            out.cached_tokens += c.cached_tokens
+            out.completion_tokens += c.completion_tokens
+        return out
+
+    def cached_ratio(self, server: str) -> float | None:
+        """Cached / prompt tokens on one server (None without prompt tokens)."""
+        t = self.totals(server)
+        return t.cached_tokens / t.prompt_tokens if t.prompt_tokens else None
+
+
+class CompactionResult(BaseModel):
+    """A complete compaction: summary text, slots and stats."""
+
+    method: str  # speccompact | hermes | openclaw | target_self
+    summary: str  # the assembled summary
+    summary_tokens: int = 0  # its length in target tokens
+    slots: list[SlotResult] = Field(default_factory=list)  # per-section detail (slot methods)
+    stats: CompactionStats = Field(default_factory=CompactionStats)  # cost of producing it
+    source_judge: dict | None = None  # SJC report when the post-filter ran
+
+    def to_json_dict(self) -> dict:
+        """JSON-ready dict including the derived acceptance rate and cache ratio."""
+        d = self.model_dump(mode="json")
+        d["stats"]["acceptance_rate"] = self.stats.acceptance_rate
+        d["stats"]["target_cached_ratio"] = self.stats.cached_ratio("target")
+        return d
+
+
+@dataclass
+class StatsRecorder:
+    """Thread-safe accumulator the slot streams report into."""
+
+    stats: CompactionStats = field(default_factory=CompactionStats)
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def request(self, server: str, kind: str, meta: dict | None, n: int = 1) -> None:
+        """Count ``n`` requests of one kind, adding token counts from ``meta``."""
+        meta = meta or {}
+        with self._lock:
+            c = self.stats.requests.setdefault(server, {}).setdefault(kind, RequestCount())
+            c.requests += n
+            c.prompt_tokens += int(meta.get("prompt_tokens") or 0)
+            c.cached_tokens += int(meta.get("cached_tokens") or 0)
+            c.completion_tokens += int(meta.get("completion_tokens") or 0)
+
+    def line(self, origin: LineOrigin, judged: bool) -> None:
+        """Count one line decision."""
+        with self._lock:
+            s = self.stats
+            if judged:
+                s.proposed_lines += 1
+                s.accepted_lines += origin is LineOrigin.DRAFTED
+            s.repaired_lines += origin is LineOrigin.REPAIRED
+            s.unjudged_lines += origin is LineOrigin.UNJUDGED
+
+    def time(self, phase: str, seconds: float) -> None:
+        """Add wall time to a phase."""
+        with self._lock:
+            self.stats.wall_time_s[phase] = self.stats.wall_time_s.get(phase, 0.0) + seconds
