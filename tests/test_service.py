@@ -1,0 +1,291 @@
+"""The HTTP service with an injected runner (no SGLang server needed)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError
+from sgl_speccompact.result import CompactionResult, LineOrigin, SlotResult, SummaryLine
+from sgl_speccompact.service import DEFAULT_METHODS, ServiceLimits, create_app
+
+MESSAGES = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Fix the failing test in a.py"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"pytest\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "FAILED a.py::test_x"},
+]
+
+
+class Backend:
+    """Stands in for an SGLang endpoint."""
+
+    def __init__(self, name: str, base_url: str | None = None):
+        self.name = name
+        self.base_url = base_url
+
+
+class FakeRunner:
+    """``run_method`` stand-in: one line per slot, summary names the request."""
+
+    def __init__(self, fail_with: Exception | None = None, barrier: threading.Barrier | None = None):
+        self.fail_with = fail_with
+        self.barrier = barrier
+        self.calls: list[dict] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, method, messages, *, target, drafter=None, config=None, schema=None,
+                 previous_summary=None, source_judge=False, on_event=None):
+        with self._lock:
+            self.calls.append({"method": method, "messages": messages, "target": target, "drafter": drafter,
+                               "config": config, "previous_summary": previous_summary,
+                               "source_judge": source_judge})
+        if self.barrier is not None:
+            self.barrier.wait(timeout=30)  # every request must be in flight at once
+        goal = f"- {messages[1]['content']}"
+        if on_event:
+            on_event({"type": "line", "slot": "goal", "text": goal, "origin": "drafted_accepted"})
+        if self.fail_with is not None:
+            raise self.fail_with
+        if on_event:
+            on_event({"type": "slot_done", "slot": "goal", "stop_reason": "complete"})
+        slot = SlotResult(name="goal", title="Goal", stop_reason="complete",
+                          lines=[SummaryLine(text=goal, origin=LineOrigin.DRAFTED, score=0.9)])
+        res = CompactionResult(method=method, summary=f"## Goal\n{goal}", summary_tokens=7, slots=[slot])
+        res.stats.proposed_lines, res.stats.accepted_lines = 2, 1
+        return res
+
+
+def make_client(runner=None, **kw) -> tuple[TestClient, FakeRunner]:
+    runner = runner or FakeRunner()
+    kw.setdefault("methods", DEFAULT_METHODS)
+    app = create_app(kw.pop("target", Backend("t")), kw.pop("drafter", Backend("d")), runner=runner, **kw)
+    return TestClient(app), runner
+
+
+@pytest.mark.parametrize("method", DEFAULT_METHODS)
+def test_round_trip_each_method(method):
+    client, runner = make_client()
+    body = {"messages": MESSAGES, "method": method, "previous_summary": "earlier", "source_judge": True,
+            "config": {"eta": 0.8}}
+    res = client.post("/v1/compact", json=body)
+    assert res.status_code == 200, res.text
+    out = res.json()
+    assert out["method"] == method
+    assert out["summary"] == "## Goal\n- Fix the failing test in a.py"
+    assert out["stats"]["acceptance_rate"] == 0.5
+    call = runner.calls[0]
+    assert call["messages"] == MESSAGES and call["previous_summary"] == "earlier" and call["source_judge"]
+    assert call["config"].eta == 0.8 and call["target"].name == "t" and call["drafter"].name == "d"
+
+
+def test_default_method_and_default_config():
+    client, runner = make_client(default_method="hermes", default_config={"eta": 0.9})
+    assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 200
+    assert runner.calls[0]["method"] == "hermes" and runner.calls[0]["config"].eta == 0.9
+
+
+def _sse_events(text: str) -> list[tuple[str, str]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        out.append((fields.get("event", "message"), fields["data"]))
+    return out
+
+
+def test_stream_order_lines_then_result_then_done():
+    client, _ = make_client()
+    with client.stream("POST", "/v1/compact", json={"messages": MESSAGES, "stream": True}) as res:
+        assert res.status_code == 200
+        assert res.headers["content-type"].startswith("text/event-stream")
+        events = _sse_events(res.read().decode())
+    assert [e for e, _ in events] == ["line", "slot_done", "result", "message"]
+    assert json.loads(events[0][1])["text"] == "- Fix the failing test in a.py"
+    assert json.loads(events[2][1])["summary"].startswith("## Goal")
+    assert events[3][1] == "[DONE]"
+
+
+def test_stream_error_event_and_no_result():
+    client, _ = make_client(FakeRunner(fail_with=BackendTimeoutError("target too slow")))
+    with client.stream("POST", "/v1/compact", json={"messages": MESSAGES, "stream": True}) as res:
+        events = _sse_events(res.read().decode())
+    assert [e for e, _ in events] == ["line", "error"]
+    err = json.loads(events[1][1])
+    assert err["status"] == 504 and err["error"]["type"] == "backend_timeout"
+
+
+def test_stream_validation_errors_are_plain_responses():
+    client, _ = make_client()
+    res = client.post("/v1/compact", json={"messages": [{"content": "x"}], "stream": True})
+    assert res.status_code == 422 and res.json()["error"]["field"] == "messages[0].role"
+
+
+def test_auth_on():
+    client, runner = make_client(api_key="s3cret")
+    assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 401
+    res = client.post("/v1/compact", json={"messages": MESSAGES}, headers={"Authorization": "Bearer wrong"})
+    assert res.status_code == 401 and res.json()["error"]["type"] == "unauthorized"
+    assert res.headers["www-authenticate"] == "Bearer"
+    ok = client.post("/v1/compact", json={"messages": MESSAGES}, headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 200 and len(runner.calls) == 1
+
+
+def test_auth_off():
+    client, _ = make_client(api_key=None)
+    assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 200
+
+
+def test_oversized_body_is_413():
+    client, runner = make_client(limits=ServiceLimits(max_body_bytes=200))
+    res = client.post("/v1/compact", json={"messages": MESSAGES})
+    assert res.status_code == 413 and res.json()["error"]["field"] == "body"
+    # no Content-Length: the limit still holds while reading
+    res = client.post("/v1/compact", content=iter([b'{"messages": [', b" " * 300, b"]}"]))
+    assert res.status_code == 413
+    assert runner.calls == []
+
+
+def test_history_limits_413_and_request_may_not_raise_them():
+    client, _ = make_client(default_config={"max_history_messages": 3, "max_history_chars": 10_000})
+    res = client.post("/v1/compact", json={"messages": MESSAGES})
+    assert res.status_code == 413
+    assert res.json()["error"] == {"type": "history_too_long", "field": "messages",
+                                   "message": "messages: has 4 messages, limit is 3"}
+    res = client.post("/v1/compact", json={"messages": MESSAGES[:2], "config": {"max_history_messages": 50}})
+    assert res.status_code == 422 and res.json()["error"]["field"] == "config.max_history_messages"
+    res = client.post("/v1/compact", json={"messages": MESSAGES[:2], "config": {"max_history_chars": 20}})
+    assert res.status_code == 413  # lowering is allowed and applies
+
+
+@pytest.mark.parametrize("messages,field", [
+    ([{"content": "no role"}], "messages[0].role"),
+    ([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "zz", "content": "r"}],
+     "messages[1].tool_call_id"),
+    ([{"role": "user", "content": 42}], "messages[0].content"),
+    ([], "messages"),
+    ("not a list", "messages"),
+])
+def test_malformed_messages_name_the_field(messages, field):
+    client, runner = make_client()
+    res = client.post("/v1/compact", json={"messages": messages})
+    assert res.status_code == 422, res.text
+    assert res.json()["error"]["field"] == field
+    assert runner.calls == []
+
+
+@pytest.mark.parametrize("body,status,field", [
+    ({"messages": MESSAGES, "temperature": 1}, 422, "temperature"),
+    ({"messages": MESSAGES, "method": "magic"}, 422, "method"),
+    ({"messages": MESSAGES, "stream": "yes"}, 422, "stream"),
+    ({"messages": MESSAGES, "config": {"eta": 2.0}}, 422, "config"),
+    ({"messages": MESSAGES, "config": {"nope": 1}}, 422, "config.nope"),
+    ({}, 422, "messages"),
+    ([1], 422, "body"),
+])
+def test_bad_request_fields(body, status, field):
+    client, _ = make_client()
+    res = client.post("/v1/compact", json=body)
+    assert res.status_code == status, res.text
+    assert res.json()["error"]["field"] == field
+
+
+def test_malformed_json_is_400():
+    client, _ = make_client()
+    res = client.post("/v1/compact", content=b'{"messages": [', headers={"content-type": "application/json"})
+    assert res.status_code == 400 and res.json()["error"] == {
+        "type": "malformed_json", "field": "body", "message": res.json()["error"]["message"]}
+
+
+def test_speccompact_without_drafter_is_refused():
+    client, _ = make_client(drafter=None)
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "method": "speccompact"})
+    assert res.status_code == 422 and res.json()["error"]["field"] == "method"
+    assert client.post("/v1/compact", json={"messages": MESSAGES, "method": "hermes"}).status_code == 200
+
+
+@pytest.mark.parametrize("exc,status,kind", [
+    (BackendUnavailableError("target down"), 502, "backend_unavailable"),
+    (BackendTimeoutError("target slow"), 504, "backend_timeout"),
+    (ConnectionRefusedError("refused"), 502, "backend_unavailable"),
+    (TimeoutError("timed out"), 504, "backend_timeout"),
+    (RuntimeError("bug"), 500, "speccompact_error"),
+])
+def test_upstream_failure_mid_compaction(exc, status, kind):
+    client, runner = make_client(FakeRunner(fail_with=exc))
+    sent = copy.deepcopy(MESSAGES)
+    res = client.post("/v1/compact", json={"messages": sent})
+    assert res.status_code == status
+    body = res.json()
+    assert set(body) == {"error"} and body["error"]["type"] == kind  # no partial summary
+    assert sent == MESSAGES and runner.calls[0]["messages"] == MESSAGES
+
+
+def test_concurrent_compactions_get_their_own_summaries():
+    n = 8
+    client, runner = make_client(FakeRunner(barrier=threading.Barrier(n)))
+
+    def one(i):
+        msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": f"task number {i}"}]
+        return i, client.post("/v1/compact", json={"messages": msgs}).json()
+
+    with client, ThreadPoolExecutor(n) as ex:
+        results = list(ex.map(one, range(n)))
+    for i, out in results:
+        assert out["summary"] == f"## Goal\n- task number {i}"
+
+
+def test_several_targets_round_robin():
+    targets = [Backend("a"), Backend("b")]
+    client, runner = make_client(target=targets)
+    for _ in range(4):
+        client.post("/v1/compact", json={"messages": MESSAGES})
+    assert [c["target"].name for c in runner.calls] == ["a", "b", "a", "b"]
+
+
+def test_health_reports_each_upstream():
+    status = {"t": True, "d": True}
+
+    def probe(b):
+        return {"ok": status[b.name], "url": None, "detail": "fake"}
+
+    client, _ = make_client(health_probe=probe)
+    res = client.get("/health")
+    assert res.status_code == 200 and res.json()["status"] == "ok"
+    assert set(res.json()["upstreams"]) == {"target", "drafter"}
+    status["d"] = False
+    res = client.get("/health")
+    assert res.status_code == 503 and res.json()["upstreams"]["drafter"]["ok"] is False
+
+
+def test_health_http_probe_against_dead_url():
+    client, _ = make_client(target=Backend("t", "http://127.0.0.1:9"), drafter=Backend("d"),
+                            limits=ServiceLimits(health_timeout_s=2))
+    res = client.get("/health")
+    assert res.status_code == 503
+    assert res.json()["upstreams"]["target"]["ok"] is False
+    assert res.json()["upstreams"]["drafter"]["ok"] is True  # in-process backend
+
+
+def test_metrics_count_outcomes_and_are_per_app():
+    client, _ = make_client()
+    client.post("/v1/compact", json={"messages": MESSAGES, "method": "hermes"})
+    client.post("/v1/compact", json={"messages": [{"content": "x"}]})
+    text = client.get("/metrics").text
+    assert 'speccompact_compactions_total{method="hermes",outcome="ok"} 1.0' in text
+    assert 'speccompact_compactions_total{method="-",outcome="rejected"} 1.0' in text
+    assert 'speccompact_acceptance_rate_count{method="hermes"} 1.0' in text
+    assert "speccompact_in_flight 0.0" in text
+    assert "speccompact_compaction_seconds_bucket" in text
+    other, _ = make_client()
+    assert 'outcome="ok"} 1.0' not in other.get("/metrics").text
+
+    failing, _ = make_client(FakeRunner(fail_with=BackendUnavailableError("x")))
+    failing.post("/v1/compact", json={"messages": MESSAGES, "method": "openclaw"})
+    assert 'speccompact_compactions_total{method="openclaw",outcome="upstream_error"} 1.0' in failing.get(
+        "/metrics").text
