@@ -1,0 +1,323 @@
+"""Target-generated slot data for drafter SFT (SpecCompact eq. 1).
+
+For every history H and every slot s, the target model answers the drafter
+prompt of Figure 5 (``prompts.drafter_messages``); its answer y_s is the
+supervision the drafter is trained to reproduce.  T histories give 6T
+examples with the OpenClaw schema.
+
+Each record of ``train.jsonl`` / ``validation.jsonl`` is a TRL
+prompt-completion example in chat form::
+
+    {"trajectory_id": "...", "slot": "goal",
+     "prompt": drafter_messages(...),                      # system + user
+     "completion": [{"role": "assistant", "content": y_s}]}
+
+Requests are one ``@sgl.function`` per (history, slot), run with
+``run_batch``.  The six programs of a history are submitted together and
+their texts agree up to the end of the conversation (Figure 5 puts the
+conversation before anything slot-specific), so the server's radix cache
+prefills each history once; SGLang's scheduler holds back waiting requests
+whose prefix another waiting request is about to cache.
+
+The split is by trajectory *group*: all conversations of one file (a tau2
+file holds several trials of one task) land on the same side, so no
+trajectory, nor a sibling trial of it, is in both splits.
+
+Command line (the only place a backend is created)::
+
+    python -m sgl_speccompact.train.data HISTORY... --target-url URL --out DIR
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import random
+import re
+import sys
+import time
+from dataclasses import asdict, dataclass, field
+from pathlib import Path
+from typing import Callable, Iterable, Iterator, Sequence
+
+import sglang as sgl
+
+from ..errors import ConfigError
+from ..history import parse_messages, render_history
+from ..prompts import THINK_OFF, drafter_messages
+from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
+from .sources import Trajectory, load_trajectories
+
+SPLITS = ("train", "validation")
+# A reasoning block a target may emit despite THINK_OFF; never drafter supervision.
+_THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
+
+
+@dataclass(frozen=True)
+class Example:
+    """One generated record and the split it belongs to."""
+
+    split: str  # "train" | "validation"
+    record: dict  # trajectory_id, slot, prompt, completion
+    truncated: bool = False  # the target hit max_tokens; the cut last line was dropped
+
+
+@dataclass
+class DataSummary:
+    """Counts reported after a run (also written to ``manifest.json``)."""
+
+    histories: int = 0  # trajectories used
+    examples: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))  # records per split
+    trajectories: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))  # per split
+    truncated: int = 0  # completions that hit max_tokens
+    empty: int = 0  # completions with no text
+    completion_chars: int = 0  # total characters of supervision
+    skipped: list[str] = field(default_factory=list)  # directory files that are not histories
+    seconds: float = 0.0  # wall time of generation
+
+
+# ---------------------------------------------------------------- pure helpers
+
+
+def validation_keys(keys: Iterable[str], fraction: float, seed: int) -> set[str]:
+    """Pick the split keys that go to validation, deterministically.
+
+    With at least two keys and ``fraction > 0``, both splits get at least one.
+
+    >>> sorted(validation_keys(["a", "b", "c", "d"], 0.5, 42)) == sorted(validation_keys(["d", "c", "b", "a"], 0.5, 42))
+    True
+    >>> validation_keys(["a"], 0.5, 0)
+    set()
+    """
+    if not 0.0 <= fraction < 1.0:
+        raise ConfigError(f"val_fraction must be in [0, 1), got {fraction}")
+    order = sorted(set(keys))
+    random.Random(seed).shuffle(order)
+    n = round(len(order) * fraction)
+    if fraction > 0 and len(order) > 1:
+        n = min(max(n, 1), len(order) - 1)
+    return set(order[:n])
+
+
+def clean_completion(text: str, truncated: bool) -> str:
+    """The slot body as supervision: no reasoning block, no cut-off last line.
+
+    >>> clean_completion("<think>\\nhm\\n</think>\\n\\n- fix a.py\\n- half a li", truncated=True)
+    '- fix a.py'
+    """
+    text = _THINK_BLOCK.sub("", text)
+    if truncated and "\n" in text:
+        text = text[: text.rfind("\n")]
+    return text.strip()
+
+
+def _chunks(items: Sequence, size: int) -> Iterator[Sequence]:
+    for i in range(0, len(items), size):
+        yield items[i : i + size]
+
+
+# ---------------------------------------------------------------- generation
+
+
+@sgl.function
+def target_slot(s, system: str, user: str, think_off: bool, max_tokens: int):
+    """The target writes one slot for one history (Figure 5 prompt)."""
+    s += sgl.system(system)
+    s += sgl.user(user)
+    s += sgl.assistant_begin()
+    if think_off:
+        s += THINK_OFF
+    s += sgl.gen("completion", max_tokens=max_tokens, temperature=0)
+    s += sgl.assistant_end()
+
+
+def _is_truncated(meta_info: dict | None) -> bool:
+    reason = (meta_info or {}).get("finish_reason")
+    return isinstance(reason, dict) and reason.get("type") == "length"
+
+
+def generate_dataset(
+    histories: Sequence[Trajectory],
+    backend,
+    slots: tuple[Slot, ...] = OPENCLAW_SLOTS,
+    *,
+    val_fraction: float = 0.1,
+    seed: int = 42,
+    max_tokens: int = 512,
+    think_off: bool = True,
+    histories_per_batch: int = 16,
+    progress: Callable[[int, int], None] | None = None,
+) -> Iterator[Example]:
+    """Ask the target to write every slot of every history.
+
+    Parameters
+    ----------
+    histories : sequence of Trajectory
+        The conversations; each yields one example per slot.
+    backend : sglang BaseBackend
+        The target (``RuntimeEndpoint`` in production).
+    slots : tuple of Slot
+        The summary schema (default: the six OpenClaw slots).
+    val_fraction : float
+        Share of trajectory groups that go to validation, in [0, 1).
+    seed : int
+        Seed of the split.
+    max_tokens : int
+        Generation cap per slot (target tokens).  A completion that hits it
+        loses its cut-off last line.
+    think_off : bool
+        Open the assistant turn with an empty ``<think>`` block (Qwen3).
+    histories_per_batch : int
+        Histories per ``run_batch`` call; all their slot requests are in
+        flight together.
+    progress : callable, optional
+        Called as ``progress(histories_done, histories_total)`` after each batch.
+
+    Yields
+    ------
+    Example
+        In history order, slots in schema order.
+    """
+    slots = validate_schema(slots)
+    val = validation_keys((h.split_key for h in histories), val_fraction, seed)
+    done = 0
+    for batch in _chunks(histories, max(1, histories_per_batch)):
+        jobs = [(h, slot, _prompt(h, slots, slot)) for h in batch for slot in slots]
+        args = [
+            {"system": p[0]["content"], "user": p[1]["content"], "think_off": think_off, "max_tokens": max_tokens}
+            for _, _, p in jobs
+        ]
+        states = target_slot.run_batch(args, backend=backend, num_threads=len(args), progress_bar=False)
+        for (h, slot, prompt), state in zip(jobs, states):
+            truncated = _is_truncated(state.get_meta_info("completion"))
+            record = {
+                "trajectory_id": h.id,
+                "slot": slot.name,
+                "prompt": prompt,
+                "completion": [{"role": "assistant", "content": clean_completion(state["completion"], truncated)}],
+            }
+            yield Example("validation" if h.split_key in val else "train", record, truncated)
+        done += len(batch)
+        if progress:
+            progress(done, len(histories))
+
+
+def _prompt(h: Trajectory, slots: tuple[Slot, ...], slot: Slot) -> list[dict]:
+    return drafter_messages(render_history(parse_messages(h.messages)), slots, slot)
+
+
+# ---------------------------------------------------------------- output (I/O edge)
+
+
+def write_dataset(examples: Iterable[Example], out_dir: str | Path) -> DataSummary:
+    """Stream examples into ``out_dir/train.jsonl`` and ``out_dir/validation.jsonl``.
+
+    Returns the counts; the caller writes the manifest.
+    """
+    out = Path(out_dir)
+    out.mkdir(parents=True, exist_ok=True)
+    summary, seen = DataSummary(), {s: set() for s in SPLITS}
+    files = {s: (out / f"{s}.jsonl").open("w", encoding="utf-8") for s in SPLITS}
+    try:
+        for ex in examples:
+            files[ex.split].write(json.dumps(ex.record, ensure_ascii=False) + "\n")
+            text = ex.record["completion"][0]["content"]
+            summary.examples[ex.split] += 1
+            seen[ex.split].add(ex.record["trajectory_id"])
+            summary.truncated += ex.truncated
+            summary.empty += not text
+            summary.completion_chars += len(text)
+    finally:
+        for f in files.values():
+            f.close()
+    summary.trajectories = {s: len(ids) for s, ids in seen.items()}
+    summary.histories = sum(summary.trajectories.values())
+    return summary
+
+
+# ---------------------------------------------------------------- command line
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="python -m sgl_speccompact.train.data",
+        description="Generate drafter SFT data: the target model writes every slot of every history.",
+        formatter_class=argparse.ArgumentDefaultsHelpFormatter,
+    )
+    p.add_argument("histories", nargs="+", help="history files or directories (*.json, *.traj)")
+    p.add_argument("--target-url", required=True, help="URL of the target's SGLang server")
+    p.add_argument("--out", required=True, help="output directory (train.jsonl, validation.jsonl, manifest.json)")
+    p.add_argument("--val-fraction", type=float, default=0.1, help="share of trajectories for validation")
+    p.add_argument("--seed", type=int, default=42, help="seed of the train/validation split")
+    p.add_argument("--chat-template", default="qwen",
+                   help="SGLang frontend chat template of the target ('auto': pick by model path)")
+    think = p.add_mutually_exclusive_group()
+    think.add_argument("--no-think", dest="think_off", action="store_const", const=True,
+                       help="open the answer with an empty <think> block (default for Qwen3 targets)")
+    think.add_argument("--think", dest="think_off", action="store_const", const=False,
+                       help="let the target's template decide (default for non-Qwen3 targets)")
+    p.add_argument("--max-tokens", type=int, default=512, help="generation cap per slot (target tokens)")
+    p.add_argument("--histories-per-batch", type=int, default=16, help="histories whose slots run concurrently")
+    p.add_argument("--api-key", default=None, help="API key of the SGLang server, if it needs one")
+    return p
+
+
+def _print_progress(done: int, total: int, start: float) -> None:
+    print(f"[data] {done}/{total} histories ({time.monotonic() - start:.1f} s)", file=sys.stderr, flush=True)
+
+
+def main(argv: list[str] | None = None, backend=None) -> DataSummary:
+    """Command-line entry point; ``backend`` replaces the server (tests)."""
+    args = _parser().parse_args(argv)
+    if backend is None:
+        from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+
+        template = None if args.chat_template == "auto" else args.chat_template
+        backend = RuntimeEndpoint(args.target_url, api_key=args.api_key, chat_template_name=template)
+    model = str(backend.get_model_name())
+    think_off = args.think_off if args.think_off is not None else "qwen3" in model.lower()
+    histories, skipped = load_trajectories(args.histories)
+    if not histories:
+        raise ConfigError("no histories found in " + ", ".join(args.histories))
+    print(f"[data] {len(histories)} histories x {len(OPENCLAW_SLOTS)} slots from {model}", file=sys.stderr)
+    start = time.monotonic()
+    examples = generate_dataset(
+        histories, backend, val_fraction=args.val_fraction, seed=args.seed, max_tokens=args.max_tokens,
+        think_off=think_off, histories_per_batch=args.histories_per_batch,
+        progress=lambda d, t: _print_progress(d, t, start),
+    )
+    summary = write_dataset(examples, args.out)
+    summary.seconds, summary.skipped = time.monotonic() - start, skipped
+    _write_manifest(args, summary, histories, model, think_off)
+    _print_summary(summary, args.out)
+    return summary
+
+
+def _write_manifest(args, summary: DataSummary, histories: list[Trajectory], model: str, think_off: bool) -> None:
+    manifest = {
+        "target_model": model,
+        "chat_template": args.chat_template,
+        "think_off": think_off,
+        "max_tokens": args.max_tokens,
+        "seed": args.seed,
+        "val_fraction": args.val_fraction,
+        "slots": [s.name for s in OPENCLAW_SLOTS],
+        "summary": asdict(summary),
+        "sources": {h.id: h.source for h in histories},
+    }
+    Path(args.out, "manifest.json").write_text(json.dumps(manifest, indent=2, ensure_ascii=False) + "\n")
+
+
+def _print_summary(s: DataSummary, out: str) -> None:
+    print(
+        f"[data] wrote {s.examples['train']} train / {s.examples['validation']} validation examples "
+        f"({s.trajectories['train']} / {s.trajectories['validation']} trajectories) to {out} "
+        f"in {s.seconds:.1f} s; {s.truncated} hit max-tokens, {s.empty} empty, "
+        f"{len(s.skipped)} files skipped",
+    )
+    for line in s.skipped:
+        print(f"[data] skipped {line}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()
