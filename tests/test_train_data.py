@@ -1,0 +1,130 @@
+"""SFT data generation against a scripted SGLang backend on the real interpreter."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from train_fixtures import ScriptedTarget, history, slot_answer, write_histories
+
+from sgl_speccompact.errors import ConfigError, InvalidHistoryError
+from sgl_speccompact.history import parse_messages, render_history
+from sgl_speccompact.prompts import THINK_OFF, drafter_context, drafter_messages
+from sgl_speccompact.schema import OPENCLAW_SLOTS
+from sgl_speccompact.train import data
+from sgl_speccompact.train.sources import load_trajectories
+
+SLOT_NAMES = [s.name for s in OPENCLAW_SLOTS]
+
+
+def _run(tmp_path, n=3, *extra, backend=None):
+    hist = tmp_path / "hist"
+    write_histories(hist, n)
+    backend = backend or ScriptedTarget()
+    out = tmp_path / "out"
+    summary = data.main([str(hist), "--target-url", "http://unused", "--out", str(out), *extra], backend=backend)
+    splits = {s: [json.loads(x) for x in (out / f"{s}.jsonl").read_text().splitlines()] for s in data.SPLITS}
+    return summary, splits, backend
+
+
+def test_one_record_per_history_and_slot_with_figure5_prompt(tmp_path):
+    summary, splits, _ = _run(tmp_path, 3, "--val-fraction", "0.34")
+    records = splits["train"] + splits["validation"]
+    assert len(records) == 6 * 3 and summary.histories == 3
+    by_traj = {}
+    for r in records:
+        assert set(r) == {"trajectory_id", "slot", "prompt", "completion"}
+        by_traj.setdefault(r["trajectory_id"], []).append(r)
+    assert len(by_traj) == 3
+    for recs in by_traj.values():
+        assert [r["slot"] for r in recs] == SLOT_NAMES
+        i = int(recs[0]["trajectory_id"].split("_")[1].split("-")[0])  # run_<i>-<hash>
+        rendered = render_history(parse_messages(history(i)))
+        for r, slot in zip(recs, OPENCLAW_SLOTS):
+            assert r["prompt"] == drafter_messages(rendered, OPENCLAW_SLOTS, slot)
+            assert [m["role"] for m in r["prompt"]] == ["system", "user"]
+            assert r["completion"] == [{"role": "assistant", "content": slot_answer(slot.name, rendered)}]
+
+
+def test_split_is_by_trajectory_and_deterministic(tmp_path):
+    _, a, _ = _run(tmp_path / "a", 10, "--val-fraction", "0.3", "--seed", "7")
+    _, b, _ = _run(tmp_path / "b", 10, "--val-fraction", "0.3", "--seed", "7")
+    ids = {s: {r["trajectory_id"] for r in a[s]} for s in data.SPLITS}
+    assert not ids["train"] & ids["validation"]
+    assert len(ids["validation"]) == 3 and len(ids["train"]) == 7
+    assert len(a["validation"]) == 6 * 3
+    assert ids == {s: {r["trajectory_id"] for r in b[s]} for s in data.SPLITS}
+    picks = {frozenset(data.validation_keys([f"t{i}" for i in range(10)], 0.3, seed)) for seed in range(5)}
+    assert len(picks) > 1  # the seed matters
+
+
+def test_slot_requests_of_one_history_share_the_history_prefix(tmp_path):
+    _, _, backend = _run(tmp_path, 2)
+    assert len(backend.prompts) == 12
+    by_history = {}
+    for p in backend.prompts:
+        by_history.setdefault("mod_0" if "src/mod_0.py" in p else "mod_1", []).append(p)
+    assert sorted(len(v) for v in by_history.values()) == [6, 6]
+    for mod, texts in by_history.items():
+        i = int(mod[-1])
+        shared = os.path.commonprefix(texts)
+        context = drafter_context(render_history(parse_messages(history(i))), OPENCLAW_SLOTS)
+        # system turn + the whole conversation and schema come before anything slot-specific
+        assert shared.startswith("<|im_start|>system\n") and context in shared
+        assert all(t.endswith("<|im_start|>assistant\n" + THINK_OFF) for t in texts)
+    other = os.path.commonprefix([by_history["mod_0"][0], by_history["mod_1"][0]])
+    assert "</conversation>" not in other
+
+
+def test_requests_are_greedy_and_capped(tmp_path):
+    _, _, backend = _run(tmp_path, 1, "--max-tokens", "77")
+    assert {(p.temperature, p.max_new_tokens) for p in backend.params} == {(0, 77)}
+
+
+def test_think_block_follows_the_target_model(tmp_path):
+    _, _, llama = _run(tmp_path / "a", 1, backend=ScriptedTarget(model="meta-llama/Llama-3.1-8B-Instruct"))
+    assert not any(THINK_OFF in p for p in llama.prompts)
+    _, _, forced = _run(tmp_path / "b", 1, "--no-think", backend=ScriptedTarget(model="meta-llama/Llama-3.1-8B"))
+    assert all(p.endswith(THINK_OFF) for p in forced.prompts)
+    _, _, qwen = _run(tmp_path / "c", 1, "--think", backend=ScriptedTarget())
+    assert not any(THINK_OFF in p for p in qwen.prompts)
+
+
+def test_truncated_completion_loses_its_cut_line(tmp_path):
+    summary, splits, _ = _run(tmp_path, 2, backend=ScriptedTarget(truncate_slot="progress"))
+    progress = [r for s in splits.values() for r in s if r["slot"] == "progress"]
+    assert len(progress) == 2 and summary.truncated == 2
+    assert all("half li" not in r["completion"][0]["content"] for r in progress)
+    manifest = json.loads((tmp_path / "out" / "manifest.json").read_text())
+    assert manifest["summary"]["truncated"] == 2 and manifest["think_off"] is True
+
+
+def test_clean_completion_strips_reasoning():
+    assert data.clean_completion("<think>\nplan\n</think>\n\n- a\n- b\n", truncated=False) == "- a\n- b"
+
+
+def test_directories_skip_non_histories_but_named_files_must_be_histories(tmp_path):
+    write_histories(tmp_path, 1)
+    (tmp_path / "notes.json").write_text(json.dumps({"not": "a history"}))
+    trajectories, skipped = load_trajectories([tmp_path])
+    assert len(trajectories) == 1 and len(skipped) == 1 and "notes.json" in skipped[0]
+    with pytest.raises(InvalidHistoryError):
+        load_trajectories([tmp_path / "notes.json"])
+    with pytest.raises(ConfigError):
+        load_trajectories([tmp_path / "missing.json"])
+
+
+def test_same_file_twice_is_one_trajectory(tmp_path):
+    (path,) = write_histories(tmp_path / "a", 1)
+    copy = tmp_path / "b" / path.name
+    copy.parent.mkdir()
+    copy.write_bytes(path.read_bytes())
+    trajectories, _ = load_trajectories([path, copy])
+    assert len(trajectories) == 1
+
+
+def test_validation_fraction_is_checked():
+    with pytest.raises(ConfigError):
+        data.validation_keys(["a", "b"], 1.0, 0)
+    assert data.validation_keys(["a", "b"], 0.0, 0) == set()
