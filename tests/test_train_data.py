@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 import os
+from pathlib import Path
 
 import pytest
 from train_fixtures import ScriptedTarget, history, slot_answer, write_histories
 
-from sgl_speccompact.errors import ConfigError, InvalidHistoryError
+from sgl_speccompact.errors import BackendError, ConfigError, InvalidHistoryError
 from sgl_speccompact.history import parse_messages, render_history
 from sgl_speccompact.prompts import THINK_OFF, drafter_context, drafter_messages
 from sgl_speccompact.schema import OPENCLAW_SLOTS
@@ -100,6 +101,11 @@ def test_truncated_completion_loses_its_cut_line(tmp_path):
     assert manifest["summary"]["truncated"] == 2 and manifest["think_off"] is True
 
 
+def test_a_failed_target_request_is_an_error(tmp_path):
+    with pytest.warns(UserWarning), pytest.raises(BackendError, match="key_decisions"):
+        _run(tmp_path, 1, backend=ScriptedTarget(fail_slot="key_decisions"))
+
+
 def test_clean_completion_strips_reasoning():
     assert data.clean_completion("<think>\nplan\n</think>\n\n- a\n- b\n", truncated=False) == "- a\n- b"
 
@@ -128,3 +134,23 @@ def test_validation_fraction_is_checked():
     with pytest.raises(ConfigError):
         data.validation_keys(["a", "b"], 1.0, 0)
     assert data.validation_keys(["a", "b"], 0.0, 0) == set()
+
+
+SHARED = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
+
+
+@pytest.mark.skipif(not SHARED.is_dir(), reason=f"real trajectories not found at {SHARED}")
+def test_real_trajectories_keep_sibling_trials_on_one_side(tmp_path):
+    out = tmp_path / "out"
+    summary = data.main([str(SHARED), "--target-url", "http://unused", "--out", str(out), "--val-fraction", "0.5"],
+                        backend=ScriptedTarget())
+    records = [json.loads(x) for s in data.SPLITS for x in (out / f"{s}.jsonl").read_text().splitlines()]
+    assert len(records) == 6 * summary.histories and summary.histories > 1
+    assert any("tasks.json" in s for s in summary.skipped)  # a task list is not a history
+    sides = {}
+    for s in data.SPLITS:
+        for x in (out / f"{s}.jsonl").read_text().splitlines():
+            tid = json.loads(x)["trajectory_id"]
+            sides.setdefault(tid.rsplit("-t", 1)[0] if "tau2" in tid else tid, set()).add(s)
+    assert all(len(v) == 1 for v in sides.values())
+    assert summary.trajectories["train"] and summary.trajectories["validation"]

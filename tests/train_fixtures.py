@@ -82,14 +82,17 @@ class ScriptedTarget(BaseBackend):
     """A target that answers slot requests deterministically and records every prompt.
 
     ``truncate_slot`` names a slot whose answer is reported as cut at
-    ``max_tokens`` (``finish_reason`` ``length``), with a half line appended.
+    ``max_tokens`` (``finish_reason`` ``length``), with a half line appended;
+    requests for ``fail_slot`` raise, as a dead server would.
     """
 
-    def __init__(self, model: str = "Qwen/Qwen3-8B", truncate_slot: str | None = None):
+    def __init__(self, model: str = "Qwen/Qwen3-8B", truncate_slot: str | None = None,
+                 fail_slot: str | None = None):
         super().__init__()
         self.chat_template = get_chat_template("qwen")
         self.model = model
         self.truncate_slot = truncate_slot
+        self.fail_slot = fail_slot
         self.prompts: list[str] = []
         self.params: list = []
         self._lock = threading.Lock()
@@ -103,6 +106,8 @@ class ScriptedTarget(BaseBackend):
             self.prompts.append(prompt)
             self.params.append(sampling_params)
         slot = re.search(r"Generate only the (\w+) slot", prompt).group(1)
+        if slot == self.fail_slot:
+            raise ConnectionError("target went away")
         text = slot_answer(slot, prompt)
         if slot == self.truncate_slot:
             return text + "\n- a half li", {"finish_reason": {"type": "length", "length": 8}}

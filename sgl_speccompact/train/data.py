@@ -42,7 +42,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import sglang as sgl
 
-from ..errors import ConfigError
+from ..errors import BackendError, ConfigError
 from ..history import parse_messages, render_history
 from ..prompts import THINK_OFF, drafter_messages
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
@@ -189,6 +189,8 @@ def generate_dataset(
         ]
         states = target_slot.run_batch(args, backend=backend, num_threads=len(args), progress_bar=False)
         for (h, slot, prompt), state in zip(jobs, states):
+            if state.error() is not None:
+                raise BackendError(f"target failed on {h.id} / {slot.name}: {state.error()}") from state.error()
             truncated = _is_truncated(state.get_meta_info("completion"))
             record = {
                 "trajectory_id": h.id,
