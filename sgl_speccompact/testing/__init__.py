@@ -1,0 +1,60 @@
+"""SGLang-API emulator: SGLang 0.5.23's native HTTP API on a CPU.
+
+The SGLang server needs CUDA kernels; this package lets tests and the radix
+benchmarks run without one.  It speaks ``/generate``, ``/tokenize``,
+``/model_info``, ``/server_info``, ``/health`` and ``/flush_cache`` with the
+server's own validation (sglang's ``GenerateReqInput``, ``SamplingParams``
+and JSON contract), stop trimming, logprob formats, and ``cached_tokens``
+from a real radix tree over real token ids.  The "model" is a pluggable
+:class:`Policy`.  An optional :class:`CostModel` adds SIMULATED latencies
+(labelled as such everywhere; never GPU measurements).
+
+Start one in a test::
+
+    from sgl_speccompact.testing import EmulatedServer, ScriptedPolicy, build_test_tokenizer
+
+    path = build_test_tokenizer(tmp_dir)
+    with EmulatedServer(path, policy=ScriptedPolicy(default_output="hi")) as srv:
+        ...  # srv.url is an SGLang server URL
+
+or from a shell: ``python -m sgl_speccompact.testing --tokenizer PATH --port N``.
+"""
+
+from .cost import QWEN3_0_6B, QWEN3_8B, QWEN3_32B, CostModel, Hardware, ModelCost
+from .model import Distribution, EmulatedModel, EmulatorError
+from .policy import (
+    ANY,
+    ControlledAcceptancePolicy,
+    Policy,
+    Rule,
+    ScriptedPolicy,
+    label_logprobs,
+    last_segment,
+)
+from .radix import RadixTree
+from .server import EmulatedServer, free_port, load_tokenizer
+from .tokenizer import build_test_tokenizer
+
+__all__ = [
+    "ANY",
+    "ControlledAcceptancePolicy",
+    "CostModel",
+    "Distribution",
+    "EmulatedModel",
+    "EmulatedServer",
+    "EmulatorError",
+    "Hardware",
+    "ModelCost",
+    "Policy",
+    "QWEN3_0_6B",
+    "QWEN3_32B",
+    "QWEN3_8B",
+    "RadixTree",
+    "Rule",
+    "ScriptedPolicy",
+    "build_test_tokenizer",
+    "free_port",
+    "label_logprobs",
+    "last_segment",
+    "load_tokenizer",
+]

@@ -1,0 +1,239 @@
+"""HTTP routes of the emulator: SGLang 0.5.23's native API.
+
+Routes and response shapes follow ``sglang/srt/entrypoints/http_server.py``:
+
+* ``POST|PUT /generate``: a dict (single) or a list (batch); with
+  ``stream`` an SSE stream of ``data: {...}`` lines (cumulative ``text``,
+  batch chunks carry ``index``) ending with ``data: [DONE]``.  Validation
+  errors from the tokenizer-manager stage arrive inside a stream as a
+  ``data: {"error": ...}`` event, as the server sends them.
+* ``POST /tokenize``, ``/v1/tokenize``: ``TokenizeResponse``.
+* ``GET /get_model_info``, ``/model_info``, ``/server_info``,
+  ``/get_server_info``, ``/health``, ``/health_generate``.
+* ``GET|POST /flush_cache``: plain text; HTTP 400 while requests run.
+
+Emulator-only: ``GET /emulator/stats`` and ``POST /emulator/reset_stats``.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from http import HTTPStatus
+
+import orjson
+from fastapi import FastAPI, Query, Request
+from fastapi.responses import Response, StreamingResponse
+
+from .engine import Engine
+from .frontend import BadRequest, Frontend, ServedModel, error_response, parse_generate
+
+ORJSON_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY  # SGLang's json_response options
+FLUSH_OK = (
+    "Cache flushed.\nPlease check backend logs for more details. "
+    "(When there are running or waiting requests, the operation will not be performed.)\n"
+)
+
+
+def json_response(content, status: int = 200) -> Response:
+    """``SGLangORJSONResponse``."""
+    return Response(orjson.dumps(content, option=ORJSON_OPTS), status, media_type="application/json")
+
+
+def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: dict) -> FastAPI:
+    """Build the FastAPI app.
+
+    Parameters
+    ----------
+    engine, frontend
+        Scheduler and admission.
+    served
+        Model identity for ``/model_info``.
+    info
+        Extra ``/server_info`` fields (configuration, cost model).
+    """
+    app = FastAPI(title="SGLang API emulator")
+    started = time.time()
+
+    @app.api_route("/generate", methods=["POST", "PUT"])
+    async def generate(request: Request):
+        try:
+            body = orjson.loads(await request.body())
+            obj = parse_generate(body)
+        except orjson.JSONDecodeError as exc:
+            return json_response(error_response(f"JSON decode error: {exc}"), 400)
+        except BadRequest as exc:
+            return json_response(exc.body, 400)
+        return await _serve(engine, frontend, obj)
+
+    @app.post("/tokenize")
+    @app.post("/v1/tokenize")
+    async def tokenize(request: Request):
+        return _tokenize(frontend, served, request, await request.body())
+
+    @app.get("/get_model_info")
+    @app.get("/model_info")
+    async def model_info():
+        return json_response(_model_info(served))
+
+    @app.get("/get_server_info")
+    @app.get("/server_info")
+    async def server_info():
+        return json_response({
+            **info,
+            "startup_time": started,
+            "internal_states": [{"emulated": True, **engine.stats()}],
+            "version": _sglang_version(),
+            "frontend": "python",
+        })
+
+    @app.get("/health")
+    @app.get("/health_generate")
+    async def health():
+        return Response(status_code=200)
+
+    @app.api_route("/flush_cache", methods=["GET", "POST"])
+    async def flush_cache(timeout: float = Query(0.0, ge=0.0)):
+        deadline = time.monotonic() + timeout
+        while timeout > 0 and not engine.idle() and time.monotonic() < deadline:
+            await asyncio.sleep(0.01)  # the scheduler's deferred flush
+        ok = engine.flush()
+        message = FLUSH_OK if ok else "Flush cache failed.\n"
+        return Response(content=message, status_code=200 if ok else HTTPStatus.BAD_REQUEST)
+
+    @app.get("/emulator/stats")
+    async def stats():
+        return json_response(engine.stats())
+
+    @app.post("/emulator/reset_stats")
+    async def reset_stats():
+        engine.reset_stats()
+        return json_response({"success": True})
+
+    return app
+
+
+async def _serve(engine: Engine, frontend: Frontend, obj):
+    """Admit ``obj``, run its jobs, answer like ``serve_generate_request``."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue = asyncio.Queue()
+
+    def sink(index: int):
+        return lambda out, done: loop.call_soon_threadsafe(queue.put_nowait, (index, out, done))
+
+    try:
+        jobs, single = frontend.jobs(obj, sink)
+    except ValueError as exc:
+        if obj.stream:
+            return _sse([_stream_error(exc)])
+        return json_response({"error": {"message": str(exc)}}, 400)
+    engine.submit(jobs)
+    if obj.stream:
+        return _sse(_stream(queue, len(jobs), single))
+    results: list = [None] * len(jobs)
+    for _ in jobs:
+        while True:
+            index, out, done = await queue.get()
+            if done:
+                results[index] = out
+                break
+    abort = _abort(results)
+    if abort is not None:
+        return abort
+    return json_response(results[0] if single else results)
+
+
+def _abort(results: list) -> Response | None:
+    """``_handle_abort_finish_reason`` for a non-streaming request."""
+    for out in results:
+        reason = out["meta_info"]["finish_reason"] or {}
+        code = reason.get("status_code")
+        if reason.get("type") == "abort" and code is not None and 400 <= code < 600:
+            if code == 400:
+                return json_response({"error": {"message": reason["message"]}}, 400)
+            return json_response(error_response(reason["message"], code, str(code)), code)
+    return None
+
+
+async def _stream(queue: asyncio.Queue, n_jobs: int, single: bool):
+    """SSE chunks until every job has finished."""
+    finished = 0
+    while finished < n_jobs:
+        index, out, done = await queue.get()
+        finished += done
+        if not single:
+            out = {**out, "index": index}
+        yield out
+
+
+def _stream_error(exc: Exception) -> dict:
+    return {"error": {"message": str(exc), "type": "invalid_request_error",
+                      "code": getattr(exc, "status_code", 400), "retryable": False}}
+
+
+def _sse(chunks) -> StreamingResponse:
+    async def body():
+        if hasattr(chunks, "__aiter__"):
+            async for chunk in chunks:
+                yield b"data: " + orjson.dumps(chunk, option=ORJSON_OPTS) + b"\n\n"
+        else:
+            for chunk in chunks:
+                yield b"data: " + orjson.dumps(chunk, option=ORJSON_OPTS) + b"\n\n"
+        yield b"data: [DONE]\n\n"
+
+    return StreamingResponse(body(), media_type="text/event-stream")
+
+
+def _tokenize(frontend: Frontend, served: ServedModel, request: Request, raw: bytes) -> Response:
+    """``OpenAIServingTokenize`` for ``prompt`` (str or list of str)."""
+    from sglang.srt.entrypoints.openai.protocol import TokenizeRequest, TokenizeResponse
+
+    media = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if media != "application/json":
+        msg = "Unsupported Media Type: Only 'application/json' is allowed"
+        return json_response(error_response(msg), 400)
+    try:
+        req = TokenizeRequest.model_validate(orjson.loads(raw))
+    except Exception as exc:
+        return json_response(error_response(str(exc)), 400)
+    tok = frontend.model.tokenizer
+    if isinstance(req.prompt, str):
+        tokens = tok.encode(req.prompt, add_special_tokens=req.add_special_tokens)
+        count = len(tokens)
+    elif isinstance(req.prompt, list):
+        tokens = [tok.encode(p, add_special_tokens=req.add_special_tokens) for p in req.prompt]
+        count = [len(t) for t in tokens]
+    else:
+        msg = f"Invalid prompt type: {type(req.prompt)}. Expected str or List[str]."
+        return json_response(error_response(msg, 400, "BadRequestError"), 400)
+    max_len = getattr(tok, "model_max_length", served.context_length)
+    if not isinstance(max_len, int) or not -(2**63) <= max_len < 2**64:
+        max_len = served.context_length
+    out = TokenizeResponse(tokens=tokens, count=count, max_model_len=max_len)
+    return json_response(out.model_dump())
+
+
+def _model_info(served: ServedModel) -> dict:
+    return {
+        "model_path": served.model_path,
+        "served_model_name": served.served_model_name,
+        "tokenizer_path": served.tokenizer_path,
+        "is_generation": True,
+        "preferred_sampling_params": None,
+        "weight_version": "default",
+        "load_format": "auto",
+        "reasoning_parser": None,
+        "tool_call_parser": None,
+        "disaggregation_mode": "null",
+        "has_image_understanding": False,
+        "has_audio_understanding": False,
+        "model_type": "qwen3",
+        "architectures": ["Qwen3ForCausalLM"],
+        "emulated": True,
+    }
+
+
+def _sglang_version() -> str:
+    from sglang.version import __version__
+
+    return __version__

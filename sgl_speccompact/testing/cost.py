@@ -1,0 +1,110 @@
+"""An optional forward-pass cost model for SIMULATED latencies.
+
+Everything this module computes is a simulation from published H200
+parameters (see ``reference/cost_model.md`` in the shared design folder);
+nothing here is a GPU measurement, and every figure the emulator derives
+from it carries ``simulated`` in its name.
+
+One forward pass over a batch, where request i adds ``n_i`` new tokens on
+top of ``c_i`` cached ones::
+
+    T_fwd = a + max(M, C)
+    M = W / (eta_w * BW) + kappa * sum_i(c_i + n_i) / (eta_kv * BW)
+    C = (2 * N_ne * sum_i n_i + 4 * L * d_q * sum_i n_i * (c_i + n_i / 2)) / (MFU * F)
+
+A request's simulated latency is ``o_req`` plus the time from its arrival to
+the end of the forward pass that finishes it (queueing included).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """Accelerator parameters (H200 SXM defaults)."""
+
+    bw: float = 4.8e12  # HBM bandwidth, bytes/s (spec)
+    flops: float = 989e12  # dense bf16 FLOP/s (spec)
+    eta_w: float = 0.85  # achieved fraction of bw reading weights (estimate)
+    eta_kv: float = 0.8  # achieved fraction of bw reading KV (fit on H100)
+    mfu: float = 0.55  # achieved fraction of flops in prefill (fit on H100)
+
+
+@dataclass(frozen=True)
+class ModelCost:
+    """Per-model parameters of the cost formula."""
+
+    name: str  # model id, for reports
+    weight_bytes: float  # W: bytes of weights read per forward
+    n_nonembed: float  # N_ne: non-embedding parameters
+    layers: int  # L: transformer layers
+    d_q: int  # d_q: query width (heads * head dim)
+    kv_bytes_per_token: float  # kappa: KV-cache bytes per token
+    a: float = 1.4e-3  # per-forward fixed cost, s (fit)
+    o_req: float = 3e-3  # per-request HTTP + scheduling overhead, s (estimate, native route)
+
+
+QWEN3_8B = ModelCost("Qwen/Qwen3-8B", 16.4e9, 6.95e9, 36, 4096, 147e3)
+QWEN3_32B = ModelCost("Qwen/Qwen3-32B", 65.5e9, 31.2e9, 64, 8192, 262e3)
+QWEN3_0_6B = ModelCost("Qwen/Qwen3-0.6B", 1.2e9, 0.44e9, 28, 2048, 115e3, a=1.75e-3)
+PRESETS = {m.name.split("/")[-1].lower(): m for m in (QWEN3_8B, QWEN3_32B, QWEN3_0_6B)}
+
+
+@dataclass(frozen=True)
+class CostModel:
+    """Simulated forward-pass times for one model on one accelerator.
+
+    Parameters
+    ----------
+    model
+        The model's parameters (:data:`QWEN3_8B`, ...).
+    hardware
+        Accelerator parameters.
+    time_scale
+        Real seconds the emulator sleeps per simulated second (0 = never
+        sleep, only account).  Small values keep tests fast while preserving
+        the order in which concurrent requests are batched.
+    batch_window_s
+        Real seconds the scheduler waits after the first arrival before
+        forming a prefill batch, so concurrent requests can join it.
+    """
+
+    model: ModelCost = QWEN3_8B  # model parameters
+    hardware: Hardware = Hardware()  # accelerator parameters
+    time_scale: float = 0.01  # real seconds slept per simulated second
+    batch_window_s: float = 0.002  # real wait to gather a prefill batch
+
+    @classmethod
+    def for_model(cls, name: str, **kw) -> "CostModel":
+        """A cost model from a preset name (``qwen3-8b``, ``qwen3-32b``, ``qwen3-0.6b``)."""
+        key = name.split("/")[-1].lower()
+        if key not in PRESETS:
+            raise ValueError(f"unknown cost preset {name!r}; known: {sorted(PRESETS)}")
+        return cls(model=PRESETS[key], **kw)
+
+    def with_scale(self, time_scale: float) -> "CostModel":
+        """The same model with another ``time_scale``."""
+        return replace(self, time_scale=time_scale)
+
+    def forward_s(self, batch: list[tuple[int, int]]) -> float:
+        """Simulated seconds of one forward pass.
+
+        Parameters
+        ----------
+        batch
+            ``(cached_tokens, new_tokens)`` per request in the pass.
+        """
+        m, hw = self.model, self.hardware
+        ctx = sum(c + n for c, n in batch)
+        new = sum(n for _, n in batch)
+        attn = sum(n * (c + n / 2) for c, n in batch)
+        mem = m.weight_bytes / (hw.eta_w * hw.bw) + m.kv_bytes_per_token * ctx / (hw.eta_kv * hw.bw)
+        comp = (2 * m.n_nonembed * new + 4 * m.layers * m.d_q * attn) / (hw.mfu * hw.flops)
+        return m.a + max(mem, comp)
+
+    @property
+    def request_overhead_s(self) -> float:
+        """Simulated per-request overhead ``o_req``."""
+        return self.model.o_req
