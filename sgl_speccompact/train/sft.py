@@ -244,7 +244,7 @@ def build_trainer(model_path: str, data_dir: str | Path, out_dir: str | Path, hp
     Parameters
     ----------
     model_path : str
-        The drafter base model (a local directory, or a hub id already in the cache).
+        The drafter base model (a local directory or a hub id).
     data_dir : str or Path
         Directory with ``train.jsonl`` (and optionally ``validation.jsonl``).
     out_dir : str or Path
@@ -346,7 +346,7 @@ def _parser() -> argparse.ArgumentParser:
         description="LoRA SFT of the SpecCompact drafter on target-generated slot data.",
         formatter_class=argparse.ArgumentDefaultsHelpFormatter,
     )
-    p.add_argument("--model", required=True, help="drafter base model (local directory or cached hub id)")
+    p.add_argument("--model", required=True, help="drafter base model (local directory or hub id)")
     p.add_argument("--data", required=True, help="directory with train.jsonl [and validation.jsonl]")
     p.add_argument("--out", required=True, help="adapter output directory")
     p.add_argument("--merge", action="store_true", help="also write merged full weights to OUT/merged")
