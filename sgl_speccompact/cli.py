@@ -1,0 +1,173 @@
+"""``python -m sgl_speccompact compact FILE``: compact one trajectory file.
+
+Reads any format :mod:`sgl_speccompact.formats` knows, compacts it on
+running SGLang servers and prints the summary and a stats table (or the
+whole result as JSON).  Progress (slots done, lines accepted) goes to
+stderr when stderr is a terminal.  Any failure exits 1 with one line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import threading
+from pathlib import Path
+from typing import Any, Callable, TextIO
+
+from .errors import SpecCompactError
+from .formats import list_trials, load_history
+from .result import CompactionResult
+
+TARGET_ENV, DRAFTER_ENV = "SGLANG_TARGET_URL", "SGLANG_DRAFTER_URL"
+
+
+def build_parser() -> argparse.ArgumentParser:
+    """Flags of the ``compact`` subcommand."""
+    p = argparse.ArgumentParser(prog="python -m sgl_speccompact compact",
+                                description="Compact one agent trajectory file on SGLang servers.")
+    p.add_argument("file", help="trajectory: OpenAI messages, SWE-agent .traj, mini-swe-agent, tau2-bench")
+    p.add_argument("--method", default="speccompact", help="speccompact | hermes | openclaw | target_self")
+    p.add_argument("--target-url", default=os.environ.get(TARGET_ENV),
+                   help=f"target SGLang server (default ${TARGET_ENV})")
+    p.add_argument("--drafter-url", default=os.environ.get(DRAFTER_ENV),
+                   help=f"drafter SGLang server (default ${DRAFTER_ENV}); needed by speccompact")
+    p.add_argument("--drafter-lora-name", help="LoRA adapter name to send as lora_path on drafter requests")
+    p.add_argument("--chat-template", help="frontend chat template name (default: by model path)")
+    p.add_argument("--api-key", help="bearer token of the SGLang servers")
+    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds (default 120)")
+    p.add_argument("--trial", type=int, default=0, help="which trial of a multi-trial (tau2) file (default 0)")
+    p.add_argument("--list-trials", action="store_true", help="list the file's trials and exit")
+    p.add_argument("--previous-summary", metavar="FILE", help="summary of earlier turns (text file)")
+    p.add_argument("--source-judge", action="store_true", help="run the Source-Judged post-filter")
+    p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
+                   help="CompactConfig override, VALUE as JSON (e.g. --set eta=0.8); repeatable")
+    p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    return p
+
+
+def parse_overrides(items: list[str]) -> dict:
+    """``["eta=0.8", "positive_label=yes"]`` -> ``{"eta": 0.8, "positive_label": "yes"}``."""
+    out = {}
+    for item in items:
+        key, sep, raw = item.partition("=")
+        if not sep or not key:
+            raise SpecCompactError(f"--set needs FIELD=VALUE, got {item!r}")
+        try:
+            out[key] = json.loads(raw)
+        except json.JSONDecodeError:
+            out[key] = raw  # a bare word is a string
+    return out
+
+
+def stats_table(result: CompactionResult) -> str:
+    """Requests and tokens per server and kind, then acceptance, cache ratio, wall time."""
+    s = result.stats
+    rows = [("server", "kind", "requests", "prompt_tok", "cached_tok", "completion_tok")]
+    for server in sorted(s.requests):
+        for kind, c in sorted(s.requests[server].items()):
+            rows.append((server, kind, c.requests, c.prompt_tokens, c.cached_tokens, c.completion_tokens))
+        t = s.totals(server)
+        rows.append((server, "total", t.requests, t.prompt_tokens, t.cached_tokens, t.completion_tokens))
+    widths = [max(len(str(r[i])) for r in rows) for i in range(len(rows[0]))]
+    lines = ["  ".join(str(v).ljust(w) if i < 2 else str(v).rjust(w) for i, (v, w) in enumerate(zip(r, widths)))
+             for r in rows]
+
+    def pct(x: float | None) -> str:
+        return "n/a" if x is None else f"{100 * x:.1f}%"
+
+    lines += [
+        "",
+        f"cached ratio:    target {pct(s.cached_ratio('target'))}, drafter {pct(s.cached_ratio('drafter'))}",
+        f"acceptance rate: {pct(s.acceptance_rate)} ({s.accepted_lines} of {s.proposed_lines} judged lines; "
+        f"{s.repaired_lines} repaired, {s.unjudged_lines} unjudged)",
+        f"summary:         {result.summary_tokens} tokens",
+        f"wall time:       {s.total_wall_s:.2f} s",
+    ]
+    return "\n".join(lines)
+
+
+class Progress:
+    """Slots done and lines accepted, redrawn on one stderr line."""
+
+    def __init__(self, stream: TextIO):
+        self.stream = stream  # where to draw (a terminal)
+        self.slots = 0  # slots finished
+        self.lines = 0  # lines accepted
+        self._lock = threading.Lock()  # events arrive from the slot threads
+
+    def __call__(self, event: dict) -> None:
+        with self._lock:
+            if event.get("type") == "line":
+                self.lines += 1
+            elif event.get("type") == "slot_done":
+                self.slots += 1
+            self.stream.write(f"\r[compact] {self.slots} slots done, {self.lines} lines accepted")
+            self.stream.flush()
+
+    def close(self) -> None:
+        if self.slots or self.lines:
+            self.stream.write("\n")
+            self.stream.flush()
+
+
+def connect(url: str, args: argparse.Namespace, *, lora_name: str | None = None) -> Any:
+    """A SpecCompactEndpoint for ``url`` (raises BackendUnavailableError if it is down)."""
+    from .endpoint import SpecCompactEndpoint
+
+    return SpecCompactEndpoint(url, api_key=args.api_key, chat_template=args.chat_template,
+                               lora_path=lora_name, timeout_s=args.timeout)
+
+
+def _default_runner() -> Callable:
+    from .methods import run_method  # imported late: pulls in sglang's frontend
+
+    return run_method
+
+
+def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runner: Callable | None = None,
+                 progress: Callable | None = None) -> CompactionResult:
+    """Load ``args.file``, connect, run the method and return its result."""
+    messages = load_history(args.file, trial=args.trial)
+    previous = Path(args.previous_summary).read_text(encoding="utf-8") if args.previous_summary else None
+    if not args.target_url:
+        raise SpecCompactError(f"no target server: pass --target-url URL or set ${TARGET_ENV}")
+    if args.method == "speccompact" and not args.drafter_url:
+        raise SpecCompactError(f"speccompact needs a drafter: pass --drafter-url URL or set ${DRAFTER_ENV}")
+    target = connect(args.target_url, args)
+    drafter = connect(args.drafter_url, args, lora_name=args.drafter_lora_name) if args.drafter_url else None
+    run = runner or _default_runner()
+    return run(args.method, messages, target=target, drafter=drafter, config=parse_overrides(args.set) or None,
+               previous_summary=previous, source_judge=args.source_judge, on_event=progress)
+
+
+def main(argv: list[str] | None = None, *, connect: Callable = connect, runner: Callable | None = None) -> int:
+    """Entry point of ``python -m sgl_speccompact compact``; returns the exit status."""
+    args = build_parser().parse_args(argv)
+    progress = Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    try:
+        if args.list_trials:
+            for t in list_trials(args.file):
+                print(f"{t.index}\tid={t.id or '-'}\ttask={t.task_id or '-'}\ttrial={t.trial}\tmessages={t.messages}")
+            return 0
+        result = compact_file(args, connect=connect, runner=runner, progress=progress)
+    except SpecCompactError as exc:
+        if progress:
+            progress.close()
+        print(f"error: {exc.code}: {exc}", file=sys.stderr)
+        return 1
+    except OSError as exc:  # --previous-summary unreadable
+        print(f"error: {exc}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    if progress:
+        progress.close()
+    if args.json:
+        print(json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False))
+    else:
+        print(result.summary)
+        print()
+        print(stats_table(result))
+    return 0

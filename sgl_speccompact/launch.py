@@ -1,0 +1,599 @@
+"""``python -m sgl_speccompact.launch``: SGLang servers plus the compaction service.
+
+Starts a target and a drafter SGLang server as child processes, waits for
+each one's ``/health``, then serves :func:`sgl_speccompact.service.create_app`
+with uvicorn.  Ctrl-C or SIGTERM stops the service and then every child
+(each runs in its own process group, which is signalled as a whole, so no
+SGLang scheduler or detokenizer process is left behind).
+
+Memory on one GPU
+-----------------
+SGLang sizes weights plus KV cache as ``--mem-fraction-static`` times the GPU
+memory *free when that server starts* (``pre_model_load_memory`` in
+``sglang/srt/distributed/bootstrap.py``; the KV budget is computed in
+``mem_cache/kv_cache_configurator.py``).  So the servers start one after the
+other: the target first, taking its fraction of the whole GPU, then the
+drafter, taking its fraction of what the target left.  The defaults (0.60,
+then 0.45) leave about a fifth of the GPU for both servers' activations
+and CUDA graphs; ``launch/*.toml`` work the arithmetic out per model pair.
+
+Running servers
+---------------
+``--target-url`` / ``--drafter-url`` use servers that already run; a role
+with a URL is not started.  ``--target-url`` may be repeated: the service
+then pins each compaction to one target, chosen round-robin, because all of
+a compaction's requests share one prefix that should stay in one radix
+cache.  An sglang-router URL counts as one target; its cache-aware policy
+keeps requests with a shared prefix on one worker.  (``--dp-size`` replicas
+behind one server balance requests without regard to prefixes, so several
+servers behind ``--target-url`` or a router keep the cache better.)
+
+Configuration comes from defaults, then ``--config FILE`` (TOML or JSON, see
+``launch/``), then flags.  ``--dry-run`` prints the server commands and the
+service config and exits.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import ctypes
+import json
+import os
+import shlex
+import shutil
+import signal
+import subprocess
+import sys
+import threading
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+from typing import Any, Callable
+
+from .errors import BackendError, ConfigError, SpecCompactError
+
+SECTIONS = {
+    "target": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
+               "attention_backend", "chat_template", "extra_args", "urls"},
+    "drafter": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
+                "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled"},
+    "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s"},
+    "compact": None,  # CompactConfig fields, checked by make_config
+}
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "target": {"model_path": "Qwen/Qwen3-8B", "host": "127.0.0.1", "port": 30000, "mem_fraction_static": 0.60,
+               "tp_size": 1, "dp_size": 1, "extra_args": [], "urls": []},
+    "drafter": {"model_path": "Qwen/Qwen3-0.6B", "host": "127.0.0.1", "port": 30001, "mem_fraction_static": 0.45,
+                "tp_size": 1, "dp_size": 1, "extra_args": [], "enabled": True},
+    "service": {"host": "127.0.0.1", "port": 8000, "method": "speccompact", "max_body_mb": 32.0,
+                "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0},
+    "compact": {},
+}
+
+
+class LaunchError(SpecCompactError):
+    """A server could not be started or never became healthy."""
+
+    code = "launch_error"
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One SGLang server to start."""
+
+    role: str  # "target" or "drafter"
+    model_path: str  # Hugging Face id or local directory
+    host: str  # interface the server binds
+    port: int  # its HTTP port
+    mem_fraction_static: float  # weights + KV cache, as a share of GPU memory free at its start
+    tp_size: int = 1  # tensor-parallel GPUs
+    dp_size: int = 1  # data-parallel replicas
+    context_length: int | None = None  # max tokens per request (model default when None)
+    attention_backend: str | None = None  # SGLang attention kernels (SGLang's choice when None)
+    lora_path: str | None = None  # LoRA adapter directory, served as `lora_name`
+    lora_name: str = "drafter"  # adapter name the service sends as `lora_path`
+    extra_args: tuple[str, ...] = ()  # further launch_server flags, verbatim
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything main() will do, decided before anything starts."""
+
+    servers: tuple[ServerSpec, ...]  # servers to start, in start order
+    target_urls: tuple[str, ...]  # target server(s) the service uses
+    drafter_url: str | None  # drafter server (None: target-only methods)
+    drafter_lora_name: str | None  # sent as `lora_path` on drafter requests
+    target_chat_template: str | None  # frontend template name (by model path when None)
+    drafter_chat_template: str | None  # same, drafter
+    service: dict  # host, port, method, limits, timeouts
+    compact: dict  # CompactConfig overrides
+    api_key: str | None = field(default=None, repr=False)  # service bearer token
+    upstream_api_key: str | None = field(default=None, repr=False)  # SGLang servers' --api-key
+    python: str = sys.executable  # interpreter that runs sglang.launch_server
+
+
+# ------------------------------------------------------------------ planning
+
+
+def load_config_file(path: str | os.PathLike) -> dict:
+    """Read a launch config (``.toml`` or ``.json``) and check its keys.
+
+    Raises
+    ------
+    ConfigError
+        Unreadable file, bad syntax, unknown section or key.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from exc
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"config {p} is not valid {p.suffix.lstrip('.') or 'TOML'}: {exc}") from exc
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"config {p}: unknown section [{section}]; known: {sorted(SECTIONS)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"config {p}: [{section}] must be a table")
+        allowed = SECTIONS[section]
+        unknown = sorted(set(values) - allowed) if allowed is not None else []
+        if unknown:
+            raise ConfigError(f"config {p}: unknown key(s) {unknown} in [{section}]; known: {sorted(allowed)}")
+    return data
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = {k: dict(v) for k, v in base.items()}
+    for section, values in override.items():
+        out.setdefault(section, {}).update(values)
+    return out
+
+
+def _flag_overrides(a: argparse.Namespace) -> dict:
+    """Sections from command-line flags (only flags the user gave)."""
+    t, d, s = {}, {}, {}
+    pairs = [(t, "model_path", a.target_model), (d, "model_path", a.drafter_model), (d, "lora_path", a.drafter_lora),
+             (d, "lora_name", a.drafter_lora_name), (t, "port", a.target_port), (d, "port", a.drafter_port),
+             (t, "mem_fraction_static", a.target_mem_fraction), (d, "mem_fraction_static", a.drafter_mem_fraction),
+             (t, "tp_size", a.tp_size), (t, "dp_size", a.dp_size), (d, "url", a.drafter_url),
+             (s, "host", a.service_host), (s, "port", a.service_port), (s, "method", a.method),
+             (s, "max_body_mb", a.max_body_mb), (s, "max_workers", a.max_workers),
+             (s, "request_timeout_s", a.request_timeout), (s, "health_wait_s", a.health_wait)]
+    for sec in (t, d):
+        pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
+                  (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template)]
+    for sec, key, value in pairs:
+        if value is not None:
+            sec[key] = value
+    if a.target_url:
+        t["urls"] = list(a.target_url)
+    if a.no_drafter:
+        d["enabled"] = False
+    return {"target": t, "drafter": d, "service": s}
+
+
+def _split_extra(values: list[str]) -> list[str]:
+    return [tok for v in values for tok in shlex.split(v)]
+
+
+def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
+    try:
+        spec = ServerSpec(
+            role=role, model_path=str(sec["model_path"]), host=str(sec["host"]), port=int(sec["port"]),
+            mem_fraction_static=float(sec["mem_fraction_static"]), tp_size=int(sec["tp_size"]),
+            dp_size=int(sec["dp_size"]),
+            context_length=int(sec["context_length"]) if sec.get("context_length") else None,
+            attention_backend=sec.get("attention_backend") or None,
+            lora_path=str(sec["lora_path"]) if sec.get("lora_path") else None,
+            lora_name=str(sec.get("lora_name") or "drafter"),
+            extra_args=tuple(_split_extra(list(sec.get("extra_args") or [])) + extra_cli),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[{role}]: {exc}") from exc
+    if not 0.0 < spec.mem_fraction_static < 1.0:
+        raise ConfigError(f"[{role}] mem_fraction_static must be in (0, 1), got {spec.mem_fraction_static}")
+    return spec
+
+
+def build_plan(args: argparse.Namespace) -> LaunchPlan:
+    """Turn defaults, ``--config`` and flags into a :class:`LaunchPlan`.
+
+    Raises
+    ------
+    ConfigError
+        On an invalid value, a port clash or a bad config file.
+    """
+    from .config import make_config
+    from .service import resolve_api_key
+
+    merged = DEFAULTS
+    if args.config:
+        merged = _merge(merged, load_config_file(args.config))
+    merged = _merge(merged, _flag_overrides(args))
+    t, d, svc = merged["target"], merged["drafter"], merged["service"]
+    make_config(merged.get("compact") or {})  # fail now, not on the first request
+    target = _spec("target", t, _split_extra(args.target_arg or []))
+    drafter = _spec("drafter", d, _split_extra(args.drafter_arg or []))
+    target_urls = tuple(u.rstrip("/") for u in (t.get("urls") or []))
+    drafter_on = bool(d.get("enabled", True))
+    drafter_url = (d.get("url") or "").rstrip("/") or None
+    servers = []
+    if not target_urls:
+        servers.append(target)
+        target_urls = (target.url,)
+    if drafter_on and drafter_url is None:
+        servers.append(drafter)
+        drafter_url = drafter.url
+    if len(servers) == 2 and target.port == drafter.port:
+        raise ConfigError(f"target and drafter both use port {target.port}; give them distinct ports")
+    if any(s.port == int(svc["port"]) for s in servers):
+        raise ConfigError(f"service port {svc['port']} clashes with an SGLang server port")
+    lora_named = bool(d.get("lora_path") or d.get("lora_name"))  # an adapter to address by name
+    return LaunchPlan(
+        servers=tuple(servers), target_urls=target_urls, drafter_url=drafter_url if drafter_on else None,
+        drafter_lora_name=drafter.lora_name if drafter_on and lora_named else None,
+        target_chat_template=t.get("chat_template"), drafter_chat_template=d.get("chat_template"),
+        service={k: svc[k] for k in sorted(SECTIONS["service"])}, compact=dict(merged.get("compact") or {}),
+        api_key=resolve_api_key(args.api_key), upstream_api_key=args.upstream_api_key,
+        python=args.python or sys.executable,
+    )
+
+
+def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
+    """The ``sglang.launch_server`` argv for one server.
+
+    Radix caching stays on (no ``--disable-radix-cache``): every SpecCompact
+    request reuses the history prefix.  A LoRA drafter is served under
+    ``spec.lora_name``, the name the service sends as ``lora_path``.
+
+    >>> server_command(ServerSpec("target", "Qwen/Qwen3-8B", "127.0.0.1", 30000, 0.55), "python")[:5]
+    ['python', '-m', 'sglang.launch_server', '--model-path', 'Qwen/Qwen3-8B']
+    """
+    cmd = [python, "-m", "sglang.launch_server", "--model-path", spec.model_path, "--host", spec.host,
+           "--port", str(spec.port), "--mem-fraction-static", f"{spec.mem_fraction_static:g}"]
+    if spec.tp_size != 1:
+        cmd += ["--tp-size", str(spec.tp_size)]
+    if spec.dp_size != 1:
+        cmd += ["--dp-size", str(spec.dp_size)]
+    if spec.context_length:
+        cmd += ["--context-length", str(spec.context_length)]
+    if spec.attention_backend:
+        cmd += ["--attention-backend", spec.attention_backend]
+    if spec.lora_path:
+        cmd += ["--enable-lora", "--lora-paths", f"{spec.lora_name}={spec.lora_path}"]
+    return cmd + list(spec.extra_args)
+
+
+def service_config(plan: LaunchPlan) -> dict:
+    """The service side of a plan as JSON-ready data (secrets redacted)."""
+    from .config import make_config
+
+    return {
+        "service": plan.service,
+        "target_urls": list(plan.target_urls),
+        "drafter_url": plan.drafter_url,
+        "drafter_lora_name": plan.drafter_lora_name,
+        "chat_template": {"target": plan.target_chat_template, "drafter": plan.drafter_chat_template},
+        "auth": "bearer" if plan.api_key else None,
+        "upstream_auth": "bearer" if plan.upstream_api_key else None,
+        "compact": make_config(plan.compact).model_dump(mode="json"),
+    }
+
+
+def format_dry_run(plan: LaunchPlan) -> str:
+    """What ``--dry-run`` prints: one shell command per server, then the service JSON."""
+    out = []
+    for i, spec in enumerate(plan.servers):
+        when = "starts first" if i == 0 else "starts once the one above is healthy"
+        out.append(f"# {spec.role} server: {when}; ready when {spec.url}/health answers 200")
+        out.append(shlex.join(server_command(spec, plan.python)))
+    if not plan.servers:
+        out.append("# no servers to start: using running servers")
+    out.append("# service config")
+    out.append(json.dumps(service_config(plan), indent=2))
+    return "\n".join(out)
+
+
+# -------------------------------------------------------------- checks
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA device is visible: ``nvidia-smi -L``, else ``torch.cuda``.
+
+    torch is imported only here, only when nvidia-smi is missing or fails.
+    """
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            res = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+            if res.returncode == 0 and "GPU" in res.stdout:
+                return True
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # no torch, or a torch that cannot load its CUDA libraries
+        return False
+
+
+def check_server_flags(argv: list[str]) -> list[str]:
+    """Flags in a launch_server argv that the installed sglang does not know.
+
+    Parses with sglang's own argument parser (``ServerArgs.add_cli_args``);
+    values are not checked beyond what argparse does.
+    """
+    try:
+        from sglang.srt.server_args import ServerArgs
+    except ImportError:  # servers run by another interpreter (--python): it will check them itself
+        return []
+
+    parser = argparse.ArgumentParser(add_help=False)
+    ServerArgs.add_cli_args(parser)
+    tail = argv[argv.index("sglang.launch_server") + 1:] if "sglang.launch_server" in argv else argv
+    with contextlib.redirect_stderr(open(os.devnull, "w")):
+        try:
+            _, unknown = parser.parse_known_args(tail)
+        except SystemExit:
+            return ["(invalid value: run the command for sglang's message)"]
+    return [u for u in unknown if u.startswith("-")]
+
+
+# ------------------------------------------------------------ processes
+
+
+def _child_setup() -> None:  # runs in the child between fork and exec
+    os.setsid()  # own process group: signalled as a whole, not hit by the terminal's Ctrl-C twice
+    with contextlib.suppress(Exception):  # Linux: die with the launcher even if it is SIGKILLed
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_server(spec: ServerSpec, python: str, log_dir: Path | None = None) -> subprocess.Popen:
+    """Start one SGLang server in its own process group."""
+    cmd = server_command(spec, python)
+    out = None
+    if log_dir is not None:
+        log_dir.mkdir(parents=True, exist_ok=True)
+        out = open(log_dir / f"{spec.role}.log", "ab")
+    print(f"[launch] starting {spec.role}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
+    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
+                            stdin=subprocess.DEVNULL, preexec_fn=_child_setup)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None, *, timeout_s: float, get: Callable,
+                 label: str, poll_s: float = 2.0) -> None:
+    """Poll ``url/health`` until it answers 200.
+
+    Raises
+    ------
+    LaunchError
+        When ``proc`` exits first or ``timeout_s`` passes.
+    """
+    t0 = time.monotonic()
+    last_note = t0
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise LaunchError(f"{label} server exited with code {proc.returncode} before it became healthy "
+                              "(its output is above, or in --log-dir)")
+        try:
+            if get(f"{url}/health").status_code == 200:
+                print(f"[launch] {label} healthy at {url} after {time.monotonic() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
+                return
+        except Exception:  # not listening yet
+            pass
+        now = time.monotonic()
+        if now - t0 > timeout_s:
+            raise LaunchError(f"{label} server at {url} not healthy after {timeout_s:g} s")
+        if now - last_note >= 30:
+            print(f"[launch] waiting for {label} at {url}/health ({now - t0:.0f} s)", file=sys.stderr, flush=True)
+            last_note = now
+        time.sleep(poll_s)
+
+
+def stop_servers(procs: list[subprocess.Popen], grace_s: float = 30.0) -> None:
+    """SIGTERM each child's process group, then SIGKILL what is left after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, sig)  # the group: SGLang's scheduler and detokenizer too
+        deadline = time.monotonic() + grace_s
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        if all(p.poll() is not None and not _group_alive(p.pid) for p in procs):
+            return
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived; unwinds to the cleanup in run()."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def _build_app(plan: LaunchPlan, http):
+    from .endpoint import SpecCompactEndpoint
+    from .service import ServiceLimits, create_app, http_probe
+
+    svc = plan.service
+    timeout = float(svc["request_timeout_s"])
+    targets = [SpecCompactEndpoint(u, api_key=plan.upstream_api_key, chat_template=plan.target_chat_template,
+                                   timeout_s=timeout) for u in plan.target_urls]
+    drafter = None
+    if plan.drafter_url:
+        drafter = SpecCompactEndpoint(plan.drafter_url, api_key=plan.upstream_api_key,
+                                      chat_template=plan.drafter_chat_template,
+                                      lora_path=plan.drafter_lora_name, timeout_s=timeout)
+    limits = ServiceLimits(max_body_bytes=int(float(svc["max_body_mb"]) * 2**20),
+                           max_workers=int(svc["max_workers"]))
+    return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
+                      default_config=plan.compact, default_method=svc["method"],
+                      health_probe=http_probe(http, limits.health_timeout_s))
+
+
+def _watch(procs: list[subprocess.Popen], server, died: list) -> None:
+    while not server.should_exit:
+        for p in procs:
+            if p.poll() is not None:
+                print(f"[launch] an SGLang server (pid {p.pid}) exited with code {p.returncode}; stopping",
+                      file=sys.stderr, flush=True)
+                died.append(p)
+                server.should_exit = True
+                return
+        time.sleep(1.0)
+
+
+def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
+    """Start the plan's servers, serve until stopped, stop the servers.
+
+    Returns
+    -------
+    int
+        Exit status: 0 after a clean stop, 1 on failure, 143 on SIGTERM,
+        130 on Ctrl-C.
+    """
+    import httpx
+    import uvicorn
+
+    procs: list[subprocess.Popen] = []
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    http = httpx.Client(timeout=10.0)
+    try:
+        for spec in plan.servers:
+            procs.append(start_server(spec, plan.python, log_dir))
+            wait_healthy(spec.url, procs[-1], timeout_s=float(plan.service["health_wait_s"]),
+                         get=http.get, label=spec.role)
+        app = _build_app(plan, http)
+        server = uvicorn.Server(uvicorn.Config(app, host=plan.service["host"], port=int(plan.service["port"]),
+                                               log_level="info"))
+        died: list = []
+        threading.Thread(target=_watch, args=(procs, server, died), daemon=True).start()
+        print(f"[launch] service on http://{plan.service['host']}:{plan.service['port']} "
+              f"(POST /v1/compact, GET /health, GET /metrics)", file=sys.stderr, flush=True)
+        server.run()
+        return 1 if died else 0
+    except (LaunchError, BackendError, ConfigError) as exc:
+        print(f"[launch] error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except _Terminated:
+        return 143
+    finally:
+        if procs:
+            print("[launch] stopping SGLang servers", file=sys.stderr, flush=True)
+            stop_servers(procs)
+        http.close()
+        signal.signal(signal.SIGTERM, old_term)
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.ArgumentParser:
+    """Command-line flags (every value defaults to None so the config file can set it)."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Extra SGLang flags: --target-arg=--kv-cache-dtype=fp8_e5m2 or "
+                                       "--target-arg '--chunked-prefill-size 8192' (split like a shell).")
+    p.add_argument("--config", help="launch config, TOML or JSON (see launch/)")
+    p.add_argument("--dry-run", action="store_true", help="print the server commands and service config, exit")
+    g = p.add_argument_group("SGLang servers to start")
+    g.add_argument("--target-model", help="target model path (default Qwen/Qwen3-8B)")
+    g.add_argument("--drafter-model", help="drafter model path (default Qwen/Qwen3-0.6B)")
+    g.add_argument("--drafter-lora", metavar="PATH", help="LoRA adapter for the drafter (--enable-lora --lora-paths)")
+    g.add_argument("--drafter-lora-name", metavar="NAME",
+                   help="adapter name sent as lora_path (default 'drafter'); give it with --drafter-url too")
+    g.add_argument("--server-host", help="interface the SGLang servers bind (default 127.0.0.1)")
+    g.add_argument("--target-port", type=int, help="default 30000")
+    g.add_argument("--drafter-port", type=int, help="default 30001")
+    g.add_argument("--target-mem-fraction", type=float, help="--mem-fraction-static of the target (default 0.60)")
+    g.add_argument("--drafter-mem-fraction", type=float,
+                   help="--mem-fraction-static of the drafter, of the memory the target left (default 0.45)")
+    g.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, help="target tensor parallel")
+    g.add_argument("--dp-size", "--data-parallel-size", dest="dp_size", type=int, help="target data parallel")
+    g.add_argument("--context-length", type=int, help="both servers' --context-length")
+    g.add_argument("--attention-backend", help="both servers' --attention-backend")
+    g.add_argument("--chat-template", help="frontend chat template name (default: by model path)")
+    g.add_argument("--target-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
+    g.add_argument("--drafter-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
+    g.add_argument("--python", help="interpreter that runs sglang.launch_server (default: this one)")
+    g.add_argument("--log-dir", help="write each server's output to DIR/<role>.log instead of the terminal")
+    g.add_argument("--no-gpu-check", action="store_true", help="start servers even if no CUDA device is visible")
+    g = p.add_argument_group("running SGLang servers")
+    g.add_argument("--target-url", action="append",
+                   help="use this target server (repeatable: each compaction goes to one, round-robin)")
+    g.add_argument("--drafter-url", help="use this drafter server")
+    g.add_argument("--no-drafter", action="store_true", help="no drafter: serve hermes/openclaw/target_self only")
+    g.add_argument("--upstream-api-key", help="bearer token of the SGLang servers")
+    g = p.add_argument_group("compaction service")
+    g.add_argument("--service-host", help="default 127.0.0.1")
+    g.add_argument("--service-port", type=int, help="default 8000")
+    g.add_argument("--api-key", help="require this bearer token (default: $SGL_SPECCOMPACT_API_KEY, else none)")
+    g.add_argument("--method", help="default method: speccompact | hermes | openclaw | target_self")
+    g.add_argument("--max-body-mb", type=float, help="request body limit in MiB (default 32)")
+    g.add_argument("--max-workers", type=int, help="compactions run at once (default 32)")
+    g.add_argument("--request-timeout", type=float, help="per SGLang request, seconds (default 120)")
+    g.add_argument("--health-wait", type=float, help="seconds to wait for each server's /health (default 1200)")
+    return p
+
+
+def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
+    """Entry point of ``python -m sgl_speccompact.launch`` (and ``... serve``).
+
+    With ``serve_only`` no server is started: ``--target-url`` is required.
+    """
+    args = build_parser("python -m sgl_speccompact serve" if serve_only else
+                        "python -m sgl_speccompact.launch").parse_args(argv)
+    if serve_only and not args.target_url:
+        print("serve needs --target-url URL (and --drafter-url URL, or --no-drafter)", file=sys.stderr)
+        return 2
+    if serve_only and not args.drafter_url:
+        args.no_drafter = True
+    try:
+        plan = build_plan(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(format_dry_run(plan))
+        return 0
+    if plan.servers and not args.no_gpu_check and not cuda_available():
+        roles = " and ".join(s.role for s in plan.servers) + (" servers" if len(plan.servers) > 1 else " server")
+        print(f"error: no CUDA device found, so the {roles} cannot start here. Pass --target-url URL and "
+              "--drafter-url URL (or --no-drafter) to use SGLang servers running elsewhere, or use --dry-run "
+              "to see the commands.", file=sys.stderr)
+        return 2
+    for spec in plan.servers:
+        unknown = check_server_flags(server_command(spec, plan.python))
+        if unknown:
+            print(f"error: {spec.role} flags unknown to the installed sglang: {unknown}", file=sys.stderr)
+            return 2
+        if "--disable-radix-cache" in spec.extra_args:
+            print(f"warning: radix cache disabled on the {spec.role}; every request re-prefills the history",
+                  file=sys.stderr)
+    return run(plan, log_dir=Path(args.log_dir) if args.log_dir else None)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
