@@ -100,6 +100,9 @@ class ScriptedTarget(BaseBackend):
     def get_model_name(self):
         return self.model
 
+    def get_chat_template(self):
+        return self.chat_template
+
     def generate(self, s, sampling_params):
         prompt = s.text_
         with self._lock:

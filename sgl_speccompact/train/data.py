@@ -182,30 +182,39 @@ def generate_dataset(
     val = validation_keys((h.split_key for h in histories), val_fraction, seed)
     done = 0
     for batch in _chunks(histories, max(1, histories_per_batch)):
-        jobs = [(h, slot, _prompt(h, slots, slot)) for h in batch for slot in slots]
+        jobs = [(h, slot, prompt) for h in batch for slot, prompt in _slot_prompts(h, slots)]
         args = [
             {"system": p[0]["content"], "user": p[1]["content"], "think_off": think_off, "max_tokens": max_tokens}
             for _, _, p in jobs
         ]
         states = target_slot.run_batch(args, backend=backend, num_threads=len(args), progress_bar=False)
         for (h, slot, prompt), state in zip(jobs, states):
-            if state.error() is not None:
-                raise BackendError(f"target failed on {h.id} / {slot.name}: {state.error()}") from state.error()
-            truncated = _is_truncated(state.get_meta_info("completion"))
-            record = {
-                "trajectory_id": h.id,
-                "slot": slot.name,
-                "prompt": prompt,
-                "completion": [{"role": "assistant", "content": clean_completion(state["completion"], truncated)}],
-            }
+            record, truncated = _record(h, slot, prompt, state)
             yield Example("validation" if h.split_key in val else "train", record, truncated)
         done += len(batch)
         if progress:
             progress(done, len(histories))
 
 
-def _prompt(h: Trajectory, slots: tuple[Slot, ...], slot: Slot) -> list[dict]:
-    return drafter_messages(render_history(parse_messages(h.messages)), slots, slot)
+def _slot_prompts(h: Trajectory, slots: tuple[Slot, ...]) -> list[tuple[Slot, list[dict]]]:
+    """Figure 5 prompt of every slot; the history is rendered once."""
+    text = render_history(parse_messages(h.messages))
+    return [(slot, drafter_messages(text, slots, slot)) for slot in slots]
+
+
+def _record(h: Trajectory, slot: Slot, prompt: list[dict], state) -> tuple[dict, bool]:
+    """The JSONL record of one finished program, and whether it hit max_tokens."""
+    if state.error() is not None:
+        raise BackendError(f"target failed on {h.id} / {slot.name}: {state.error()}") from state.error()
+    truncated = _is_truncated(state.get_meta_info("completion"))
+    completion = clean_completion(state["completion"], truncated)
+    record = {
+        "trajectory_id": h.id,
+        "slot": slot.name,
+        "prompt": prompt,
+        "completion": [{"role": "assistant", "content": completion}],
+    }
+    return record, truncated
 
 
 # ---------------------------------------------------------------- output (I/O edge)

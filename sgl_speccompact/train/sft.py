@@ -226,7 +226,7 @@ def _keep_trainable(dataset, max_length: int):
     import numpy as np
 
     sizes = dataset.map(
-        lambda b: {"n": [len(x) for x in b["input_ids"]], "c": [sum(t != -100 for t in x) for x in b["labels"]]},
+        lambda b: {"n": [len(x) for x in b["input_ids"]], "c": [len(x) - x.count(-100) for x in b["labels"]]},
         batched=True, remove_columns=dataset.column_names,
     )
     n, c = np.asarray(sizes["n"], dtype=np.int64), np.asarray(sizes["c"], dtype=np.int64)
@@ -278,7 +278,7 @@ def build_trainer(model_path: str, data_dir: str | Path, out_dir: str | Path, hp
     )
     trainer.train_dataset, counts = _keep_trainable(trainer.train_dataset, hp.max_length)
     if len(trainer.train_dataset) == 0:
-        raise ConfigError(f"every training example is longer than max_length={hp.max_length} tokens")
+        raise ConfigError(f"no training example fits max_length={hp.max_length} tokens with a completion left")
     if trainer.eval_dataset is not None:
         trainer.eval_dataset, _ = _keep_trainable(trainer.eval_dataset, hp.max_length)
     return trainer, counts
