@@ -1,0 +1,159 @@
+"""``python -m sgl_speccompact compact`` with an injected runner and real files."""
+
+from __future__ import annotations
+
+import io
+import json
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from sgl_speccompact import cli
+from sgl_speccompact.errors import BackendUnavailableError
+from sgl_speccompact.formats import load_history
+from sgl_speccompact.result import CompactionResult, RequestCount
+
+REPO = Path(__file__).resolve().parents[1]
+TRAJ_DIR = Path(__file__).resolve().parents[2] / "shared/data/trajectories"
+needs_data = pytest.mark.skipif(not TRAJ_DIR.is_dir(),
+                                reason=f"shared trajectories not found at {TRAJ_DIR} (clone ../shared beside the repo)")
+
+
+def traj(fragment: str) -> Path:
+    return next(p for p in sorted(TRAJ_DIR.iterdir()) if fragment in p.name)
+
+
+class Recorder:
+    """Fake runner: records its call, emits events, returns a fixed result."""
+
+    def __init__(self, fail: Exception | None = None):
+        self.fail = fail
+        self.kwargs: dict = {}
+
+    def __call__(self, method, messages, **kw):
+        self.kwargs = {"method": method, "messages": messages, **kw}
+        if kw.get("on_event"):
+            kw["on_event"]({"type": "line", "slot": "goal", "text": "- fix", "origin": "drafted_accepted"})
+            kw["on_event"]({"type": "slot_done", "slot": "goal", "stop_reason": "complete"})
+        if self.fail:
+            raise self.fail
+        res = CompactionResult(method=method, summary="## Goal\n- fix missing_colon.py", summary_tokens=9)
+        res.stats.requests = {"target": {"verify": RequestCount(requests=4, prompt_tokens=4000, cached_tokens=3600)},
+                              "drafter": {"draft": RequestCount(requests=2, prompt_tokens=900, cached_tokens=450,
+                                                                completion_tokens=80)}}
+        res.stats.proposed_lines, res.stats.accepted_lines, res.stats.repaired_lines = 4, 3, 1
+        res.stats.total_wall_s = 1.5
+        return res
+
+
+def fake_connect(url, args, *, lora_name=None):
+    return {"url": url, "lora": lora_name}
+
+
+URLS = ["--target-url", "http://t:1", "--drafter-url", "http://d:2"]
+
+
+@needs_data
+def test_compact_prints_summary_and_stats_table(capsys):
+    path = traj("function_calling_simple")
+    runner = Recorder()
+    rc = cli.main([str(path), *URLS, "--drafter-lora-name", "drafter"], connect=fake_connect, runner=runner)
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert out.out.startswith("## Goal\n- fix missing_colon.py\n")
+    assert re.search(r"^target\s+total\s+4\s+4000\s+3600\s+0$", out.out, re.M)
+    assert re.search(r"^drafter\s+draft\s+2\s+900\s+450\s+80$", out.out, re.M)
+    assert "acceptance rate: 75.0% (3 of 4 judged lines; 1 repaired" in out.out
+    assert "cached ratio:    target 90.0%, drafter 50.0%" in out.out
+    assert "wall time:       1.50 s" in out.out
+    assert runner.kwargs["messages"] == load_history(path)
+    assert runner.kwargs["target"] == {"url": "http://t:1", "lora": None}
+    assert runner.kwargs["drafter"] == {"url": "http://d:2", "lora": "drafter"}
+    assert runner.kwargs["on_event"] is None  # stderr is not a terminal here
+
+
+@needs_data
+def test_compact_json_and_options(tmp_path, capsys):
+    prev = tmp_path / "prev.md"
+    prev.write_text("## Goal\n- earlier")
+    runner = Recorder()
+    rc = cli.main([str(traj("simulations")), *URLS, "--trial", "2", "--json", "--method", "openclaw",
+                   "--previous-summary", str(prev), "--source-judge", "--set", "eta=0.8", "--set", "positive_label=yes"],
+                  connect=fake_connect, runner=runner)
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    assert json.loads(out.out)["stats"]["acceptance_rate"] == 0.75
+    kw = runner.kwargs
+    assert kw["method"] == "openclaw" and kw["source_judge"] and kw["previous_summary"] == "## Goal\n- earlier"
+    assert kw["config"] == {"eta": 0.8, "positive_label": "yes"}
+    assert kw["messages"] == load_history(traj("simulations"), trial=2)
+
+
+@needs_data
+def test_list_trials(capsys):
+    assert cli.main([str(traj("simulations")), "--list-trials"]) == 0
+    lines = capsys.readouterr().out.splitlines()
+    assert len(lines) == 10 and lines[0].startswith("0\tid=") and "task=32" in lines[0]
+
+
+@pytest.mark.parametrize("argv,fail,code", [
+    (URLS, BackendUnavailableError("http://t:1 unreachable"), "backend_unavailable"),
+    (["--drafter-url", "http://d:2"], None, "speccompact_error"),
+    (["--target-url", "http://t:1"], None, "speccompact_error"),  # speccompact without drafter
+])
+@needs_data
+def test_failures_exit_nonzero_with_one_line(capsys, monkeypatch, argv, fail, code):
+    monkeypatch.delenv(cli.TARGET_ENV, raising=False)
+    monkeypatch.delenv(cli.DRAFTER_ENV, raising=False)
+    rc = cli.main([str(traj("marshmallow")), *argv], connect=fake_connect, runner=Recorder(fail))
+    err = capsys.readouterr().err
+    assert rc == 1
+    assert err.count("\n") == 1 and err.startswith(f"error: {code}: ")
+
+
+@needs_data
+def test_not_a_trajectory_is_a_one_line_error(capsys):
+    rc = cli.main([str(traj("tasks.json")), *URLS], connect=fake_connect, runner=Recorder())
+    err = capsys.readouterr().err
+    assert rc == 1 and err.startswith("error: unknown_history_format: ") and err.count("\n") == 1
+
+
+def test_progress_on_a_terminal(monkeypatch, tmp_path):
+    class Tty(io.StringIO):
+        def isatty(self):
+            return True
+
+    tty = Tty()
+    monkeypatch.setattr(sys, "stderr", tty)
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    assert cli.main([str(f), *URLS], connect=fake_connect, runner=Recorder()) == 0
+    assert tty.getvalue().endswith("\r[compact] 1 slots done, 1 lines accepted\n")
+
+
+def test_bad_set_value(capsys, tmp_path):
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    assert cli.main([str(f), *URLS, "--set", "eta"], connect=fake_connect, runner=Recorder()) == 1
+    assert "FIELD=VALUE" in capsys.readouterr().err
+
+
+@needs_data
+def test_subprocess_dead_server_is_a_one_line_error():
+    res = subprocess.run([sys.executable, "-m", "sgl_speccompact", "compact", str(traj("local.traj")),
+                          "--target-url", "http://127.0.0.1:9", "--method", "hermes", "--timeout", "5"],
+                         cwd=REPO, capture_output=True, text=True, timeout=120)
+    assert res.returncode == 1
+    assert res.stderr.startswith("error: backend_unavailable: ") and res.stderr.count("\n") == 1
+
+
+def test_main_dispatch_usage():
+    res = subprocess.run([sys.executable, "-m", "sgl_speccompact"], cwd=REPO, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2 and "compact FILE" in res.stdout
+    res = subprocess.run([sys.executable, "-m", "sgl_speccompact", "frobnicate"], cwd=REPO, capture_output=True,
+                         text=True, timeout=60)
+    assert res.returncode == 2 and "unknown command" in res.stderr
