@@ -245,6 +245,8 @@ class Engine:
                 log.exception("emulator scheduler round failed")
 
     def _round(self) -> None:
+        # Queues and tree change only under the lock; policy calls (which may
+        # be slow or block in tests) run outside it, between the two phases.
         with self._cv:
             batch = self._admit()
             jobs = batch or list(self._running)
@@ -254,16 +256,14 @@ class Engine:
             else:
                 shapes = [(len(j.input_ids) + len(j.output_ids) - 1, 1) for j in jobs]
         self._forward(shapes)
+        step = self._prefill_one if batch else self._append
+        for job in jobs:
+            self._guard(job, step)
         with self._cv:
             self._busy = 0
-            if batch:
-                self._counters["prefill_batches"] += 1
-                for job in batch:
-                    self._guard(job, self._prefill_one)
-            else:
-                self._counters["decode_steps"] += 1
-                for job in jobs:
-                    self._guard(job, self._decode_one)
+            self._counters["prefill_batches" if batch else "decode_steps"] += 1
+            for job in jobs:
+                self._settle(job, prefilled=bool(batch))
 
     def _admit(self) -> list[Job]:
         """Take waiting jobs into a prefill batch, matching their prefixes now."""
@@ -306,12 +306,21 @@ class Engine:
             step(job)
         except Exception as exc:
             log.exception("emulated request %s failed", job.rid)
-            if job in self._running:
-                self._running.remove(job)
             job.finished_reason = {"type": "abort", "message": f"{type(exc).__name__}: {exc}",
                                    "status_code": 500, "err_type": "InternalServerError"}
-            self._release(job, insert=False)
-            job.on_update(build_output(job, self.model, finished=True), True)
+
+    def _settle(self, job: Job, prefilled: bool) -> None:
+        """After a step: update queues and tree, then report (under the lock)."""
+        if job.finished_reason is None:
+            if prefilled:
+                self._checkpoint(job)
+                self._running.append(job)
+            if job.stream and not self._holds_stop_prefix(job):
+                job.on_update(build_output(job, self.model, finished=False), False)
+            return
+        if job in self._running:
+            self._running.remove(job)
+        self._finish(job)
 
     # ------------------------------------------------------------ request steps
 
@@ -323,19 +332,11 @@ class Engine:
             job.finished_reason, job.finished_len = {"type": "length", "length": 0}, 0
             if job.logprobs.enabled:
                 self._prefill_only_logprobs(job)
-        else:
-            budget = job.sampling.max_new_tokens
-            job.planned = self.model.plan(job.prompt, job.input_ids, job.params(), budget,
-                                          job.sampling.ignore_eos)
-            self._append(job)
-        if job.finished_reason is None:
-            self._checkpoint(job)
-            self._running.append(job)
-        self._emit(job)
-
-    def _decode_one(self, job: Job) -> None:
+            return
+        budget = job.sampling.max_new_tokens
+        job.planned = self.model.plan(job.prompt, job.input_ids, job.params(), budget,
+                                      job.sampling.ignore_eos)
         self._append(job)
-        self._emit(job)
 
     def _append(self, job: Job) -> None:
         """Emit the next planned token and run the finish checks."""
@@ -345,8 +346,6 @@ class Engine:
             self._output_logprobs(job, token)
         job.output_ids.append(token)
         self._update_finish_state(job)
-        if job.finished_reason is not None and job in self._running:
-            self._running.remove(job)
 
     def _update_finish_state(self, job: Job) -> None:
         """``Req.update_finish_state`` for one new token."""
@@ -390,14 +389,8 @@ class Engine:
             job.node = None
         self.tree.trim()
 
-    def _emit(self, job: Job) -> None:
-        if job.finished_reason is not None:
-            self._finish(job)
-        elif job.stream and not self._holds_stop_prefix(job):
-            job.on_update(build_output(job, self.model, finished=False), False)
-
     def _finish(self, job: Job) -> None:
-        self._release(job)
+        self._release(job, insert=job.finished_reason.get("type") != "abort")
         if self.cost is not None:
             job.simulated_latency_s = self.cost.request_overhead_s + self._sim - job.sim_arrival
         self._count(job)

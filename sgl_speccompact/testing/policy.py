@@ -161,12 +161,12 @@ class ScriptedPolicy:
 
     def generate(self, prompt: str, prompt_ids: list[int], params: dict) -> str:
         """See :class:`Policy`."""
-        with self._lock:
+        with self._lock:  # callables run outside the lock: they may block
             self.calls.append(("generate", prompt))
             rule = self._first(self.gen_rules, prompt, params)
-            if rule is not None:
-                return rule.output(prompt) if callable(rule.output) else rule.output
-            judged = self._first(self.logprob_rules, prompt, params)
+            judged = None if rule else self._first(self.logprob_rules, prompt, params)
+        if rule is not None:
+            return rule.output(prompt) if callable(rule.output) else rule.output
         if judged is not None:
             return _argmax_token(_resolve(judged, prompt))
         return self.default_output

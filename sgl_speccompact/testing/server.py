@@ -130,6 +130,10 @@ class EmulatedServer:
 
     # ---------------------------------------------------------- Python access
 
+    def set_policy(self, policy: Policy) -> None:
+        """Swap the model's policy (e.g. one shared server, one script per test)."""
+        self.policy = self.model.policy = policy
+
     def stats(self) -> dict:
         """The counters of ``GET /emulator/stats``."""
         return self.engine.stats()

@@ -112,7 +112,29 @@ _WORDS = (
     "make use keep need want should must can could will would may might do does did done have has "
     "check checked found find search open close start stop wait time data json http port host "
     "python import def self none true false print assert raise except try pass yield async await "
-    "positive negative supported unsupported useful correct wrong missing empty failed passed"
+    "positive negative supported unsupported useful correct wrong missing empty failed passed "
+    "hello world about above across action actually address again against allow almost alone "
+    "along always amount another answer appear apply area argument around ask attempt available "
+    "away back base become begin behind believe below best better between both bring business "
+    "case cause certain chance clear come common complete consider contain continue control could "
+    "create current day deal default define delete describe design detail develop different "
+    "document during early easy effect either enough entire environment even event example "
+    "exist expect explain fact fail far feel field final follow form format full general get give "
+    "good great group hand handle happen hard head help here high hold however idea include "
+    "increase information instead interface issue item just kind know large later lead leave "
+    "less level like limit little local long look lose low main manage many mean memory might "
+    "mind minute mode move much name near never note nothing now object often once operation "
+    "order own part pass pattern per performance person place plan point possible present "
+    "problem process produce provide public put question quite range rather reach real reason "
+    "record reduce reference relate release remain report require resource rest review right "
+    "role rule same save second see seem send service set setting show side simple since single "
+    "size small so something sort specific state still structure such support sure system take "
+    "task term than thing think though through together too toward true try turn under unit "
+    "until upon usage user valid version view way well what where which while whole why within "
+    "without word work worker yet zero summarize structured checkpoint schema exact preserve "
+    "function_name file_path error_message traceback exception module_name variable argument "
+    "parameter docstring decorator generator iterator dataclass pydantic fastapi uvicorn pytest "
+    "numpy torch tensor batch prefix radix prefill decode latency throughput benchmark compaction"
 ).split()
 _PUNCT = (".", ",", ":", ";", "!", "?", "", "", "", "")
 
@@ -133,7 +155,7 @@ def _corpus(extra: list[str]) -> list[str]:
     """Training lines: built-in text, pseudo-English, the label forms, extras."""
     labels = " ".join(LABEL_FORMS + ("\npositive\n", "\nnegative\n", "Positive", "Negative"))
     base = (_ENGLISH + _CODE).splitlines() * 20
-    return base + _sentences(4000) + [labels] * 400 + list(extra)
+    return base + _sentences(6000) + [labels] * 400 + list(extra)
 
 
 def _train(extra: list[str]) -> Tokenizer:

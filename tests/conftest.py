@@ -1,0 +1,74 @@
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+# ---------------------------------------------------------------- SGLang-API emulator fixtures
+# Self-contained block for tests/test_emulator_*.py and any end-to-end test
+# that needs an SGLang server on the CPU.
+
+import pytest as _emu_pytest
+
+
+@_emu_pytest.fixture(scope="session")
+def emulator_tokenizer_path(tmp_path_factory) -> str:
+    """Directory of the locally trained test tokenizer (built once per session)."""
+    from sgl_speccompact.testing import build_test_tokenizer
+
+    return build_test_tokenizer(tmp_path_factory.mktemp("emulator-tokenizer"))
+
+
+@_emu_pytest.fixture(scope="session")
+def emulator_tokenizer(emulator_tokenizer_path):
+    """The test tokenizer loaded with transformers."""
+    from sgl_speccompact.testing import load_tokenizer
+
+    return load_tokenizer(emulator_tokenizer_path)
+
+
+@_emu_pytest.fixture
+def scripted_policy():
+    """A fresh, empty ScriptedPolicy."""
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    return ScriptedPolicy()
+
+
+@_emu_pytest.fixture
+def make_emulated_server(emulator_tokenizer_path):
+    """Factory: ``make_emulated_server(policy=..., **EmulatedServer kwargs)`` -> started server.
+
+    Every server it starts is closed at teardown.
+    """
+    from sgl_speccompact.testing import EmulatedServer
+
+    started = []
+
+    def make(policy=None, **kw):
+        srv = EmulatedServer(emulator_tokenizer_path, policy=policy, **kw).start()
+        started.append(srv)
+        return srv
+
+    yield make
+    for srv in started:
+        srv.close()
+
+
+@_emu_pytest.fixture(scope="session")
+def _shared_emulated_server(emulator_tokenizer_path):
+    from sgl_speccompact.testing import EmulatedServer
+
+    with EmulatedServer(emulator_tokenizer_path) as srv:
+        yield srv
+
+
+@_emu_pytest.fixture
+def emulated_server(_shared_emulated_server, scripted_policy):
+    """A running emulator (shared per session) with an empty cache and zeroed stats,
+    whose model is this test's ``scripted_policy``."""
+    srv = _shared_emulated_server
+    srv.set_policy(scripted_policy)
+    assert srv.flush_cache(), "a previous test left requests running"
+    srv.reset_stats()
+    return srv
