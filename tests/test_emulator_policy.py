@@ -173,3 +173,12 @@ def test_test_tokenizer_properties(emulator_tokenizer):
     chat = tok.apply_chat_template([{"role": "user", "content": "hi"}], tokenize=False,
                                    add_generation_prompt=True, enable_thinking=False)
     assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
+
+
+def test_controlled_policy_ignores_label_words_deep_in_a_history():
+    policy = ControlledAcceptancePolicy()
+    history = "the test was positive, the other negative. " + "filler text goes here. " * 40
+    prompt = (f"<|im_start|>user\n<conversation>\n{history}\n</conversation>\n"
+              "Slot request: goal<|im_end|>\n<|im_start|>assistant\n")
+    assert not policy.is_judge_prompt(prompt)
+    assert policy.generate(prompt, [], P).startswith("- ")

@@ -209,15 +209,15 @@ class ControlledAcceptancePolicy:
     """Benchmark policy: judges accept with probability ``p_accept``.
 
     A judge prompt is one whose last user turn (the text after the last
-    ``turn_marker``) mentions both label words.  Its verdict is a seeded hash
+    ``turn_marker``) mentions both label words near its end.  Its verdict is a seeded hash
     of that turn, so the same question always gets the same answer and the
     accept rate over many distinct questions is ``p_accept``.  An accepting
     judge puts ratio ``confident`` on the positive label, a rejecting one
     ``1 - confident``.
 
-    Other prompts get plausible text: up to ``lines_per_reply`` lines echoed
-    from the prompt's content (picked by seeded hash), formatted as list
-    items; once the current assistant turn already holds ``max_lines`` lines
+    Other prompts get plausible text: ``lines_per_reply`` lines echoed from
+    the prompt's content (its ``<conversation>`` block when there is one),
+    picked by seeded hash and formatted as list items; once the current assistant turn already holds ``max_lines`` lines
     the reply is empty, so loops that append lines terminate.
     """
 
@@ -230,16 +230,22 @@ class ControlledAcceptancePolicy:
     max_lines: int = 8  # an assistant turn with this many lines gets an empty reply
     line_chars: int = 100  # longest echoed line (characters)
     turn_marker: str = "<|im_start|>user"  # start of the judged turn
+    end_marker: str = "<|im_end|>"  # end of a turn
+    judge_window: int = 300  # the label question must sit in the turn's last this-many chars
     assistant_marker: str = "<|im_start|>assistant\n"  # start of the turn being written
 
+    def judged_turn(self, prompt: str) -> str:
+        """Content of the last user turn (what a judge prompt asks about)."""
+        return last_segment(prompt, self.turn_marker).split(self.end_marker, 1)[0]
+
     def is_judge_prompt(self, prompt: str) -> bool:
-        """Whether ``prompt`` asks for a label word."""
-        tail = last_segment(prompt, self.turn_marker).lower()
+        """Whether the end of the last user turn asks for a label word."""
+        tail = self.judged_turn(prompt)[-self.judge_window :].lower()
         return self.positive.lower() in tail and self.negative.lower() in tail
 
     def accepts(self, prompt: str) -> bool:
         """The seeded verdict for a judge prompt."""
-        return seeded_unit(self.seed, last_segment(prompt, self.turn_marker)) < self.p_accept
+        return seeded_unit(self.seed, self.judged_turn(prompt)) < self.p_accept
 
     def next_token_logprobs(self, prompt: str, prompt_ids: list[int], params: dict) -> Logprobs:
         """See :class:`Policy`."""
@@ -256,7 +262,7 @@ class ControlledAcceptancePolicy:
         done = [ln for ln in turn.splitlines() if ln.strip() and not ln.startswith("<")]
         if len(done) >= self.max_lines:
             return ""
-        sources = _content_lines(prompt.rpartition(self.assistant_marker)[0] or prompt)
+        sources = _content_lines(_conversation(prompt.rpartition(self.assistant_marker)[0] or prompt))
         if not sources:
             return ""
         key = f"{params.get('lora_path')}\x00{turn}"
@@ -265,6 +271,12 @@ class ControlledAcceptancePolicy:
             for i in range(self.lines_per_reply)
         ]
         return "".join(f"- {line[: self.line_chars]}\n" for line in picks)
+
+
+def _conversation(text: str) -> str:
+    """The last ``<conversation>`` block if there is one, else ``text``."""
+    head, found, body = text.rpartition("<conversation>")
+    return body.split("</conversation>", 1)[0] if found else text
 
 
 def _content_lines(text: str) -> list[str]:
