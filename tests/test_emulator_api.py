@@ -353,3 +353,25 @@ def test_cost_model_reports_simulated_latency(make_emulated_server):
     info = gen(srv, text="x y z", sampling_params={"max_new_tokens": 4}).json()["meta_info"]
     assert info["simulated_latency_s"] > 0
     assert srv.stats()["simulated_busy_s"] > 0
+
+
+def test_concurrent_requests_all_complete(emulated_server, scripted_policy, emulator_tokenizer):
+    # The scheduler batches whatever is waiting; every request still gets its own answer.
+    from concurrent.futures import ThreadPoolExecutor
+
+    scripted_policy.on("slot", lambda prompt: f"line for {prompt.split()[-1]}\nrest\n")
+    scripted_policy.judge("judge", p_positive=0.7)
+    ids = label_ids(emulator_tokenizer)
+
+    def one(i):
+        if i % 2:
+            body = {"text": f"shared history judge {i}", "sampling_params": {"max_new_tokens": 0},
+                    "return_logprob": True, "token_ids_logprob": ids}
+            return len(gen(emulated_server, **body).json()["meta_info"]["output_token_ids_logprobs"])
+        body = {"text": f"shared history slot {i}", "sampling_params": {"max_new_tokens": 16, "stop": "\n"}}
+        return gen(emulated_server, **body).json()["text"]
+
+    with ThreadPoolExecutor(8) as pool:
+        results = list(pool.map(one, range(24)))
+    assert results == [1 if i % 2 else f"line for {i}" for i in range(24)]
+    assert emulated_server.stats()["total"]["requests"] == 24

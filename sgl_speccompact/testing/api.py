@@ -196,12 +196,12 @@ def _tokenize(frontend: Frontend, served: ServedModel, request: Request, raw: by
         req = TokenizeRequest.model_validate(orjson.loads(raw))
     except Exception as exc:
         return json_response(error_response(str(exc)), 400)
-    tok = frontend.model.tokenizer
+    model, tok = frontend.model, frontend.model.tokenizer
     if isinstance(req.prompt, str):
-        tokens = tok.encode(req.prompt, add_special_tokens=req.add_special_tokens)
+        tokens = model.encode(req.prompt, add_special_tokens=req.add_special_tokens)
         count = len(tokens)
     elif isinstance(req.prompt, list):
-        tokens = [tok.encode(p, add_special_tokens=req.add_special_tokens) for p in req.prompt]
+        tokens = [model.encode(p, add_special_tokens=req.add_special_tokens) for p in req.prompt]
         count = [len(t) for t in tokens]
     else:
         msg = f"Invalid prompt type: {type(req.prompt)}. Expected str or List[str]."

@@ -144,7 +144,7 @@ class Frontend:
         if sub.input_ids is not None:
             ids = list(sub.input_ids)
             return ids, self.model.decode(ids)
-        return self.model.tokenizer.encode(sub.text), sub.text
+        return self.model.encode(sub.text, add_special_tokens=True), sub.text
 
     def _validate_lengths(self, ids: list[int], sampling_params: dict) -> None:
         ctx, n = self.served.context_length, len(ids)
@@ -187,7 +187,7 @@ class Frontend:
     def _sampling(self, sampling_params: dict, n_input: int):
         _, _, sampling_cls = _sglang()
         sp = sampling_cls(**(sampling_params or {}))
-        sp.normalize(self.model.tokenizer)
+        sp.normalize(self.model)  # it only calls encode(stop, add_special_tokens=False)
         sp.verify(self.model.vocab_size)
         mnt = sp.max_new_tokens if sp.max_new_tokens is not None else MAX_NEW_TOKENS_UNSET
         sp.max_new_tokens = max(0, min(mnt, self.served.context_length - n_input - 1))

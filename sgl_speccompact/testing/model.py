@@ -15,6 +15,7 @@ named it.
 from __future__ import annotations
 
 import math
+import threading
 from dataclasses import dataclass
 
 from ..errors import SpecCompactError
@@ -92,20 +93,25 @@ class EmulatedModel:
         self.eos_ids = _eos_ids(tokenizer)
         self._token_cache: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
+        # One tokenizer serves the HTTP thread and the scheduler thread; HF
+        # tokenizers may mutate their Rust state (truncation) inside encode.
+        self._lock = threading.RLock()
 
-    def encode(self, text: str) -> list[int]:
-        """Token ids of ``text`` without special tokens added."""
-        return self.tokenizer.encode(text, add_special_tokens=False)
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        """Token ids of ``text`` (by default without special tokens added)."""
+        with self._lock:
+            return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
 
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         """Text of ``ids``."""
-        return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+        with self._lock:
+            return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
 
     def token_text(self, token_id: int) -> str:
         """Text of one token, as ``return_text_in_logprobs`` shows it (specials kept)."""
         text = self._text_cache.get(token_id)
         if text is None:
-            text = self._text_cache[token_id] = self.tokenizer.decode([token_id])
+            text = self._text_cache[token_id] = self.decode([token_id])
         return text
 
     def plan(self, prompt: str, ids: list[int], params: dict, budget: int, ignore_eos: bool) -> list[int]:

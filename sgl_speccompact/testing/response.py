@@ -48,7 +48,7 @@ def output_text(job: "Job", model: "EmulatedModel", finished: bool) -> str:
     matched = (job.finished_reason or {}).get("matched") if finished else None
     if isinstance(matched, int) and not sp.no_stop_trim and ids:
         ids = ids[:-1]
-    text = model.tokenizer.decode(ids, skip_special_tokens=sp.skip_special_tokens)
+    text = model.decode(ids, skip_special_tokens=sp.skip_special_tokens)
     if isinstance(matched, str):
         pos = text.find(matched)
         if pos != -1:
