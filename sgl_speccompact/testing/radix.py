@@ -204,6 +204,8 @@ class RadixTree:
 def _common_len(edge: list[int], ids: list[int], start: int) -> int:
     """Length of the common prefix of ``edge`` and ``ids[start:]``."""
     n = min(len(edge), len(ids) - start)
+    if edge[:n] == ids[start : start + n]:  # the common case, compared in C
+        return n
     i = 0
     while i < n and edge[i] == ids[start + i]:
         i += 1
