@@ -375,3 +375,15 @@ def test_concurrent_requests_all_complete(emulated_server, scripted_policy, emul
         results = list(pool.map(one, range(24)))
     assert results == [1 if i % 2 else f"line for {i}" for i in range(24)]
     assert emulated_server.stats()["total"]["requests"] == 24
+
+
+def test_policy_failure_is_a_500_and_the_server_keeps_serving(emulated_server, scripted_policy):
+    # tokenizer_manager.py _handle_abort_finish_reason: an abort with status >= 500 becomes
+    # an HTTPException, which http_server.py renders as an ErrorResponse.
+    def broken(prompt):
+        raise RuntimeError("script bug")
+
+    scripted_policy.on("Break", broken)
+    r = gen(emulated_server, text="Break")
+    assert r.status_code == 500 and "script bug" in r.json()["message"]
+    assert gen(emulated_server, text="fine", sampling_params={"max_new_tokens": 1}).status_code == 200

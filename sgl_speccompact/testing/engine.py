@@ -239,10 +239,7 @@ class Engine:
                 gather = bool(self._waiting) and not self._running
             if gather and self.cost is not None and self.cost.batch_window_s > 0:
                 time.sleep(self.cost.batch_window_s)  # let concurrent arrivals join
-            try:
-                self._round()
-            except Exception:  # keep serving; the failing jobs were aborted
-                log.exception("emulator scheduler round failed")
+            self._round()
 
     def _round(self) -> None:
         # Queues and tree change only under the lock; policy calls (which may
@@ -263,7 +260,11 @@ class Engine:
             self._busy = 0
             self._counters["prefill_batches" if batch else "decode_steps"] += 1
             for job in jobs:
-                self._settle(job, prefilled=bool(batch))
+                try:
+                    self._settle(job, prefilled=bool(batch))
+                except Exception as exc:  # never leave a client waiting
+                    log.exception("emulated request %s failed", job.rid)
+                    self._fail(job, exc)
 
     def _admit(self) -> list[Job]:
         """Take waiting jobs into a prefill batch, matching their prefixes now."""
@@ -306,8 +307,17 @@ class Engine:
             step(job)
         except Exception as exc:
             log.exception("emulated request %s failed", job.rid)
-            job.finished_reason = {"type": "abort", "message": f"{type(exc).__name__}: {exc}",
-                                   "status_code": 500, "err_type": "InternalServerError"}
+            job.finished_reason = _abort_reason(exc)
+
+    def _fail(self, job: Job, exc: Exception) -> None:
+        """Abort ``job`` after an emulator error, with a minimal final output."""
+        if job in self._running:
+            self._running.remove(job)
+        if job.node is not None:
+            self.tree.unlock(job.node)
+            job.node = None
+        reason = _abort_reason(exc)
+        job.on_update({"text": "", "output_ids": [], "meta_info": {"id": job.rid, "finish_reason": reason}}, True)
 
     def _settle(self, job: Job, prefilled: bool) -> None:
         """After a step: update queues and tree, then report (under the lock)."""
@@ -459,3 +469,9 @@ class Engine:
 
 def _ids_logprobs(dist: Distribution, token_ids: list[int] | None) -> list[tuple[float, int]] | None:
     return None if not token_ids else [(dist.logprob(t), t) for t in token_ids]
+
+
+def _abort_reason(exc: Exception) -> dict:
+    """``FINISH_ABORT.to_json`` for an emulator-side failure (HTTP 500)."""
+    return {"type": "abort", "message": f"{type(exc).__name__}: {exc}",
+            "status_code": 500, "err_type": "InternalServerError"}
