@@ -97,7 +97,12 @@ def acceptance_score(p_pos: float, p_neg: float) -> float:
     return p_pos / total if total > 0 else 0.0
 
 
-def _verdict(p_pos: float, p_neg: float, eta: float, substituted=()) -> Judgement:
+def verdict(p_pos: float, p_neg: float, eta: float, substituted=()) -> Judgement:
+    """Judgement from two label probabilities.
+
+    >>> verdict(0.2, 0.6, eta=0.7).accepted
+    False
+    """
     r = acceptance_score(p_pos, p_neg)
     return Judgement(p_pos, p_neg, r, r >= eta, tuple(substituted))
 
@@ -114,7 +119,7 @@ def judge_exact(logprobs: Mapping[Hashable, float], labels: LabelTokens, eta: fl
         vals = [math.exp(logprobs[i]) for i in ids if logprobs.get(i) is not None]
         return max(vals, default=0.0)
 
-    return _verdict(best(labels.positive), best(labels.negative), eta)
+    return verdict(best(labels.positive), best(labels.negative), eta)
 
 
 def missing_label_substitute(returned_probs: Iterable[float]) -> float:
@@ -151,4 +156,4 @@ def judge_top_k(top: Iterable[tuple[Hashable, float]], labels: LabelTokens, eta:
         else:
             p[name] = sub
             missing.append(name)
-    return _verdict(p["positive"], p["negative"], eta, missing)
+    return verdict(p["positive"], p["negative"], eta, missing)

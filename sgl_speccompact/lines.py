@@ -117,16 +117,20 @@ class SlotBudget:
     lines: int = 0  # non-blank lines used
     tokens: int = 0  # tokens used
 
-    def fits(self, line: str, tokens: int) -> bool:
-        """Would adding ``line`` (``tokens`` long) stay within both limits?
+    def check(self, line: str, tokens: int) -> str | None:
+        """Which limit adding ``line`` (``tokens`` long) would break, if any.
 
         >>> b = SlotBudget(max_lines=1, max_tokens=10)
-        >>> b.fits("- a", 4), b.add("- a", 4), b.fits("- b", 1), b.fits("", 1)
-        (True, None, False, True)
+        >>> b.check("- a", 4), b.add("- a", 4), b.check("- b", 1), b.check("", 1), b.check("", 7)
+        (None, None, 'line_budget', None, 'token_budget')
         """
-        extra_line = 1 if line.strip() else 0
-        return self.lines + extra_line <= self.max_lines and self.tokens + tokens <= self.max_tokens
+        if line.strip() and self.lines + 1 > self.max_lines:
+            return "line_budget"
+        if self.tokens + tokens > self.max_tokens:
+            return "token_budget"
+        return None
 
     def add(self, line: str, tokens: int) -> None:
+        """Charge ``line`` to the budget."""
         self.lines += 1 if line.strip() else 0
         self.tokens += tokens

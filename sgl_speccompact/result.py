@@ -122,15 +122,17 @@ class StatsRecorder:
             c.cached_tokens += int(meta.get("cached_tokens") or 0)
             c.completion_tokens += int(meta.get("completion_tokens") or 0)
 
-    def line(self, origin: LineOrigin, judged: bool) -> None:
-        """Count one line decision."""
+    def judged(self, accepted: bool) -> None:
+        """Count one judge verdict on a drafted line."""
         with self._lock:
-            s = self.stats
-            if judged:
-                s.proposed_lines += 1
-                s.accepted_lines += origin is LineOrigin.DRAFTED
-            s.repaired_lines += origin is LineOrigin.REPAIRED
-            s.unjudged_lines += origin is LineOrigin.UNJUDGED
+            self.stats.proposed_lines += 1
+            self.stats.accepted_lines += bool(accepted)
+
+    def line(self, origin: LineOrigin) -> None:
+        """Count one line that entered the summary without a positive verdict."""
+        with self._lock:
+            self.stats.repaired_lines += origin is LineOrigin.REPAIRED
+            self.stats.unjudged_lines += origin is LineOrigin.UNJUDGED
 
     def time(self, phase: str, seconds: float) -> None:
         """Add wall time to a phase."""

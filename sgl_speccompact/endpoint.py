@@ -1,0 +1,271 @@
+"""An SGLang ``RuntimeEndpoint`` that judges a line with one request.
+
+``sgl.select(choices=[positive, negative], choices_method=LabelJudgement(...))``
+is the verification step of every program.  On sglang's plain
+``RuntimeEndpoint`` it costs two requests (a prefill, then one scoring
+request per choice).  :class:`SpecCompactEndpoint` serves the same select
+with ONE prefill-only ``/generate`` request::
+
+    {"text": ..., "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+     "return_logprob": true, "token_ids_logprob": [ids of every label variant]}
+
+and reads ``meta_info.output_token_ids_logprobs[0]``: exact next-token
+probabilities of every variant, no top-k truncation.
+
+It also adds what sglang's frontend cannot send (``lora_path`` for LoRA
+drafters), applies a timeout to every request, maps transport failures to
+:mod:`sgl_speccompact.errors`, counts tokens with the server's
+``/tokenize``, and picks the chat template (Qwen3 thinking disabled).
+"""
+
+from __future__ import annotations
+
+import math
+import threading
+import time
+from dataclasses import asdict
+
+import requests
+from sglang.lang.backend.base_backend import BaseBackend
+from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+from sglang.lang.chat_template import get_chat_template, get_chat_template_by_model_path
+from sglang.lang.choices import ChoicesDecision, ChoicesSamplingMethod
+from sglang.lang.global_config import global_config
+
+from .errors import BackendError, BackendTimeoutError, BackendUnavailableError
+from .judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
+from .prompts import THINK_OFF
+
+
+class LabelJudgement(ChoicesSamplingMethod):
+    """``choices_method`` for the judge select: r = p+/(p+ + p-) >= eta.
+
+    On a plain ``RuntimeEndpoint`` it scores each choice by the probability
+    of its tokens (prefix tokens shared by both choices cancel in r).
+    :class:`SpecCompactEndpoint` recognizes it and uses every single-token
+    variant of both labels instead.
+    """
+
+    def __init__(self, eta: float):
+        self.eta = eta  # acceptance threshold on r
+
+    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
+                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
+        probs = [math.exp(sum(t[0] for t in toks if t[0] is not None)) for toks in input_token_logprobs]
+        j = verdict(probs[0], probs[1], self.eta)
+        # the plain endpoint's select is a prefill plus one scoring request
+        return decision(choices, j, {"requests": 2})
+
+
+def decision(choices: list[str], j: Judgement, meta: dict) -> ChoicesDecision:
+    """The select result for a judgement: choices[0] if accepted else choices[1]."""
+    return ChoicesDecision(choices[0] if j.accepted else choices[1], {**meta, "judgement": asdict(j)})
+
+
+def pick_chat_template(model_path: str, name: str | None = None):
+    """The frontend chat template for a model: ``name`` if given, else by path.
+
+    sglang matches templates by regex on the path, and ``Qwen/Qwen3-8B`` falls
+    through to ``default``; any Qwen path gets the ChatML ``qwen`` template.
+    """
+    if name:
+        return get_chat_template(name)
+    tmpl = get_chat_template_by_model_path(model_path)
+    if tmpl.name == "default" and "qwen" in model_path.lower():
+        return get_chat_template("qwen")
+    return tmpl
+
+
+class SpecCompactEndpoint(RuntimeEndpoint):
+    """``RuntimeEndpoint`` with one-request judging, LoRA, timeouts and typed errors.
+
+    Parameters
+    ----------
+    base_url : str
+        SGLang server, e.g. ``http://127.0.0.1:30000``.
+    api_key : str, optional
+        Bearer token of the SGLang server.
+    chat_template : str, optional
+        sglang frontend template name; chosen from the model path if omitted.
+    lora_path : str, optional
+        Adapter name sent with every request (a LoRA drafter).  One name for
+        all requests keeps them in one radix-cache namespace.
+    timeout_s : float
+        Per-request timeout in seconds.
+    disable_thinking : bool, optional
+        Open assistant turns with an empty ``<think>`` block.  Default: on
+        for Qwen3 model paths.
+    """
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, chat_template: str | None = None,
+                 lora_path: str | None = None, timeout_s: float = 120.0,
+                 disable_thinking: bool | None = None):
+        BaseBackend.__init__(self)  # RuntimeEndpoint.__init__ would call the server without a timeout
+        self.support_concate_and_append = False
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.verify = None
+        self.lora_path = lora_path
+        self.timeout_s = timeout_s
+        self._local = threading.local()
+        self.model_info = self._request("GET", "/get_model_info")
+        path = self.model_info.get("model_path", "")
+        self.chat_template = pick_chat_template(path, chat_template)
+        if disable_thinking is None:
+            disable_thinking = "qwen3" in path.lower()
+        self.assistant_prefix = THINK_OFF if disable_thinking else ""
+        self._labels: dict[tuple[str, str], LabelTokens] = {}
+
+    # ------------------------------------------------------------------ transport
+
+    def _session(self) -> requests.Session:
+        if not hasattr(self._local, "session"):
+            self._local.session = requests.Session()
+        return self._local.session
+
+    def _request(self, method: str, path: str, body: dict | None = None):
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        url = self.base_url + path
+        try:
+            res = self._session().request(method, url, json=body, headers=headers, timeout=self.timeout_s)
+        except requests.Timeout as exc:
+            raise BackendTimeoutError(f"{url} did not answer within {self.timeout_s:g} s") from exc
+        except requests.RequestException as exc:
+            raise BackendUnavailableError(f"{url} unreachable: {exc.__class__.__name__}") from exc
+        if res.status_code != 200:
+            kind = BackendUnavailableError if res.status_code >= 500 else BackendError
+            raise kind(f"{url} returned HTTP {res.status_code}: {res.text[:300]}")
+        try:
+            return res.json()
+        except ValueError as exc:
+            raise BackendError(f"{url} returned invalid JSON") from exc
+
+    def _generate(self, body: dict):
+        if self.lora_path is not None:
+            n = len(body["text"]) if isinstance(body.get("text"), list) else None
+            body["lora_path"] = [self.lora_path] * n if n else self.lora_path
+        return self._request("POST", "/generate", body)
+
+    # ------------------------------------------------------------------ sglang backend API
+
+    def get_server_info(self):
+        return self._request("GET", "/server_info")
+
+    def flush_cache(self):
+        self._request("POST", "/flush_cache")
+
+    def cache_prefix(self, prefix_str: str):
+        self._generate({"text": prefix_str, "sampling_params": {"max_new_tokens": 0}})
+
+    def commit_lazy_operations(self, s):
+        t0 = time.perf_counter()
+        out = self._generate({"text": s.text_, "sampling_params": {"max_new_tokens": 0}})
+        # fork() discards the result; keep it so the caller can count this prefill
+        s.meta_info["prefill"] = {**out["meta_info"], "wall_s": time.perf_counter() - t0}
+
+    def generate(self, s, sampling_params):
+        self._handle_dtype_to_regex(sampling_params)
+        body = {
+            "text": s.text_,
+            "sampling_params": {
+                "skip_special_tokens": global_config.skip_special_tokens_in_output,
+                "spaces_between_special_tokens": global_config.spaces_between_special_tokens_in_out,
+                **{k: v for k, v in sampling_params.to_srt_kwargs().items() if v is not None},
+            },
+        }
+        for item in ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs"):
+            value = getattr(sampling_params, item, None)
+            if value is not None:
+                body[item] = value
+        out = self._generate(body)
+        return out["text"], out["meta_info"]
+
+    def generate_stream(self, s, sampling_params):
+        raise NotImplementedError("SpecCompactEndpoint does not stream; use generate")
+
+    def select(self, s, choices, temperature, choices_method=None):
+        if not isinstance(choices_method, LabelJudgement):
+            return super().select(s, choices, temperature, choices_method)
+        labels = self.label_tokens(choices[0], choices[1])
+        out = self._generate({
+            "text": s.text_,
+            "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+            "return_logprob": True,
+            "token_ids_logprob": labels.all_ids,
+        })
+        meta = out["meta_info"]
+        positions = meta.get("output_token_ids_logprobs") or []
+        if not positions or not positions[0]:
+            raise BackendError("server returned no output_token_ids_logprobs for the judge request")
+        logprobs = {int(tok): lp for lp, tok, *_ in positions[0]}
+        j = judge_exact(logprobs, labels, choices_method.eta)
+        keep = {k: meta.get(k) for k in ("prompt_tokens", "cached_tokens", "completion_tokens")}
+        return decision(choices, j, {**keep, "completion_tokens": 0, "requests": 1})
+
+    # ------------------------------------------------------------------ tokenizer
+
+    def tokenize(self, texts: list[str]) -> list[list[int]]:
+        """Token ids of each text in the server's tokenizer (no special tokens)."""
+        if not texts:
+            return []
+        out = self._request("POST", "/tokenize", {"prompt": list(texts), "add_special_tokens": False})
+        tokens = out["tokens"]
+        return tokens if texts and isinstance(tokens[0], list) else [tokens]
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Length of each text in target tokens."""
+        return [len(t) for t in self.tokenize(texts)]
+
+    def label_tokens(self, positive: str, negative: str) -> LabelTokens:
+        """Single-token variants of both labels (cached); LabelTokenError if none."""
+        key = (positive, negative)
+        if key not in self._labels:
+            forms = label_variants(positive) + label_variants(negative)
+            ids = dict(zip(forms, self.tokenize(forms)))
+            self._labels[key] = resolve_label_tokens(positive, negative, ids.__getitem__)
+        return self._labels[key]
+
+
+def connect(backend, *, lora_path: str | None = None, timeout_s: float = 120.0, api_key: str | None = None):
+    """A backend from a base URL (``SpecCompactEndpoint``) or the backend itself."""
+    if isinstance(backend, str):
+        return SpecCompactEndpoint(backend, lora_path=lora_path, timeout_s=timeout_s, api_key=api_key)
+    if backend is None:
+        raise BackendError("no backend given")
+    return backend
+
+
+def approx_token_count(texts: list[str]) -> list[int]:
+    """Rough length in tokens (4 characters each) for backends without a tokenizer.
+
+    >>> approx_token_count(["abcdefgh", ""])
+    [2, 0]
+    """
+    return [(len(t) + 3) // 4 for t in texts]
+
+
+def token_counter(backend):
+    """``texts -> token lengths`` in ``backend``'s tokenizer.
+
+    ``count_tokens`` of the backend if it has one; the server's ``/tokenize``
+    for a plain ``RuntimeEndpoint``; otherwise :func:`approx_token_count`.
+    """
+    if hasattr(backend, "count_tokens"):
+        return backend.count_tokens
+    if isinstance(backend, RuntimeEndpoint):
+        url = backend.base_url.rstrip("/") + "/tokenize"
+        headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else {}
+
+        def count(texts: list[str]) -> list[int]:
+            if not texts:
+                return []
+            try:
+                res = requests.post(url, json={"prompt": list(texts), "add_special_tokens": False},
+                                    headers=headers, timeout=60)
+                res.raise_for_status()
+            except requests.RequestException as exc:
+                raise BackendUnavailableError(f"{url}: {exc}") from exc
+            return [int(c) for c in res.json()["count"]]
+
+        return count
+    return approx_token_count

@@ -1,0 +1,97 @@
+"""A scripted sglang ``BaseBackend`` for running the real programs on the CPU.
+
+It plays the target or the drafter.  Every request is recorded with its kind
+and text; answers come from small callables keyed on the request text, so a
+test states exactly what the "model" says.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+
+from sglang.lang.backend.base_backend import BaseBackend
+from sglang.lang.chat_template import get_chat_template
+
+from sgl_speccompact.endpoint import LabelJudgement, decision
+from sgl_speccompact.judge import verdict
+
+SLOT_RE = re.compile(r"(?:Generate only the|write only the) (\w+) (?:slot|section)")
+LINE_RE = re.compile(r"<line>\n(.*)\n</line>", re.S)
+
+
+def slot_of(text: str) -> str:
+    """The slot a request is about (last slot request in the text)."""
+    return SLOT_RE.findall(text)[-1]
+
+
+def accepted_of(text: str) -> list[str]:
+    """Lines already in the slot's assistant turn (after the last assistant tag)."""
+    body = text.rsplit("<|im_start|>assistant\n", 1)[-1]
+    return [line for line in body.split("\n")[:-1]]
+
+
+def count_tokens(texts):
+    """Whitespace words plus newlines: a deterministic stand-in tokenizer."""
+    return [len(t.split()) + t.count("\n") for t in texts]
+
+
+class ScriptedBackend(BaseBackend):
+    """Target or drafter whose answers are functions of the request text.
+
+    Parameters
+    ----------
+    draft : callable(slot, accepted_lines, text) -> (completion, finish_type)
+        Drafter answer ("length" or "stop").
+    judge : callable(slot, line) -> float
+        Probability mass on the positive label (the rest on negative).
+    repair : callable(slot, accepted_lines) -> str
+        Target continuation; cut at the first newline like ``stop="\\n"``.
+    before : callable(kind, slot), optional
+        Called before answering (to block or slow a slot).
+    """
+
+    def __init__(self, *, draft=None, judge=None, repair=None, before=None):
+        super().__init__()
+        self.chat_template = get_chat_template("qwen")
+        self.draft_fn, self.judge_fn, self.repair_fn, self.before = draft, judge, repair, before
+        self.requests: list[tuple[str, str]] = []  # (kind, full request text)
+        self.lock = threading.Lock()
+
+    def count_tokens(self, texts):
+        return count_tokens(texts)
+
+    def _record(self, kind, text):
+        with self.lock:
+            self.requests.append((kind, text))
+        if self.before:
+            self.before(kind, slot_of(text) if SLOT_RE.search(text) else None)
+
+    def kinds(self, kind):
+        return [t for k, t in self.requests if k == kind]
+
+    def commit_lazy_operations(self, s):
+        self._record("prefill", s.text_)
+        s.meta_info["prefill"] = {"prompt_tokens": count_tokens([s.text_])[0], "cached_tokens": 0}
+
+    def generate(self, s, sampling_params):
+        text = s.text_
+        if self.draft_fn is not None:
+            self._record("draft", text)
+            out, finish = self.draft_fn(slot_of(text), accepted_of(text), text)
+        else:
+            self._record("repair", text)
+            out, finish = self.repair_fn(slot_of(text), accepted_of(text)), "stop"
+            if "\n" in out:
+                out = out.split("\n", 1)[0]
+        meta = {"prompt_tokens": count_tokens([text])[0], "cached_tokens": 0,
+                "completion_tokens": count_tokens([out])[0], "finish_reason": {"type": finish}}
+        return out, meta
+
+    def select(self, s, choices, temperature, choices_method=None):
+        text = s.text_
+        self._record("verify", text)
+        line = LINE_RE.findall(text)[-1]
+        p = self.judge_fn(slot_of(text), line)
+        assert isinstance(choices_method, LabelJudgement)
+        return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1})
