@@ -157,3 +157,20 @@ def test_main_dispatch_usage():
     res = subprocess.run([sys.executable, "-m", "sgl_speccompact", "frobnicate"], cwd=REPO, capture_output=True,
                          text=True, timeout=60)
     assert res.returncode == 2 and "unknown command" in res.stderr
+
+
+@needs_data
+def test_e2e_cli_on_a_trajectory_with_the_emulator(make_emulated_server, capsys):
+    pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
+    from sgl_speccompact.testing import ControlledAcceptancePolicy
+
+    target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B")
+    rc = cli.main([str(traj("function_calling_simple")), "--target-url", target.url, "--drafter-url", drafter.url,
+                   "--drafter-lora-name", "drafter"])
+    out = capsys.readouterr()
+    assert rc == 0, out.err
+    summary, _, table = out.out.partition("\nserver ")
+    assert summary.strip()
+    assert re.search(r"^target\s+total\s+[1-9]", table, re.M) and re.search(r"^drafter\s+draft\s+[1-9]", table, re.M)
+    assert "acceptance rate: " in table and "n/a" not in table.split("acceptance rate: ")[1].split("\n")[0]

@@ -284,26 +284,64 @@ def test_sigterm_while_waiting_stops_every_child(fake_python, tmp_path):
             proc.kill()
 
 
-def test_full_launch_serves_then_sigterm_leaves_no_orphans(fake_python, tmp_path):
-    pytest.importorskip("sgl_speccompact.methods", reason="compaction methods not available yet")
+EMULATOR_WRAPPER = textwrap.dedent('''\
+    # Stands in for `python -m sglang.launch_server ...`: runs the SGLang-API emulator instead.
+    import os, sys
+    argv = sys.argv[1:]
+    assert argv[:2] == ["-m", "sglang.launch_server"], argv
+
+    def flag(name, default=None):
+        return argv[argv.index(name) + 1] if name in argv else default
+
+    port = flag("--port")
+    with open(os.path.join(os.environ["FAKE_DIR"], "%s.pids" % port), "w") as f:
+        f.write(str(os.getpid()))
+    cmd = [sys.executable, "-m", "sgl_speccompact.testing", "--tokenizer", os.environ["EMU_TOKENIZER"],
+           "--host", flag("--host"), "--port", port, "--model-path", flag("--model-path")]
+    if "--lora-paths" in argv:
+        cmd += ["--lora-paths", flag("--lora-paths").split("=")[0]]
+    os.execv(sys.executable, cmd)
+''')
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(not (Path(__file__).parents[2] / "shared/data/trajectories").is_dir(),
+                    reason="shared trajectories not found beside the repo")
+def test_launch_with_emulated_servers_compacts_then_sigterm_leaves_no_orphans(tmp_path, emulator_tokenizer_path):
+    pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
     import httpx
 
-    proc, tp, dp, sp = start_launcher(fake_python, tmp_path, {}, "--drafter-lora", "/x")
+    from sgl_speccompact.formats import load_history
+
+    script = tmp_path / "emulator_wrapper.py"
+    script.write_text(EMULATOR_WRAPPER)
+    wrapper = tmp_path / "emupython"
+    wrapper.write_text(f"#!/bin/sh\nexec {shlex.quote(sys.executable)} {shlex.quote(str(script))} \"$@\"\n")
+    wrapper.chmod(0o755)
+    proc, tp, dp, sp = start_launcher(wrapper, tmp_path, {"EMU_TOKENIZER": emulator_tokenizer_path},
+                                      "--drafter-lora", "/adapters/drafter", "--api-key", "tok")
+    base = f"http://127.0.0.1:{sp}"
     try:
         def healthy():
             try:
-                return httpx.get(f"http://127.0.0.1:{sp}/health", timeout=2).status_code == 200
+                return httpx.get(f"{base}/health", timeout=2).status_code == 200
             except httpx.HTTPError:
-                return False
+                return proc.poll() is not None  # stop waiting if the launcher died
 
-        assert wait_for(healthy, 120), proc.stderr.read() if proc.poll() is not None else "service not up"
-        health = httpx.get(f"http://127.0.0.1:{sp}/health").json()
-        assert set(health["upstreams"]) == {"target", "drafter"}
+        assert wait_for(healthy, 180) and proc.poll() is None, proc.communicate()[1][-3000:]
+        assert set(httpx.get(f"{base}/health").json()["upstreams"]) == {"target", "drafter"}
+        traj = next((Path(__file__).parents[2] / "shared/data/trajectories").glob("*function_calling_simple*"))
+        body = {"messages": load_history(traj)}
+        assert httpx.post(f"{base}/v1/compact", json=body, timeout=120).status_code == 401
+        res = httpx.post(f"{base}/v1/compact", json=body, headers={"Authorization": "Bearer tok"}, timeout=120)
+        assert res.status_code == 200, res.text
+        out = res.json()
+        assert out["summary"].strip() and out["stats"]["requests"]["drafter"]
         children = pids(tmp_path, tp) + pids(tmp_path, dp)
-        assert len(children) == 4 and all(alive(p) for p in children)
+        assert len(children) == 2 and all(alive(p) for p in children)
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=120)
-        assert proc.returncode in (0, 143), err
+        assert proc.returncode in (0, 143), err[-3000:]
         assert wait_for(lambda: not any(alive(p) for p in children)), f"orphans left: {children}"
     finally:
         if proc.poll() is None:

@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import copy
 import json
+import re
 import threading
+import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -289,3 +291,144 @@ def test_metrics_count_outcomes_and_are_per_app():
     failing.post("/v1/compact", json={"messages": MESSAGES, "method": "openclaw"})
     assert 'speccompact_compactions_total{method="openclaw",outcome="upstream_error"} 1.0' in failing.get(
         "/metrics").text
+
+
+# ------------------------------------------------- end to end: real methods, SGLang-API emulator
+# The real run_method drives SpecCompactEndpoint over HTTP against emulated SGLang servers.
+
+
+@pytest.fixture
+def methods():
+    return pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
+
+
+@pytest.fixture
+def emulated_pair(make_emulated_server):
+    """(target server, drafter server) of the emulator with the benchmark policy."""
+    from sgl_speccompact.testing import ControlledAcceptancePolicy
+
+    target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B")
+    return target, drafter
+
+
+def endpoints(target_srv, drafter_srv, timeout_s: float = 60.0):
+    from sgl_speccompact.endpoint import SpecCompactEndpoint
+
+    return (SpecCompactEndpoint(target_srv.url, timeout_s=timeout_s),
+            SpecCompactEndpoint(drafter_srv.url, lora_path="drafter", timeout_s=timeout_s))
+
+
+class Recording:
+    """Wraps the real run_method and keeps the messages object it was given."""
+
+    def __init__(self, run_method):
+        self.run_method = run_method
+        self.seen: list = []
+
+    def __call__(self, method, messages, **kw):
+        self.seen.append(messages)
+        return self.run_method(method, messages, **kw)
+
+
+def test_e2e_every_method_round_trip(methods, emulated_pair):
+    target, drafter = endpoints(*emulated_pair)
+    client = TestClient(create_app(target, drafter))
+    for method in methods.METHODS:
+        res = client.post("/v1/compact", json={"messages": MESSAGES * 3, "method": method})
+        assert res.status_code == 200, (method, res.text)
+        out = res.json()
+        assert out["method"] == method and out["summary"].strip()
+        assert out["stats"]["requests"]["target"], method
+    sc = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()  # default: speccompact
+    assert sc["method"] == "speccompact" and sc["stats"]["requests"]["drafter"]
+    assert client.get("/health").json()["status"] == "ok"
+    assert 'speccompact_compactions_total{method="speccompact",outcome="ok"} 2.0' in client.get("/metrics").text
+
+
+def test_e2e_stream_lines_then_result_then_done(methods, emulated_pair):
+    target, drafter = endpoints(*emulated_pair)
+    client = TestClient(create_app(target, drafter))
+    with client.stream("POST", "/v1/compact", json={"messages": MESSAGES * 3, "stream": True}) as res:
+        assert res.status_code == 200
+        events = _sse_events(res.read().decode())
+    kinds = [e for e, _ in events]
+    assert kinds[-2:] == ["result", "message"] and events[-1][1] == "[DONE]"
+    assert "line" in kinds and "slot_done" in kinds
+    assert set(kinds[:-2]) <= {"line", "slot_done"}
+    result = json.loads(events[-2][1])
+    done = [json.loads(d)["slot"] for e, d in events if e == "slot_done"]
+    assert sorted(done) == sorted(s["name"] for s in result["slots"])
+
+
+def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
+
+    target_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
+    killed = threading.Event()
+
+    def draft_then_kill_target(prompt):
+        if not killed.is_set():  # the target already prefilled the shared prefix; now it goes away
+            killed.set()
+            threading.Thread(target=target_srv.close).start()
+            time.sleep(1.0)
+        return "- a drafted line about a.py\n"
+
+    drafter_policy = ScriptedPolicy()
+    drafter_policy.on("", draft_then_kill_target)
+    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B")
+    target, drafter = endpoints(target_srv, drafter_srv, timeout_s=10)
+    runner = Recording(methods.run_method)
+    client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
+    sent = copy.deepcopy(MESSAGES)
+    res = client.post("/v1/compact", json={"messages": sent})
+    assert killed.is_set()
+    assert res.status_code == 502, res.text
+    assert set(res.json()) == {"error"} and res.json()["error"]["type"] == "backend_unavailable"
+    assert runner.seen[0] == MESSAGES  # the runner left the request's messages as they were
+    assert client.get("/health").status_code == 503
+
+
+def test_e2e_slow_target_is_504(methods, make_emulated_server):
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
+
+    slow = ScriptedPolicy()
+    slow.on("", lambda prompt: time.sleep(3) or "- late\n")
+    target_srv = make_emulated_server(policy=slow, model_path="Qwen/Qwen3-8B")
+    drafter_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B")
+    target, drafter = endpoints(target_srv, drafter_srv, timeout_s=0.5)
+    runner = Recording(methods.run_method)
+    client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
+    method = "hermes" if "hermes" in methods.METHODS else methods.METHODS[0]
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "method": method})
+    assert res.status_code == 504, res.text
+    assert res.json()["error"]["type"] == "backend_timeout"
+    assert runner.seen[0] == MESSAGES
+
+
+def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_server):
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    def policy():
+        p = ScriptedPolicy()
+        # every line names the task of the conversation it was written for
+        p.on("", lambda prompt: "- work on TASK-%s\n" % re.findall(r"TASK-(\d+)", prompt)[-1])
+        p.judge(".", p_positive=0.9, regex=True)
+        return p
+
+    target, drafter = endpoints(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B"),
+                                make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B"))
+    client = TestClient(create_app(target, drafter))
+    n = 4
+
+    def one(i):
+        msgs = [{"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": f"Please finish TASK-{i} in the repository today."}]
+        return i, client.post("/v1/compact", json={"messages": msgs}).json()
+
+    with client, ThreadPoolExecutor(n) as ex:
+        results = list(ex.map(one, range(n)))
+    for i, out in results:
+        found = set(re.findall(r"TASK-(\d+)", out["summary"]))
+        assert found == {str(i)}, out
+        assert out["stats"]["requests"]["drafter"]["draft"]["requests"] >= 1
