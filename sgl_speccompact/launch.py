@@ -341,10 +341,10 @@ def check_server_flags(argv: list[str]) -> list[str]:
     parser = argparse.ArgumentParser(add_help=False)
     ServerArgs.add_cli_args(parser)
     tail = argv[argv.index("sglang.launch_server") + 1:] if "sglang.launch_server" in argv else argv
-    with contextlib.redirect_stderr(open(os.devnull, "w")):
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
         try:
             _, unknown = parser.parse_known_args(tail)
-        except SystemExit:
+        except SystemExit:  # argparse rejected a value; sglang's own message says which
             return ["(invalid value: run the command for sglang's message)"]
     return [u for u in unknown if u.startswith("-")]
 
@@ -352,22 +352,23 @@ def check_server_flags(argv: list[str]) -> list[str]:
 # ------------------------------------------------------------ processes
 
 
-def _child_setup() -> None:  # runs in the child between fork and exec
-    os.setsid()  # own process group: signalled as a whole, not hit by the terminal's Ctrl-C twice
-    with contextlib.suppress(Exception):  # Linux: die with the launcher even if it is SIGKILLed
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):  # Linux only: SIGTERM the child even if the launcher is SIGKILLed
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
 
 
 def start_server(spec: ServerSpec, python: str, log_dir: Path | None = None) -> subprocess.Popen:
     """Start one SGLang server in its own process group."""
     cmd = server_command(spec, python)
-    out = None
-    if log_dir is not None:
-        log_dir.mkdir(parents=True, exist_ok=True)
-        out = open(log_dir / f"{spec.role}.log", "ab")
     print(f"[launch] starting {spec.role}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
-    return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT if out else None,
-                            stdin=subprocess.DEVNULL, preexec_fn=_child_setup)
+    # a new session makes the child a process-group leader: stop_servers signals the whole
+    # group (SGLang's scheduler and detokenizer too), and the terminal's Ctrl-C reaches only us
+    popen = dict(stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
+    if log_dir is None:
+        return subprocess.Popen(cmd, **popen)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / f"{spec.role}.log", "ab") as out:  # the child keeps its own copy
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, **popen)
 
 
 def wait_healthy(url: str, proc: subprocess.Popen | None, *, timeout_s: float, get: Callable,

@@ -346,3 +346,11 @@ def test_launch_with_emulated_servers_compacts_then_sigterm_leaves_no_orphans(tm
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_api_key_from_environment():
+    res = launch("--dry-run", env={"SGL_SPECCOMPACT_API_KEY": "from-env-123"})
+    _, svc = parse_dry_run(res.stdout)
+    assert svc["auth"] == "bearer" and "from-env-123" not in res.stdout
+    res = launch("--dry-run", env={"SGL_SPECCOMPACT_API_KEY": ""})
+    assert parse_dry_run(res.stdout)[1]["auth"] is None
