@@ -202,6 +202,55 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         keep = {k: meta.get(k) for k in ("prompt_tokens", "cached_tokens", "completion_tokens")}
         return decision(choices, j, {**keep, "completion_tokens": 0, "requests": 1})
 
+    def judge_batch(self, texts: list[str], positive: str, negative: str,
+                    eta: float) -> tuple[list[Judgement], dict]:
+        """Judge many complete prompts with ONE prefill-only ``/generate`` batch.
+
+        Each text must end where the label word would be generated.  The
+        server schedules the items together, and items sharing a prefix
+        share it in the radix cache.
+
+        Parameters
+        ----------
+        texts : list of str
+            Full prompts (chat template applied).
+        positive, negative : str
+            Label words.
+        eta : float
+            A judgement is accepted when r = p+/(p+ + p-) >= eta.
+
+        Returns
+        -------
+        judgements : list of Judgement
+            One per text, in order.
+        meta : dict
+            ``prompt_tokens`` and ``cached_tokens`` summed over the items,
+            ``completion_tokens`` 0, ``requests`` 1 (0 for no texts).
+        """
+        meta = {"prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "requests": 0}
+        if not texts:
+            return [], meta
+        labels = self.label_tokens(positive, negative)
+        out = self._generate({
+            "text": list(texts),
+            "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+            "return_logprob": True,
+            "token_ids_logprob": labels.all_ids,
+        })
+        if not isinstance(out, list) or len(out) != len(texts):
+            raise BackendError(f"batch judge: expected {len(texts)} results, got {type(out).__name__}")
+        meta["requests"] = 1
+        judgements = []
+        for i, item in enumerate(out):
+            info = item.get("meta_info") or {}
+            positions = info.get("output_token_ids_logprobs") or []
+            if not positions or not positions[0]:
+                raise BackendError(f"batch judge: item {i} has no output_token_ids_logprobs")
+            judgements.append(judge_exact({int(tok): lp for lp, tok, *_ in positions[0]}, labels, eta))
+            for k in ("prompt_tokens", "cached_tokens"):
+                meta[k] += int(info.get(k) or 0)
+        return judgements, meta
+
     # ------------------------------------------------------------------ tokenizer
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
