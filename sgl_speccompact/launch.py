@@ -48,7 +48,7 @@ import sys
 import threading
 import time
 import tomllib
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 

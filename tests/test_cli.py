@@ -81,7 +81,8 @@ def test_compact_json_and_options(tmp_path, capsys):
     prev.write_text("## Goal\n- earlier")
     runner = Recorder()
     rc = cli.main([str(traj("simulations")), *URLS, "--trial", "2", "--json", "--method", "openclaw",
-                   "--previous-summary", str(prev), "--source-judge", "--set", "eta=0.8", "--set", "positive_label=yes"],
+                   "--previous-summary", str(prev), "--source-judge",
+                   "--set", "eta=0.8", "--set", "positive_label=yes"],
                   connect=fake_connect, runner=runner)
     out = capsys.readouterr()
     assert rc == 0, out.err
