@@ -18,6 +18,8 @@ from sgl_speccompact.judge import verdict
 
 SLOT_RE = re.compile(r"(?:Generate only the|write only the) (\w+) (?:slot|section)")
 LINE_RE = re.compile(r"<line>\n(.*)\n</line>", re.S)
+ENTRY_RE = re.compile(r"<entry>\n(.*?)\n</entry>", re.S)
+SECTION_RE = re.compile(r'An entry of the section "(.*?)"')
 
 
 def slot_of(text: str) -> str:
@@ -49,12 +51,19 @@ class ScriptedBackend(BaseBackend):
         Target continuation; cut at the first newline like ``stop="\\n"``.
     before : callable(kind, slot), optional
         Called before answering (to block or slow a slot).
+    complete : callable(text, sampling_params) -> str or (str, finish_type), optional
+        Answer of every ``gen`` (recorded as kind "generate"), for the
+        baselines; takes precedence over ``draft`` and ``repair``.
+    source_judge : callable(entry, section) -> float, optional
+        Probability that a Source-Judged Compaction entry has a source
+        (recorded as kind "source_judge").
     """
 
-    def __init__(self, *, draft=None, judge=None, repair=None, before=None):
+    def __init__(self, *, draft=None, judge=None, repair=None, before=None, complete=None, source_judge=None):
         super().__init__()
         self.chat_template = get_chat_template("qwen")
         self.draft_fn, self.judge_fn, self.repair_fn, self.before = draft, judge, repair, before
+        self.complete_fn, self.source_judge_fn = complete, source_judge
         self.requests: list[tuple[str, str]] = []  # (kind, full request text)
         self.lock = threading.Lock()
 
@@ -74,9 +83,16 @@ class ScriptedBackend(BaseBackend):
         self._record("prefill", s.text_)
         s.meta_info["prefill"] = {"prompt_tokens": count_tokens([s.text_])[0], "cached_tokens": 0}
 
+    def cache_prefix(self, prefix_str):
+        self._record("cache_prefix", prefix_str)
+
     def generate(self, s, sampling_params):
         text = s.text_
-        if self.draft_fn is not None:
+        if self.complete_fn is not None:
+            self._record("generate", text)
+            out = self.complete_fn(text, sampling_params)
+            out, finish = out if isinstance(out, tuple) else (out, "stop")
+        elif self.draft_fn is not None:
             self._record("draft", text)
             out, finish = self.draft_fn(slot_of(text), accepted_of(text), text)
         else:
@@ -90,6 +106,11 @@ class ScriptedBackend(BaseBackend):
 
     def select(self, s, choices, temperature, choices_method=None):
         text = s.text_
+        if self.source_judge_fn is not None and ENTRY_RE.search(text):
+            self._record("source_judge", text)
+            p = self.source_judge_fn(ENTRY_RE.findall(text)[-1], SECTION_RE.findall(text)[-1])
+            assert isinstance(choices_method, LabelJudgement)
+            return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1})
         self._record("verify", text)
         line = LINE_RE.findall(text)[-1]
         p = self.judge_fn(slot_of(text), line)
