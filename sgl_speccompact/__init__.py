@@ -1,24 +1,37 @@
 """sgl_speccompact: fast structured compaction of LLM-agent histories on SGLang.
 
-Importing the package starts no server and sends no request.
+Importing the package starts no server and sends no request.  Names are
+loaded on first use, so ``python -m sgl_speccompact.launch --dry-run`` does
+not pay for importing sglang.
 
 >>> import sgl_speccompact as sc
 >>> sc.CompactConfig().eta
 0.7
 """
 
-from .compactor import compact
-from .config import CompactConfig, make_config
-from .endpoint import LabelJudgement, SpecCompactEndpoint, connect
-from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError,
-                     InvalidHistoryError, LabelTokenError, SpecCompactError, SummaryBudgetError)
-from .programs import draft_slot, speccompact
-from .result import CompactionResult, LineOrigin
-from .schema import OPENCLAW_SLOTS, Slot
+from importlib import import_module
 
-__all__ = [
-    "compact", "CompactConfig", "make_config", "SpecCompactEndpoint", "LabelJudgement", "connect",
-    "speccompact", "draft_slot", "CompactionResult", "LineOrigin", "OPENCLAW_SLOTS", "Slot",
-    "SpecCompactError", "ConfigError", "LabelTokenError", "InvalidHistoryError", "BackendError",
-    "BackendUnavailableError", "BackendTimeoutError", "SummaryBudgetError",
-]
+_EXPORTS = {
+    "compact": "compactor",
+    "CompactConfig": "config", "make_config": "config",
+    "SpecCompactEndpoint": "endpoint", "LabelJudgement": "endpoint", "connect": "endpoint",
+    "speccompact": "programs", "draft_slot": "programs",
+    "CompactionResult": "result", "LineOrigin": "result",
+    "OPENCLAW_SLOTS": "schema", "Slot": "schema",
+    "SpecCompactError": "errors", "ConfigError": "errors", "LabelTokenError": "errors",
+    "InvalidHistoryError": "errors", "BackendError": "errors", "BackendUnavailableError": "errors",
+    "BackendTimeoutError": "errors", "SummaryBudgetError": "errors",
+}
+__all__ = sorted(_EXPORTS)
+
+
+def __getattr__(name):
+    if name not in _EXPORTS:
+        raise AttributeError(f"module 'sgl_speccompact' has no attribute {name!r}")
+    value = getattr(import_module(f".{_EXPORTS[name]}", __name__), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__():
+    return __all__
