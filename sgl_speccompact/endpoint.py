@@ -32,9 +32,29 @@ from sglang.lang.chat_template import get_chat_template, get_chat_template_by_mo
 from sglang.lang.choices import ChoicesDecision, ChoicesSamplingMethod
 from sglang.lang.global_config import global_config
 
-from .errors import BackendError, BackendTimeoutError, BackendUnavailableError
+from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError, HistoryTooLongError,
+                     SpecCompactError)
 from .judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
 from .prompts import THINK_OFF
+
+
+# sglang's tokenizer_manager rejects prompts over the context window with these words
+CONTEXT_ERRORS = ("longer than the model's context length", "exceeds the model's maximum context length")
+
+
+def http_error(url: str, status: int, body: str) -> SpecCompactError:
+    """The typed error for a non-200 answer of an SGLang server.
+
+    >>> type(http_error("u", 400, "The input (9 tokens) is longer than the model's context length (8 tokens).")).__name__
+    'HistoryTooLongError'
+    >>> type(http_error("u", 503, "")).__name__
+    'BackendUnavailableError'
+    """
+    if status == 400 and any(words in body for words in CONTEXT_ERRORS):
+        return HistoryTooLongError(f"the prompt does not fit the model served at {url}: {body[:300]}",
+                                   field="messages")
+    kind = BackendUnavailableError if status >= 500 else BackendError
+    return kind(f"{url} returned HTTP {status}: {body[:300]}")
 
 
 class LabelJudgement(ChoicesSamplingMethod):
@@ -133,8 +153,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         except requests.RequestException as exc:
             raise BackendUnavailableError(f"{url} unreachable: {exc.__class__.__name__}") from exc
         if res.status_code != 200:
-            kind = BackendUnavailableError if res.status_code >= 500 else BackendError
-            raise kind(f"{url} returned HTTP {res.status_code}: {res.text[:300]}")
+            raise http_error(url, res.status_code, res.text)
         try:
             return res.json()
         except ValueError as exc:

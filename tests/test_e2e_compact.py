@@ -130,3 +130,13 @@ def test_lora_drafter_requests_share_one_namespace(servers):
     per = requests.get(drafter_srv.url + "/emulator/stats", timeout=10).json()["per_lora"]
     assert set(per) == {"drafter"}
     assert res.stats.cached_ratio("drafter") > 0.5
+
+
+def test_history_over_the_context_window_is_a_typed_413_error(make_emulated_server):
+    from sgl_speccompact.errors import HistoryTooLongError, http_status
+    target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B", context_length=512)
+    drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")
+    messages = load("openai")
+    with pytest.raises(HistoryTooLongError) as err:
+        compact(messages, target=SpecCompactEndpoint(target_srv.url), drafter=SpecCompactEndpoint(drafter_srv.url))
+    assert http_status(err.value) == 413
