@@ -342,8 +342,11 @@ def test_e2e_every_method_round_trip(methods, emulated_pair):
         assert out["stats"]["requests"]["target"], method
     sc = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()  # default: speccompact
     assert sc["method"] == "speccompact" and sc["stats"]["requests"]["drafter"]
+    sjc = client.post("/v1/compact", json={"messages": MESSAGES * 3, "source_judge": True,
+                                           "previous_summary": "## Goal\n- fix a.py"})
+    assert sjc.status_code == 200 and sjc.json()["source_judge"] is not None
     assert client.get("/health").json()["status"] == "ok"
-    assert 'speccompact_compactions_total{method="speccompact",outcome="ok"} 2.0' in client.get("/metrics").text
+    assert 'speccompact_compactions_total{method="speccompact",outcome="ok"} 3.0' in client.get("/metrics").text
 
 
 def test_e2e_stream_lines_then_result_then_done(methods, emulated_pair):
