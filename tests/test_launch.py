@@ -354,3 +354,37 @@ def test_api_key_from_environment():
     assert svc["auth"] == "bearer" and "from-env-123" not in res.stdout
     res = launch("--dry-run", env={"SGL_SPECCOMPACT_API_KEY": ""})
     assert parse_dry_run(res.stdout)[1]["auth"] is None
+
+
+@pytest.mark.slow
+def test_serve_against_running_servers(make_emulated_server, tmp_path):
+    pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
+    import httpx
+
+    from sgl_speccompact.testing import ControlledAcceptancePolicy
+
+    target = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B")
+    sp = free_port()
+    proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target.url,
+                             "--target-url", target.url, "--drafter-url", drafter.url, "--service-port", str(sp)],
+                            cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    base = f"http://127.0.0.1:{sp}"
+    try:
+        def up():
+            try:
+                return httpx.get(f"{base}/health", timeout=2).status_code == 200
+            except httpx.HTTPError:
+                return proc.poll() is not None
+
+        assert wait_for(up, 120) and proc.poll() is None, proc.communicate()[1][-3000:]
+        assert set(httpx.get(f"{base}/health").json()["upstreams"]) == {"target[0]", "target[1]", "drafter"}
+        msgs = [{"role": "user", "content": "Please fix the failing test in the parser module today."}]
+        res = httpx.post(f"{base}/v1/compact", json={"messages": msgs}, timeout=120)
+        assert res.status_code == 200 and res.json()["summary"].strip()
+        proc.send_signal(signal.SIGTERM)
+        proc.communicate(timeout=60)
+        assert proc.returncode in (0, 143)
+    finally:
+        if proc.poll() is None:
+            proc.kill()
