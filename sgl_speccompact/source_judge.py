@@ -335,11 +335,13 @@ def prune_slots(slots: list[SlotResult], lines: list[str], gone: set[int], count
     """Remove from ``slots`` the summary lines whose index is in ``gone``.
 
     Summary lines are matched to slot lines in order under each ``## Title``
-    heading; slots that lost lines get their token count redone.
+    heading (lines before any heading: the ``Preamble`` or ``Summary``
+    slot); slots that lost lines get their token count redone.
     """
     by_title = {s.title: s for s in slots}
     drop: dict[str, set[int]] = {}
-    current, pos = None, 0
+    # text before any heading is the section a monolithic summary reports as Preamble / Summary
+    current, pos = by_title.get("Preamble") or by_title.get("Summary"), 0
     for i, line in enumerate(lines):
         if line.startswith("## ") and line[3:].strip() in by_title:
             current, pos = by_title[line[3:].strip()], 0
