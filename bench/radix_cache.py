@@ -1,0 +1,456 @@
+"""Radix-cache benchmark: prompt, cached and computed tokens per compaction method.
+
+For every compaction method and every trajectory it runs one compaction and
+reports, for the target and the drafter server: requests (in total and by
+kind), prompt tokens, cached tokens (served from SGLang's radix cache),
+computed tokens (prompt - cached, what the server actually prefilled) and the
+cache hit ratio (cached / prompt).  The caches are flushed before every row,
+so each row is one cold compaction.
+
+By default it starts two SGLang-API emulators in-process (target and
+drafter; ``sgl_speccompact.testing``) with a locally built test tokenizer and
+``ControlledAcceptancePolicy``.  Their token counts come from a real radix
+tree over real token ids, so the cache figures are exact for the prompts the
+programs send; nothing else about a GPU is modelled.  The client-side counts
+are cross-checked against the emulators' ``/emulator/stats``.
+``--simulate-latency TARGET:DRAFTER`` adds SIMULATED forward-pass times from
+the cost model; they are not measurements.
+
+Usage:
+    # emulator (no GPU), all shared trajectories, every available method
+    python bench/radix_cache.py
+    python bench/radix_cache.py --methods speccompact --p-accept 0.5 --simulate-latency qwen3-8b:qwen3-0.6b
+    # real SGLang servers (flush their caches before every row)
+    python bench/radix_cache.py --target-url http://gpu:30000 --drafter-url http://gpu:30001 \\
+        --drafter-lora-name drafter --flush
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from contextlib import ExitStack
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+TRAJECTORY_DIR = REPO.parent / "shared" / "data" / "trajectories"
+RESULTS_DIR = REPO / "bench" / "results"
+SERVERS = ("target", "drafter")
+EMULATED_MODELS = {"target": "Qwen/Qwen3-8B", "drafter": "Qwen/Qwen3-0.6B"}
+EMULATOR_LORA = "drafter"
+SIMULATED_NOTE = "SIMULATED: cost-model forward-pass times on the emulator, not GPU measurements"
+
+
+def log(msg: str) -> None:
+    """Progress line on stderr."""
+    print(f"[radix_cache] {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ inputs
+
+
+@dataclass
+class Trajectory:
+    """One conversation to compact."""
+
+    path: str  # file it came from
+    name: str  # short label for the table
+    trial: int  # conversation index inside the file (tau2)
+    messages: list  # OpenAI chat messages
+
+
+def short_name(path: Path, width: int = 30) -> str:
+    """The file name after its last ``__`` (the shared files embed owner/repo/path)."""
+    name = path.name.rsplit("__", 1)[-1]
+    return name if len(name) <= width else name[: width - 3] + "..."
+
+
+def load_trajectories(paths: list[str] | None, trial: int, max_messages: int | None) -> tuple[list, list]:
+    """Trajectories to run, and ``(path, reason)`` for files that are not one."""
+    from sgl_speccompact.errors import SpecCompactError
+    from sgl_speccompact.formats import load_history
+
+    if paths:
+        files = [Path(p) for p in paths]
+    else:
+        if not TRAJECTORY_DIR.is_dir():
+            raise SystemExit(f"no trajectories: {TRAJECTORY_DIR} is absent; pass --trajectories PATHS")
+        files = sorted(p for p in TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj"))
+    out, skipped = [], []
+    for f in files:
+        try:
+            messages = load_history(f, trial=trial if _multi_trial(f) else 0)
+        except SpecCompactError as exc:
+            if paths:  # the user named it: a bad file is an error
+                raise SystemExit(f"{f}: {exc}")
+            skipped.append((str(f), str(exc)))
+            log(f"skip {f.name}: {exc}")
+            continue
+        if max_messages:
+            messages = messages[:max_messages]
+        out.append(Trajectory(str(f), short_name(f), trial if _multi_trial(f) else 0, messages))
+    return out, skipped
+
+
+def _multi_trial(path: Path) -> bool:
+    from sgl_speccompact.formats import list_trials
+
+    try:
+        return len(list_trials(path)) > 1
+    except Exception:
+        return False
+
+
+def resolve_methods():
+    """``(available methods, runner, where the runner comes from)``.
+
+    Uses ``sgl_speccompact.methods.run_method`` when the module exists;
+    otherwise only ``speccompact`` runs, through ``compactor.compact``.
+    """
+    try:
+        from sgl_speccompact.methods import METHODS, run_method
+    except ModuleNotFoundError as exc:
+        if exc.name != "sgl_speccompact.methods":
+            raise
+        from sgl_speccompact.compactor import compact
+
+        def run(method, messages, *, target, drafter=None, config=None, previous_summary=None,
+                source_judge=False):
+            if method != "speccompact" or source_judge:
+                raise ValueError(f"{method} (source_judge={source_judge}) needs sgl_speccompact.methods")
+            return compact(messages, target=target, drafter=drafter, config=config,
+                           previous_summary=previous_summary)
+
+        return ("speccompact",), run, "sgl_speccompact.compactor.compact (methods.py absent)"
+    return tuple(METHODS), run_method, "sgl_speccompact.methods.run_method"
+
+
+# ------------------------------------------------------------------ servers
+
+
+class Server:
+    """One SGLang (or emulated) server, reached over HTTP."""
+
+    def __init__(self, role: str, url: str, api_key: str | None, timeout: float):
+        import requests
+
+        self.role, self.url, self.timeout = role, url.rstrip("/"), timeout
+        self.http = requests.Session()
+        if api_key:
+            self.http.headers["Authorization"] = f"Bearer {api_key}"
+        self.info = self._get("/server_info")
+        self.emulated = bool(self.info.get("emulated"))
+
+    def _get(self, path: str) -> dict:
+        res = self.http.get(self.url + path, timeout=self.timeout)
+        res.raise_for_status()
+        return res.json()
+
+    def flush(self) -> None:
+        """``/flush_cache``; waits up to 30 s for running requests to end."""
+        res = self.http.post(self.url + "/flush_cache", params={"timeout": 30}, timeout=self.timeout + 30)
+        if res.status_code != 200:
+            raise RuntimeError(f"{self.url}/flush_cache: HTTP {res.status_code}: {res.text.strip()}")
+
+    def emulator_stats(self) -> dict | None:
+        """Server-side counters (``/emulator/stats``); None on a real SGLang server."""
+        return self._get("/emulator/stats") if self.emulated else None
+
+    def describe(self) -> dict:
+        keys = ("model_path", "version", "emulated", "emulator_policy", "simulated_cost_model",
+                "emulator_radix_capacity_tokens", "max_prefill_tokens", "page_size", "disable_radix_cache")
+        return {"url": self.url, **{k: self.info.get(k) for k in keys if k in self.info}}
+
+
+def start_emulators(args, stack: ExitStack) -> dict[str, str]:
+    """Start the target and drafter emulators; return their URLs."""
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, EmulatedServer, build_test_tokenizer
+
+    tok = args.tokenizer
+    if not tok:
+        log("building the test tokenizer ...")
+        tok = build_test_tokenizer(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tok-")))
+    costs = {"target": None, "drafter": None}
+    if args.simulate_latency:
+        names = args.simulate_latency.split(":")
+        if len(names) != 2:
+            raise SystemExit("--simulate-latency takes TARGET:DRAFTER, e.g. qwen3-8b:qwen3-0.6b")
+        costs = {r: CostModel.for_model(n, time_scale=args.sim_time_scale) for r, n in zip(SERVERS, names)}
+    urls = {}
+    for i, role in enumerate(SERVERS):
+        cost = costs[role]
+        srv = EmulatedServer(tok, policy=ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed + i),
+                             cost_model=cost, model_path=cost.model.name if cost else EMULATED_MODELS[role],
+                             radix_capacity_tokens=args.radix_capacity)
+        urls[role] = stack.enter_context(srv).url
+        log(f"emulated {role} on {urls[role]}")
+    return urls
+
+
+# ------------------------------------------------------------------ one row
+
+
+def server_numbers(stats, server: str) -> dict:
+    """Prompt/cached/computed tokens, requests by kind and hit ratio of one server."""
+    t = stats.totals(server)
+    kinds = {k: c.model_dump() for k, c in sorted(stats.requests.get(server, {}).items())}
+    prefix = kinds.get("prefill", {})
+    follow = t.requests - prefix.get("requests", 0)
+    computed = t.prompt_tokens - t.cached_tokens
+    prefix_computed = prefix.get("prompt_tokens", 0) - prefix.get("cached_tokens", 0)
+    return {
+        "requests": t.requests,
+        "requests_by_kind": kinds,
+        "prompt_tokens": t.prompt_tokens,
+        "cached_tokens": t.cached_tokens,
+        "computed_tokens": computed,
+        "completion_tokens": t.completion_tokens,
+        "cache_hit_ratio": t.cached_tokens / t.prompt_tokens if t.prompt_tokens else None,
+        # uncached tokens per request after the shared-prefix prefill (the per-slot suffixes)
+        "mean_uncached_suffix_tokens": (computed - prefix_computed) / follow if prefix and follow else None,
+    }
+
+
+FIELDS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens")
+
+
+def crosscheck(numbers: dict, before: dict | None, after: dict | None) -> dict | None:
+    """Client totals against the emulator's counters (the difference ``after - before``)."""
+    if before is None or after is None:
+        return None
+    server = {k: after["total"][k] - before["total"][k] for k in FIELDS}
+    client = {k: numbers[k] for k in FIELDS}
+    return {"ok": server == client, "client": client, "server": server}
+
+
+def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runner, args) -> dict:
+    """One compaction on cold caches, with its numbers and cross-check."""
+    if args.flush:
+        for s in servers.values():
+            s.flush()
+    before = {r: s.emulator_stats() for r, s in servers.items()}
+    row = {"method": method, "trajectory": traj.name, "path": traj.path, "trial": traj.trial,
+           "messages": len(traj.messages), "source_judge": args.source_judge}
+    t0 = time.perf_counter()
+    try:
+        result = runner(method, traj.messages, target=endpoints["target"], drafter=endpoints["drafter"],
+                        config=json.loads(args.config) if args.config else None,
+                        source_judge=args.source_judge)
+    except Exception as exc:  # one failed row does not end the benchmark
+        row["error"] = f"{type(exc).__name__}: {exc}"
+        return row
+    row["client_wall_s"] = time.perf_counter() - t0
+    after = {r: s.emulator_stats() for r, s in servers.items()}
+    stats = result.stats
+    row.update(acceptance_rate=stats.acceptance_rate, summary_tokens=result.summary_tokens)
+    for role in SERVERS:
+        row[role] = server_numbers(stats, role)
+        check = crosscheck(row[role], before[role], after[role])
+        if check is not None:
+            row[role]["crosscheck"] = check
+            if after[role].get("simulated_busy_s") is not None and servers[role].info.get("simulated_cost_model"):
+                row[role]["simulated"] = {
+                    "busy_s": after[role]["simulated_busy_s"] - before[role]["simulated_busy_s"],
+                    "sum_request_latency_s": (after[role]["total"]["simulated_latency_s"]
+                                              - before[role]["total"]["simulated_latency_s"]),
+                    "note": SIMULATED_NOTE,
+                }
+    return row
+
+
+# ------------------------------------------------------------------ output
+
+
+KIND_ABBR = {"prefill": "pf", "draft": "d", "verify": "v", "repair": "r", "generate": "g", "judge": "j"}
+
+
+def _kinds(numbers: dict) -> str:
+    parts = [f"{KIND_ABBR.get(k, k)}{c['requests']}" for k, c in numbers["requests_by_kind"].items()]
+    return " ".join(parts) or "-"
+
+
+def _pct(x) -> str:
+    return "-" if x is None else f"{100 * x:.1f}%"
+
+
+def format_table(rows: list[dict], simulated: bool) -> str:
+    """Aligned plain-text table, one line per (method, trajectory)."""
+    head = ["method", "trajectory", "msgs"]
+    for p in ("T", "D"):
+        head += [f"{p} reqs", f"{p} by kind", f"{p} prompt", f"{p} cached", f"{p} computed", f"{p} hit"]
+    head += ["T sfx/req", "accept", "xcheck"]
+    if simulated:
+        head += ["T sim busy s*", "D sim busy s*"]
+    table, errors = [head], {}
+    for r in rows:
+        line = [r["method"], r["trajectory"], str(r["messages"])]
+        if "error" in r:
+            errors[len(table)] = f"ERROR {r['error'][:120]}"
+            table.append(line)
+            continue
+        for role in SERVERS:
+            n = r[role]
+            line += [str(n["requests"]), _kinds(n), str(n["prompt_tokens"]), str(n["cached_tokens"]),
+                     str(n["computed_tokens"]), _pct(n["cache_hit_ratio"])]
+        sfx = r["target"]["mean_uncached_suffix_tokens"]
+        checks = [r[role].get("crosscheck") for role in SERVERS]
+        xcheck = "n/a" if any(c is None for c in checks) else ("ok" if all(c["ok"] for c in checks) else "MISMATCH")
+        line += ["-" if sfx is None else f"{sfx:.1f}", _pct(r["acceptance_rate"]), xcheck]
+        if simulated:
+            line += [f"{r[role].get('simulated', {}).get('busy_s', 0.0):.3f}" for role in SERVERS]
+        table.append(line)
+    width = [max(len(t[i]) for t in table if i < len(t)) for i in range(len(head))]
+    left = {0, 1, 4, 10}
+    out = []
+    for n, t in enumerate(table):
+        cells = [c.ljust(width[i]) if i in left else c.rjust(width[i]) for i, c in enumerate(t)]
+        out.append("  ".join(cells + ([errors[n]] if n in errors else [])).rstrip())
+    out.insert(1, "-" * len(out[0]))
+    return "\n".join(out)
+
+
+def write_json(report: dict, out: str | None) -> Path:
+    """Write the report (atomically) to ``out`` or ``bench/results/radix_cache-<timestamp>.json``."""
+    path = Path(out) if out else RESULTS_DIR / f"radix_cache-{report['timestamp_compact']}.json"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    tmp = path.with_name(path.name + ".tmp")
+    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    os.replace(tmp, path)
+    return path
+
+
+# ------------------------------------------------------------------ main
+
+
+def run(args) -> dict:
+    """Run the benchmark and return the report (also printed and written)."""
+    from sglang.version import __version__ as sglang_version
+
+    from sgl_speccompact.endpoint import SpecCompactEndpoint
+
+    available, runner, runner_src = resolve_methods()
+    methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else available
+    missing = [m for m in methods if m not in available]
+    if missing:
+        raise SystemExit(f"method(s) {missing} not available; available: {list(available)} (from {runner_src})")
+    emulator = not (args.target_url or args.drafter_url)
+    if not emulator and not (args.target_url and args.drafter_url):
+        raise SystemExit("pass both --target-url and --drafter-url (or neither, for the emulator)")
+    if args.simulate_latency and not emulator:
+        raise SystemExit("--simulate-latency applies to the emulator only")
+    trajectories, skipped = load_trajectories(args.trajectories, args.trial, args.max_messages)
+    now = datetime.now(timezone.utc)
+    conditions = {
+        "backend": "emulator" if emulator else "sglang",
+        "flush_before_each_row": bool(args.flush or emulator),
+        "p_accept": args.p_accept if emulator else None,
+        "seed": args.seed if emulator else None,
+        "simulate_latency": args.simulate_latency,
+        "sim_time_scale": args.sim_time_scale if args.simulate_latency else None,
+        "radix_capacity_tokens": args.radix_capacity if emulator else None,
+        "max_messages": args.max_messages,
+        "trial": args.trial,
+        "source_judge": args.source_judge,
+        "config_overrides": json.loads(args.config) if args.config else None,
+        "drafter_lora_name": args.drafter_lora_name or (EMULATOR_LORA if emulator else None),
+    }
+    print(f"Method: radix-cache accounting of {', '.join(methods)} via {runner_src}")
+    print("Conditions: " + ", ".join(f"{k}={v}" for k, v in conditions.items() if v is not None))
+    if args.simulate_latency:
+        print(f"NOTE: columns marked * are {SIMULATED_NOTE}")
+    sys.stdout.flush()
+    with ExitStack() as stack:
+        if emulator:
+            urls = start_emulators(args, stack)
+            args.flush = True
+        else:
+            urls = {"target": args.target_url, "drafter": args.drafter_url}
+        servers = {r: Server(r, urls[r], args.api_key, args.timeout) for r in SERVERS}
+        lora = args.drafter_lora_name or (EMULATOR_LORA if emulator else None)
+        endpoints = {
+            "target": SpecCompactEndpoint(urls["target"], api_key=args.api_key, chat_template=args.chat_template,
+                                          timeout_s=args.timeout),
+            "drafter": SpecCompactEndpoint(urls["drafter"], api_key=args.api_key, chat_template=args.chat_template,
+                                           lora_path=lora, timeout_s=args.timeout),
+        }
+        rows, total = [], len(methods) * len(trajectories)
+        for traj in trajectories:
+            for method in methods:
+                log(f"{len(rows) + 1}/{total} {method} on {traj.name} ({len(traj.messages)} messages)")
+                row = run_row(method, traj, servers, endpoints, runner, args)
+                log(f"    {'ERROR ' + row['error'] if 'error' in row else 'done in %.2f s' % row['client_wall_s']}")
+                rows.append(row)
+        server_desc = {r: s.describe() for r, s in servers.items()}
+    checks = [r[s]["crosscheck"]["ok"] for r in rows if "error" not in r for s in SERVERS
+              if r[s].get("crosscheck")]
+    report = {
+        "benchmark": "radix_cache",
+        "method": f"radix-cache accounting per compaction method; runner {runner_src}",
+        "methods": list(methods),
+        "timestamp": now.isoformat(timespec="seconds"),
+        "timestamp_compact": now.strftime("%Y%m%dT%H%M%SZ"),
+        "sglang_version": sglang_version,
+        "emulator": emulator,
+        "conditions": conditions,
+        "servers": server_desc,
+        "simulated_note": SIMULATED_NOTE if args.simulate_latency else None,
+        "crosscheck_ok": (all(checks) if checks else None),
+        "skipped": [{"path": p, "reason": why} for p, why in skipped],
+        "rows": rows,
+    }
+    print(format_table(rows, bool(args.simulate_latency)))
+    if report["crosscheck_ok"] is not None:
+        print(f"cross-check against /emulator/stats: {'ok' if report['crosscheck_ok'] else 'MISMATCH'}")
+    path = write_json(report, args.out)
+    print(f"wrote {path}")
+    return report
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Radix-cache benchmark of the compaction methods "
+                                "(emulator by default; real SGLang servers with --target-url/--drafter-url).")
+    p.add_argument("--methods", help="comma-separated methods (default: every available one)")
+    p.add_argument("--trajectories", nargs="+", metavar="PATH",
+                   help=f"trajectory files (default: every trajectory in {TRAJECTORY_DIR})")
+    p.add_argument("--trial", type=int, default=0, help="conversation of multi-trial (tau2) files (default 0)")
+    p.add_argument("--max-messages", type=int, help="use only the first N messages of each trajectory")
+    p.add_argument("--source-judge", action="store_true", help="add the SJC post-filter to every method")
+    p.add_argument("--config", help='CompactConfig overrides as JSON, e.g. \'{"eta": 0.8}\'')
+    p.add_argument("--out", help="JSON output path (default bench/results/radix_cache-<timestamp>.json)")
+    emu = p.add_argument_group("emulator (default backend)")
+    emu.add_argument("--p-accept", type=float, default=0.7, help="judge accept rate (default 0.7)")
+    emu.add_argument("--seed", type=int, default=0, help="policy seed (drafter uses seed+1)")
+    emu.add_argument("--tokenizer", help="local tokenizer dir (default: build the test tokenizer)")
+    emu.add_argument("--radix-capacity", type=int, help="radix-cache capacity in tokens (default unbounded)")
+    emu.add_argument("--simulate-latency", metavar="MODEL_PAIR",
+                     help="SIMULATED cost model, TARGET:DRAFTER, e.g. qwen3-8b:qwen3-0.6b")
+    emu.add_argument("--sim-time-scale", type=float, default=0.01,
+                     help="real seconds slept per simulated second (default 0.01)")
+    real = p.add_argument_group("real SGLang servers")
+    real.add_argument("--target-url", help="target SGLang server")
+    real.add_argument("--drafter-url", help="drafter SGLang server")
+    real.add_argument("--drafter-lora-name", help="lora_path sent on drafter requests (emulator: 'drafter')")
+    real.add_argument("--chat-template", help="frontend chat template name (default: by model path)")
+    real.add_argument("--api-key", help="bearer token of the servers")
+    real.add_argument("--timeout", type=float, default=300.0, help="per-request timeout, s (default 300)")
+    real.add_argument("--flush", action="store_true", help="POST /flush_cache on both servers before every row")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; 0 when every row ran and every cross-check matched."""
+    args = build_parser().parse_args(argv)
+    report = run(args)
+    failed = any("error" in r for r in report["rows"]) or report["crosscheck_ok"] is False
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    raise SystemExit(main())
