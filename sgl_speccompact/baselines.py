@@ -116,7 +116,6 @@ def write_slot(s, slot: Slot, ctx: SlotContext) -> SlotResult:
     if not finished and result.stop_reason == "complete":
         result.stop_reason = "token_budget"  # the generation itself hit the slot's token cap
     for line in result.lines:
-        ctx.recorder.line(LineOrigin.TARGET)
         if line.text.strip():
             ctx.emit(type="line", slot=slot.name, text=line.text, origin=LineOrigin.TARGET.value, score=None)
     ctx.emit(type="slot_done", slot=slot.name, stop_reason=result.stop_reason, lines=len(result.lines))
@@ -217,8 +216,6 @@ def finish_monolithic(method: str, text: str, meta: dict, cfg: CompactConfig,
     for (name, title, body), n in zip(parts, sizes):
         slots.append(SlotResult(name=name, title=title, stop_reason="complete", tokens=n,
                                 lines=[SummaryLine(text=line, origin=LineOrigin.TARGET) for line in body]))
-        for line in body:
-            recorder.line(LineOrigin.TARGET)
     if on_event is not None:
         for slot in slots:
             for line in slot.lines:

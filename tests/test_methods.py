@@ -1,5 +1,7 @@
 """``run_method``: dispatch, argument checks, flags shared by every method."""
 
+import os
+
 import pytest
 
 from sgl_speccompact.errors import ConfigError, UnknownMethodError
@@ -134,3 +136,18 @@ def test_targets_given_as_urls(make_emulated_server):
         left = [line.text for s in res.slots for line in s.lines if line.text.strip()]
         assert all(text in res.summary for text in left), method  # slots lost the deleted lines too
     assert drafter.stats()["total"]["requests"] > 0
+
+
+@pytest.mark.sglang
+@pytest.mark.skipif(not (os.environ.get("SGLANG_TARGET_URL") and os.environ.get("SGLANG_DRAFTER_URL")),
+                    reason="needs real SGLang servers: set SGLANG_TARGET_URL and SGLANG_DRAFTER_URL")
+def test_every_method_with_source_judge_on_real_servers():
+    from sgl_speccompact.endpoint import SpecCompactEndpoint
+
+    target = SpecCompactEndpoint(os.environ["SGLANG_TARGET_URL"])
+    drafter = SpecCompactEndpoint(os.environ["SGLANG_DRAFTER_URL"],
+                                  lora_path=os.environ.get("SGLANG_DRAFTER_LORA") or None)
+    for method in METHODS:
+        res = run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True)
+        assert res.summary_tokens <= 2048 and "## " in res.summary, method
+        assert kinds(res)["judge"] == 1 and res.source_judge["entries"], method

@@ -4,11 +4,13 @@ import json
 import math
 import os
 import re
+from pathlib import Path
 
 import pytest
 from sglang.srt.entrypoints.api_contract import generate_contract_error
 
 from sgl_speccompact.endpoint import SpecCompactEndpoint
+from sgl_speccompact.history import environment_outputs, parse_messages
 from sgl_speccompact.methods import run_method
 from sgl_speccompact.result import StatsRecorder
 from sgl_speccompact.source_judge import source_judge, split_entries
@@ -236,3 +238,22 @@ def test_batched_and_fallback_judging_agree_on_the_emulator(make_emulated_server
     assert [e.kept for e in report2.entries] == [e.kept for e in report.entries] and filtered2 == filtered
     # precache + per entry: one prefill and one two-choice batch
     assert srv.stats()["total"]["requests"] == 1 + 6 * 3 and report2.requests == 1 + 6 * 2
+
+
+TRAJ_DIR = Path(__file__).resolve().parents[2] / "shared/data/trajectories"
+
+
+@pytest.mark.skipif(not TRAJ_DIR.is_dir(), reason=f"shared trajectories not found at {TRAJ_DIR}")
+def test_real_trajectory_keeps_a_real_path_and_drops_an_invented_one():
+    from sgl_speccompact.formats import load_history
+
+    messages = load_history(next(TRAJ_DIR.glob("*function_calling_simple*")))
+    env = environment_outputs(parse_messages(messages))
+    real = next(p for p in re.findall(r"/[\w./-]+\w", env) if p.count("/") >= 2)
+    summary = (f"## Critical Context\n- {real}\n- /srv/never/seen_anywhere.py\n\n"
+               "## Next Steps\n(none)\n")
+    target = InProcessEndpoint(by_source)
+    filtered, report = source_judge(summary, messages, target=target)
+    assert [e.kept for e in report.entries] == [True, False]
+    assert filtered == f"## Critical Context\n- {real}\n\n## Next Steps\n(none)\n"
+    assert len(target.generates()) == 1 and generate_contract_error(target.generates()[0]) is None
