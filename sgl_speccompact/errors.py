@@ -90,8 +90,49 @@ class BackendTimeoutError(BackendError):
     code = "backend_timeout"
 
 
+class InvalidRequestError(SpecCompactError, ValueError):
+    """A service request body is malformed (wrong type, unknown field)."""
+
+    code = "invalid_request"
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "field": self.field}
+
+
+class MalformedJSONError(InvalidRequestError):
+    """A service request body is not valid JSON."""
+
+    code = "malformed_json"
+
+
+class RequestTooLargeError(InvalidRequestError):
+    """A service request body exceeds the byte limit."""
+
+    code = "request_too_large"
+
+
+class UnauthorizedError(SpecCompactError):
+    """Missing or wrong bearer token."""
+
+    code = "unauthorized"
+
+
+class LaunchError(SpecCompactError):
+    """An SGLang server could not be started or never became healthy."""
+
+    code = "launch_error"
+
+
 # Service status for each error class; the most specific class wins.
 HTTP_STATUS: dict[type[SpecCompactError], int] = {
+    MalformedJSONError: 400,
+    UnauthorizedError: 401,
+    RequestTooLargeError: 413,
+    InvalidRequestError: 422,
     HistoryTooLongError: 413,
     InvalidHistoryError: 422,
     ConfigError: 422,

@@ -52,7 +52,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .errors import BackendError, ConfigError, SpecCompactError
+from .errors import BackendError, ConfigError, LaunchError, SpecCompactError
 
 SECTIONS = {
     "target": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
@@ -72,12 +72,6 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0},
     "compact": {},
 }
-
-
-class LaunchError(SpecCompactError):
-    """A server could not be started or never became healthy."""
-
-    code = "launch_error"
 
 
 @dataclass(frozen=True)

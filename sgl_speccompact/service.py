@@ -50,7 +50,11 @@ from .errors import (
     BackendTimeoutError,
     BackendUnavailableError,
     ConfigError,
+    InvalidRequestError,
+    MalformedJSONError,
+    RequestTooLargeError,
     SpecCompactError,
+    UnauthorizedError,
     UnknownMethodError,
     http_status,
 )
@@ -62,41 +66,6 @@ API_KEY_ENV = "SGL_SPECCOMPACT_API_KEY"
 DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 # limits a request's config may lower but never raise past the service's
 _SERVICE_LIMIT_FIELDS = ("max_history_messages", "max_history_chars")
-
-
-class InvalidRequestError(SpecCompactError, ValueError):
-    """The request body is malformed (not JSON, wrong type, unknown field)."""
-
-    code = "invalid_request"
-    status = 422
-
-    def __init__(self, message: str, *, field: str | None = None):
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "field": self.field}
-
-
-class MalformedJSONError(InvalidRequestError):
-    """The body is not valid JSON."""
-
-    code = "malformed_json"
-    status = 400
-
-
-class RequestTooLargeError(InvalidRequestError):
-    """The body exceeds the service's byte limit."""
-
-    code = "request_too_large"
-    status = 413
-
-
-class UnauthorizedError(SpecCompactError):
-    """Missing or wrong bearer token."""
-
-    code = "unauthorized"
-    status = 401
 
 
 @dataclass(frozen=True)
@@ -132,8 +101,8 @@ def error_body(err: SpecCompactError) -> dict:
 
 
 def error_status(err: SpecCompactError) -> int:
-    """HTTP status of a typed error (service-level classes carry their own)."""
-    return getattr(err, "status", None) or http_status(err)
+    """HTTP status of a typed error."""
+    return http_status(err)
 
 
 def as_typed_error(exc: BaseException) -> SpecCompactError:
