@@ -88,6 +88,9 @@ class ScriptedBackend(BaseBackend):
 
     def generate(self, s, sampling_params):
         text = s.text_
+        if sampling_params.max_new_tokens == 0:  # a prefill-only request
+            self._record("prefill", text)
+            return "", {"prompt_tokens": count_tokens([text])[0], "cached_tokens": 0, "completion_tokens": 0}
         if self.complete_fn is not None:
             self._record("generate", text)
             out = self.complete_fn(text, sampling_params)

@@ -199,3 +199,13 @@ def test_custom_schema_any_number_of_slots():
     target, drafter = backends()
     res = compact(MESSAGES, target=target, drafter=drafter, schema=schema)
     assert res.summary.startswith("## Goal\n- Create") and len(res.slots) == 1
+
+
+def test_drafter_context_prefilled_once_and_shared_by_every_draft():
+    target, drafter = backends()
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    prefills = drafter.kinds("prefill")
+    assert len(prefills) == 1 and "<conversation>" in prefills[0] and "Slot request" not in prefills[0]
+    drafts = drafter.kinds("draft")
+    assert len(drafts) >= 6 and all(t.startswith(prefills[0]) for t in drafts)
+    assert res.stats.requests["drafter"]["prefill"].requests == 1
