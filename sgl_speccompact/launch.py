@@ -246,8 +246,13 @@ def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
     """The ``sglang.launch_server`` argv for one server.
 
     Radix caching stays on (no ``--disable-radix-cache``): every SpecCompact
-    request reuses the history prefix.  A LoRA drafter is served under
-    ``spec.lora_name``, the name the service sends as ``lora_path``.
+    request reuses the history prefix.  The schedule policy is ``lpm`` unless
+    the extras set one: under sglang's cache-aware policies, requests in one
+    batch that share a prefix not yet cached are held back until one of them
+    has cached it (``_compute_prefix_matches`` in ``managers/schedule_policy.py``),
+    which SJC's batched judge request and the first drafts rely on.  A LoRA
+    drafter is served under ``spec.lora_name``, the name the service sends as
+    ``lora_path``.
 
     >>> server_command(ServerSpec("target", "Qwen/Qwen3-8B", "127.0.0.1", 30000, 0.55), "python")[:5]
     ['python', '-m', 'sglang.launch_server', '--model-path', 'Qwen/Qwen3-8B']
@@ -264,6 +269,8 @@ def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
         cmd += ["--attention-backend", spec.attention_backend]
     if spec.lora_path:
         cmd += ["--enable-lora", "--lora-paths", f"{spec.lora_name}={spec.lora_path}"]
+    if not any(a.split("=")[0] == "--schedule-policy" for a in spec.extra_args):
+        cmd += ["--schedule-policy", "lpm"]
     return cmd + list(spec.extra_args)
 
 

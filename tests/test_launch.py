@@ -58,9 +58,10 @@ def test_dry_run_default_commands():
     cmds, svc = parse_dry_run(res.stdout)
     assert list(cmds) == ["target", "drafter"]  # target starts first
     assert cmds["target"] == [sys.executable, "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
-                              "--host", "127.0.0.1", "--port", "30000", "--mem-fraction-static", "0.6"]
+                              "--host", "127.0.0.1", "--port", "30000", "--mem-fraction-static", "0.6",
+                              "--schedule-policy", "lpm"]
     assert cmds["drafter"][4:] == ["Qwen/Qwen3-0.6B", "--host", "127.0.0.1", "--port", "30001",
-                                   "--mem-fraction-static", "0.45"]
+                                   "--mem-fraction-static", "0.45", "--schedule-policy", "lpm"]
     assert "--disable-radix-cache" not in cmds["target"] + cmds["drafter"]
     assert svc["target_urls"] == ["http://127.0.0.1:30000"] and svc["drafter_url"] == "http://127.0.0.1:30001"
     assert svc["drafter_lora_name"] is None and svc["auth"] is None
@@ -388,3 +389,11 @@ def test_serve_against_running_servers(make_emulated_server, tmp_path):
     finally:
         if proc.poll() is None:
             proc.kill()
+
+
+def test_schedule_policy_from_extras_wins_over_the_lpm_default():
+    res = launch("--dry-run", "--target-arg=--schedule-policy=fcfs")
+    assert res.returncode == 0, res.stderr
+    cmds, _ = parse_dry_run(res.stdout)
+    assert "lpm" not in cmds["target"] and "--schedule-policy=fcfs" in cmds["target"]
+    assert cmds["drafter"][-2:] == ["--schedule-policy", "lpm"]
