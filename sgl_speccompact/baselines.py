@@ -35,7 +35,7 @@ from .config import CompactConfig
 from .endpoint import connect, token_counter
 from .errors import BackendError, SpecCompactError, SummaryBudgetError
 from .lines import SlotBudget, split_draft
-from .programs import SlotContext, open_slot, result_of, run_concurrently
+from .programs import SlotContext, fork_slots, open_slot, result_of, run_concurrently
 from .prompts import HERMES_SYSTEM, SUMMARIZER_SYSTEM, hermes_prompt, openclaw_prompt, target_shared
 from .result import CompactionResult, LineOrigin, SlotResult, StatsRecorder, SummaryLine
 from .schema import Slot
@@ -84,16 +84,7 @@ def target_self_program(s, shared, ctx):
 
     Returns the :class:`SlotResult` of every slot in schema order.
     """
-    s += sgl.system(SUMMARIZER_SYSTEM)
-    s += sgl.user_begin()
-    s += shared
-    # fork() decides whether to prefill before it syncs; materialize the prefix first
-    s.text()
-    t0 = time.perf_counter()
-    branches = s.fork(len(ctx.slots))
-    if len(ctx.slots) > 1:
-        ctx.recorder.request("target", "prefill", s.get_meta_info("prefill"))
-        ctx.recorder.time("prefill", time.perf_counter() - t0)
+    branches = fork_slots(s, shared, ctx)
     return run_concurrently(
         [lambda b=b, slot=slot: write_slot(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
         ctx.cancel,

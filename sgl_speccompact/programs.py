@@ -119,23 +119,29 @@ def speccompact(s, shared, ctx):
 
     Returns the :class:`SlotResult` of every slot in schema order.
     """
-    s += sgl.system(SUMMARIZER_SYSTEM)
-    s += sgl.user_begin()
-    s += shared
     with ThreadPoolExecutor(max_workers=1) as pool:
         warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
-        # fork() decides whether to prefill before it syncs; materialize the prefix first
-        s.text()
-        t0 = time.perf_counter()
-        branches = s.fork(len(ctx.slots))
-        if len(ctx.slots) > 1:
-            ctx.recorder.request("target", "prefill", s.get_meta_info("prefill"))
-            ctx.recorder.time("prefill", time.perf_counter() - t0)
+        branches = fork_slots(s, shared, ctx)
         warm.result()
     return run_concurrently(
         [lambda b=b, slot=slot: slot_stream(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
         ctx.cancel,
     )
+
+
+def fork_slots(s, shared: str, ctx: SlotContext) -> list:
+    """Append the shared prefix and fork one branch per slot; the fork prefills it once."""
+    s += sgl.system(SUMMARIZER_SYSTEM)
+    s += sgl.user_begin()
+    s += shared
+    # fork() decides whether to prefill before it syncs; materialize the prefix first
+    s.text()
+    t0 = time.perf_counter()
+    branches = s.fork(len(ctx.slots))
+    if len(ctx.slots) > 1:
+        ctx.recorder.request("target", "prefill", s.get_meta_info("prefill"))
+        ctx.recorder.time("prefill", time.perf_counter() - t0)
+    return list(branches.states)
 
 
 def run_concurrently(jobs: list[Callable[[], Any]], cancel: threading.Event) -> list:

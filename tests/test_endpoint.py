@@ -14,7 +14,7 @@ from sgl_speccompact.endpoint import LabelJudgement, SpecCompactEndpoint
 from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError, LabelTokenError
 from sgl_speccompact.prompts import THINK_OFF
 
-from scripted import LINE_RE, ScriptedBackend, slot_of
+from scripted import LINE_RE, ScriptedBackend
 from test_programs import DRAFTS, MESSAGES, drafter_from
 
 VOCAB = {"positive": 101, " positive": 102, "Positive": 103, "negative": 201, " negative": 202}
@@ -85,7 +85,6 @@ def test_qwen3_gets_chatml_and_thinking_disabled():
 
 def test_lora_path_sent_on_every_drafter_request():
     drafter = InProcessEndpoint(lora_path="drafter", repair="- a\n- b")
-    body = {}
     from sgl_speccompact.programs import draft_slot
     state = draft_slot.run(context="ctx ", slot_request="req", accepted="", assistant_prefix="",
                            sampling={"max_tokens": 64, "temperature": 0.0}, backend=drafter)
