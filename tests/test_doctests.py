@@ -1,16 +1,17 @@
-"""The worked examples in the pure modules' docstrings run."""
+"""The worked examples in the modules' docstrings run."""
 
 import doctest
 import importlib
 
 import pytest
 
-PURE = ["errors", "config", "schema", "judge", "lines", "prompts", "history", "result", "endpoint"]
+MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "history", "result",
+           "endpoint", "baselines", "source_judge", "formats", "launch", "testing.policy", "train.data"]
 
 
-@pytest.mark.parametrize("name", PURE)
+@pytest.mark.parametrize("name", MODULES)
 def test_docstring_examples(name):
-    mod = importlib.import_module(f"sgl_speccompact.{name}")
+    mod = importlib.import_module("sgl_speccompact" if name == "__init__" else f"sgl_speccompact.{name}")
     failed, attempted = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert failed == 0
     if name in ("judge", "lines", "history", "prompts"):
