@@ -6,7 +6,8 @@ import importlib
 import pytest
 
 MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "history", "result",
-           "endpoint", "baselines", "source_judge", "formats", "launch", "testing.policy", "train.data"]
+           "endpoint", "baselines", "source_judge", "formats", "launch", "servers", "testing.policy",
+           "train.data"]
 
 
 @pytest.mark.parametrize("name", MODULES)
