@@ -96,6 +96,18 @@ def pick_chat_template(model_path: str, name: str | None = None):
     return tmpl
 
 
+def next_token_logprobs(meta: dict, what: str) -> dict[int, float]:
+    """``{token id: logprob}`` of the requested ids at the first output position.
+
+    >>> next_token_logprobs({"output_token_ids_logprobs": [[[-0.1, 7, None], [-2.3, 9, None]]]}, "x")
+    {7: -0.1, 9: -2.3}
+    """
+    positions = meta.get("output_token_ids_logprobs") or []
+    if not positions or not positions[0]:
+        raise BackendError(f"server returned no output_token_ids_logprobs for the {what}")
+    return {int(tok): lp for lp, tok, *_ in positions[0]}
+
+
 class SpecCompactEndpoint(RuntimeEndpoint):
     """``RuntimeEndpoint`` with one-request judging, LoRA, timeouts and typed errors.
 
@@ -213,11 +225,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
             "token_ids_logprob": labels.all_ids,
         })
         meta = out["meta_info"]
-        positions = meta.get("output_token_ids_logprobs") or []
-        if not positions or not positions[0]:
-            raise BackendError("server returned no output_token_ids_logprobs for the judge request")
-        logprobs = {int(tok): lp for lp, tok, *_ in positions[0]}
-        j = judge_exact(logprobs, labels, choices_method.eta)
+        j = judge_exact(next_token_logprobs(meta, "judge request"), labels, choices_method.eta)
         keep = {k: meta.get(k) for k in ("prompt_tokens", "cached_tokens", "completion_tokens")}
         return decision(choices, j, {**keep, "completion_tokens": 0, "requests": 1})
 
@@ -262,10 +270,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         judgements = []
         for i, item in enumerate(out):
             info = item.get("meta_info") or {}
-            positions = info.get("output_token_ids_logprobs") or []
-            if not positions or not positions[0]:
-                raise BackendError(f"batch judge: item {i} has no output_token_ids_logprobs")
-            judgements.append(judge_exact({int(tok): lp for lp, tok, *_ in positions[0]}, labels, eta))
+            judgements.append(judge_exact(next_token_logprobs(info, f"batch judge item {i}"), labels, eta))
             for k in ("prompt_tokens", "cached_tokens"):
                 meta[k] += int(info.get(k) or 0)
         return judgements, meta
