@@ -265,7 +265,7 @@ class _Slot:
         self.result.stop_reason = reason
         self.result.tokens = self.budget.tokens
         self.ctx.emit(type="slot_done", slot=self.slot.name, stop_reason=reason,
-                      lines=len(self.accepted))
+                      lines=sum(1 for line in self.result.lines if line.text.strip()))
         return self.result
 
 
