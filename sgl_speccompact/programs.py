@@ -325,7 +325,7 @@ def repair(st: _Slot, rejected: str, score: float | None) -> str | None:
     ctx = st.ctx
     text, meta = st.timed("repair", repair_line, st.s, ctx)
     ctx.recorder.request("target", "repair", meta)
-    st.buffer = DraftBuffer()  # drafted from a prefix that no longer holds
+    # no explicit discard: the buffer's lines continue a prefix that now differs, so take() refuses them
     if not text.strip():
         return "target_ended"
     if classify_line(text, st.accepted, ctx.cfg) in (LineKind.DUPLICATE, LineKind.TOO_LONG):

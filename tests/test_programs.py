@@ -94,15 +94,23 @@ def test_headings_empty_markers_and_blanks_skip_the_judge():
 
 
 def test_draft_buffer_reused_then_discarded_after_repair():
-    drafts = {**DRAFTS, "next_steps": ["1. a", "2. b", "3. BAD c", "4. d", "5. e"]}
+    drafts = {**DRAFTS, "next_steps": ["1. a", "2. BAD b", "3. c", "4. d", "5. e"]}
+    target, drafter = backends(drafts=drafts, per_call=3)
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the next_steps" in t]
+    # call 1 drafts a, BAD b, c: a is taken from the buffer, BAD b is repaired, and c (drafted
+    # after BAD b) is dropped: the next call continues from the repaired prefix
+    assert calls == [[], ["1. a", "2. Run pytest"]]
+    nxt = {s.name: s for s in res.slots}["next_steps"]
+    assert [l.text for l in nxt.lines] == ["1. a", "2. Run pytest", "3. c", "4. d", "5. e"]
+
+
+def test_buffered_lines_are_used_without_another_draft_call():
+    drafts = {**DRAFTS, "goal": ["- a", "- b", "- c", "- d"]}
     target, drafter = backends(drafts=drafts, per_call=3)
     compact(MESSAGES, target=target, drafter=drafter)
-    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the next_steps" in t]
-    # call 1 drafts a, b, BAD c: a and b are used from the buffer without another call;
-    # BAD c is repaired, the buffer is dropped and the next call starts from the repaired prefix
-    assert calls[0] == []
-    assert calls[1] == ["1. a", "2. b", "2. Run pytest"]
-    assert len(calls) == 2
+    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the goal" in t]
+    assert calls == [[], ["- a", "- b", "- c"]]  # one call per three accepted lines
 
 
 def test_duplicates_and_overlong_lines_go_straight_to_repair():
