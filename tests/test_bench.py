@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench
 
 REPO = Path(__file__).resolve().parents[1]
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
@@ -17,17 +16,9 @@ FIELDS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens")
 pytestmark = pytest.mark.skipif(not SMALL.is_file(), reason=f"shared trajectories absent ({SMALL})")
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_radix_cache", REPO / "bench" / "radix_cache.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def bench():
-    return load_bench()
+    return load_bench("radix_cache")
 
 
 @pytest.fixture(scope="module")

@@ -5,12 +5,11 @@ Checks structure and labelling only; which method is faster is a measurement, no
 
 from __future__ import annotations
 
-import importlib.util
 import json
-import sys
 from pathlib import Path
 
 import pytest
+from bench_scripts import load_bench
 
 REPO = Path(__file__).resolve().parents[1]
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
@@ -18,17 +17,9 @@ SMALL = TRAJECTORIES / "SWE-agent__mini-swe-agent__tests__test_data__local.traj.
 MONOLITHIC_TOKENS = 300
 
 
-def load_bench():
-    spec = importlib.util.spec_from_file_location("bench_latency", REPO / "bench" / "latency.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module
-    spec.loader.exec_module(module)
-    return module
-
-
 @pytest.fixture(scope="module")
 def bench():
-    return load_bench()
+    return load_bench("latency")
 
 
 @pytest.fixture(scope="module")
