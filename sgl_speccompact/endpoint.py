@@ -21,7 +21,6 @@ drafters), applies a timeout to every request, maps transport failures to
 from __future__ import annotations
 
 import math
-import threading
 import time
 from dataclasses import asdict
 
@@ -37,6 +36,8 @@ from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError,
 from .judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
 from .prompts import THINK_OFF
 
+
+POOL_SIZE = 64  # kept-alive connections per server: six slots, each with copies in flight
 
 # sglang's tokenizer_manager rejects prompts over the context window with these words
 CONTEXT_ERRORS = ("longer than the model's context length", "exceeds the model's maximum context length")
@@ -139,7 +140,12 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         self.verify = None
         self.lora_path = lora_path
         self.timeout_s = timeout_s
-        self._local = threading.local()
+        # one pooled session for all threads: sglang runs every fork and every
+        # verification copy on a fresh thread, and each should reuse a kept-alive connection
+        self._http = requests.Session()
+        pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+        self._http.mount("http://", pool)
+        self._http.mount("https://", pool)
         self.model_info = self._request("GET", "/get_model_info")
         path = self.model_info.get("model_path", "")
         self.chat_template = pick_chat_template(path, chat_template)
@@ -150,16 +156,11 @@ class SpecCompactEndpoint(RuntimeEndpoint):
 
     # ------------------------------------------------------------------ transport
 
-    def _session(self) -> requests.Session:
-        if not hasattr(self._local, "session"):
-            self._local.session = requests.Session()
-        return self._local.session
-
     def _request(self, method: str, path: str, body: dict | None = None):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         url = self.base_url + path
         try:
-            res = self._session().request(method, url, json=body, headers=headers, timeout=self.timeout_s)
+            res = self._http.request(method, url, json=body, headers=headers, timeout=self.timeout_s)
         except requests.Timeout as exc:
             raise BackendTimeoutError(f"{url} did not answer within {self.timeout_s:g} s") from exc
         except requests.RequestException as exc:
