@@ -38,10 +38,11 @@ from dataclasses import dataclass
 from datetime import datetime, timezone
 from pathlib import Path
 
+from sgl_speccompact.result import SERVERS  # the servers CompactionStats reports on
+
 REPO = Path(__file__).resolve().parents[1]
 TRAJECTORY_DIR = REPO.parent / "shared" / "data" / "trajectories"
 RESULTS_DIR = REPO / "bench" / "results"
-SERVERS = ("target", "drafter")
 EMULATED_MODELS = {"target": "Qwen/Qwen3-8B", "drafter": "Qwen/Qwen3-0.6B"}
 EMULATOR_LORA = "drafter"
 SIMULATED_NOTE = "SIMULATED: cost-model forward-pass times on the emulator, not GPU measurements"

@@ -14,8 +14,7 @@ from enum import Enum
 
 from pydantic import BaseModel, Field
 
-SERVERS = ("target", "drafter")
-KINDS = ("prefill", "draft", "verify", "repair", "generate", "judge")
+SERVERS = ("target", "drafter")  # keys of CompactionStats.requests
 
 
 class LineOrigin(str, Enum):
