@@ -24,22 +24,20 @@ after the single generation: each section's ``line`` events, then its
 
 from __future__ import annotations
 
-import re
 import time
 from typing import Any, Callable
 
 import sglang as sgl
 
-from .compactor import finish, prepare
+from .assembly import OneShot, sections, slug, trim  # noqa: F401 - sections, slug: public here too
+from .compactor import run_slots, slot_context
 from .config import CompactConfig
-from .endpoint import connect, token_counter
-from .errors import BackendError, SpecCompactError, SummaryBudgetError
 from .lines import SlotBudget, split_draft
+from .pipeline import Job, register, run
 from .programs import SlotContext, fork_slots, open_slot, result_of, run_concurrently
-from .prompts import HERMES_SYSTEM, SUMMARIZER_SYSTEM, hermes_prompt, openclaw_prompt, target_shared
-from .result import CompactionResult, LineOrigin, SlotResult, StatsRecorder, SummaryLine
+from .prompts import HERMES_SYSTEM, SUMMARIZER_SYSTEM, hermes_prompt, openclaw_prompt
+from .result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 from .schema import Slot
-from .source_judge import check_labels, source_judge_result
 
 # ---------------------------------------------------------------- sampling, defined once
 
@@ -109,7 +107,8 @@ def write_slot(s, slot: Slot, ctx: SlotContext) -> SlotResult:
     for line in result.lines:
         if line.text.strip():
             ctx.emit(type="line", slot=slot.name, text=line.text, origin=LineOrigin.TARGET.value, score=None)
-    ctx.emit(type="slot_done", slot=slot.name, stop_reason=result.stop_reason, lines=len(result.lines))
+    ctx.emit(type="slot_done", slot=slot.name, stop_reason=result.stop_reason,
+             lines=sum(1 for line in result.lines if line.text.strip()))
     return result
 
 
@@ -120,7 +119,7 @@ def cap_slot(slot: Slot, lines: list[str], count: Callable[[list[str]], list[int
     Leading and trailing blank lines are dropped; ``stop_reason`` names the
     budget that cut the slot, or ``complete``.
     """
-    lines = _trim(lines)
+    lines = trim(lines)
     tokens = count([line + "\n" for line in lines]) if lines else []
     budget = SlotBudget(cfg.max_lines_per_slot, cfg.max_tokens_per_slot)
     result = SlotResult(name=slot.name, title=slot.title, stop_reason="complete")
@@ -140,108 +139,37 @@ def cap_slot(slot: Slot, lines: list[str], count: Callable[[list[str]], list[int
     return result
 
 
-# ---------------------------------------------------------------- monolithic results
+# ---------------------------------------------------------------- registered methods
 
 
-def slug(title: str) -> str:
-    """A slot-style name for a section title.
-
-    >>> slug("Constraints & Preferences")
-    'constraints_preferences'
-    """
-    return re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_") or "section"
-
-
-def sections(summary: str, names: dict[str, str] | None = None) -> list[tuple[str, str, list[str]]]:
-    """``(name, title, body lines)`` of each ``## `` section of a summary, in order.
-
-    ``names`` maps known titles to slot names; other titles are slugged.
-    Text before the first heading is a section titled ``Preamble``; a
-    summary without headings is one section titled ``Summary``.
-
-    >>> sections("## Goal\\n- a\\n\\n## Next Steps\\n1. b\\n", {"Goal": "goal"})
-    [('goal', 'Goal', ['- a']), ('next_steps', 'Next Steps', ['1. b'])]
-    """
-    names = names or {}
-    parts: list[tuple[str | None, list[str]]] = [(None, [])]
-    for line in summary.split("\n"):
-        if line.startswith("## "):
-            parts.append((line[3:].strip(), []))
-        else:
-            parts[-1][1].append(line)
-    out = []
-    for title, body in parts:
-        body = _trim(body)
-        if title is None:
-            if not body:
-                continue
-            title = "Summary" if len(parts) == 1 else "Preamble"
-        out.append((names.get(title, slug(title)), title, body))
-    return out
-
-
-def _trim(lines: list[str]) -> list[str]:
-    """Without leading and trailing blank lines."""
-    keep = [i for i, line in enumerate(lines) if line.strip()]
-    return lines[keep[0]:keep[-1] + 1] if keep else []
-
-
-def finish_monolithic(method: str, text: str, meta: dict, cfg: CompactConfig,
-                      count: Callable[[list[str]], list[int]], recorder: StatsRecorder, t0: float,
-                      names: dict[str, str] | None = None,
-                      on_event: Callable[[dict], None] | None = None) -> CompactionResult:
-    """Check a one-shot summary against the budgets and report its sections as slots."""
-    if (meta.get("finish_reason") or {}).get("type") == "length":
-        used = int(meta.get("completion_tokens") or 0) or count([text])[0]
-        raise SummaryBudgetError(used, cfg.monolithic_max_tokens)
-    summary = text.strip()
-    if not summary:
-        raise BackendError("the target returned an empty summary")
-    summary += "\n"
-    tokens = count([summary])[0]
-    if tokens > cfg.max_summary_tokens:
-        raise SummaryBudgetError(tokens, cfg.max_summary_tokens)
-    parts = sections(summary, names)
-    sizes = count(["".join(line + "\n" for line in body) for _, _, body in parts])
-    slots = []
-    for (name, title, body), n in zip(parts, sizes):
-        slots.append(SlotResult(name=name, title=title, stop_reason="complete", tokens=n,
-                                lines=[SummaryLine(text=line, origin=LineOrigin.TARGET) for line in body]))
-    if on_event is not None:
-        for slot in slots:
-            for line in slot.lines:
-                if line.text.strip():
-                    on_event({"type": "line", "slot": slot.name, "text": line.text,
-                              "origin": LineOrigin.TARGET.value, "score": None})
-            on_event({"type": "slot_done", "slot": slot.name, "stop_reason": "complete",
-                      "lines": len(slot.lines)})
-    recorder.stats.total_wall_s = time.perf_counter() - t0
-    return CompactionResult(method=method, summary=summary, summary_tokens=tokens, slots=slots,
-                            stats=recorder.stats)
-
-
-def _monolithic(method: str, program, messages, *, target, config, schema, previous_summary,
-                source_judge: bool, on_event, by_schema: bool) -> CompactionResult:
-    """Run a one-shot program; ``by_schema``: its prompt lists the schema's slots."""
+def _one_shot(job: Job, program, names: dict[str, str] | None = None, **kwargs) -> OneShot:
+    """Run a one-shot program and count its single generation."""
     t0 = time.perf_counter()
-    cfg, slots, history = prepare(messages, config, schema)
-    target = connect(target)
-    if source_judge:
-        check_labels(target, cfg)
-    count, recorder = token_counter(target), StatsRecorder()
-    state = program.run(history=history, previous_summary=previous_summary,
-                        assistant_prefix=getattr(target, "assistant_prefix", ""),
-                        sampling=monolithic_sampling(cfg), backend=target,
-                        **({"slots": slots} if by_schema else {}))
+    state = program.run(history=job.history, previous_summary=job.previous_summary,
+                        assistant_prefix=getattr(job.target, "assistant_prefix", ""),
+                        sampling=monolithic_sampling(job.cfg), backend=job.target, **kwargs)
     text, meta = result_of(state, "summary")
-    recorder.time("generate", time.perf_counter() - t0)
-    recorder.request("target", "generate", meta)
-    names = {s.title: s.name for s in slots} if by_schema else None
-    result = finish_monolithic(method, text, meta, cfg, count, recorder, t0, names, on_event)
-    if source_judge:
-        result = source_judge_result(result, messages, target=target, config=cfg,
-                                     previous_summary=previous_summary)
-    return result
+    job.recorder.time("generate", time.perf_counter() - t0)
+    job.recorder.request("target", "generate", meta)
+    return OneShot(text=text, meta=meta, names=names)
+
+
+@register("hermes", fixed_sections="Hermes Agent's fixed sections")
+def hermes_method(job: Job) -> OneShot:
+    """Hermes-style: the whole summary in one generation."""
+    return _one_shot(job, hermes_program)
+
+
+@register("openclaw")
+def openclaw_method(job: Job) -> OneShot:
+    """OpenClaw-style: every slot of the schema in one generation."""
+    return _one_shot(job, openclaw_program, names={s.title: s.name for s in job.slots}, slots=job.slots)
+
+
+@register("target_self")
+def target_self_method(job: Job) -> list[SlotResult]:
+    """Target-self: the shared prefix, one fork per slot, the target writes each slot."""
+    return run_slots(job, target_self_program, slot_context(job))
 
 
 # ---------------------------------------------------------------- entry points
@@ -278,9 +206,8 @@ def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | d
     ------
     InvalidHistoryError, ConfigError, BackendError, SummaryBudgetError
     """
-    return _monolithic("hermes", hermes_program, messages, target=target, config=config, schema=None,
-                       previous_summary=previous_summary, source_judge=source_judge, on_event=on_event,
-                       by_schema=False)
+    return run("hermes", messages, target=target, config=config, previous_summary=previous_summary,
+               source_judge=source_judge, on_event=on_event)
 
 
 def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
@@ -299,9 +226,8 @@ def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig |
         ``method="openclaw"``; one target request (kind ``generate``), plus
         the judge request with ``source_judge``.
     """
-    return _monolithic("openclaw", openclaw_program, messages, target=target, config=config, schema=schema,
-                       previous_summary=previous_summary, source_judge=source_judge, on_event=on_event,
-                       by_schema=True)
+    return run("openclaw", messages, target=target, config=config, schema=schema,
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event)
 
 
 def target_self(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
@@ -323,23 +249,5 @@ def target_self(messages: list[dict], *, target: Any, config: CompactConfig | di
         ``method="target_self"``; one prefill (the fork) plus one
         ``generate`` per slot, plus the judge request with ``source_judge``.
     """
-    t0 = time.perf_counter()
-    cfg, slots, history = prepare(messages, config, schema)
-    target = connect(target)
-    if source_judge:
-        check_labels(target, cfg)
-    count, recorder = token_counter(target), StatsRecorder()
-    ctx = SlotContext(cfg=cfg, slots=slots, drafter=None, drafter_context="", count_tokens=count,
-                      recorder=recorder, target_prefix=getattr(target, "assistant_prefix", ""),
-                      has_previous=bool(previous_summary), on_event=on_event)
-    state = target_self_program.run(shared=target_shared(history, slots, previous_summary), ctx=ctx,
-                                    backend=target)
-    err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
-    if err is not None:
-        raise err if isinstance(err, SpecCompactError) else BackendError(f"SGLang request failed: {err}")
-    result = finish("target_self", slots, state.ret_value, cfg, count, recorder, t0)
-    if source_judge:
-        result = source_judge_result(result, messages, target=target, config=cfg,
-                                     previous_summary=previous_summary)
-    return result
-
+    return run("target_self", messages, target=target, config=config, schema=schema,
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event)

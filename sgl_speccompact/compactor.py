@@ -1,44 +1,52 @@
-"""``compact()``: validate, render, run the SpecCompact program, assemble.
+"""``compact()``: SpecCompact as a registered method of the one pipeline.
 
-The one public entry point of SpecCompact (paper Figure 3): history in,
-complete structured summary out.  Input is only read; any failure raises a
-typed :mod:`~sgl_speccompact.errors` error and returns no summary.
+The public entry point of SpecCompact (paper Figure 3): history in,
+complete structured summary out.  :mod:`~sgl_speccompact.pipeline`
+validates, renders, assembles and checks the budget; this module holds the
+method's program: build the slot context, prefill the shared prefix, run
+the slot streams.  Input is only read; any failure raises a typed
+:mod:`~sgl_speccompact.errors` error and returns no summary.
 """
 
 from __future__ import annotations
 
-import time
 from typing import Any, Callable
 
-from .config import CompactConfig, make_config
-from .endpoint import connect, token_counter
-from .errors import SummaryBudgetError
-from .history import parse_messages, render_history
+from .config import CompactConfig
+from .errors import BackendError, SpecCompactError
+from .pipeline import Job, register, run
 from .programs import SlotContext, speccompact
-from .prompts import assemble, drafter_context, target_shared
-from .result import CompactionResult, SlotResult, StatsRecorder
-from .schema import OPENCLAW_SLOTS, Slot, validate_schema
+from .prompts import drafter_context, target_shared
+from .result import CompactionResult, SlotResult
+from .schema import Slot
 
 
-def prepare(messages, config, schema) -> tuple[CompactConfig, tuple[Slot, ...], str]:
-    """Validated config, schema and rendered history (shared by every method)."""
-    cfg = make_config(config)
-    slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
-    turns = parse_messages(messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
-    return cfg, slots, render_history(turns)
+def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
+    """The :class:`SlotContext` of a slot-parallel method, from the job."""
+    return SlotContext(
+        cfg=job.cfg, slots=job.slots, drafter=job.drafter, drafter_context=drafter_text,
+        count_tokens=job.count, recorder=job.recorder,
+        target_prefix=getattr(job.target, "assistant_prefix", ""),
+        drafter_prefix=getattr(job.drafter, "assistant_prefix", ""),
+        has_previous=bool(job.previous_summary), on_event=job.on_event,
+    )
 
 
-def finish(method: str, slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactConfig,
-           count: Callable[[list[str]], list[int]], recorder: StatsRecorder, t0: float) -> CompactionResult:
-    """Assemble slot results in schema order and enforce the summary budget."""
-    bodies = {r.name: [line.text for line in r.lines] for r in results}
-    summary = assemble(slots, bodies)
-    tokens = count([summary])[0]
-    if tokens > cfg.max_summary_tokens:
-        raise SummaryBudgetError(tokens, cfg.max_summary_tokens)
-    recorder.stats.total_wall_s = time.perf_counter() - t0
-    return CompactionResult(method=method, summary=summary, summary_tokens=tokens, slots=results,
-                            stats=recorder.stats)
+def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
+    """Run a slot-parallel program on the shared prefix; record the prefix for SJC."""
+    job.shared_prefix = target_shared(job.history, job.slots, job.previous_summary)
+    state = program.run(shared=job.shared_prefix, ctx=ctx, backend=job.target)
+    err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
+    if err is not None:
+        raise err if isinstance(err, SpecCompactError) else BackendError(f"SGLang request failed: {err}")
+    return state.ret_value
+
+
+@register("speccompact", needs_drafter=True, judges=True)
+def speccompact_method(job: Job) -> list[SlotResult]:
+    """SpecCompact: drafter drafts, target judges and repairs, one branch per slot."""
+    ctx = slot_context(job, drafter_context(job.history, job.slots, job.previous_summary))
+    return run_slots(job, speccompact, ctx)
 
 
 def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactConfig | dict | None = None,
@@ -72,20 +80,5 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
     ------
     InvalidHistoryError, ConfigError, LabelTokenError, BackendError, SummaryBudgetError
     """
-    t0 = time.perf_counter()
-    cfg, slots, history = prepare(messages, config, schema)
-    target, drafter = connect(target), connect(drafter)
-    if hasattr(target, "label_tokens"):
-        target.label_tokens(cfg.positive_label, cfg.negative_label)  # fail at start-up, not mid-way
-    count = token_counter(target)
-    recorder = StatsRecorder()
-    ctx = SlotContext(
-        cfg=cfg, slots=slots, drafter=drafter,
-        drafter_context=drafter_context(history, slots, previous_summary),
-        count_tokens=count, recorder=recorder,
-        target_prefix=getattr(target, "assistant_prefix", ""),
-        drafter_prefix=getattr(drafter, "assistant_prefix", ""),
-        has_previous=bool(previous_summary), on_event=on_event,
-    )
-    state = speccompact.run(shared=target_shared(history, slots, previous_summary), ctx=ctx, backend=target)
-    return finish("speccompact", slots, state.ret_value, cfg, count, recorder, t0)
+    return run("speccompact", messages, target=target, drafter=drafter, config=config, schema=schema,
+               previous_summary=previous_summary, on_event=on_event)

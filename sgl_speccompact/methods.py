@@ -22,14 +22,11 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
-from .baselines import hermes_style, openclaw_style, target_self
-from .compactor import compact
-from .config import CompactConfig, make_config
-from .endpoint import connect
-from .errors import ConfigError, UnknownMethodError
+from . import baselines, compactor  # noqa: F401 - importing them registers the methods
+from .config import CompactConfig
+from .pipeline import run
 from .result import CompactionResult
 from .schema import Slot
-from .source_judge import source_judge_result
 
 METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 
@@ -43,7 +40,8 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
     Parameters
     ----------
     method : str
-        One of :data:`METHODS`.
+        One of :data:`METHODS`, or a name added with
+        :func:`~sgl_speccompact.pipeline.register`.
     messages : list of dict
         OpenAI chat messages; read only, never modified.
     target : sglang backend or str
@@ -78,29 +76,11 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
     Raises
     ------
     UnknownMethodError
-        ``method`` is not in :data:`METHODS`.
+        ``method`` is not registered (:data:`METHODS` are the built-in ones).
     ConfigError
         ``speccompact`` without a drafter, ``hermes`` with a schema, or an
         invalid config.
     InvalidHistoryError, LabelTokenError, BackendError, SummaryBudgetError
     """
-    if method not in METHODS:
-        raise UnknownMethodError(f"unknown method {method!r}; one of {list(METHODS)}")
-    if method == "speccompact" and drafter is None:
-        raise ConfigError("speccompact needs a drafter backend")
-    if method == "hermes" and schema is not None:
-        raise ConfigError("hermes uses Hermes Agent's fixed sections and takes no schema")
-    cfg = make_config(config)
-    target = connect(target)
-    common = dict(target=target, config=cfg, previous_summary=previous_summary, on_event=on_event)
-    if method == "speccompact":
-        result = compact(messages, drafter=connect(drafter), schema=schema, **common)
-        if source_judge:
-            result = source_judge_result(result, messages, target=target, config=cfg,
-                                         previous_summary=previous_summary)
-        return result
-    if method == "hermes":
-        return hermes_style(messages, source_judge=source_judge, **common)
-    if method == "openclaw":
-        return openclaw_style(messages, schema=schema, source_judge=source_judge, **common)
-    return target_self(messages, schema=schema, source_judge=source_judge, **common)
+    return run(method, messages, target=target, drafter=drafter, config=config, schema=schema,
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event)
