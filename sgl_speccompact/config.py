@@ -12,6 +12,19 @@ from pydantic import BaseModel, ConfigDict, Field, model_validator
 
 from .errors import ConfigError
 
+# Ablation switches: CompactConfig bool field -> what turning it on does.  Each
+# default is the recommended setting; bench/ablation.py flips them one at a time.
+OPTIMIZATIONS: dict[str, str] = {
+    "shared_prefix": "target requests start with one prefix (history + all slot contracts) shared "
+                     "by every slot; off: each slot puts its request before the history",
+    "draft_buffer": "the drafter writes up to max_new_tokens (several lines) per call and unused "
+                    "complete lines are buffered; off: one line per drafter call",
+    "line_aware_stopping": "repairs stop at the newline; off: a repair decodes up to max_new_tokens "
+                           "and keeps its first line",
+    "one_request_judging": "a judgement is one prefill-only request on SpecCompactEndpoint; off: "
+                           "sglang's plain two-request select",
+}
+
 
 class CompactConfig(BaseModel):
     """Configuration of one compaction.  Unknown fields are rejected."""
@@ -33,6 +46,11 @@ class CompactConfig(BaseModel):
     source_judge_threshold: float = Field(0.5, gt=0.0, le=1.0)  # SJC keeps entries with p >= this
     max_history_messages: int = Field(10_000, ge=1)  # longer histories are refused (messages)
     max_history_chars: int = Field(4_000_000, ge=1)  # longer rendered histories are refused (chars)
+    # ablation switches (see OPTIMIZATIONS)
+    shared_prefix: bool = True  # one target prefix for every slot
+    draft_buffer: bool = True  # several lines per drafter call (the paper's 64-token buffer)
+    line_aware_stopping: bool = True  # repairs stop at the newline
+    one_request_judging: bool = True  # one prefill-only request per judgement
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

@@ -67,8 +67,9 @@ class LabelJudgement(ChoicesSamplingMethod):
     variant of both labels instead.
     """
 
-    def __init__(self, eta: float):
+    def __init__(self, eta: float, one_request: bool = True):
         self.eta = eta  # acceptance threshold on r
+        self.one_request = one_request  # False: SpecCompactEndpoint uses sglang's plain select too
 
     def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
                  output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
@@ -189,6 +190,10 @@ class SpecCompactEndpoint(RuntimeEndpoint):
     def cache_prefix(self, prefix_str: str):
         self._generate({"text": prefix_str, "sampling_params": {"max_new_tokens": 0}})
 
+    def _generate_http_request(self, s, data):
+        # sglang's plain select posts through here: use this endpoint's session, timeout and errors
+        return self._generate(data)
+
     def commit_lazy_operations(self, s):
         t0 = time.perf_counter()
         out = self._generate({"text": s.text_, "sampling_params": {"max_new_tokens": 0}})
@@ -216,7 +221,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         raise NotImplementedError("SpecCompactEndpoint does not stream; use generate")
 
     def select(self, s, choices, temperature, choices_method=None):
-        if not isinstance(choices_method, LabelJudgement):
+        if not isinstance(choices_method, LabelJudgement) or not choices_method.one_request:
             return super().select(s, choices, temperature, choices_method)
         labels = self.label_tokens(choices[0], choices[1])
         out = self._generate({

@@ -82,6 +82,29 @@ def split_draft(text: str, finished: bool) -> tuple[list[str], bool]:
     return parts[:-1], False
 
 
+def split_line(text: str, finish_reason: dict | None) -> tuple[list[str], bool, bool]:
+    """Read a one-line request (``stop="\\n"``) from its ``meta_info.finish_reason``.
+
+    Returns ``(lines, ended, truncated)``.  sglang reports which stop
+    matched: ``"\\n"`` means a complete line, possibly blank (a paragraph
+    break, not the end); an EOS id means the answer ended, after any text;
+    ``length`` means the line was cut off by the token limit.
+
+    >>> split_line("", {"type": "stop", "matched": "\\n"})
+    ([''], False, False)
+    >>> split_line("", {"type": "stop", "matched": 151645}), split_line("- a", {"type": "stop", "matched": 2})
+    (([], True, False), (['- a'], True, False))
+    >>> split_line("- a very long li", {"type": "length", "length": 64})
+    (['- a very long li'], False, True)
+    """
+    reason = finish_reason or {}
+    if reason.get("type") == "length":
+        return ([text] if text.strip() else []), False, bool(text.strip())
+    if reason.get("matched") == "\n":
+        return [text], False, False
+    return ([text] if text.strip() else []), True, False
+
+
 @dataclass
 class DraftBuffer:
     """Lines drafted in one call, valid only for the prefix they came from."""

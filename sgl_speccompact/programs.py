@@ -35,7 +35,7 @@ import sglang as sgl
 from .config import CompactConfig
 from .endpoint import LabelJudgement
 from .errors import BackendError, SpecCompactError
-from .lines import DraftBuffer, LineKind, SlotBudget, classify_line, split_draft
+from .lines import DraftBuffer, LineKind, SlotBudget, classify_line, split_draft, split_line
 from .prompts import SUMMARIZER_SYSTEM, drafter_slot_request, target_slot_request, verify_question
 from .result import LineOrigin, SlotResult, StatsRecorder, SummaryLine
 from .schema import Slot
@@ -55,6 +55,7 @@ class SlotContext:
     drafter_prefix: str = ""  # the same for the drafter
     has_previous: bool = False  # a previous summary is part of the source
     on_event: Callable[[dict], None] | None = None  # progress callback (called from slot threads)
+    shared: str = ""  # the target's shared text (set by fork_slots; per slot when shared_prefix is off)
     cancel: threading.Event = field(default_factory=threading.Event)  # set when any slot fails
 
     def emit(self, **event) -> None:
@@ -66,13 +67,21 @@ class SlotContext:
 
 
 def draft_sampling(cfg: CompactConfig) -> dict:
-    """``gen`` arguments of a draft: several lines, up to ``max_new_tokens``."""
-    return {"max_tokens": cfg.max_new_tokens, "temperature": cfg.draft_temperature}
+    """``gen`` arguments of a draft: several lines up to ``max_new_tokens`` (draft
+    buffer), or one line stopping at the newline.
+
+    >>> draft_sampling(CompactConfig(draft_buffer=False))
+    {'max_tokens': 64, 'temperature': 0.0, 'stop': '\\n'}
+    """
+    out = {"max_tokens": cfg.max_new_tokens, "temperature": cfg.draft_temperature}
+    return out if cfg.draft_buffer else {**out, "stop": "\n"}
 
 
 def repair_sampling(cfg: CompactConfig) -> dict:
-    """``gen`` arguments of a repair: one line (line-aware stopping at the newline)."""
-    return {"max_tokens": cfg.max_new_tokens, "temperature": cfg.repair_temperature, "stop": "\n"}
+    """``gen`` arguments of a repair: one line (line-aware stopping at the newline),
+    or up to ``max_new_tokens`` when line-aware stopping is off."""
+    out = {"max_tokens": cfg.max_new_tokens, "temperature": cfg.repair_temperature}
+    return {**out, "stop": "\n"} if cfg.line_aware_stopping else out
 
 
 # ---------------------------------------------------------------- programs
@@ -130,7 +139,14 @@ def speccompact(s, shared, ctx):
 
 
 def fork_slots(s, shared: str, ctx: SlotContext) -> list:
-    """Append the shared prefix and fork one branch per slot; the fork prefills it once."""
+    """Append the shared prefix and fork one branch per slot; the fork prefills it once.
+
+    With ``shared_prefix`` off nothing is appended: each branch gets its own
+    prompt in :func:`open_slot`, and a fork of an empty state sends no request.
+    """
+    ctx.shared = shared
+    if not ctx.cfg.shared_prefix:
+        return list(s.fork(len(ctx.slots)).states)
     s += sgl.system(SUMMARIZER_SYSTEM)
     s += sgl.user_begin()
     s += shared
@@ -175,8 +191,16 @@ def result_of(s, name: str) -> tuple[Any, dict]:
 
 
 def open_slot(s, slot: Slot, ctx: SlotContext) -> None:
-    """Append the slot request and open the assistant turn the slot is written in."""
-    s += target_slot_request(slot)
+    """Append the slot request and open the assistant turn the slot is written in.
+
+    Without a shared prefix the slot request comes first, then the shared text.
+    """
+    if not ctx.cfg.shared_prefix:
+        s += sgl.system(SUMMARIZER_SYSTEM)
+        s += sgl.user_begin()
+        s += target_slot_request(slot) + "\n\n" + ctx.shared
+    else:
+        s += target_slot_request(slot)
     s += sgl.user_end()
     s += sgl.assistant_begin()
     s += ctx.target_prefix
@@ -195,13 +219,22 @@ def verify_line(s, slot: Slot, line: str, ctx: SlotContext) -> dict:
         v += sgl.assistant_begin()
         v += ctx.target_prefix
         v += sgl.select("verdict", choices=[cfg.positive_label, cfg.negative_label],
-                        choices_method=LabelJudgement(cfg.eta))
+                        choices_method=LabelJudgement(cfg.eta, one_request=cfg.one_request_judging))
         _, meta = result_of(v, "verdict")
     return meta
 
 
 def repair_line(s, ctx: SlotContext) -> tuple[str, dict]:
-    """Target writes the next line itself, stopping at the newline (not appended)."""
+    """Target writes the next line itself, stopping at the newline (not appended).
+
+    Without line-aware stopping the repair runs on, on a copy of the branch,
+    and only its first line is kept (the caller appends it).
+    """
+    if not ctx.cfg.line_aware_stopping:
+        with s.copy() as r:
+            r += sgl.gen("repair", **repair_sampling(ctx.cfg))
+            text, meta = result_of(r, "repair")
+        return text.split("\n", 1)[0], meta
     s += sgl.gen("repair", **repair_sampling(ctx.cfg))
     return result_of(s, "repair")
 
@@ -218,6 +251,8 @@ def draft(slot: Slot, accepted: list[str], ctx: SlotContext) -> tuple[list[str],
     )
     text, meta = result_of(state, "draft")
     ctx.recorder.request("drafter", "draft", meta)
+    if not ctx.cfg.draft_buffer:
+        return split_line(text, meta.get("finish_reason"))
     finished = (meta.get("finish_reason") or {}).get("type") != "length"
     lines, truncated = split_draft(text, finished)
     return lines, finished, truncated
@@ -334,6 +369,7 @@ def repair(st: _Slot, rejected: str, score: float | None) -> str | None:
     over = st.budget.check(text, st.tokens[text])
     if over:
         return over
-    st.accept(text, LineOrigin.REPAIRED, score=score, rejected=rejected, appended=True)
+    st.accept(text, LineOrigin.REPAIRED, score=score, rejected=rejected,
+              appended=ctx.cfg.line_aware_stopping)
     ctx.recorder.line(LineOrigin.REPAIRED)
     return None

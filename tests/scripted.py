@@ -38,6 +38,22 @@ def count_tokens(texts):
     return [len(t.split()) + t.count("\n") for t in texts]
 
 
+EOS_ID = 151645  # <|im_end|>: what sglang reports as ``matched`` when the model ends
+
+
+def finish_like_sglang(out: str, finish: str, stop, prompt: str) -> tuple[str, dict]:
+    """Apply a ``stop="\\n"`` cut and build sglang's meta_info for the answer."""
+    stops = [stop] if isinstance(stop, str) else list(stop or ())
+    if "\n" in stops and "\n" in out:
+        out, reason = out.split("\n", 1)[0], {"type": "stop", "matched": "\n"}
+    elif finish == "length":
+        reason = {"type": "length", "length": count_tokens([out])[0]}
+    else:
+        reason = {"type": "stop", "matched": EOS_ID}
+    return out, {"prompt_tokens": count_tokens([prompt])[0], "cached_tokens": 0,
+                 "completion_tokens": count_tokens([out])[0], "finish_reason": reason}
+
+
 class ScriptedBackend(BaseBackend):
     """Target or drafter whose answers are functions of the request text.
 
@@ -47,8 +63,11 @@ class ScriptedBackend(BaseBackend):
         Drafter answer ("length" or "stop").
     judge : callable(slot, line) -> float
         Probability mass on the positive label (the rest on negative).
-    repair : callable(slot, accepted_lines) -> str
-        Target continuation; cut at the first newline like ``stop="\\n"``.
+    repair : callable(slot, accepted_lines) -> str or (str, finish_type)
+        Target continuation.
+    Every ``gen`` with ``stop="\\n"`` is cut at the first newline and
+    reports ``finish_reason`` ``{"type": "stop", "matched": "\\n"}`` as
+    sglang does; an answer that ends without one reports the EOS id.
     before : callable(kind, slot), optional
         Called before answering (to block or slow a slot).
     complete : callable(text, sampling_params) -> str or (str, finish_type), optional
@@ -100,12 +119,9 @@ class ScriptedBackend(BaseBackend):
             out, finish = self.draft_fn(slot_of(text), accepted_of(text), text)
         else:
             self._record("repair", text)
-            out, finish = self.repair_fn(slot_of(text), accepted_of(text)), "stop"
-            if "\n" in out:
-                out = out.split("\n", 1)[0]
-        meta = {"prompt_tokens": count_tokens([text])[0], "cached_tokens": 0,
-                "completion_tokens": count_tokens([out])[0], "finish_reason": {"type": finish}}
-        return out, meta
+            out = self.repair_fn(slot_of(text), accepted_of(text))
+            out, finish = out if isinstance(out, tuple) else (out, "stop")
+        return finish_like_sglang(out, finish, sampling_params.stop, text)
 
     def select(self, s, choices, temperature, choices_method=None):
         text = s.text_
