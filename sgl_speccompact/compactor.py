@@ -29,16 +29,19 @@ def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
         target_prefix=getattr(job.target, "assistant_prefix", ""),
         drafter_prefix=getattr(job.drafter, "assistant_prefix", ""),
         has_previous=bool(job.previous_summary), on_event=job.on_event,
+        chat_prefix=job.layout.chat_prefix,
     )
 
 
 def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
     """Run a slot-parallel program on the shared prefix; record the prefix for SJC."""
-    job.shared_prefix = target_shared(job.history, job.slots, job.previous_summary)
+    classic = target_shared(job.history, job.slots, job.previous_summary)
+    job.shared_prefix, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary)
     state = program.run(shared=job.shared_prefix, ctx=ctx, backend=job.target)
     err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
     if err is not None:
         raise err if isinstance(err, SpecCompactError) else BackendError(f"SGLang request failed: {err}")
+    job.recorder.agent_reuse(job.layout.name, agent_tokens)
     return state.ret_value
 
 
@@ -51,7 +54,9 @@ def speccompact_method(job: Job) -> list[SlotResult]:
 
 def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactConfig | dict | None = None,
             schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
-            on_event: Callable[[dict], None] | None = None) -> CompactionResult:
+            on_event: Callable[[dict], None] | None = None, layout: str | None = None,
+            tools: list[dict] | None = None, chat_template: Any = None,
+            chat_template_kwargs: dict | None = None) -> CompactionResult:
     """Compact an agent history with SpecCompact.
 
     Parameters
@@ -70,6 +75,10 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
         Summary of earlier turns; part of the source for verification.
     on_event : callable, optional
         Called with ``{"type": "line" | "slot_done", ...}`` as slots progress.
+    layout, tools, chat_template, chat_template_kwargs
+        The target prefix's layout; see :func:`~.methods.run_method`.
+        ``layout="agent"`` reuses the agent's own radix cache;
+        ``stats.agent_cached_tokens`` reports how much of it.
 
     Returns
     -------
@@ -81,4 +90,5 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
     InvalidHistoryError, ConfigError, LabelTokenError, BackendError, SummaryBudgetError
     """
     return run("speccompact", messages, target=target, drafter=drafter, config=config, schema=schema,
-               previous_summary=previous_summary, on_event=on_event)
+               previous_summary=previous_summary, on_event=on_event, layout=layout, tools=tools,
+               chat_template=chat_template, chat_template_kwargs=chat_template_kwargs)

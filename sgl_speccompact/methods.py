@@ -34,7 +34,9 @@ METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any = None,
                config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
                previous_summary: str | None = None, source_judge: bool = False,
-               on_event: Callable[[dict], None] | None = None) -> CompactionResult:
+               on_event: Callable[[dict], None] | None = None, layout: str | None = None,
+               tools: list[dict] | None = None, chat_template: Any = None,
+               chat_template_kwargs: dict | None = None) -> CompactionResult:
     """Compact ``messages`` with the named method.
 
     Parameters
@@ -68,6 +70,22 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         as slots progress, from worker threads; the monolithic ones send
         each section's events once their single generation is done.  SJC
         sends none.
+    layout : {"agent", "classic"}, optional
+        Layout of the target's shared prefix (slot-parallel methods):
+        ``agent`` renders the agent's conversation with the target's chat
+        template, exactly as SGLang's chat endpoint did for the agent, so
+        the compaction reuses the agent's radix cache (see
+        :mod:`~sgl_speccompact.layout`); ``classic`` is our own rendering.
+        Default: ``agent`` when ``chat_template`` is given, else ``classic``.
+    tools : list of dict, optional
+        The agent's OpenAI ``tools``, as it sent them (agent layout).
+    chat_template : str or tokenizer, optional
+        The target's Hugging Face tokenizer, or its local path or hub name;
+        its chat template renders the agent layout.  With
+        ``layout="agent"`` and no ``chat_template``, the tokenizer the
+        target server reports is loaded if it is local.
+    chat_template_kwargs : dict, optional
+        What the agent sent as ``chat_template_kwargs``.
 
     Returns
     -------
@@ -83,4 +101,5 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
     InvalidHistoryError, LabelTokenError, BackendError, SummaryBudgetError
     """
     return run(method, messages, target=target, drafter=drafter, config=config, schema=schema,
-               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event)
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event,
+               layout=layout, tools=tools, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs)

@@ -28,6 +28,7 @@ from .config import CompactConfig, make_config
 from .endpoint import connect, token_counter
 from .errors import ConfigError, UnknownMethodError
 from .history import Turn, parse_messages, render_history
+from .layout import LayoutPlan, plan_layout
 from .result import CompactionResult, SlotResult, StatsRecorder
 from .schema import OPENCLAW_SLOTS, Slot, validate_schema
 from .source_judge import check_labels, source_judge_result
@@ -49,6 +50,7 @@ class Job:
     recorder: StatsRecorder  # this compaction's stats
     on_event: Callable[[dict], None] | None = None  # progress callback
     shared_prefix: str | None = None  # user-turn text the method's target branches share, if any
+    layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
 
     def emit(self, event: dict) -> None:
         if self.on_event is not None:
@@ -90,7 +92,9 @@ def register(name: str, **flags) -> Callable[[Callable[[Job], Written]], Callabl
 def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
         config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
         previous_summary: str | None = None, source_judge: bool = False,
-        on_event: Callable[[dict], None] | None = None) -> CompactionResult:
+        on_event: Callable[[dict], None] | None = None, layout: str | None = None,
+        tools: list[dict] | None = None, chat_template: Any = None,
+        chat_template_kwargs: dict | None = None) -> CompactionResult:
     """Run the registered method ``name``; see :func:`~.methods.run_method`."""
     method = REGISTRY.get(name)
     if method is None:
@@ -102,6 +106,8 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     t0 = time.perf_counter()
     job = start(method, messages, target=target, drafter=drafter, config=config, schema=schema,
                 previous_summary=previous_summary, on_event=on_event, source_judge=source_judge)
+    job.layout = plan_layout(layout, messages, target=job.target, tools=tools, chat_template=chat_template,
+                             chat_template_kwargs=chat_template_kwargs)
     written = method.program(job)
     result = finish(job, written, t0)
     if source_judge:

@@ -56,6 +56,7 @@ class SlotContext:
     has_previous: bool = False  # a previous summary is part of the source
     on_event: Callable[[dict], None] | None = None  # progress callback (called from slot threads)
     shared: str = ""  # the target's shared text (set by fork_slots; per slot when shared_prefix is off)
+    chat_prefix: bool = False  # the shared prefix is chat-templated text ending inside a user turn (agent layout)
     cancel: threading.Event = field(default_factory=threading.Event)  # set when any slot fails
 
     def emit(self, **event) -> None:
@@ -147,8 +148,9 @@ def fork_slots(s, shared: str, ctx: SlotContext) -> list:
     ctx.shared = shared
     if not ctx.cfg.shared_prefix:
         return list(s.fork(len(ctx.slots)).states)
-    s += sgl.system(SUMMARIZER_SYSTEM)
-    s += sgl.user_begin()
+    if not ctx.chat_prefix:  # the agent layout's prefix carries its own chat turns
+        s += sgl.system(SUMMARIZER_SYSTEM)
+        s += sgl.user_begin()
     s += shared
     # fork() decides whether to prefill before it syncs; materialize the prefix first
     s.text()
@@ -195,7 +197,9 @@ def open_slot(s, slot: Slot, ctx: SlotContext) -> None:
 
     Without a shared prefix the slot request comes first, then the shared text.
     """
-    if not ctx.cfg.shared_prefix:
+    if not ctx.cfg.shared_prefix and ctx.chat_prefix:  # the agent's turns cannot move behind the request
+        s += ctx.shared + target_slot_request(slot)
+    elif not ctx.cfg.shared_prefix:
         s += sgl.system(SUMMARIZER_SYSTEM)
         s += sgl.user_begin()
         s += target_slot_request(slot) + "\n\n" + ctx.shared

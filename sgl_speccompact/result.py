@@ -64,6 +64,9 @@ class CompactionStats(BaseModel):
     unjudged_lines: int = 0  # accepted without a judge call
     wall_time_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds (summed over slots)
     total_wall_s: float = 0.0  # end-to-end wall time (s)
+    layout: str = "classic"  # target shared-prefix layout: classic | agent (the agent's own chat rendering)
+    agent_tokens: int | None = None  # agent layout: tokens of the agent's conversation in the prefix
+    agent_cached_tokens: int | None = None  # of those, served from the agent's radix cache by the first request
 
     @property
     def acceptance_rate(self) -> float | None:
@@ -132,6 +135,17 @@ class StatsRecorder:
         with self._lock:
             self.stats.repaired_lines += origin is LineOrigin.REPAIRED
             self.stats.unjudged_lines += origin is LineOrigin.UNJUDGED
+
+    def agent_reuse(self, layout: str, agent_tokens: int | None) -> None:
+        """Record the layout and how much of the agent's conversation the prefix prefill found cached."""
+        with self._lock:
+            self.stats.layout = layout
+            if agent_tokens is None:
+                return
+            prefill = self.stats.requests.get("target", {}).get("prefill")
+            self.stats.agent_tokens = agent_tokens
+            if prefill is not None and prefill.requests:
+                self.stats.agent_cached_tokens = min(prefill.cached_tokens, agent_tokens)
 
     def time(self, phase: str, seconds: float) -> None:
         """Add wall time to a phase."""

@@ -7,6 +7,9 @@ Routes and response shapes follow ``sglang/srt/entrypoints/http_server.py``:
   batch chunks carry ``index``) ending with ``data: [DONE]``.  Validation
   errors from the tokenizer-manager stage arrive inside a stream as a
   ``data: {"error": ...}`` event, as the server sends them.
+* ``POST /v1/chat/completions``: the chat template renders the messages
+  and tools into prompt ids that run like a ``/generate`` request, on the
+  same radix tree (:mod:`.chat`).
 * ``POST /tokenize``, ``/v1/tokenize``: ``TokenizeResponse``.
 * ``GET /get_model_info``, ``/model_info``, ``/server_info``,
   ``/get_server_info``, ``/health``, ``/health_generate``.
@@ -25,6 +28,7 @@ import orjson
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from .chat import chat_response, generate_body, parse_chat
 from .engine import Engine
 from .frontend import BadRequest, Frontend, ServedModel, error_response, parse_generate
 
@@ -65,6 +69,21 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
         except BadRequest as exc:
             return json_response(exc.body, 400)
         return await _serve(engine, frontend, obj)
+
+    @app.post("/v1/chat/completions")
+    async def chat_completions(request: Request):
+        try:
+            body = orjson.loads(await request.body())
+            req = parse_chat(body)
+            obj = parse_generate(generate_body(req, body, frontend.model.tokenizer))
+        except orjson.JSONDecodeError as exc:
+            return json_response(error_response(f"JSON decode error: {exc}"), 400)
+        except BadRequest as exc:
+            return json_response(exc.body, 400)
+        res = await _serve(engine, frontend, obj)
+        if res.status_code != 200:
+            return res
+        return json_response(chat_response(orjson.loads(res.body), req.model or served.served_model_name))
 
     @app.post("/tokenize")
     @app.post("/v1/tokenize")
