@@ -1,0 +1,396 @@
+"""Retention benchmark: what each compaction method keeps of a history, and what it invents.
+
+For every trajectory and method (with and without the SJC post-filter) it
+measures, with the pure logic of ``sgl_speccompact.evaluation``:
+
+1. identifier recall and invention per summary and per slot (deterministic);
+2. planted facts (seeded) at chosen depths: exact presence, and a question
+   the target answers from the summary alone;
+3. the five-criterion adequacy judge (0-5), raw replies kept;
+4. the continuation check: the next action from the summary of a prefix
+   against the action the agent really took;
+5. the SJC report: entries deleted, with invented identifiers, next steps;
+6. the quality-latency plot, one PNG per target model, latency from
+   ``bench/results/latency-*.json``.
+
+Default backend: two SGLang-API emulators in-process.  Their "model" is
+scripted (``ControlledAcceptancePolicy`` writes the summaries,
+``EvaluationPolicy`` answers the questions), so every quality number is
+PLUMBING ONLY: it shows the evaluation runs end to end, not how good a
+method is.  With ``--target-url/--drafter-url`` (and optionally
+``--judge-url``) the same command gives real numbers.
+
+Usage:
+    python bench/retention.py                                   # emulator, PLUMBING ONLY
+    python bench/retention.py --target-url http://gpu:30000 --drafter-url http://gpu:30001 \\
+        --drafter-lora-name drafter --judge-url http://judge:8000/v1 --judge-model Qwen/Qwen3-32B
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import tempfile
+from contextlib import ExitStack
+from datetime import UTC, datetime
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import radix_cache as rc  # shared helpers: trajectories, methods, servers, JSON
+
+REPO = rc.REPO
+PLUMBING_NOTE = ("PLUMBING ONLY: the emulator's scripted model wrote these summaries and answered the questions; "
+                 "the numbers show that the evaluation runs end to end, not how good any method is")
+
+
+def log(msg: str) -> None:
+    """Progress line on stderr."""
+    print(f"[retention] {msg}", file=sys.stderr, flush=True)
+
+
+# ------------------------------------------------------------------ servers and clients
+
+
+def start_emulators(args, stack: ExitStack) -> dict[str, str]:
+    """Target (summaries + scripted evaluation answers) and drafter emulators; their URLs."""
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer, build_test_tokenizer
+    from sgl_speccompact.testing.evaluator import EvaluationPolicy
+
+    tok = args.tokenizer or build_test_tokenizer(stack.enter_context(tempfile.TemporaryDirectory(prefix="ret-tok-")))
+    urls = {}
+    for i, role in enumerate(rc.SERVERS):
+        policy = ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed + i)
+        if role == "target":
+            policy = EvaluationPolicy(policy, p_yes=args.p_yes, seed=args.seed)
+        srv = EmulatedServer(tok, policy=policy, model_path=rc.EMULATED_MODELS[role])
+        urls[role] = stack.enter_context(srv).url
+        log(f"emulated {role} on {urls[role]}")
+    return urls
+
+
+def judge_client(args, target):
+    """The adequacy judge: the target, or an OpenAI-compatible server (``--judge-url``)."""
+    from sgl_speccompact.evaluation.ask import OpenAIChatAsker, SglangAsker
+
+    if not args.judge_url:
+        return SglangAsker(target, max_tokens=args.answer_tokens)
+    import requests
+
+    session = requests.Session()
+    if args.judge_api_key:
+        session.headers["Authorization"] = f"Bearer {args.judge_api_key}"
+    model = args.judge_model
+    if not model:  # the server's first model
+        base = args.judge_url.rstrip("/")
+        res = session.get(base + ("/models" if base.endswith("/v1") else "/v1/models"), timeout=args.timeout)
+        res.raise_for_status()
+        model = res.json()["data"][0]["id"]
+    return OpenAIChatAsker(args.judge_url, model, session, timeout=args.timeout, max_tokens=args.answer_tokens)
+
+
+def select_trajectories(args) -> tuple[list, list, dict | None]:
+    """Trajectories, skipped files, and the held-out split (``--held-out``) if any."""
+    trajectories, skipped = rc.load_trajectories(args.trajectories, args.trial, args.max_messages)
+    if not args.held_out:
+        return trajectories, skipped, None
+    from sgl_speccompact.train.data import validation_keys
+
+    keys = {t.path: t.path for t in trajectories}
+    held = validation_keys(keys, args.held_out, args.split_seed)
+    split = {"fraction": args.held_out, "seed": args.split_seed, "held_out": sorted(held),
+             "rule": "sgl_speccompact.train.data.validation_keys over the trajectory file paths"}
+    return [t for t in trajectories if t.path in held], skipped, split
+
+
+# ------------------------------------------------------------------ output
+
+
+def _f(x, pct=False) -> str:
+    if x is None:
+        return "-"
+    return f"{100 * x:.1f}%" if pct else (f"{x:.2f}" if isinstance(x, float) else str(x))
+
+
+def format_summary(agg: dict) -> str:
+    """One line per method label: the headline numbers."""
+    head = ["method", "traj", "recall", "recall micro", "invented", "facts kept", "facts answered", "adequacy",
+            "next tool", "next key", "sjc deleted", "del w/ invented", "del next-step", "errors"]
+    table = [head]
+    for label, a in agg.items():
+        table.append([label, str(a["trajectories"]), _f(a["recall_macro"], True), _f(a["recall_micro"], True),
+                      _f(a["invented"]), _f(a["probe_presence"], True), _f(a["probe_answered"], True),
+                      _f(a["adequacy_mean"]), _f(a["continuation_tool"], True), _f(a["continuation_key"], True),
+                      _f(a["sjc_deleted"]), _f(a["sjc_deleted_with_invented"]), _f(a["sjc_deleted_next_step"]),
+                      str(a["errors"])])
+    return _align(table)
+
+
+def format_slots(agg: dict) -> str:
+    """Per-slot identifier recall (mean over trajectories) per method label."""
+    names = list(dict.fromkeys(n for a in agg.values() for n in a["slot_recall"]))
+    table = [["method"] + names]
+    for label, a in agg.items():
+        table.append([label] + [_f(a["slot_recall"].get(n), True) for n in names])
+    return _align(table)
+
+
+def format_rows(rows: list[dict]) -> str:
+    """One line per (trajectory, method label)."""
+    table = [["trajectory", "method", "recall", "kept/ids", "invented", "facts kept", "adequacy", "next tool/key"]]
+    for r in rows:
+        if "error" in r:
+            table.append([r["trajectory"], r["label"], "ERROR " + r["error"][:80]])
+            continue
+        rec = (r.get("recall") or {}).get("summary") or {}
+        facts = [f for f in (r.get("probes") or {}).get("facts", []) if f.get("message_index") is not None]
+        conts = r.get("continuation") or []
+        table.append([r["trajectory"], r["label"], _f(rec.get("recall"), True),
+                      f"{rec.get('kept_count', '-')}/{rec.get('source_identifiers', '-')}",
+                      _f(rec.get("invented_count")), f"{sum(f['present'] for f in facts)}/{len(facts)}",
+                      _f((r.get("adequacy") or {}).get("score")),
+                      " ".join(f"{int(c.get('tool_match', 0))}/{int(c.get('key_match', 0))}" for c in conts) or "-"])
+    return _align(table)
+
+
+def _align(table: list[list[str]]) -> str:
+    width = [max(len(t[i]) for t in table if i < len(t)) for i in range(len(table[0]))]
+    out = ["  ".join(c.ljust(width[i]) if i < 2 else c.rjust(width[i]) for i, c in enumerate(t)).rstrip()
+           for t in table]
+    out.insert(1, "-" * len(out[0]))
+    return "\n".join(out)
+
+
+def latency_reports(paths: list[str] | None) -> list[Path]:
+    """``--latency-json`` files, else the newest ``latency-*.json`` in bench/results/ per target model."""
+    if paths:
+        return [Path(p) for p in paths]
+    files = sorted(rc.RESULTS_DIR.glob("latency-*.json"))
+    newest: dict[str, Path] = {}
+    for f in files:  # sorted by timestamp in the name: later files win
+        try:
+            model = ((json.loads(f.read_text()).get("servers") or {}).get("target") or {}).get("model_path")
+        except (OSError, ValueError):
+            continue
+        newest[model or f.name] = f
+    return list(newest.values())
+
+
+def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
+    """One quality-latency PNG per target model; a clear message when no latency report is there."""
+    from sgl_speccompact.evaluation.frontier import QUALITY_METRICS, latency_by_method, plot_frontier, points
+
+    reports = latency_reports(args.latency_json)
+    if not reports:
+        msg = (f"no latency report in {rc.RESULTS_DIR} (run bench/latency.py first, or pass --latency-json PATH); "
+               "quality-latency plot skipped")
+        print(f"NOTE: {msg}")
+        return [{"skipped": msg}]
+    out = []
+    for path in reports:
+        try:
+            lat = latency_by_method(json.loads(Path(path).read_text()))
+        except (OSError, ValueError) as exc:
+            print(f"NOTE: latency report {path} unreadable ({exc}); its plot skipped")
+            out.append({"latency_json": str(path), "skipped": str(exc)})
+            continue
+        pts = points(lat, agg, args.plot_metric)
+        slug = "".join(c if c.isalnum() else "-" for c in lat["model"]).strip("-")
+        png = Path(args.plot_dir or rc.RESULTS_DIR) / f"retention-{stamp}-{slug}.png"
+        note = (f"latency: {lat['label']} ({Path(path).name}). quality: "
+                + (PLUMBING_NOTE if emulator else "this retention run"))
+        if not pts:
+            print(f"NOTE: no method has both a latency in {path} and a {args.plot_metric}; plot skipped")
+            out.append({"latency_json": str(path), "skipped": "no common methods"})
+            continue
+        plot_frontier(pts, png, title=f"quality vs latency, target {lat['model']}"
+                      + (" (PLUMBING ONLY)" if emulator else ""),
+                      xlabel=f"end-to-end latency, s ({lat['kind']}; {lat['field']})",
+                      ylabel=QUALITY_METRICS[args.plot_metric], note=note)
+        print(f"plot: {png} ({len(pts)} methods; latency {lat['kind']}, from {Path(path).name})")
+        out.append({"png": str(png), "latency_json": str(path), "model": lat["model"], "latency_kind": lat["kind"],
+                    "metric": args.plot_metric, "points": [{"label": lb, "latency_s": x, "quality": y}
+                                                           for lb, x, y in pts]})
+    return out
+
+
+# ------------------------------------------------------------------ main
+
+
+def run(args) -> dict:
+    """Run the evaluation and return the report (also printed and written)."""
+    from sglang.version import __version__ as sglang_version
+
+    from sgl_speccompact.config import make_config
+    from sgl_speccompact.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.evaluation.ask import SglangAsker
+    from sgl_speccompact.evaluation.probes import make_facts
+    from sgl_speccompact.evaluation.runner import MEASURES, EvalSettings, aggregate, evaluate_trajectory
+    from sgl_speccompact.source_judge import source_judge_result
+
+    available, runner, runner_src = rc.resolve_methods()
+    methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else tuple(available)
+    missing = [m for m in methods if m not in available]
+    if missing:
+        raise SystemExit(f"method(s) {missing} not available; available: {list(available)} (from {runner_src})")
+    measures = tuple(m.strip() for m in args.measures.split(",")) if args.measures else MEASURES
+    if set(measures) - set(MEASURES):
+        raise SystemExit(f"unknown measure(s) {sorted(set(measures) - set(MEASURES))}; one of {list(MEASURES)}")
+    emulator = not (args.target_url or args.drafter_url)
+    if not emulator and not (args.target_url and args.drafter_url):
+        raise SystemExit("pass both --target-url and --drafter-url (or neither, for the emulator)")
+    trajectories, skipped, split = select_trajectories(args)
+    facts = make_facts(args.probe_seed, depths=tuple(args.probe_depths))
+    conditions_sjc = (False,) if args.no_sjc else (False, True)
+    cfg = make_config(json.loads(args.config) if args.config else None)
+    now = datetime.now(UTC)
+    conditions = {
+        "backend": "emulator" if emulator else "sglang",
+        "p_accept": args.p_accept if emulator else None,
+        "p_yes": args.p_yes if emulator else None,
+        "seed": args.seed if emulator else None,
+        "measures": list(measures),
+        "sjc_conditions": ["without", "with"] if len(conditions_sjc) == 2 else ["without"],
+        "probe_seed": args.probe_seed,
+        "probe_depths": list(args.probe_depths),
+        "cut_depths": list(args.cut_depths),
+        "held_out": split,
+        "trajectories": len(trajectories),
+        "max_messages": args.max_messages,
+        "trial": args.trial,
+        "config_overrides": json.loads(args.config) if args.config else None,
+        "drafter_lora_name": args.drafter_lora_name or (rc.EMULATOR_LORA if emulator else None),
+    }
+    print(f"Method: retention evaluation ({', '.join(measures)}) of {', '.join(methods)}"
+          f"{' with and without SJC' if len(conditions_sjc) == 2 else ''} via {runner_src}; "
+          "identifier recall/invention per summary and slot, planted facts (presence and a question answered "
+          "from the summary alone), 5-criterion adequacy judge, next action from the summary of a prefix")
+    print("Conditions: " + ", ".join(f"{k}={v}" for k, v in conditions.items() if v is not None))
+    if emulator:
+        print(f"NOTE: {PLUMBING_NOTE}.")
+    sys.stdout.flush()
+    with ExitStack() as stack:
+        urls = start_emulators(args, stack) if emulator else {"target": args.target_url, "drafter": args.drafter_url}
+        servers = {r: rc.Server(r, urls[r], args.api_key, args.timeout) for r in rc.SERVERS}
+        lora = args.drafter_lora_name or (rc.EMULATOR_LORA if emulator else None)
+        target = SpecCompactEndpoint(urls["target"], api_key=args.api_key, chat_template=args.chat_template,
+                                     timeout_s=args.timeout)
+        drafter = SpecCompactEndpoint(urls["drafter"], api_key=args.api_key, chat_template=args.chat_template,
+                                      lora_path=lora, timeout_s=args.timeout)
+        ask_target = SglangAsker(target, max_tokens=args.answer_tokens)
+        judge = judge_client(args, target)
+        print(f"Questions: probes and next action -> target {ask_target.name}; adequacy judge -> {judge.name}")
+        settings = EvalSettings(methods=methods, sjc=conditions_sjc, measures=measures, facts=facts,
+                                cut_depths=tuple(args.cut_depths))
+
+        def compact(method, messages):
+            return runner(method, messages, target=target, drafter=drafter, config=cfg)
+
+        def sjc(result, messages):
+            return source_judge_result(result, messages, target=target, config=cfg)
+
+        rows = []
+        for n, traj in enumerate(trajectories, 1):
+            log(f"{n}/{len(trajectories)} {traj.name} ({len(traj.messages)} messages)")
+            for row in evaluate_trajectory(traj.messages, settings, compact=compact, sjc=sjc,
+                                           ask_target=ask_target.ask, ask_judge=judge.ask):
+                rows.append({"trajectory": traj.name, "path": traj.path, "trial": traj.trial, **row})
+                if "error" in row:
+                    log(f"    {row['label']}: ERROR {row['error']}")
+        server_desc = {r: s.describe() for r, s in servers.items()}
+    agg = aggregate(rows)
+    print(format_summary(agg))
+    print("\nidentifier recall per slot (mean over trajectories):")
+    print(format_slots(agg))
+    print("\nper trajectory:")
+    print(format_rows(rows))
+    stamp = now.strftime("%Y%m%dT%H%M%SZ")
+    plots = [] if args.no_plot else make_plots(agg, args, stamp, emulator)
+    if emulator:
+        print(f"* {PLUMBING_NOTE}.")
+    report = {
+        "benchmark": "retention",
+        "method": f"retention evaluation per compaction method; runner {runner_src}",
+        "plumbing_only": emulator,
+        "note": PLUMBING_NOTE if emulator else "real servers: quality numbers of the named models",
+        "methods": list(methods),
+        "timestamp": now.isoformat(timespec="seconds"),
+        "timestamp_compact": stamp,
+        "sglang_version": sglang_version,
+        "emulator": emulator,
+        "conditions": conditions,
+        "facts": [f.to_json() for f in facts],
+        "questions": {"target": ask_target.name, "judge": judge.name},
+        "servers": server_desc,
+        "skipped": [{"path": p, "reason": why} for p, why in skipped],
+        "summary": agg,
+        "plots": plots,
+        "rows": rows,
+    }
+    path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"retention-{stamp}.json"))
+    print(f"wrote {path}")
+    return report
+
+
+def _floats(text: str) -> list[float]:
+    return [float(x) for x in text.split(",") if x.strip()]
+
+
+def build_parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(description="Retention evaluation of the compaction methods (emulator by default: "
+                                "PLUMBING ONLY; real SGLang servers with --target-url/--drafter-url).")
+    p.add_argument("--methods", help="comma-separated methods (default: every available one)")
+    p.add_argument("--trajectories", nargs="+", metavar="PATH",
+                   help=f"trajectory files (default: every trajectory in {rc.TRAJECTORY_DIR})")
+    p.add_argument("--trial", type=int, default=0, help="conversation of multi-trial (tau2) files (default 0)")
+    p.add_argument("--max-messages", type=int, help="use only the first N messages of each trajectory")
+    p.add_argument("--held-out", type=float, metavar="FRACTION",
+                   help="evaluate only this share of the trajectories, chosen like the drafter data's validation "
+                   "split (same --split-seed gives the same files)")
+    p.add_argument("--split-seed", type=int, default=42, help="seed of --held-out (default 42, as train.data)")
+    p.add_argument("--measures", help="comma-separated subset of recall,probes,adequacy,continuation (default all)")
+    p.add_argument("--no-sjc", action="store_true", help="skip the with-SJC condition")
+    p.add_argument("--probe-seed", type=int, default=0, help="seed of the planted facts (default 0)")
+    p.add_argument("--probe-depths", type=_floats, default=[0.1, 0.5, 0.9],
+                   help="planting depths as fractions of the history (default 0.1,0.5,0.9)")
+    p.add_argument("--cut-depths", type=_floats, default=[0.5],
+                   help="continuation cut points as fractions of the history (default 0.5)")
+    p.add_argument("--answer-tokens", type=int, default=256, help="reply budget of each question (default 256)")
+    p.add_argument("--config", help='CompactConfig overrides as JSON, e.g. \'{"eta": 0.8}\'')
+    p.add_argument("--out", help="JSON output path (default bench/results/retention-<timestamp>.json)")
+    plot = p.add_argument_group("quality-latency plot")
+    plot.add_argument("--latency-json", nargs="+", metavar="PATH",
+                      help="latency reports (default: the newest bench/results/latency-*.json per target model)")
+    plot.add_argument("--plot-metric", default="recall_macro",
+                      choices=("recall_macro", "adequacy_mean", "probe_presence", "continuation_key"))
+    plot.add_argument("--plot-dir", help="where the PNGs go (default bench/results)")
+    plot.add_argument("--no-plot", action="store_true", help="no plot")
+    emu = p.add_argument_group("emulator (default backend; PLUMBING ONLY)")
+    emu.add_argument("--p-accept", type=float, default=0.7, help="judge accept rate (default 0.7)")
+    emu.add_argument("--p-yes", type=float, default=0.7, help="scripted adequacy judge's yes rate (default 0.7)")
+    emu.add_argument("--seed", type=int, default=0, help="policy seed (drafter uses seed+1)")
+    emu.add_argument("--tokenizer", help="local tokenizer dir (default: build the test tokenizer)")
+    real = p.add_argument_group("real SGLang servers")
+    real.add_argument("--target-url", help="target SGLang server (also answers the probe and next-action questions)")
+    real.add_argument("--drafter-url", help="drafter SGLang server")
+    real.add_argument("--drafter-lora-name", help="lora_path sent on drafter requests (emulator: 'drafter')")
+    real.add_argument("--chat-template", help="frontend chat template name (default: by model path)")
+    real.add_argument("--api-key", help="bearer token of the servers")
+    real.add_argument("--timeout", type=float, default=300.0, help="per-request timeout, s (default 300)")
+    judge = p.add_argument_group("adequacy judge (default: the target)")
+    judge.add_argument("--judge-url", help="any OpenAI-compatible server, e.g. http://judge:8000/v1")
+    judge.add_argument("--judge-model", help="model name sent to --judge-url (default: its first /v1/models entry)")
+    judge.add_argument("--judge-api-key", help="bearer token of --judge-url")
+    return p
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Entry point; 0 when every row ran."""
+    args = build_parser().parse_args(argv)
+    report = run(args)
+    return 1 if any("error" in r for r in report["rows"]) else 0
+
+
+if __name__ == "__main__":
+    sys.path.insert(0, str(REPO))
+    raise SystemExit(main())
