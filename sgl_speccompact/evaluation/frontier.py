@@ -75,10 +75,14 @@ def plot_frontier(pts: list[tuple[str, float, float]], path: str | Path, *, titl
     import matplotlib.pyplot as plt
 
     fig, ax = plt.subplots(figsize=(7.5, 5.2))
-    for label, x, y in pts:
+    xspan = (max(x for _, x, _ in pts) - min(x for _, x, _ in pts)) or 1.0
+    yspan = (max(y for *_, y in pts) - min(y for *_, y in pts)) or 1.0
+    for k, (label, x, y) in enumerate(pts):
         marker = "s" if label.endswith("+sjc") else "o"
         ax.scatter([x], [y], marker=marker, s=60)
-        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 5), fontsize=9)
+        # stack the labels of points that (nearly) coincide
+        near = sum(abs(x - px) < 0.03 * xspan and abs(y - py) < 0.03 * yspan for _, px, py in pts[:k])
+        ax.annotate(label, (x, y), textcoords="offset points", xytext=(6, 5 + 11 * near), fontsize=9)
     ax.set_xlabel(xlabel)
     ax.set_ylabel(ylabel)
     ax.set_title(title, fontsize=10)

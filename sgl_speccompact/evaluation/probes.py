@@ -10,6 +10,9 @@ from a seed (:func:`make_facts`), so a run is reproducible.  Two kinds:
 * ``user_constraint``: the sentence is a new ``user`` message, placed where
   no tool call is waiting for its result.
 
+Every fact of one set is about a different subject word, so each question
+has exactly one right answer.
+
 ``depth`` is the position in the history as a fraction of its messages (0.0
 the start, 1.0 the end); the fact goes to the nearest fitting place.  All
 facts go into ONE copy of the history (:func:`plant`); the caller's list is
@@ -58,13 +61,14 @@ def _code(rng: random.Random) -> str:
             return code
 
 
-def make_fact(kind: str, depth: float, rng: random.Random) -> Fact:
-    """One fact of ``kind``, its values drawn from ``rng``.
+def make_fact(kind: str, depth: float, rng: random.Random, subject: str | None = None) -> Fact:
+    """One fact of ``kind`` about ``subject`` (a word; drawn when None), its values drawn from ``rng``.
 
-    >>> make_fact("tool_output", 0.5, random.Random(0)).kind
-    'tool_output'
+    >>> make_fact("user_constraint", 0.5, random.Random(0), subject="amber").question
+    'Which port must the amber server listen on?'
     """
     a, b = rng.sample(_WORDS, 2)
+    a = subject or a
     n = rng.randrange(100, 1000)
     if kind == "tool_output":
         if rng.random() < 0.5:
@@ -77,8 +81,8 @@ def make_fact(kind: str, depth: float, rng: random.Random) -> Fact:
     if kind == "user_constraint":
         if rng.random() < 0.5:
             branch = f"release-{a}-{n}"
-            return Fact(kind, depth, f"One more requirement: commit the work on a branch named {branch}.", branch,
-                        "What must the branch for the work be named?")
+            return Fact(kind, depth, f"One more requirement: commit the {a} work on a branch named {branch}.",
+                        branch, f"What must the branch for the {a} work be named?")
         port = str(rng.randrange(20000, 30000))
         return Fact(kind, depth, f"One more requirement: the {a} server must listen on port {port}.", port,
                     f"Which port must the {a} server listen on?")
@@ -94,7 +98,11 @@ def make_facts(seed: int, depths=DEPTHS, kinds=KINDS) -> list[Fact]:
     [('tool_output', 0.2), ('user_constraint', 0.2)]
     """
     rng = random.Random(seed)
-    return [make_fact(kind, d, rng) for d in depths for kind in kinds]
+    pairs = [(d, kind) for d in depths for kind in kinds]
+    if len(pairs) > len(_WORDS):
+        raise ValueError(f"at most {len(_WORDS)} facts, got {len(pairs)}")
+    subjects = rng.sample(_WORDS, len(pairs))  # one subject per fact: every question has one answer
+    return [make_fact(kind, d, rng, subject) for (d, kind), subject in zip(pairs, subjects)]
 
 
 def env_outputs(messages: list[dict]) -> list[int]:
