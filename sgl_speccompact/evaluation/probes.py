@@ -65,7 +65,7 @@ def make_fact(kind: str, depth: float, rng: random.Random, subject: str | None =
     """One fact of ``kind`` about ``subject`` (a word; drawn when None), its values drawn from ``rng``.
 
     >>> make_fact("user_constraint", 0.5, random.Random(0), subject="amber").question
-    'Which port must the amber server listen on?'
+    'What must the branch for the amber work be named?'
     """
     a, b = rng.sample(_WORDS, 2)
     a = subject or a
