@@ -90,17 +90,25 @@ def judge_client(args, target):
 
 
 def select_trajectories(args) -> tuple[list, list, dict | None]:
-    """Trajectories, skipped files, and the held-out split (``--held-out``) if any."""
+    """Trajectories, skipped files, and the held-out split (``--held-out``) if any.
+
+    The split is ``train.data``'s: its split keys (file stem + content hash)
+    through ``validation_keys`` with the same fraction and seed, so the same
+    files given to both pick the same held-out trajectories.
+    """
     trajectories, skipped = rc.load_trajectories(args.trajectories, args.trial, args.max_messages)
     if not args.held_out:
         return trajectories, skipped, None
     from sgl_speccompact.train.data import validation_keys
+    from sgl_speccompact.train.sources import load_trajectories as training_histories
 
-    keys = {t.path: t.path for t in trajectories}
-    held = validation_keys(keys, args.held_out, args.split_seed)
-    split = {"fraction": args.held_out, "seed": args.split_seed, "held_out": sorted(held),
-             "rule": "sgl_speccompact.train.data.validation_keys over the trajectory file paths"}
-    return [t for t in trajectories if t.path in held], skipped, split
+    histories, _ = training_histories([t.path for t in trajectories])
+    key_of = {h.source: h.split_key for h in histories}
+    held = validation_keys(key_of.values(), args.held_out, args.split_seed)
+    kept = [t for t in trajectories if key_of.get(t.path) in held]
+    split = {"fraction": args.held_out, "seed": args.split_seed, "held_out": [t.path for t in kept],
+             "rule": "sgl_speccompact.train.data.validation_keys over the train.sources split keys of these files"}
+    return kept, skipped, split
 
 
 # ------------------------------------------------------------------ output

@@ -81,3 +81,16 @@ def test_missing_latency_report_gives_a_clear_message(bench, monkeypatch, tmp_pa
 def test_unknown_measure_is_refused(bench):
     with pytest.raises(SystemExit, match="unknown measure"):
         bench.main(["--trajectories", str(SMALL), "--measures", "recall,vibes", "--out", "/dev/null"])
+
+
+def test_held_out_split_matches_the_drafter_data_split(bench):
+    from sgl_speccompact.train.data import validation_keys
+    from sgl_speccompact.train.sources import load_trajectories
+
+    files = sorted(str(p) for p in TRAJ.iterdir() if p.suffix in (".json", ".traj") and "tasks" not in p.name)
+    kept, _, split = bench.select_trajectories(bench.build_parser().parse_args(
+        ["--trajectories", *files, "--held-out", "0.3"]))
+    histories, _ = load_trajectories(files)
+    held = validation_keys([h.split_key for h in histories], 0.3, 42)
+    assert {t.path for t in kept} == {h.source for h in histories if h.split_key in held}
+    assert 0 < len(kept) < len(files) and split["held_out"] == [t.path for t in kept]
