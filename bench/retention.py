@@ -210,6 +210,8 @@ def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
         png = Path(args.plot_dir or rc.RESULTS_DIR) / f"retention-{stamp}-{slug}.png"
         note = (f"latency: {lat['label']} ({Path(path).name}). quality: "
                 + (PLUMBING_NOTE if emulator else "this retention run"))
+        if any(lb.endswith("+sjc") for lb in agg) and not any(lb.endswith("+sjc") for lb in lat["seconds"]):
+            note += " No +sjc points: that latency report ran without --source-judge."
         if not pts:
             print(f"NOTE: no method has both a latency in {path} and a {args.plot_metric}; plot skipped")
             out.append({"latency_json": str(path), "skipped": "no common methods"})

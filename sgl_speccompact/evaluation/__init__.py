@@ -12,4 +12,10 @@ Pure functions, one idea per module; ``bench/retention.py`` does the I/O.
 * :mod:`.sjc`: what Source-Judged Compaction deleted.
 * :mod:`.ask`: the model clients these questions go to (an SGLang backend
   or an OpenAI-compatible URL).
+* :mod:`.runner`: every measure for one trajectory (servers passed in as
+  callables), and the per-method aggregation.
+* :mod:`.frontier`: the quality-latency plot from a latency report.
+
+The emulator's scripted reader of these questions is
+:mod:`sgl_speccompact.testing.evaluator`.
 """
