@@ -208,10 +208,11 @@ def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
         pts = points(lat, agg, args.plot_metric)
         slug = "".join(c if c.isalnum() else "-" for c in lat["model"]).strip("-")
         png = Path(args.plot_dir or rc.RESULTS_DIR) / f"retention-{stamp}-{slug}.png"
-        note = (f"latency: {lat['label']} ({Path(path).name}). quality: "
-                + (PLUMBING_NOTE if emulator else "this retention run"))
+        notes = [f"latency: {lat['label']} ({Path(path).name})",
+                 "quality: " + (PLUMBING_NOTE if emulator else "this retention run")]
         if any(lb.endswith("+sjc") for lb in agg) and not any(lb.endswith("+sjc") for lb in lat["seconds"]):
-            note += " No +sjc points: that latency report ran without --source-judge."
+            notes.append("no +sjc points: that latency report ran without --source-judge")
+        note = ". ".join(notes) + "."
         if not pts:
             print(f"NOTE: no method has both a latency in {path} and a {args.plot_metric}; plot skipped")
             out.append({"latency_json": str(path), "skipped": "no common methods"})
@@ -228,6 +229,17 @@ def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
 
 
 # ------------------------------------------------------------------ main
+
+
+def replot(args) -> dict:
+    """``--replot REPORT``: redraw the plots of an earlier retention report (e.g. after a new latency run)."""
+    path = Path(args.replot)
+    report = json.loads(path.read_text())
+    print(f"Method: quality-latency plot of {path.name} ({report.get('note', '')})")
+    report["plots"] = make_plots(report["summary"], args, report["timestamp_compact"], report["emulator"])
+    rc.write_json(report, str(path))
+    print(f"updated {path}")
+    return report
 
 
 def run(args) -> dict:
@@ -380,6 +392,8 @@ def build_parser() -> argparse.ArgumentParser:
                       choices=("recall_macro", "adequacy_mean", "probe_presence", "continuation_key"))
     plot.add_argument("--plot-dir", help="where the PNGs go (default bench/results)")
     plot.add_argument("--no-plot", action="store_true", help="no plot")
+    plot.add_argument("--replot", metavar="REPORT", help="only redraw the plots of this retention report's JSON "
+                      "(and update its 'plots'), e.g. after a new latency run")
     emu = p.add_argument_group("emulator (default backend; PLUMBING ONLY)")
     emu.add_argument("--p-accept", type=float, default=0.7, help="judge accept rate (default 0.7)")
     emu.add_argument("--p-yes", type=float, default=0.7, help="scripted adequacy judge's yes rate (default 0.7)")
@@ -403,7 +417,7 @@ def build_parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> int:
     """Entry point; 0 when every row ran."""
     args = build_parser().parse_args(argv)
-    report = run(args)
+    report = replot(args) if args.replot else run(args)
     return 1 if any("error" in r for r in report["rows"]) else 0
 
 

@@ -94,3 +94,14 @@ def test_held_out_split_matches_the_drafter_data_split(bench):
     held = validation_keys([h.split_key for h in histories], 0.3, 42)
     assert {t.path for t in kept} == {h.source for h in histories if h.split_key in held}
     assert 0 < len(kept) < len(files) and split["held_out"] == [t.path for t in kept]
+
+
+def test_replot_redraws_from_the_report_without_compacting(bench, run, latency_json, tmp_path):
+    _, report, out = run
+    copy = tmp_path / "retention.json"
+    copy.write_text((out / "retention.json").read_text())
+    assert bench.main(["--replot", str(copy), "--latency-json", str(latency_json), "--plot-dir", str(tmp_path)]) == 0
+    again = json.loads(copy.read_text())
+    (plot,) = again["plots"]
+    assert Path(plot["png"]).parent == tmp_path and Path(plot["png"]).is_file()
+    assert again["rows"] == report["rows"] and plot["points"] == report["plots"][0]["points"]

@@ -88,7 +88,7 @@ def plot_frontier(pts: list[tuple[str, float, float]], path: str | Path, *, titl
     ax.set_title(title, fontsize=10)
     ax.grid(True, alpha=0.3)
     fig.text(0.01, 0.01, note, fontsize=7.5, wrap=True, va="bottom")
-    fig.tight_layout(rect=(0, 0.08, 1, 1))
+    fig.tight_layout(rect=(0, 0.11, 1, 1))
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     fig.savefig(path, dpi=110)
