@@ -34,7 +34,7 @@ from .compactor import run_slots, slot_context
 from .config import CompactConfig
 from .lines import SlotBudget, split_draft
 from .pipeline import Job, register, run
-from .programs import SlotContext, fork_slots, open_slot, result_of, run_concurrently
+from .programs import SlotContext, end_states, fork_slots, open_slot, result_of, run_concurrently
 from .prompts import HERMES_SYSTEM, SUMMARIZER_SYSTEM, hermes_prompt, openclaw_prompt
 from .result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 from .schema import Slot
@@ -83,10 +83,13 @@ def target_self_program(s, shared, ctx):
     Returns the :class:`SlotResult` of every slot in schema order.
     """
     branches = fork_slots(s, shared, ctx)
-    return run_concurrently(
-        [lambda b=b, slot=slot: write_slot(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
-        ctx.cancel,
-    )
+    try:
+        return run_concurrently(
+            [lambda b=b, slot=slot: write_slot(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
+            ctx.cancel,
+        )
+    finally:
+        end_states(branches)
 
 
 def write_slot(s, slot: Slot, ctx: SlotContext) -> SlotResult:

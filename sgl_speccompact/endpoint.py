@@ -20,6 +20,7 @@ drafters), applies a timeout to every request, maps transport failures to
 
 from __future__ import annotations
 
+import copy
 import math
 import time
 from dataclasses import asdict
@@ -131,6 +132,8 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         for Qwen3 model paths.
     """
 
+    cancel_scope = None  # a CancelScope checked before every request (set on views, see with_cancel)
+
     def __init__(self, base_url: str, *, api_key: str | None = None, chat_template: str | None = None,
                  lora_path: str | None = None, timeout_s: float = 120.0,
                  disable_thinking: bool | None = None):
@@ -155,15 +158,32 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         self.assistant_prefix = THINK_OFF if disable_thinking else ""
         self._labels: dict[tuple[str, str], LabelTokens] = {}
 
+    def with_cancel(self, scope) -> "SpecCompactEndpoint":
+        """A view of this endpoint for one compaction, bound to ``scope``.
+
+        It shares the connection pool and label cache; before each request
+        it raises the scope's error once the scope is cancelled or past its
+        deadline, and caps the request's timeout by the time left.
+        """
+        view = copy.copy(self)
+        view.cancel_scope = scope
+        return view
+
     # ------------------------------------------------------------------ transport
 
     def _request(self, method: str, path: str, body: dict | None = None):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         url = self.base_url + path
+        timeout = self.timeout_s
+        if self.cancel_scope is not None:
+            self.cancel_scope.check()
+            timeout = self.cancel_scope.timeout(timeout)
         try:
-            res = self._http.request(method, url, json=body, headers=headers, timeout=self.timeout_s)
+            res = self._http.request(method, url, json=body, headers=headers, timeout=timeout)
         except requests.Timeout as exc:
-            raise BackendTimeoutError(f"{url} did not answer within {self.timeout_s:g} s") from exc
+            if self.cancel_scope is not None and self.cancel_scope.cancelled:
+                raise self.cancel_scope.error() from exc
+            raise BackendTimeoutError(f"{url} did not answer within {timeout:g} s") from exc
         except requests.RequestException as exc:
             raise BackendUnavailableError(f"{url} unreachable: {exc.__class__.__name__}") from exc
         if res.status_code != 200:

@@ -18,7 +18,18 @@ class SpecCompactError(Exception):
         return {"type": self.code, "message": str(self)}
 
 
-class ConfigError(SpecCompactError, ValueError):
+class _FieldError(SpecCompactError):
+    """An error about one named input field; the body always carries ``field``."""
+
+    def __init__(self, message: str, *, field: str | None = None):
+        super().__init__(f"{field}: {message}" if field else message)
+        self.field = field  # the offending input, e.g. ``messages[3].role`` or ``config.eta``
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "field": self.field}
+
+
+class ConfigError(_FieldError, ValueError):
     """A configuration value is invalid (bad budget, unusable label word, ...)."""
 
     code = "config_error"
@@ -30,17 +41,10 @@ class LabelTokenError(ConfigError):
     code = "label_token_error"
 
 
-class InvalidHistoryError(SpecCompactError, ValueError):
+class InvalidHistoryError(_FieldError, ValueError):
     """The history is malformed: names the offending field, e.g. ``messages[3].role``."""
 
     code = "invalid_history"
-
-    def __init__(self, message: str, *, field: str | None = None):
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "field": self.field}
 
 
 class HistoryTooLongError(InvalidHistoryError):
@@ -90,17 +94,10 @@ class BackendTimeoutError(BackendError):
     code = "backend_timeout"
 
 
-class InvalidRequestError(SpecCompactError, ValueError):
+class InvalidRequestError(_FieldError, ValueError):
     """A service request body is malformed (wrong type, unknown field)."""
 
     code = "invalid_request"
-
-    def __init__(self, message: str, *, field: str | None = None):
-        super().__init__(f"{field}: {message}" if field else message)
-        self.field = field
-
-    def to_dict(self) -> dict:
-        return {**super().to_dict(), "field": self.field}
 
 
 class MalformedJSONError(InvalidRequestError):
@@ -113,6 +110,18 @@ class RequestTooLargeError(InvalidRequestError):
     """A service request body exceeds the byte limit."""
 
     code = "request_too_large"
+
+
+class CompactionCancelledError(SpecCompactError):
+    """The compaction was cancelled (the client went away, or the service is stopping)."""
+
+    code = "cancelled"
+
+
+class CompactionTimeoutError(BackendTimeoutError):
+    """The whole compaction ran past its deadline; no summary is returned."""
+
+    code = "compaction_timeout"
 
 
 class UnauthorizedError(SpecCompactError):
@@ -138,6 +147,7 @@ HTTP_STATUS: dict[type[SpecCompactError], int] = {
     ConfigError: 422,
     UnknownMethodError: 422,
     SummaryBudgetError: 422,
+    CompactionCancelledError: 499,  # client closed the request (nginx's code)
     BackendTimeoutError: 504,
     BackendError: 502,
     SpecCompactError: 500,

@@ -78,12 +78,14 @@ def resolve_label_tokens(
         if not ids:
             raise LabelTokenError(
                 f"label {label!r} has no single-token variant in the target tokenizer; "
-                "choose another label word"
+                "choose another label word",
+                field="config.positive_label" if label == positive else "config.negative_label",
             )
         found[label] = tuple(ids)
     shared = set(found[positive]) & set(found[negative])
     if shared:
-        raise LabelTokenError(f"labels {positive!r} and {negative!r} share tokens {sorted(shared)}")
+        raise LabelTokenError(f"labels {positive!r} and {negative!r} share tokens {sorted(shared)}",
+                              field="config.negative_label")
     return LabelTokens(found[positive], found[negative])
 
 

@@ -59,7 +59,8 @@ SECTIONS = {
                "attention_backend", "chat_template", "extra_args", "urls"},
     "drafter": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
                 "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled"},
-    "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s"},
+    "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
+                "compaction_timeout_s", "upstream_detail"},
     "compact": None,  # CompactConfig fields, checked by make_config
 }
 
@@ -69,7 +70,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "drafter": {"model_path": "Qwen/Qwen3-0.6B", "host": "127.0.0.1", "port": 30001, "mem_fraction_static": 0.45,
                 "tp_size": 1, "dp_size": 1, "extra_args": [], "enabled": True},
     "service": {"host": "127.0.0.1", "port": 8000, "method": "speccompact", "max_body_mb": 32.0,
-                "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0},
+                "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
+                "compaction_timeout_s": 300.0, "upstream_detail": False},
     "compact": {},
 }
 
@@ -138,7 +140,8 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
              (t, "tp_size", a.tp_size), (t, "dp_size", a.dp_size), (d, "url", a.drafter_url),
              (s, "host", a.service_host), (s, "port", a.service_port), (s, "method", a.method),
              (s, "max_body_mb", a.max_body_mb), (s, "max_workers", a.max_workers),
-             (s, "request_timeout_s", a.request_timeout), (s, "health_wait_s", a.health_wait)]
+             (s, "request_timeout_s", a.request_timeout), (s, "health_wait_s", a.health_wait),
+             (s, "compaction_timeout_s", a.compaction_timeout), (s, "upstream_detail", a.upstream_detail or None)]
     for sec in (t, d):
         pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
                   (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template)]
@@ -186,6 +189,8 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     from .config import make_config
     from .service import resolve_api_key
 
+    if args.upstream_api_key is not None and not args.upstream_api_key.strip():
+        raise ConfigError("is empty; omit it when the SGLang servers need no key", field="--upstream-api-key")
     merged = DEFAULTS
     if args.config:
         merged = _merge(merged, load_config_file(args.config))
@@ -298,6 +303,9 @@ def check_server_flags(argv: list[str]) -> list[str]:
 # ------------------------------------------------------------ the service process
 
 
+SHUTDOWN_GRACE_S = 3  # uvicorn's limit on draining open connections at shutdown (seconds)
+
+
 class _Terminated(BaseException):
     """SIGTERM arrived; unwinds to the cleanup in run()."""
 
@@ -319,8 +327,10 @@ def _build_app(plan: LaunchPlan, http):
         drafter = SpecCompactEndpoint(plan.drafter_url, api_key=plan.upstream_api_key,
                                       chat_template=plan.drafter_chat_template,
                                       lora_path=plan.drafter_lora_name, timeout_s=timeout)
+    deadline = float(svc["compaction_timeout_s"])
     limits = ServiceLimits(max_body_bytes=int(float(svc["max_body_mb"]) * 2**20),
-                           max_workers=int(svc["max_workers"]))
+                           max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
+                           expose_upstream_urls=bool(svc["upstream_detail"]))
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],
                       health_probe=http_probe(http, limits.health_timeout_s))
@@ -359,8 +369,9 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
             wait_healthy(spec.url, procs[-1], timeout_s=float(plan.service["health_wait_s"]),
                          get=http.get, label=spec.role)
         app = _build_app(plan, http)
+        # a bounded graceful shutdown: open streams and stuck clients do not hold SIGTERM up
         server = uvicorn.Server(uvicorn.Config(app, host=plan.service["host"], port=int(plan.service["port"]),
-                                               log_level="info"))
+                                               log_level="info", timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
         died: list = []
         threading.Thread(target=_watch, args=(procs, server, died), daemon=True).start()
         print(f"[launch] service on http://{plan.service['host']}:{plan.service['port']} "
@@ -430,6 +441,10 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--max-workers", type=int, help="compactions run at once (default 32)")
     g.add_argument("--request-timeout", type=float, help="per SGLang request, seconds (default 120)")
     g.add_argument("--health-wait", type=float, help="seconds to wait for each server's /health (default 1200)")
+    g.add_argument("--compaction-timeout", type=float,
+                   help="whole-compaction deadline in seconds, 0 for none (default 300)")
+    g.add_argument("--upstream-detail", action="store_true",
+                   help="show upstream URLs in error bodies and /health (default: roles only)")
     return p
 
 

@@ -132,11 +132,14 @@ def speccompact(s, shared, ctx):
     with ThreadPoolExecutor(max_workers=1) as pool:
         warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
         branches = fork_slots(s, shared, ctx)
+    try:
         warm.result()
-    return run_concurrently(
-        [lambda b=b, slot=slot: slot_stream(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
-        ctx.cancel,
-    )
+        return run_concurrently(
+            [lambda b=b, slot=slot: slot_stream(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
+            ctx.cancel,
+        )
+    finally:
+        end_states(branches)
 
 
 def fork_slots(s, shared: str, ctx: SlotContext) -> list:
@@ -160,6 +163,17 @@ def fork_slots(s, shared: str, ctx: SlotContext) -> list:
         ctx.recorder.request("target", "prefill", s.get_meta_info("prefill"))
         ctx.recorder.time("prefill", time.perf_counter() - t0)
     return list(branches.states)
+
+
+def end_states(states: list) -> None:
+    """Stop the worker thread of each forked state now.
+
+    sglang stops a forked state's (non-daemon) thread only on ``join`` or
+    when the state is garbage-collected; after a failure a traceback can
+    keep the states alive, and their threads would keep the process alive.
+    """
+    for st in states:
+        st.stream_executor.end()
 
 
 def run_concurrently(jobs: list[Callable[[], Any]], cancel: threading.Event) -> list:

@@ -8,8 +8,9 @@ probes, which go through ``http`` when one is passed.
 Routes
 ------
 ``POST /v1/compact``
-    Body ``{messages, previous_summary?, method?, source_judge?, config?, stream?}``.
-    Returns ``CompactionResult.to_json_dict()``, or with ``stream: true``
+    Body ``{messages, previous_summary?, method?, source_judge?, config?, stream?}``
+    (validated by :mod:`sgl_speccompact.service_body`).  Returns
+    ``CompactionResult.to_json_dict()``, or with ``stream: true``
     Server-Sent Events: one event per runner event (``line``, ``slot_done``),
     then ``result``, then ``data: [DONE]``.  A failure after the stream
     started ends it with one ``error`` event and no ``result`` or ``[DONE]``.
@@ -20,38 +21,34 @@ Routes
 
 Errors are typed bodies ``{"error": {"type", "message", "field"?}}`` with the
 status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
-502/504 and never carries a partial summary.  Each compaction runs in a
-worker thread with its own stats, so concurrent requests do not share state.
+502/504 and never carries a partial summary.  Upstreams are named by role
+(``target``, ``drafter``), not by URL, unless the operator asks for detail.
+
+Each compaction runs on a daemon thread the app owns, bound to a
+:class:`~sgl_speccompact.cancel.CancelScope`: a client that disconnects
+(stream or not), the whole-compaction deadline and the app's shutdown all
+cancel it, and its backends send no further request.
 """
 
 from __future__ import annotations
 
 import asyncio
 import hmac
-import itertools
 import json
 import logging
 import os
-import socket
-import threading
-import time
-import urllib.error
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from fastapi import FastAPI, Request
-from fastapi.responses import JSONResponse, Response, StreamingResponse
-from prometheus_client import CONTENT_TYPE_LATEST, CollectorRegistry, Counter, Gauge, Histogram, generate_latest
-from pydantic import BaseModel, ConfigDict, StrictBool, StrictStr, ValidationError
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sse_starlette.sse import EventSourceResponse
 
 from .config import CompactConfig, make_config
 from .errors import (
-    BackendTimeoutError,
-    BackendUnavailableError,
+    CompactionCancelledError,
     ConfigError,
     InvalidRequestError,
-    MalformedJSONError,
     RequestTooLargeError,
     SpecCompactError,
     UnauthorizedError,
@@ -59,40 +56,44 @@ from .errors import (
     http_status,
 )
 from .history import parse_messages
+from .service_body import CompactRequest, parse_json, parse_request, request_config
+from .service_metrics import Metrics
+from .service_runtime import (
+    Compactions,
+    RoundRobin,
+    ServiceLimits,
+    Upstreams,
+    as_typed_error,
+    http_probe,
+)
 
 log = logging.getLogger(__name__)
 
 API_KEY_ENV = "SGL_SPECCOMPACT_API_KEY"
 DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
-# limits a request's config may lower but never raise past the service's
-_SERVICE_LIMIT_FIELDS = ("max_history_messages", "max_history_chars")
+SSE_PING_S = 15  # keep-alive comment interval on event streams (seconds)
 
-
-@dataclass(frozen=True)
-class ServiceLimits:
-    """Service-wide limits (history limits live in CompactConfig)."""
-
-    max_body_bytes: int = 32 * 2**20  # larger request bodies get 413 (bytes)
-    max_workers: int = 32  # compactions running at once; more wait for a worker (threads)
-    health_timeout_s: float = 5.0  # per upstream /health probe (seconds)
-
-
-class CompactRequest(BaseModel):
-    """Body of ``POST /v1/compact``; unknown fields are rejected."""
-
-    model_config = ConfigDict(extra="forbid")
-
-    messages: list[Any]  # OpenAI chat messages, validated by parse_messages
-    previous_summary: StrictStr | None = None  # summary of turns before `messages`
-    method: StrictStr | None = None  # speccompact | hermes | openclaw | target_self
-    source_judge: StrictBool = False  # run the Source-Judged post-filter
-    config: dict[str, Any] | None = None  # CompactConfig overrides
-    stream: StrictBool = False  # answer with Server-Sent Events
+__all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
+           "error_status", "http_probe", "resolve_api_key"]
 
 
 def resolve_api_key(cli_value: str | None) -> str | None:
-    """The service token: the flag's value, else ``$SGL_SPECCOMPACT_API_KEY``, else None."""
-    return cli_value or os.environ.get(API_KEY_ENV) or None
+    """The service token: the flag's value, else ``$SGL_SPECCOMPACT_API_KEY``, else None.
+
+    An empty or blank key is a :class:`ConfigError`, never "auth off".
+
+    >>> resolve_api_key("")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --api-key: is empty; omit it to run without auth
+    """
+    for value, where in ((cli_value, "--api-key"), (os.environ.get(API_KEY_ENV), f"${API_KEY_ENV}")):
+        if value is None:
+            continue
+        if not value.strip():
+            raise ConfigError("is empty; omit it to run without auth", field=where)
+        return value
+    return None
 
 
 def error_body(err: SpecCompactError) -> dict:
@@ -105,78 +106,19 @@ def error_status(err: SpecCompactError) -> int:
     return http_status(err)
 
 
-def as_typed_error(exc: BaseException) -> SpecCompactError:
-    """Map an exception escaping a runner onto the error hierarchy.
-
-    Transport errors that a backend did not wrap still become 502/504, so a
-    client never sees a bare 500 for a dead upstream.
-    """
-    if isinstance(exc, SpecCompactError):
-        return exc
-    import httpx
-    import requests
-
-    if isinstance(exc, (TimeoutError, socket.timeout, requests.Timeout, httpx.TimeoutException)):
-        return BackendTimeoutError(f"upstream timed out: {exc}")
-    if isinstance(exc, (ConnectionError, urllib.error.URLError, requests.ConnectionError, httpx.TransportError)):
-        return BackendUnavailableError(f"upstream unreachable: {exc.__class__.__name__}: {exc}")
-    return SpecCompactError(f"internal error: {exc.__class__.__name__}: {exc}")
+def _event(data: dict, kind: str | None = None) -> dict:
+    """One SSE event (encoded by sse-starlette with the response's separator)."""
+    return {"event": kind or str(data.get("type", "event")), "data": json.dumps(data, ensure_ascii=False)}
 
 
-class _RoundRobin:
-    """Hands out target backends in turn; one compaction keeps the one it got.
+def _default_runner() -> tuple[Callable, tuple[str, ...]]:
+    from .methods import METHODS, run_method  # imported late: pulls in sglang's frontend
 
-    Pinning keeps a compaction's shared prefix in one server's radix cache.
-    """
-
-    def __init__(self, backends: Sequence[Any]):
-        if not backends:
-            raise ConfigError("at least one target backend is needed")
-        self.backends = tuple(backends)
-        self._cycle = itertools.cycle(self.backends)
-        self._lock = threading.Lock()
-
-    def pick(self) -> Any:
-        with self._lock:
-            return next(self._cycle)
+    return run_method, tuple(METHODS)
 
 
-class _Metrics:
-    """Prometheus metrics in a registry owned by one app."""
-
-    def __init__(self):
-        self.registry = CollectorRegistry()
-        r = self.registry
-        self.compactions = Counter("speccompact_compactions_total", "Compactions by method and outcome",
-                                   ["method", "outcome"], registry=r)
-        self.latency = Histogram("speccompact_compaction_seconds", "End-to-end compaction latency",
-                                 ["method"], registry=r,
-                                 buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300))
-        ratio_buckets = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
-        self.acceptance = Histogram("speccompact_acceptance_rate", "Judged draft lines accepted per compaction",
-                                    ["method"], registry=r, buckets=ratio_buckets)
-        self.cached = Histogram("speccompact_target_cached_ratio", "Target cached/prompt tokens per compaction",
-                                ["method"], registry=r, buckets=ratio_buckets)
-        self.in_flight = Gauge("speccompact_in_flight", "Compactions running now", registry=r)
-
-    def observe(self, method: str, outcome: str, seconds: float, result: Any = None) -> None:
-        self.compactions.labels(method, outcome).inc()
-        self.latency.labels(method).observe(seconds)
-        if result is None:
-            return
-        if result.stats.acceptance_rate is not None:
-            self.acceptance.labels(method).observe(result.stats.acceptance_rate)
-        cached = result.stats.cached_ratio("target")
-        if cached is not None:
-            self.cached.labels(method).observe(cached)
-
-
-def _outcome(err: SpecCompactError) -> str:
-    status = error_status(err)
-    return {502: "upstream_error", 504: "upstream_timeout"}.get(status, "client_error" if status < 500 else "error")
-
-
-async def _read_body(request: Request, limit: int) -> dict:
+async def _read_body(request: Request, limits: ServiceLimits) -> dict:
+    limit = limits.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise RequestTooLargeError(f"is {declared} bytes, limit is {limit}", field="body")
@@ -186,83 +128,7 @@ async def _read_body(request: Request, limit: int) -> dict:
         if size > limit:  # stop reading: a lying or absent Content-Length
             raise RequestTooLargeError(f"exceeds {limit} bytes", field="body")
         chunks.append(chunk)
-    try:
-        body = json.loads(b"".join(chunks) or b"null")
-    except (json.JSONDecodeError, UnicodeDecodeError) as exc:
-        raise MalformedJSONError(f"is not valid JSON: {exc}", field="body") from exc
-    if not isinstance(body, dict):
-        raise InvalidRequestError("must be a JSON object", field="body")
-    return body
-
-
-def _parse_request(body: dict) -> CompactRequest:
-    try:
-        return CompactRequest.model_validate(body)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        field = ".".join(str(p) for p in e["loc"]) or "body"
-        msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
-        raise InvalidRequestError(msg, field=field) from None
-
-
-def _request_config(base: CompactConfig, overrides: dict | None) -> CompactConfig:
-    overrides = dict(overrides or {})
-    for name in _SERVICE_LIMIT_FIELDS:
-        if name in overrides and isinstance(overrides[name], int) and overrides[name] > getattr(base, name):
-            raise InvalidRequestError(f"may not exceed the service limit {getattr(base, name)}",
-                                      field=f"config.{name}")
-    unknown = sorted(set(overrides) - set(CompactConfig.model_fields))
-    if unknown:
-        raise InvalidRequestError("unknown config field", field=f"config.{unknown[0]}")
-    try:
-        return make_config(base, **overrides)
-    except ConfigError as exc:
-        raise InvalidRequestError(str(exc), field="config") from exc
-
-
-def _default_runner() -> tuple[Callable, tuple[str, ...]]:
-    from .methods import METHODS, run_method  # imported late: pulls in sglang's frontend
-
-    return run_method, tuple(METHODS)
-
-
-def http_probe(http: Any = None, timeout_s: float = 5.0) -> Callable[[Any], dict]:
-    """A health probe: GET ``<backend.base_url>/health``.
-
-    Parameters
-    ----------
-    http : httpx.Client, optional
-        Client to use; module-level ``httpx.get`` when omitted.
-    timeout_s : float
-        Probe timeout in seconds.
-
-    Returns
-    -------
-    callable
-        ``probe(backend) -> {"ok": bool, "url": str, "detail": str}``.
-    """
-    import httpx
-
-    get = http.get if http is not None else httpx.get
-
-    def probe(backend: Any) -> dict:
-        base = getattr(backend, "base_url", None)
-        if not base:  # an in-process backend has no server that could be down
-            return {"ok": True, "url": None, "detail": "in-process backend"}
-        key = getattr(backend, "api_key", None)
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        url = base.rstrip("/") + "/health"
-        try:
-            res = get(url, headers=headers, timeout=timeout_s)
-        except httpx.HTTPError as exc:
-            return {"ok": False, "url": url, "detail": f"{exc.__class__.__name__}: {exc}"}
-        return {"ok": res.status_code == 200, "url": url, "detail": f"HTTP {res.status_code}"}
-
-    return probe
-
-
-def _sse(event: str, data: Any) -> bytes:
-    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+    return parse_json(b"".join(chunks), limits)
 
 
 def create_app(
@@ -287,11 +153,12 @@ def create_app(
     drafter : backend or None
         Drafter backend; None serves only the target-only methods.
     api_key : str, optional
-        Bearer token required on ``/v1/*``; no auth when None.
+        Bearer token required on ``/v1/*``; no auth when None.  An empty
+        string is a :class:`ConfigError`.
     limits : ServiceLimits
-        Body size, worker threads, probe timeout.
+        Body bounds, workers, deadline, probe timeout, upstream detail.
     default_config : CompactConfig or dict, optional
-        Config every request starts from; its history limits cap requests.
+        Config every request starts from; its ``max_*`` limits cap requests.
     default_method : str
         Method when a request names none.
     runner : callable, optional
@@ -306,6 +173,8 @@ def create_app(
     -------
     fastapi.FastAPI
     """
+    if api_key is not None and not api_key.strip():
+        raise ConfigError("is empty; pass None to run without auth", field="api_key")
     if runner is None:
         runner, default_names = _default_runner()
         methods = methods or default_names
@@ -313,15 +182,16 @@ def create_app(
     if default_method not in method_names:
         raise UnknownMethodError(f"default method {default_method!r} is not one of {list(method_names)}")
     base_config = make_config(default_config)
-    targets = _RoundRobin(list(target) if isinstance(target, (list, tuple)) else [target])
+    targets = RoundRobin(list(target) if isinstance(target, (list, tuple)) else [target])
+    upstreams = Upstreams(targets.backends, drafter, show_urls=limits.expose_upstream_urls)
     probe = health_probe or http_probe(timeout_s=limits.health_timeout_s)
-    metrics = _Metrics()
-    pool = ThreadPoolExecutor(max_workers=limits.max_workers, thread_name_prefix="compact")
+    metrics = Metrics()
+    compactions = Compactions(limits, metrics)
 
     app = FastAPI(title="sgl_speccompact", version="0.1.0")
     app.state.metrics = metrics
-    app.state.executor = pool
-    app.router.add_event_handler("shutdown", lambda: pool.shutdown(wait=False, cancel_futures=True))
+    app.state.compactions = compactions
+    app.router.add_event_handler("shutdown", compactions.shutdown)
 
     def check_auth(request: Request) -> None:
         if api_key is None:
@@ -332,47 +202,45 @@ def create_app(
             raise UnauthorizedError("missing or invalid bearer token")
 
     def prepare(body: dict) -> tuple[CompactRequest, str, CompactConfig]:
-        req = _parse_request(body)
+        req = parse_request(body, limits)
         method = req.method or default_method
         if method not in method_names:
             raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names)}", field="method")
         if method == "speccompact" and drafter is None:
             raise InvalidRequestError("speccompact needs a drafter; this service has none", field="method")
-        cfg = _request_config(base_config, req.config)
+        cfg = request_config(base_config, req.config)
         parse_messages(req.messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
         return req, method, cfg
 
-    def run(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None):
-        return runner(method, req.messages, target=targets.pick(), drafter=drafter, config=cfg,
-                      previous_summary=req.previous_summary, source_judge=req.source_judge, on_event=on_event)
+    def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None):
+        def run(target_backend, drafter_backend):
+            return runner(method, req.messages, target=target_backend, drafter=drafter_backend, config=cfg,
+                          previous_summary=req.previous_summary, source_judge=req.source_judge,
+                          on_event=on_event)
+        return run, targets.pick(), drafter
 
     def fail(err: SpecCompactError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(err, UnauthorizedError) else None
-        return JSONResponse(error_body(err), status_code=error_status(err), headers=headers)
+        return JSONResponse(upstreams.scrub(error_body(err)), status_code=error_status(err), headers=headers)
 
     @app.post("/v1/compact")
     async def compact(request: Request):
         try:
             check_auth(request)
-            req, method, cfg = prepare(await _read_body(request, limits.max_body_bytes))
+            req, method, cfg = prepare(await _read_body(request, limits))
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()
             return fail(err)
         if req.stream:
-            return StreamingResponse(_stream(req, method, cfg), media_type="text/event-stream",
-                                     headers={"Cache-Control": "no-cache"})
-        t0 = time.perf_counter()
-        metrics.in_flight.inc()
+            return EventSourceResponse(_stream(req, method, cfg), ping=SSE_PING_S, sep="\n",
+                                       headers={"Cache-Control": "no-cache"})
+        task = compactions.start(method, *job(req, method, cfg))
         try:
-            result = await asyncio.get_running_loop().run_in_executor(pool, run, req, method, cfg)
-        except Exception as exc:  # every failure becomes a typed body, never a partial result
-            err = as_typed_error(exc)
-            _log_failure(err, exc)
-            metrics.observe(method, _outcome(err), time.perf_counter() - t0)
+            result = await task.wait(request)
+        except SpecCompactError as err:
+            if isinstance(err, CompactionCancelledError):
+                return Response(status_code=error_status(err))  # nobody is listening
             return fail(err)
-        finally:
-            metrics.in_flight.dec()
-        metrics.observe(method, "ok", time.perf_counter() - t0, result)
         return JSONResponse(result.to_json_dict())
 
     async def _stream(req: CompactRequest, method: str, cfg: CompactConfig):
@@ -380,48 +248,40 @@ def create_app(
         queue: asyncio.Queue = asyncio.Queue()
 
         def on_event(event: dict) -> None:  # called from the runner's worker threads
-            loop.call_soon_threadsafe(queue.put_nowait, ("event", dict(event)))
+            loop.call_soon_threadsafe(queue.put_nowait, dict(event))
 
-        def work() -> None:
-            try:
-                out = ("result", run(req, method, cfg, on_event))
-            except Exception as exc:
-                out = ("error", exc)
-            loop.call_soon_threadsafe(queue.put_nowait, out)
-
-        t0 = time.perf_counter()
-        metrics.in_flight.inc()
+        task = compactions.start(method, *job(req, method, cfg, on_event))
         try:
-            loop.run_in_executor(pool, work)
+            done = asyncio.ensure_future(task.wait(None))
             while True:
-                kind, item = await queue.get()
-                if kind == "event":
-                    yield _sse(str(item.get("type", "event")), item)
-                elif kind == "result":
-                    metrics.observe(method, "ok", time.perf_counter() - t0, item)
-                    yield _sse("result", item.to_json_dict())
-                    yield b"data: [DONE]\n\n"
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, done}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    item = getter.result()
+                    yield _event(item)
+                    continue
+                getter.cancel()
+                while not queue.empty():  # events sent before the result
+                    yield _event(queue.get_nowait())
+                try:
+                    result = done.result()
+                except SpecCompactError as err:
+                    yield _event({**upstreams.scrub(error_body(err)), "status": error_status(err)}, "error")
                     return
-                else:
-                    err = as_typed_error(item)
-                    _log_failure(err, item)
-                    metrics.observe(method, _outcome(err), time.perf_counter() - t0)
-                    yield _sse("error", {**error_body(err), "status": error_status(err)})
-                    return
+                yield _event(result.to_json_dict(), "result")
+                yield {"data": "[DONE]"}
+                return
         finally:
-            metrics.in_flight.dec()
+            task.scope.cancel("cancelled")  # the client left (or the stream ended): stop the work
 
     @app.get("/health")
     async def health():
         loop = asyncio.get_running_loop()
-        named = [(f"target[{i}]" if len(targets.backends) > 1 else "target", b)
-                 for i, b in enumerate(targets.backends)]
-        if drafter is not None:
-            named.append(("drafter", drafter))
+        named = upstreams.named()
         results = await asyncio.gather(*(loop.run_in_executor(None, probe, b) for _, b in named))
-        upstreams = {name: r for (name, _), r in zip(named, results)}
+        report = {name: upstreams.health_entry(r) for (name, _), r in zip(named, results)}
         ok = all(r.get("ok") for r in results)
-        return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": upstreams},
+        return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": report},
                             status_code=200 if ok else 503)
 
     @app.get("/metrics")
@@ -429,10 +289,3 @@ def create_app(
         return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
 
     return app
-
-
-def _log_failure(err: SpecCompactError, exc: BaseException) -> None:
-    if error_status(err) >= 500 and err is not exc:  # an untyped exception: keep its traceback
-        log.error("compaction failed: %s", err, exc_info=exc)
-    else:
-        log.warning("compaction failed: %s", err)

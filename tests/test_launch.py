@@ -353,8 +353,11 @@ def test_api_key_from_environment():
     res = launch("--dry-run", env={"SGL_SPECCOMPACT_API_KEY": "from-env-123"})
     _, svc = parse_dry_run(res.stdout)
     assert svc["auth"] == "bearer" and "from-env-123" not in res.stdout
-    res = launch("--dry-run", env={"SGL_SPECCOMPACT_API_KEY": ""})
-    assert parse_dry_run(res.stdout)[1]["auth"] is None
+    # an empty key is a mistake, not "auth off"
+    for args, env in ((("--dry-run",), {"SGL_SPECCOMPACT_API_KEY": ""}), (("--dry-run", "--api-key", ""), {}),
+                      (("--dry-run", "--upstream-api-key", " "), {})):
+        res = launch(*args, env=env)
+        assert res.returncode == 2 and "is empty" in res.stderr and "Traceback" not in res.stderr
 
 
 @pytest.mark.slow

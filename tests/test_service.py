@@ -185,7 +185,7 @@ def test_malformed_messages_name_the_field(messages, field):
     ({"messages": MESSAGES, "temperature": 1}, 422, "temperature"),
     ({"messages": MESSAGES, "method": "magic"}, 422, "method"),
     ({"messages": MESSAGES, "stream": "yes"}, 422, "stream"),
-    ({"messages": MESSAGES, "config": {"eta": 2.0}}, 422, "config"),
+    ({"messages": MESSAGES, "config": {"eta": 2.0}}, 422, "config.eta"),
     ({"messages": MESSAGES, "config": {"nope": 1}}, 422, "config.nope"),
     ({}, 422, "messages"),
     ([1], 422, "body"),
