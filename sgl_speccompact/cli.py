@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from .errors import SpecCompactError
+from .errors import ConfigError, InvalidHistoryError, SpecCompactError
 from .formats import list_trials, load_history
 from .result import CompactionResult
 
@@ -48,17 +48,51 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def parse_overrides(items: list[str]) -> dict:
-    """``["eta=0.8", "positive_label=yes"]`` -> ``{"eta": 0.8, "positive_label": "yes"}``."""
+    """``["eta=0.8", "positive_label=yes"]`` -> ``{"eta": 0.8, "positive_label": "yes"}``.
+
+    Every value is checked against CompactConfig here, so a bad one is one
+    clear line naming the field, not a validation report.
+
+    >>> parse_overrides(["eta=2"])
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --set eta: Input should be less than or equal to 1
+    """
+    from pydantic import ValidationError
+
+    from .config import CompactConfig
+
     out = {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
-            raise SpecCompactError(f"--set needs FIELD=VALUE, got {item!r}")
+            raise ConfigError(f"needs FIELD=VALUE, got {item!r}", field="--set")
         try:
             out[key] = json.loads(raw)
-        except json.JSONDecodeError:
+        except (json.JSONDecodeError, RecursionError):
             out[key] = raw  # a bare word is a string
+    try:
+        CompactConfig(**out)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        where = "--set " + ".".join(str(p) for p in e["loc"]) if e["loc"] else "--set"
+        msg = "unknown config field" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
+        raise ConfigError(msg, field=where) from None
     return out
+
+
+def read_text_file(path: str, what: str) -> str:
+    """A small UTF-8 text file; a clear error for a missing, binary or non-regular file (a FIFO)."""
+    p = Path(path)
+    if p.exists() and not p.is_file():
+        raise InvalidHistoryError("is not a regular file", field=f"{what} {path}")
+    try:
+        return p.read_bytes().decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise InvalidHistoryError(f"is not UTF-8 text (byte {exc.start}): a binary file?",
+                                  field=f"{what} {path}") from None
+    except OSError as exc:
+        raise InvalidHistoryError(f"cannot be read: {exc.strerror or exc}", field=f"{what} {path}") from None
 
 
 def stats_table(result: CompactionResult) -> str:
@@ -129,8 +163,9 @@ def _default_runner() -> Callable:
 def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runner: Callable | None = None,
                  progress: Callable | None = None) -> CompactionResult:
     """Load ``args.file``, connect, run the method and return its result."""
+    overrides = parse_overrides(args.set)
     messages = load_history(args.file, trial=args.trial)
-    previous = Path(args.previous_summary).read_text(encoding="utf-8") if args.previous_summary else None
+    previous = read_text_file(args.previous_summary, "--previous-summary") if args.previous_summary else None
     if not args.target_url:
         raise SpecCompactError(f"no target server: pass --target-url URL or set ${TARGET_ENV}")
     if args.method == "speccompact" and not args.drafter_url:
@@ -138,7 +173,7 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     target = connect(args.target_url, args)
     drafter = connect(args.drafter_url, args, lora_name=args.drafter_lora_name) if args.drafter_url else None
     run = runner or _default_runner()
-    return run(args.method, messages, target=target, drafter=drafter, config=parse_overrides(args.set) or None,
+    return run(args.method, messages, target=target, drafter=drafter, config=overrides or None,
                previous_summary=previous, source_judge=args.source_judge, on_event=progress)
 
 

@@ -51,6 +51,7 @@ class CompactConfig(BaseModel):
     draft_buffer: bool = True  # several lines per drafter call (the paper's 64-token buffer)
     line_aware_stopping: bool = True  # repairs stop at the newline
     one_request_judging: bool = True  # one prefill-only request per judgement
+    redact_secrets: bool = True  # replace secrets in the history with [REDACTED:<kind>] before any prompt
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

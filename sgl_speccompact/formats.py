@@ -60,12 +60,18 @@ class TrialInfo:
 
 
 def _read_json(path: Path) -> Any:
+    if path.exists() and not path.is_file():  # a FIFO or device would block or never end
+        raise HistoryFormatError("is not a regular file", field=str(path))
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
         raise HistoryFormatError(f"cannot read file: {exc.strerror or exc}", field=str(path)) from exc
+    except UnicodeDecodeError as exc:
+        raise HistoryFormatError(f"is not UTF-8 text (byte {exc.start}): a binary file?", field=str(path)) from None
     try:
         return json.loads(text)
+    except RecursionError:
+        raise HistoryFormatError("nests too deeply to be a history", field=str(path)) from None
     except json.JSONDecodeError as exc:
         raise HistoryFormatError(f"not JSON ({exc.msg} at line {exc.lineno})", field=str(path)) from exc
 

@@ -29,9 +29,11 @@ from .endpoint import connect, token_counter
 from .errors import ConfigError, UnknownMethodError
 from .history import Turn, parse_messages, render_history
 from .layout import LayoutPlan, plan_layout
+from .redaction import add_counts, redact, redact_messages, redact_turns
 from .result import CompactionResult, SlotResult, StatsRecorder
 from .schema import OPENCLAW_SLOTS, Slot, validate_schema
 from .source_judge import check_labels, source_judge_result
+from .untrusted import neutralise
 
 
 @dataclass
@@ -51,6 +53,7 @@ class Job:
     on_event: Callable[[dict], None] | None = None  # progress callback
     shared_prefix: str | None = None  # user-turn text the method's target branches share, if any
     layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
+    redactions: dict[str, int] | None = None  # secrets replaced in turns and previous summary, per kind
 
     def emit(self, event: dict) -> None:
         if self.on_event is not None:
@@ -106,13 +109,15 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     t0 = time.perf_counter()
     job = start(method, messages, target=target, drafter=drafter, config=config, schema=schema,
                 previous_summary=previous_summary, on_event=on_event, source_judge=source_judge)
-    job.layout = plan_layout(layout, messages, target=job.target, tools=tools, chat_template=chat_template,
+    # the agent layout renders the messages themselves: redacted copies where a secret was found
+    shown = redact_messages(messages) if job.redactions else messages
+    job.layout = plan_layout(layout, shown, target=job.target, tools=tools, chat_template=chat_template,
                              chat_template_kwargs=chat_template_kwargs)
     written = method.program(job)
     result = finish(job, written, t0)
     if source_judge:
         result = source_judge_result(result, job.turns, target=job.target, config=job.cfg,
-                                     previous_summary=previous_summary)
+                                     previous_summary=job.previous_summary)
     return result
 
 
@@ -122,13 +127,21 @@ def start(method: Method, messages: list[dict], *, target, drafter, config, sche
     cfg = make_config(config)
     slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
     turns = parse_messages(messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
+    redactions: dict[str, int] = {}
+    if cfg.redact_secrets:  # before anything is rendered, so no prompt of any method sees a secret
+        turns, redactions = redact_turns(turns)
+        if previous_summary:
+            previous_summary, found = redact(previous_summary)
+            redactions = add_counts(redactions, found)
+    if previous_summary:
+        previous_summary = neutralise(previous_summary)  # untrusted too (render_history does the turns)
     target = connect(target)
     drafter = connect(drafter) if method.needs_drafter else None
     if method.judges or source_judge:
         check_labels(target, cfg)  # a bad label fails at start-up, not mid-way
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),
                target=target, drafter=drafter, previous_summary=previous_summary,
-               count=token_counter(target), recorder=StatsRecorder(), on_event=on_event)
+               count=token_counter(target), recorder=StatsRecorder(), on_event=on_event, redactions=redactions)
 
 
 def finish(job: Job, written: Written, t0: float) -> CompactionResult:
@@ -145,4 +158,4 @@ def finish(job: Job, written: Written, t0: float) -> CompactionResult:
         done = from_slots(job.slots, written, job.cfg, job.count)
     job.recorder.stats.total_wall_s = time.perf_counter() - t0
     return CompactionResult(method=job.method, summary=done.summary, summary_tokens=done.tokens,
-                            slots=done.slots, stats=job.recorder.stats)
+                            slots=done.slots, stats=job.recorder.stats, redactions=dict(job.redactions or {}))

@@ -98,6 +98,7 @@ class CompactionResult(BaseModel):
     slots: list[SlotResult] = Field(default_factory=list)  # per-section detail (slot methods)
     stats: CompactionStats = Field(default_factory=CompactionStats)  # cost of producing it
     source_judge: dict | None = None  # SJC report when the post-filter ran
+    redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced before any prompt, per kind
 
     def to_json_dict(self) -> dict:
         """JSON-ready dict including the derived acceptance rate and cache ratio."""

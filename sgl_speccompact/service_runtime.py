@@ -203,6 +203,7 @@ class Compactions:
         loop = asyncio.get_running_loop()
         scope = CancelScope(self.limits.compaction_timeout_s)
         future = loop.create_future()
+        future.add_done_callback(_retrieved)  # a client that left never reads the error
         if self._closed:
             scope.cancel("shutdown")
 
@@ -280,6 +281,11 @@ class Compactions:
         left = self.running()
         if left:
             log.warning("%d compaction thread(s) still in a request at shutdown", left)
+
+
+def _retrieved(future: asyncio.Future) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 def error_is_bug(err: SpecCompactError, exc: BaseException) -> bool:

@@ -181,3 +181,237 @@ def test_probe_input_is_never_mutated_by_rejections():
     sent = copy.deepcopy(MESSAGES)
     client.post("/v1/compact", content=json.dumps({"messages": sent}).encode())
     assert sent == MESSAGES
+
+
+# ------------------------------------------------------------------ 2. cancellation end to end
+# The real methods against emulated SGLang servers, behind a real uvicorn (a
+# TestClient cannot disconnect).  Every draft waits at a gate the test opens.
+
+import threading  # noqa: E402
+import time  # noqa: E402
+
+import httpx  # noqa: E402
+
+
+def _wait_for(cond, what: str, limit_s: float = 30.0) -> None:
+    end = time.monotonic() + limit_s
+    while not cond():
+        if time.monotonic() > end:
+            raise AssertionError(f"gave up waiting for {what}")
+        time.sleep(0.05)
+
+
+class GatedServers:
+    """Target judges every line positive; each drafter call blocks until the gate opens."""
+
+    def __init__(self, make_emulated_server):
+        from sgl_speccompact.testing import ScriptedPolicy
+
+        self.gate = threading.Event()
+        self.entered = 0  # drafter calls that reached the policy
+        self._lock = threading.Lock()
+        self.sent = 0  # HTTP requests the endpoints sent
+        self.target_policy = ScriptedPolicy()
+        self.target_policy.judge(".", p_positive=0.9, regex=True)
+        self.target_policy.on("", "- a repaired line\n")
+        self.drafter_policy = ScriptedPolicy()
+        self.drafter_policy.on("", self._draft)
+        self.target_srv = make_emulated_server(policy=self.target_policy, model_path="Qwen/Qwen3-8B")
+        self.drafter_srv = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B")
+
+    def _draft(self, prompt: str) -> str:
+        with self._lock:
+            self.entered += 1
+            n = self.entered
+        self.gate.wait(timeout=60)
+        return f"- drafted line {n} about a.py\n"
+
+    def calls(self) -> int:
+        return self.sent
+
+    def endpoint(self, url: str, **kw):
+        """A SpecCompactEndpoint whose every HTTP request is counted when it is sent."""
+        from sgl_speccompact.endpoint import SpecCompactEndpoint
+
+        ep = SpecCompactEndpoint(url, timeout_s=60, **kw)
+        send = ep._http.request
+
+        def counted(*args, **kwargs):
+            with self._lock:
+                self.sent += 1
+            return send(*args, **kwargs)
+
+        ep._http.request = counted  # views made by with_cancel share this session
+        return ep
+
+
+class LiveService:
+    """create_app served by uvicorn on a free port, in a thread."""
+
+    def __init__(self, app):
+        import uvicorn
+
+        from sgl_speccompact.testing.server import free_port
+
+        self.app = app
+        self.url = f"http://127.0.0.1:{free_port()}"
+        port = int(self.url.rsplit(":", 1)[1])
+        self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
+        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread.start()
+        _wait_for(lambda: self.server.started, "uvicorn to start")
+
+    def metric(self, line_prefix: str) -> float | None:
+        for line in httpx.get(self.url + "/metrics").text.splitlines():
+            if line.startswith(line_prefix + " "):
+                return float(line.rsplit(" ", 1)[1])
+        return None
+
+    def close(self) -> None:
+        self.server.should_exit = True
+        self.thread.join(timeout=30)
+
+
+@pytest.fixture
+def gated(make_emulated_server):
+    pytest.importorskip("sgl_speccompact.methods")
+    servers = GatedServers(make_emulated_server)
+    yield servers
+    servers.gate.set()
+
+
+def _live(gated, **limits) -> LiveService:
+    target = gated.endpoint(gated.target_srv.url)
+    drafter = gated.endpoint(gated.drafter_srv.url, lora_path="drafter")
+    return LiveService(create_app(target, drafter, limits=ServiceLimits(**limits)))
+
+
+def _check_cancelled(svc: LiveService, gated: GatedServers, outcome: str) -> None:
+    # the compaction thread is still inside its draft request: it is in flight
+    assert svc.metric("speccompact_in_flight") == 1.0
+    before = gated.calls()
+    gated.gate.set()  # the in-flight drafts answer; the next request of every slot must not be sent
+    _wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
+    assert svc.metric("speccompact_in_flight") == 0.0
+    assert gated.calls() == before, "a request was sent after the cancel"
+    assert svc.metric(f'speccompact_compactions_total{{method="speccompact",outcome="{outcome}"}}') == 1.0
+    assert svc.metric('speccompact_compactions_total{method="speccompact",outcome="ok"}') is None
+
+
+def _cancel_seen(svc: LiveService) -> bool:
+    return all(s.reason for s in svc.app.state.compactions._active.values())
+
+
+def test_probe_nonstream_client_gives_up_cancels_the_compaction(gated):
+    svc = _live(gated)
+    try:
+        with pytest.raises(httpx.ReadTimeout):  # every draft waits at the gate: the client gives up
+            httpx.post(svc.url + "/v1/compact", json={"messages": MESSAGES}, timeout=httpx.Timeout(10, read=1.5))
+        assert gated.entered >= 1
+        _wait_for(lambda: _cancel_seen(svc), "the disconnect to be seen")
+        _check_cancelled(svc, gated, "cancelled")
+    finally:
+        svc.close()
+
+
+def test_probe_stream_dropped_cancels_the_compaction(gated):
+    svc = _live(gated)
+    try:
+        with httpx.stream("POST", svc.url + "/v1/compact", json={"messages": MESSAGES, "stream": True},
+                          timeout=30) as res:
+            assert res.status_code == 200
+            _wait_for(lambda: gated.entered >= 1, "a draft request")
+        # the client closed the stream before any result
+        _wait_for(lambda: _cancel_seen(svc), "the disconnect to be seen")
+        _check_cancelled(svc, gated, "cancelled")
+    finally:
+        svc.close()
+
+
+def test_probe_whole_compaction_deadline(gated):
+    svc = _live(gated, compaction_timeout_s=1.0)
+    try:
+        res = httpx.post(svc.url + "/v1/compact", json={"messages": MESSAGES}, timeout=30)
+        assert res.status_code == 504, res.text
+        assert res.json()["error"]["type"] == "compaction_timeout"
+        assert gated.entered >= 1
+        # the draft in flight is cut at the deadline too: the thread ends with the gate still shut
+        _wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
+        assert svc.metric("speccompact_in_flight") == 0.0
+        before = gated.calls()
+        gated.gate.set()
+        time.sleep(0.5)  # room for a stray request to arrive (none may)
+        assert gated.calls() == before
+        assert svc.metric('speccompact_compactions_total{method="speccompact",outcome="timeout"}') == 1.0
+    finally:
+        svc.close()
+
+
+# ------------------------------------------------------------------ 8. CLI
+
+
+def _cli(argv: list[str], capsys) -> tuple[int, str]:
+    """Run the CLI in a thread so a hang fails the test instead of blocking it."""
+    from test_cli import URLS, Recorder, fake_connect
+
+    from sgl_speccompact import cli
+
+    out: list = []
+    t = threading.Thread(target=lambda: out.append(cli.main([*argv, *URLS], connect=fake_connect,
+                                                            runner=Recorder())), daemon=True)
+    t.start()
+    t.join(timeout=60)
+    assert out, "the CLI hung"
+    return out[0], capsys.readouterr().err
+
+
+def _one_clear_line(err: str, *words: str) -> None:
+    lines = [ln for ln in err.splitlines() if ln.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error: "), err
+    assert "Traceback" not in err and all(w in lines[0] for w in words), err
+
+
+@pytest.mark.parametrize("content", [b"\x89PNG\r\n\x1a\n\x00\x00\x00", b'[{"role": "user", "content": "caf\xe9"}]'])
+def test_probe_cli_binary_or_invalid_utf8_history(tmp_path, capsys, content):
+    f = tmp_path / "h.json"
+    f.write_bytes(content)
+    rc, err = _cli([str(f)], capsys)
+    assert rc == 1
+    _one_clear_line(err, "UTF-8", str(f))
+
+
+def test_probe_cli_binary_previous_summary(tmp_path, capsys):
+    f, prev = tmp_path / "h.json", tmp_path / "prev.txt"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    prev.write_bytes(b"\xff\xfe\x00summary")
+    rc, err = _cli([str(f), "--previous-summary", str(prev)], capsys)
+    assert rc == 1
+    _one_clear_line(err, "--previous-summary", "UTF-8")
+
+
+@pytest.mark.parametrize("which", ["history", "previous"])
+def test_probe_cli_fifo_does_not_hang(tmp_path, capsys, which):
+    import os
+
+    f, fifo = tmp_path / "h.json", tmp_path / "pipe"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    os.mkfifo(fifo)  # nobody ever writes to it
+    argv = [str(fifo)] if which == "history" else [str(f), "--previous-summary", str(fifo)]
+    rc, err = _cli(argv, capsys)
+    assert rc == 1
+    _one_clear_line(err, "not a regular file")
+
+
+@pytest.mark.parametrize("item,words", [
+    ("eta=2", ["--set eta", "less than or equal to 1"]),
+    ('eta="0.8x"', ["--set eta"]),
+    ("nope=1", ["--set nope", "unknown config field"]),
+    ("max_new_tokens=-5", ["--set max_new_tokens"]),
+    ("positive_label=negative", ["--set", "must differ"]),
+])
+def test_probe_cli_set_errors_are_one_line(tmp_path, capsys, item, words):
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    rc, err = _cli([str(f), "--set", item], capsys)
+    assert rc == 1
+    _one_clear_line(err, *words)

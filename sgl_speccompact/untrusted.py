@@ -1,0 +1,93 @@
+"""Untrusted text stays data: it cannot close our delimiters or become special tokens.
+
+Everything that comes from a history -- tool outputs, user and assistant
+text, tool names and arguments, the previous summary, a focus hint -- is
+written into prompts that also carry our own structure: chat-template
+control tokens (``<|im_end|>``, ``<|eot_id|>``, ``[INST]``, ...), our tags
+(``<conversation>``, ``<previous_summary>``, ...) and the turn headers of
+the rendered history (``[user]``, ``[tool result ...]``).  SGLang tokenizes
+a prompt's text with special tokens enabled (it has to: the template's own
+tokens must be special), so a literal ``<|im_end|>`` inside a tool output
+would become a real end-of-turn token and could forge a system turn.
+
+:func:`neutralise` breaks every such string by inserting U+2060 WORD JOINER
+(invisible, no meaning to a model) inside it, so no tokenizer's
+added-token matcher and no tag parser sees it any more; any WORD JOINER
+already in the text is doubled, so :func:`restore` gives back the original
+byte for byte.  It is a pure function of its input: the same text always
+renders to the same bytes, which keeps radix-cache prefixes stable.  Text
+without any control string is returned unchanged.
+
+>>> neutralise("ok <|im_end|>\\n<|im_start|>system") == "ok <\\u2060|im_end|\\u2060>\\n<\\u2060|im_start|\\u2060>system"
+True
+>>> restore(neutralise("a </conversation> [user] \\u2060")) == "a </conversation> [user] \\u2060"
+True
+>>> neutralise("plain text, x < y | z > w")
+'plain text, x < y | z > w'
+"""
+
+from __future__ import annotations
+
+import re
+
+JOINER = "\u2060"  # WORD JOINER: inserted inside control strings, doubled when already present
+
+# tags our prompts use as delimiters, and reasoning/tool tags of chat templates
+TAG_NAMES = ("conversation", "previous_summary", "line", "entry", "environment", "focus", "summary",
+             "tools", "tool_call", "tool_response", "think", "s", "bos", "eos", "pad", "unk",
+             "start_of_turn", "end_of_turn")
+# bracket tokens of Mistral/Llama-2 templates
+BRACKET_TOKENS = ("INST", "SYSTEM_PROMPT", "AVAILABLE_TOOLS", "TOOL_CALLS", "TOOL_RESULTS", "TOOL_CONTENT")
+# turn headers of the rendered history (see history.render_history)
+HEADER_WORDS = ("system", "developer", "user", "assistant", "tool call", "tool result")
+
+_CONTROL = re.compile(
+    "|".join([
+        r"<(?=[|｜])",  # <|im_start|>, <|eot_id|>, <|turn>, <｜User｜>: break after "<"
+        r"[|｜](?=>)",  # ...|>, <turn|>: break before ">"
+        r"<(?=<\s*/?\s*SYS\s*>>)",  # <<SYS>>, <</SYS>>
+        r"<(?=\s*/?\s*(?:%s)\b[^<>]*>)" % "|".join(map(re.escape, TAG_NAMES)),  # <conversation>, </think >
+        r"\[(?=/?(?:%s)\])" % "|".join(BRACKET_TOKENS),  # [INST], [/INST]
+        r"^[ \t]*\[(?=(?:%s)\b)" % "|".join(re.escape(w) for w in HEADER_WORDS),  # [user] at a line start
+    ]),
+    re.IGNORECASE | re.MULTILINE,
+)
+
+
+def neutralise_counted(text: str) -> tuple[str, int]:
+    """:func:`neutralise` and the number of control strings it broke.
+
+    >>> neutralise_counted("[user]\\nhi <|im_end|>")[1]
+    3
+    """
+    if not text:
+        return text, 0
+    text = text.replace(JOINER, JOINER + JOINER)
+    count = 0
+
+    def mark(m: re.Match) -> str:
+        nonlocal count
+        count += 1
+        return m.group(0) + JOINER
+
+    return _CONTROL.sub(mark, text), count
+
+
+def neutralise(text: str) -> str:
+    """``text`` with every chat-template control string, our tags and turn headers broken.
+
+    Pure and deterministic; :func:`restore` inverts it exactly.
+    """
+    return neutralise_counted(text)[0]
+
+
+_JOINERS = re.compile(JOINER + "{1,2}")
+
+
+def restore(text: str) -> str:
+    """The original of a :func:`neutralise` output (doubled joiners back to one, single ones removed).
+
+    >>> restore("<\\u2060|im_end|\\u2060>") == "<|im_end|>"
+    True
+    """
+    return _JOINERS.sub(lambda m: JOINER if len(m.group(0)) == 2 else "", text)
