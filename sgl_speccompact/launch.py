@@ -482,7 +482,26 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
         if "--disable-radix-cache" in spec.extra_args:
             print(f"warning: radix cache disabled on the {spec.role}; every request re-prefills the history",
                   file=sys.stderr)
-    return run(plan, log_dir=Path(args.log_dir) if args.log_dir else None)
+    rc = run(plan, log_dir=Path(args.log_dir) if args.log_dir else None)
+    _exit_if_stuck(rc)
+    return rc
+
+
+def _exit_if_stuck(rc: int) -> None:
+    """End the process now if a thread is still blocked in an upstream request.
+
+    Every compaction was cancelled and given ``shutdown_grace_s`` at
+    shutdown; a request already on the wire can still block its (sglang,
+    non-daemon) worker thread until its timeout, and the interpreter would
+    wait for it.  Stopping within seconds matters more to an operator.
+    """
+    stuck = [t for t in threading.enumerate()
+             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    if stuck:
+        print(f"[launch] {len(stuck)} thread(s) still inside an upstream request; exiting without them",
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(rc)
 
 
 if __name__ == "__main__":

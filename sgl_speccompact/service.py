@@ -56,7 +56,7 @@ from .errors import (
     http_status,
 )
 from .history import parse_messages
-from .service_body import CompactRequest, parse_json, parse_request, request_config
+from .service_body import CompactRequest, openapi_body, parse_json, parse_request, request_config
 from .service_metrics import Metrics
 from .service_runtime import (
     Compactions,
@@ -223,7 +223,7 @@ def create_app(
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(err, UnauthorizedError) else None
         return JSONResponse(upstreams.scrub(error_body(err)), status_code=error_status(err), headers=headers)
 
-    @app.post("/v1/compact")
+    @app.post("/v1/compact", openapi_extra=openapi_body())
     async def compact(request: Request):
         try:
             check_auth(request)

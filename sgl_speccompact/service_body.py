@@ -195,3 +195,33 @@ def request_config(base: CompactConfig, overrides: dict | None) -> CompactConfig
             raise InvalidRequestError(f"may not exceed the service limit {getattr(base, name)}",
                                       field=f"config.{name}")
     return cfg
+
+
+_MESSAGE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
+        "content": {"anyOf": [{"type": "string"}, {"type": "null"},
+                              {"type": "array", "items": {"type": "object", "properties": {
+                                  "type": {"const": "text"}, "text": {"type": "string"}}, "required": ["text"]}}]},
+        "name": {"type": "string"},
+        "tool_call_id": {"type": "string"},
+        "tool_calls": {"type": "array", "items": {"type": "object", "properties": {
+            "id": {"type": "string"}, "type": {"const": "function"},
+            "function": {"type": "object", "properties": {"name": {"type": "string", "minLength": 1},
+                                                          "arguments": {"type": "string"}},
+                         "required": ["name"]}}, "required": ["function"]}},
+    },
+    "required": ["role"],
+    "additionalProperties": False,
+}
+
+
+def openapi_body() -> dict:
+    """``openapi_extra`` of ``POST /v1/compact``: the body schema (the route reads raw bytes)."""
+    schema = CompactRequest.model_json_schema()
+    schema["properties"]["messages"] = {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1}
+    config = CompactConfig.model_json_schema()
+    schema["properties"]["config"] = {"anyOf": [{"type": "object", "properties": config["properties"],
+                                                 "additionalProperties": False}, {"type": "null"}]}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}

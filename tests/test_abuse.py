@@ -415,3 +415,108 @@ def test_probe_cli_set_errors_are_one_line(tmp_path, capsys, item, words):
     rc, err = _cli([str(f), "--set", item], capsys)
     assert rc == 1
     _one_clear_line(err, *words)
+
+
+# ------------------------------------------------------------------ 3. clean shutdown, no thread leak
+
+
+def _failing_servers(make_emulated_server):
+    """Target fine; every draft fails with an upstream error once the target forked its slots."""
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    def broken(prompt):
+        raise RuntimeError("drafter crashed")
+
+    drafter_policy = ScriptedPolicy()
+    drafter_policy.on("", broken)
+    target_policy = ScriptedPolicy()
+    target_policy.judge(".", p_positive=0.9, regex=True)
+    return (make_emulated_server(policy=target_policy, model_path="Qwen/Qwen3-8B"),
+            make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B"))
+
+
+def _non_daemon_threads() -> int:
+    return sum(1 for t in threading.enumerate() if not t.daemon and t.is_alive())
+
+
+@pytest.mark.slow
+def test_probe_fifty_failing_compactions_leak_no_threads(make_emulated_server):
+    pytest.importorskip("sgl_speccompact.methods")
+    from fastapi.testclient import TestClient
+
+    from sgl_speccompact.endpoint import SpecCompactEndpoint
+
+    target_srv, drafter_srv = _failing_servers(make_emulated_server)
+    app = create_app(SpecCompactEndpoint(target_srv.url, timeout_s=30),
+                     SpecCompactEndpoint(drafter_srv.url, lora_path="drafter", timeout_s=30))
+    with TestClient(app) as client:
+        def fail_once():
+            res = client.post("/v1/compact", json={"messages": MESSAGES})
+            assert res.status_code == 502, res.text
+        for _ in range(3):  # warm up: connection pools, the loop's executor
+            fail_once()
+        _wait_for(lambda: app.state.compactions.running() == 0, "warm-up threads to end")
+        baseline, total = _non_daemon_threads(), threading.active_count()
+        for _ in range(50):
+            fail_once()
+        _wait_for(lambda: app.state.compactions.running() == 0, "compaction threads to end")
+        _wait_for(lambda: _non_daemon_threads() <= baseline, "sglang worker threads to end", limit_s=20)
+        assert threading.active_count() <= total + 2
+        text = client.get("/metrics").text
+    assert 'speccompact_compactions_total{method="speccompact",outcome="upstream_error"} 53.0' in text
+    assert "speccompact_in_flight 0.0" in text
+
+
+@pytest.mark.slow
+def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_emulated_server, tmp_path):
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("sgl_speccompact.methods")
+    from sgl_speccompact.testing.server import free_port
+
+    target_srv, drafter_srv = _failing_servers(make_emulated_server)
+    gate = threading.Event()
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    hang = ScriptedPolicy()
+    hang.on("", lambda prompt: gate.wait(120) and "- late\n")
+    hung_srv = make_emulated_server(policy=hang, model_path="Qwen/Qwen3-0.6B")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+
+    def serve(drafter_url: str) -> subprocess.Popen:
+        return subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,
+                                 "--drafter-url", drafter_url, "--service-port", str(port)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+
+    def up(proc) -> bool:
+        try:
+            return httpx.get(base + "/health", timeout=2).status_code in (200, 503)
+        except httpx.HTTPError:
+            return proc.poll() is not None
+
+    for drafter_url, hung in ((drafter_srv.url, False), (hung_srv.url, True)):
+        proc = serve(drafter_url)
+        try:
+            _wait_for(lambda: up(proc), "the service to start", limit_s=180)
+            assert proc.poll() is None, proc.communicate()[1][-2000:]
+            if hung:  # a request stuck inside an upstream call while the signal arrives
+                threading.Thread(target=lambda: httpx.post(base + "/v1/compact", json={"messages": MESSAGES},
+                                                           timeout=120), daemon=True).start()
+                _wait_for(lambda: len(hang.calls) >= 1, "the hung draft")
+            else:
+                for _ in range(10):
+                    assert httpx.post(base + "/v1/compact", json={"messages": MESSAGES},
+                                      timeout=60).status_code == 502
+            proc.send_signal(signal.SIGTERM)
+            _, err = proc.communicate(timeout=60)  # a hang guard, not a timing claim
+            assert proc.returncode in (0, 143), err[-2000:]
+            assert "Traceback" not in err, err[-2000:]
+        finally:
+            if proc.poll() is None:
+                proc.kill()
+            gate.set()
