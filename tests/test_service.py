@@ -96,7 +96,10 @@ def test_default_method_and_default_config():
 def _sse_events(text: str) -> list[tuple[str, str]]:
     out = []
     for block in text.strip().split("\n\n"):
-        fields = dict(line.split(": ", 1) for line in block.splitlines())
+        lines = [line for line in block.splitlines() if not line.startswith(":")]  # keep-alive pings
+        if not lines:
+            continue
+        fields = dict(line.split(": ", 1) for line in lines)
         out.append((fields.get("event", "message"), fields["data"]))
     return out
 

@@ -185,3 +185,14 @@ def test_redaction_is_pure_and_idempotent(text):
     once, counts = redact(text)
     assert redact(text) == (once, counts)
     assert redact(once)[0] == once
+
+
+def test_every_added_token_of_the_emulated_model_is_neutralised(emulator_tokenizer):
+    """The tokenizer the emulator serves: every added token string (special or not) is broken."""
+    added = [t.content for t in emulator_tokenizer.added_tokens_decoder.values()]
+    assert "<|im_end|>" in added
+    for token in added:
+        if token.startswith("<") and token.endswith(">"):
+            assert token not in neutralise(f"x {token} y"), token
+            ids = emulator_tokenizer.encode(neutralise(token), add_special_tokens=False)
+            assert not set(ids) & set(emulator_tokenizer.added_tokens_decoder), token
