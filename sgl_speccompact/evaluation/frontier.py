@@ -3,8 +3,9 @@
 Latency comes from a latency benchmark report (``bench/results/latency-*.json``),
 quality from a retention run.  :func:`latency_by_method` reads a report
 tolerantly: the headline field it names (``headline_field``), else
-``simulated_e2e_s`` or ``measured_e2e_s``, as the per-method median in its
-``summary`` or, failing that, the median over its rows.  A report run with
+``simulated_e2e_s``, ``measured_e2e_s`` or any other ``*e2e_s`` row field,
+as the per-method median in its ``summary`` or, failing that, the median
+over its rows.  A report run with
 SJC gives the ``method+sjc`` points.  :func:`plot_frontier` draws one PNG
 with matplotlib (imported only there).
 """
@@ -36,9 +37,11 @@ def latency_by_method(report: dict) -> dict:
     rows = [r for r in report.get("rows", []) if "error" not in r]
     key = report.get("headline_field")
     if key is None:
-        key = next((f for f in LATENCY_FIELDS if any(f in r for r in rows)), None)
+        named = [f for r in rows for f in r if f.endswith("e2e_s")]  # any other end-to-end field, first seen
+        key = next((f for f in (*LATENCY_FIELDS, *named) if any(f in r for r in rows)), None)
     if key is None:
-        raise ValueError("no latency field (headline_field, simulated_e2e_s or measured_e2e_s) in the report")
+        raise ValueError("no latency field (headline_field, simulated_e2e_s, measured_e2e_s or another *e2e_s) "
+                         "in the report")
     suffix = "+sjc" if (report.get("conditions") or {}).get("source_judge") else ""
     seconds = {}
     for method in dict.fromkeys(r.get("method") for r in rows):
