@@ -16,9 +16,10 @@ from .config import CompactConfig
 from .errors import BackendError, SpecCompactError
 from .pipeline import Job, register, run
 from .programs import SlotContext, speccompact
-from .prompts import drafter_context, target_shared
+from .prompts import SUMMARIZER_SYSTEM, drafter_context, target_shared
 from .result import CompactionResult, SlotResult
 from .schema import Slot
+from .source_judge import SharedPrefix
 
 
 def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
@@ -34,14 +35,22 @@ def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
 
 
 def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
-    """Run a slot-parallel program on the shared prefix; record the prefix for SJC."""
+    """Run a slot-parallel program on the shared prefix; record the prefix for SJC to branch from.
+
+    Only a prefix the branches really shared is recorded (``shared_prefix``),
+    and only when ``source_judge_on_prefix`` asks SJC to use it.
+    """
     classic = target_shared(job.history, job.slots, job.previous_summary)
-    job.shared_prefix, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary)
-    state = program.run(shared=job.shared_prefix, ctx=ctx, backend=job.target)
+    shared, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary)
+    state = program.run(shared=shared, ctx=ctx, backend=job.target)
     err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
     if err is not None:
         raise err if isinstance(err, SpecCompactError) else BackendError(f"SGLang request failed: {err}")
     job.recorder.agent_reuse(job.layout.name, agent_tokens)
+    if job.cfg.shared_prefix and job.cfg.source_judge_on_prefix:
+        # opened as fork_slots opens it: the agent layout's text carries its own chat turns
+        system = None if job.layout.chat_prefix else SUMMARIZER_SYSTEM
+        job.shared_prefix = SharedPrefix(system=system, user=shared)
     return state.ret_value
 
 

@@ -32,7 +32,7 @@ from .layout import LayoutPlan, plan_layout
 from .redaction import add_counts, redact, redact_messages, redact_turns
 from .result import CompactionResult, SlotResult, StatsRecorder
 from .schema import OPENCLAW_SLOTS, Slot, validate_schema
-from .source_judge import check_labels, source_judge_result
+from .source_judge import SharedPrefix, check_labels, source_judge_result
 from .untrusted import neutralise
 
 
@@ -51,7 +51,7 @@ class Job:
     count: Callable[[list[str]], list[int]]  # texts -> length in target tokens
     recorder: StatsRecorder  # this compaction's stats
     on_event: Callable[[dict], None] | None = None  # progress callback
-    shared_prefix: str | None = None  # user-turn text the method's target branches share, if any
+    shared_prefix: SharedPrefix | None = None  # the prefix the method's target branches share, if any
     layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
     redactions: dict[str, int] | None = None  # secrets replaced in turns and previous summary, per kind
 
@@ -117,7 +117,7 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     result = finish(job, written, t0)
     if source_judge:
         result = source_judge_result(result, job.turns, target=job.target, config=job.cfg,
-                                     previous_summary=job.previous_summary)
+                                     previous_summary=job.previous_summary, shared_prefix=job.shared_prefix)
     return result
 
 

@@ -320,20 +320,43 @@ SOURCE_JUDGE_QUESTION = (
 )
 
 
+# After a slot method the judge branches from the compaction's own shared
+# prefix (instruction, whole conversation, previous summary), already in the
+# target's radix cache.  That prefix holds the agent's prose too (in either
+# layout), so the question names which parts of it are sources.
+SOURCE_JUDGE_BRANCH_QUESTION = (
+    "The summary is finished. An entry of the section \"{section}\" of it:\n<entry>\n{entry}\n"
+    "</entry>\n\n"
+    "Does the entry have a source? Only environment outputs are sources: the system and user "
+    "messages, the tool calls the agent made and what the tools returned{or_previous}. The "
+    "agent's own commentary is not a source. Answer "
+    "{positive} if a source states or directly shows what the entry says, including its names, "
+    "paths, values and outcomes. Answer {negative} if the entry is a plan, a guess or a "
+    "conclusion that no source supports, or names something that appears in no source. Reply "
+    "with one word: {positive} or {negative}."
+)
+
+
 def source_judge_context(environment: str, previous_summary: str | None = None) -> str:
     """The shared part of every judge prompt: the sources."""
     return SOURCE_JUDGE_CONTEXT.format(environment=environment, previous_summary=_previous(previous_summary))
 
 
 def source_judge_question(entry: str, section: str, positive: str, negative: str,
-                          has_previous: bool = False) -> str:
+                          has_previous: bool = False, in_conversation: bool = False) -> str:
     """The question about one summary entry.
+
+    ``in_conversation``: the question follows the compaction's shared
+    prefix (the whole conversation) instead of the environment record.
 
     >>> q = source_judge_question("- read /a.py", "Progress", "positive", "negative")
     >>> "<entry>\\n- read /a.py\\n</entry>" in q, q.endswith("positive or negative.")
     (True, True)
+    >>> "own commentary is not" in source_judge_question("- a", "Goal", "yes", "no", in_conversation=True)
+    True
     """
-    return SOURCE_JUDGE_QUESTION.format(
+    template = SOURCE_JUDGE_BRANCH_QUESTION if in_conversation else SOURCE_JUDGE_QUESTION
+    return template.format(
         entry=entry, section=section or "(untitled)", positive=positive, negative=negative,
         or_previous=" or the earlier summary" if has_previous else "",
     )

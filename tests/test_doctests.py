@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "history", "result",
-           "endpoint", "baselines", "assembly", "pipeline", "source_judge", "formats", "launch", "servers", "testing.policy",
+           "endpoint", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "launch", "servers", "testing.policy",
            "train.data",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",
            "evaluation.continuation", "evaluation.sjc", "evaluation.frontier", "evaluation.runner",

@@ -257,3 +257,80 @@ def test_real_trajectory_keeps_a_real_path_and_drops_an_invented_one():
     assert [e.kept for e in report.entries] == [True, False]
     assert filtered == f"## Critical Context\n- {real}\n\n## Next Steps\n(none)\n"
     assert len(target.generates()) == 1 and generate_contract_error(target.generates()[0]) is None
+
+
+# ---------------------------------------------------------------- on the compaction's shared prefix
+
+
+def test_after_a_slot_method_the_judge_prompts_branch_from_the_forked_prefix():
+    for method in ("speccompact", "target_self"):
+        if method == "speccompact":
+            target, drafter = backends()
+        else:
+            from test_methods import complete
+            target, drafter = ScriptedBackend(complete=complete), None
+        target.source_judge_fn = lambda entry, section: 0.9
+        run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True,
+                   previous_summary="## Goal\n- EARLIER-FACT")
+        forked = target.kinds("prefill")[0]  # the one prefix every slot branch starts with
+        prompts = target.kinds("source_judge")
+        assert prompts and all(p.startswith(forked) for p in prompts), method
+        for p in prompts:  # the question names the sources inside the conversation
+            question = p[len(forked):]
+            assert "the agent's own commentary is not a source" in question
+            assert "or the earlier summary" in question and "<environment>" not in p
+
+
+def test_stand_alone_form_for_one_shot_summaries():
+    from test_methods import complete
+    target = ScriptedBackend(complete=complete, source_judge=lambda entry, section: 0.9)
+    run_method("openclaw", MESSAGES, target=target, source_judge=True)
+    prompts = target.kinds("source_judge")
+    assert prompts and all("<environment>" in p and "own commentary is not a source" not in p for p in prompts)
+
+
+def test_source_judge_after_speccompact_reuses_the_cached_prefix_on_the_emulator(make_emulated_server):
+    from sgl_speccompact.testing import ScriptedPolicy
+    from test_e2e_compact import drafter_policy, load, target_policy
+
+    policy = ScriptedPolicy()
+    policy.judge("Finish the task\n</entry>", p_positive=0.05, after="<entry>")
+    policy.judge("</entry>", p_positive=0.95, after="<entry>")
+    base = target_policy()
+    policy.gen_rules += base.gen_rules
+    policy.logprob_rules += base.logprob_rules
+    target_srv = make_emulated_server(policy, model_path="Qwen/Qwen3-8B")
+    drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")
+    messages = load("openai")
+    target = SpecCompactEndpoint(target_srv.url)
+    res = run_method("speccompact", messages, target=target, drafter=SpecCompactEndpoint(drafter_srv.url),
+                     source_judge=True)
+    assert "Finish the task" not in res.summary and res.source_judge["deleted"] == 1
+    prefill, judge = (res.stats.requests["target"][k] for k in ("prefill", "judge"))
+    entries = len(res.source_judge["entries"])
+    assert judge.requests == 1 and entries >= 5
+    # every judge prompt finds the compaction's whole shared prefix in the radix cache
+    assert judge.cached_tokens >= entries * (prefill.prompt_tokens - 1)
+    branch_new = judge.prompt_tokens - judge.cached_tokens  # tokens the judging prefilled
+
+    # the stand-alone form on the same summary prefills the record again
+    alone = StatsRecorder()
+    source_judge(res.summary, messages, target=target, recorder=alone)
+    counted = alone.stats.requests["target"]["judge"]
+    alone_new = counted.prompt_tokens - counted.cached_tokens
+    assert alone_new > branch_new + len(environment_outputs(parse_messages(messages))) // 8
+
+
+def test_with_the_agent_layout_sjc_branches_from_the_agents_chat_prefix(emulator_tokenizer_path):
+    from sgl_speccompact.prompts import SUMMARIZER_SYSTEM
+    from test_methods import complete
+
+    target = ScriptedBackend(complete=complete, source_judge=lambda entry, section: 0.9)
+    res = run_method("target_self", MESSAGES, target=target, source_judge=True, layout="agent",
+                     chat_template=emulator_tokenizer_path)
+    assert res.stats.layout == "agent"
+    forked = target.kinds("prefill")[0]
+    prompts = target.kinds("source_judge")
+    assert prompts and all(p.startswith(forked) for p in prompts)
+    assert SUMMARIZER_SYSTEM not in prompts[0]  # the agent's own turns, not our system turn
+    assert prompts[0].count("<|im_start|>assistant") == forked.count("<|im_start|>assistant") + 1
