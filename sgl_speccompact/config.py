@@ -23,6 +23,8 @@ OPTIMIZATIONS: dict[str, str] = {
                            "and keeps its first line",
     "one_request_judging": "a judgement is one prefill-only request on SpecCompactEndpoint; off: "
                            "sglang's plain two-request select",
+    "source_judge_on_prefix": "SJC after a slot method branches its judgements from the compaction's "
+                              "cached shared prefix; off: it prefills the environment record on its own",
 }
 
 
@@ -52,6 +54,7 @@ class CompactConfig(BaseModel):
     line_aware_stopping: bool = True  # repairs stop at the newline
     one_request_judging: bool = True  # one prefill-only request per judgement
     redact_secrets: bool = True  # replace secrets in the history with [REDACTED:<kind>] before any prompt
+    source_judge_on_prefix: bool = True  # SJC after a slot method reuses the compaction's prefix
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":
