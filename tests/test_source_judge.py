@@ -277,7 +277,7 @@ def test_after_a_slot_method_the_judge_prompts_branch_from_the_forked_prefix():
         assert prompts and all(p.startswith(forked) for p in prompts), method
         for p in prompts:  # the question names the sources inside the conversation
             question = p[len(forked):]
-            assert "the agent's own commentary is not a source" in question
+            assert "agent's own commentary is not a source" in question
             assert "or the earlier summary" in question and "<environment>" not in p
 
 
