@@ -16,7 +16,7 @@ from .config import CompactConfig
 from .errors import BackendError, SpecCompactError
 from .pipeline import Job, register, run
 from .programs import SlotContext, speccompact
-from .prompts import SUMMARIZER_SYSTEM, drafter_context, target_shared
+from .prompts import SUMMARIZER_SYSTEM, drafter_context, judge_rubric, target_shared
 from .result import CompactionResult, SlotResult
 from .schema import Slot
 from .source_judge import SharedPrefix
@@ -40,17 +40,20 @@ def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
     Only a prefix the branches really shared is recorded (``shared_prefix``),
     and only when ``source_judge_on_prefix`` asks SJC to use it.
     """
-    classic = target_shared(job.history, job.slots, job.previous_summary)
-    shared, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary)
+    cfg = job.cfg
+    rubric = (judge_rubric(cfg.positive_label, cfg.negative_label, bool(job.previous_summary))
+              if cfg.short_judge_suffix else "")
+    classic = target_shared(job.history, job.slots, job.previous_summary, rubric)
+    shared, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary, rubric)
     state = program.run(shared=shared, ctx=ctx, backend=job.target)
     err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
     if err is not None:
         raise err if isinstance(err, SpecCompactError) else BackendError(f"SGLang request failed: {err}")
     job.recorder.agent_reuse(job.layout.name, agent_tokens)
-    if job.cfg.shared_prefix and job.cfg.source_judge_on_prefix:
+    if cfg.shared_prefix and cfg.source_judge_on_prefix:
         # opened as fork_slots opens it: the agent layout's text carries its own chat turns
         system = None if job.layout.chat_prefix else SUMMARIZER_SYSTEM
-        job.shared_prefix = SharedPrefix(system=system, user=shared)
+        job.shared_prefix = SharedPrefix(system=system, user=shared, rubric=bool(rubric))
     return state.ret_value
 
 

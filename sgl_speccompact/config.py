@@ -25,6 +25,9 @@ OPTIMIZATIONS: dict[str, str] = {
                            "sglang's plain two-request select",
     "source_judge_on_prefix": "SJC after a slot method branches its judgements from the compaction's "
                               "cached shared prefix; off: it prefills the environment record on its own",
+    "short_judge_suffix": "the judge rubric and label words sit once in the cached shared prefix, so a "
+                          "judgement's suffix is the line (or SJC entry) in tags; off: the whole question "
+                          "after every line",
 }
 
 
@@ -55,6 +58,7 @@ class CompactConfig(BaseModel):
     one_request_judging: bool = True  # one prefill-only request per judgement
     redact_secrets: bool = True  # replace secrets in the history with [REDACTED:<kind>] before any prompt
     source_judge_on_prefix: bool = True  # SJC after a slot method reuses the compaction's prefix
+    short_judge_suffix: bool = True  # judge rubric in the shared prefix; per-judgement suffix = line + tags
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

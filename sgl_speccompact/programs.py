@@ -233,7 +233,8 @@ def verify_line(s, slot: Slot, line: str, ctx: SlotContext) -> dict:
     cfg = ctx.cfg
     with s.copy() as v:
         v += sgl.assistant_end()
-        v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous))
+        v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous,
+                                      short=cfg.short_judge_suffix))
         v += sgl.assistant_begin()
         v += ctx.target_prefix
         v += sgl.select("verdict", choices=[cfg.positive_label, cfg.negative_label],

@@ -61,6 +61,7 @@ class Sources:
     system: str | None  # the system turn; None: ``context`` is chat-templated and opens its own turns
     context: str  # text before each entry's question, identical for every entry; ends inside a user turn
     in_conversation: bool  # True: the compaction's shared prefix, whole conversation included
+    short: bool = False  # the criterion is in ``context``: each question is only the entry
 
 
 @dataclass(frozen=True)
@@ -69,15 +70,22 @@ class SharedPrefix:
 
     system: str | None  # our system turn, then a user turn opens; None: ``user`` opens its own turns
     user: str  # the text every branch starts with (ends inside a user turn)
+    rubric: bool = False  # it states the judge rubric (short judge suffix)
 
 
-def sources(turns: tuple[Turn, ...], previous_summary: str | None,
+def sources(turns: tuple[Turn, ...], previous_summary: str | None, cfg: CompactConfig,
             shared: SharedPrefix | None = None) -> Sources:
-    """The judge prompts' common start: on ``shared`` if given, else the environment record."""
+    """The judge prompts' common start: on ``shared`` if given, else the environment record.
+
+    With ``short_judge_suffix`` the stand-alone record ends with the rubric,
+    so each entry's question is the entry alone.
+    """
     if shared is not None:
-        return Sources(shared.system, shared.user, in_conversation=True)
-    return Sources(SOURCE_JUDGE_SYSTEM, source_judge_context(environment_outputs(turns), previous_summary),
-                   in_conversation=False)
+        return Sources(shared.system, shared.user, in_conversation=True, short=shared.rubric)
+    short = cfg.short_judge_suffix
+    context = source_judge_context(environment_outputs(turns), previous_summary, cfg.positive_label,
+                                   cfg.negative_label, short=short)
+    return Sources(SOURCE_JUDGE_SYSTEM, context, in_conversation=False, short=short)
 
 
 class EntryVerdict(BaseModel):
@@ -150,7 +158,7 @@ def judge_entries(entries: list[Entry], src: Sources, *, target: Any, cfg: Compa
         return []
     prefix = getattr(target, "assistant_prefix", "")
     pos, neg, eta = cfg.positive_label, cfg.negative_label, cfg.source_judge_threshold
-    questions = [source_judge_question(e.text, e.section, pos, neg, has_previous, src.in_conversation)
+    questions = [source_judge_question(e.text, e.section, pos, neg, has_previous, src.in_conversation, src.short)
                  for e in entries]
     common = dict(system=src.system, context=src.context, assistant_prefix=prefix)
     if hasattr(target, "judge_batch"):
@@ -233,7 +241,7 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Any,
     recorder = recorder if recorder is not None else StatsRecorder()
     before = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
     entries = split_entries(summary, cfg.empty_markers)
-    src = sources(turns, previous_summary, shared_prefix)
+    src = sources(turns, previous_summary, cfg, shared_prefix)
     judgements = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
                                recorder=recorder)
     keep = [j.accepted for j in judgements]

@@ -262,7 +262,8 @@ def test_real_trajectory_keeps_a_real_path_and_drops_an_invented_one():
 # ---------------------------------------------------------------- on the compaction's shared prefix
 
 
-def test_after_a_slot_method_the_judge_prompts_branch_from_the_forked_prefix():
+@pytest.mark.parametrize("short", [True, False])
+def test_after_a_slot_method_the_judge_prompts_branch_from_the_forked_prefix(short):
     for method in ("speccompact", "target_self"):
         if method == "speccompact":
             target, drafter = backends()
@@ -271,14 +272,19 @@ def test_after_a_slot_method_the_judge_prompts_branch_from_the_forked_prefix():
             target, drafter = ScriptedBackend(complete=complete), None
         target.source_judge_fn = lambda entry, section: 0.9
         run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True,
-                   previous_summary="## Goal\n- EARLIER-FACT")
+                   previous_summary="## Goal\n- EARLIER-FACT", config={"short_judge_suffix": short})
         forked = target.kinds("prefill")[0]  # the one prefix every slot branch starts with
         prompts = target.kinds("source_judge")
         assert prompts and all(p.startswith(forked) for p in prompts), method
-        for p in prompts:  # the question names the sources inside the conversation
-            question = p[len(forked):]
-            assert "agent's own commentary is not a source" in question
-            assert "or the earlier summary" in question and "<environment>" not in p
+        # the criterion names the sources inside the conversation: once in the prefix, or per entry
+        rubric = "agent's own commentary is not a source"
+        assert (rubric in forked) is short and "<environment>" not in prompts[0]
+        for p in prompts:
+            question = p[len(forked):].split("<|im_end|>")[0]
+            assert (rubric in question) is not short
+            assert "or the earlier summary" in (forked if short else question)
+            if short:
+                assert re.fullmatch(r'An entry of the section "[^"]+":\n<entry>\n.*\n</entry>', question, re.S)
 
 
 def test_stand_alone_form_for_one_shot_summaries():

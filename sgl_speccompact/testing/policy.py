@@ -239,8 +239,22 @@ class ControlledAcceptancePolicy:
         return last_segment(prompt, self.turn_marker).split(self.end_marker, 1)[0]
 
     def is_judge_prompt(self, prompt: str) -> bool:
-        """Whether the end of the last user turn asks for a label word."""
-        tail = self.judged_turn(prompt)[-self.judge_window :].lower()
+        """Whether the end of the last user turn asks for a label word.
+
+        Either the question names both labels near its end, or (the short
+        judge suffix, whose rubric sits in the shared prefix) the turn ends
+        with the quoted line or entry to check.
+
+        >>> p = ControlledAcceptancePolicy()
+        >>> p.is_judge_prompt("<|im_start|>user\\n<line>\\n- a\\n</line><|im_end|>\\n")
+        True
+        >>> p.is_judge_prompt("<|im_start|>user\\nwrite only the goal section<|im_end|>\\n")
+        False
+        """
+        tail = self.judged_turn(prompt)[-self.judge_window :]
+        if tail.rstrip().endswith(("</line>", "</entry>")):
+            return True
+        tail = tail.lower()
         return self.positive.lower() in tail and self.negative.lower() in tail
 
     def accepts(self, prompt: str) -> bool:
