@@ -212,13 +212,13 @@ def open_slot(s, slot: Slot, ctx: SlotContext) -> None:
     Without a shared prefix the slot request comes first, then the shared text.
     """
     if not ctx.cfg.shared_prefix and ctx.chat_prefix:  # the agent's turns cannot move behind the request
-        s += ctx.shared + target_slot_request(slot)
+        s += ctx.shared + target_slot_request(slot, ctx.has_previous)
     elif not ctx.cfg.shared_prefix:
         s += sgl.system(SUMMARIZER_SYSTEM)
         s += sgl.user_begin()
-        s += target_slot_request(slot) + "\n\n" + ctx.shared
+        s += target_slot_request(slot, ctx.has_previous) + "\n\n" + ctx.shared
     else:
-        s += target_slot_request(slot)
+        s += target_slot_request(slot, ctx.has_previous)
     s += sgl.user_end()
     s += sgl.assistant_begin()
     s += ctx.target_prefix
@@ -262,7 +262,7 @@ def draft(slot: Slot, accepted: list[str], ctx: SlotContext) -> tuple[list[str],
     """One drafter call: ``(complete lines, drafter finished the slot, tail truncated)``."""
     state = draft_slot.run(
         context=ctx.drafter_context,
-        slot_request=drafter_slot_request(slot),
+        slot_request=drafter_slot_request(slot, ctx.has_previous),
         accepted="".join(line + "\n" for line in accepted),
         assistant_prefix=ctx.drafter_prefix,
         sampling=draft_sampling(ctx.cfg),

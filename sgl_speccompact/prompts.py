@@ -52,6 +52,14 @@ DRAFTER_SLOT_REQUEST = (
     "Nested headings required by the slot contract are allowed."
 )
 
+# Incremental compaction: what the slot requests add when a previous summary
+# exists, as the baselines' update prompts say it for the whole summary.
+KEEP_PREVIOUS = (
+    "\nThe summary of the earlier part of the conversation is given above: keep every fact "
+    "of it that belongs in this section and still holds, add what the conversation "
+    "established since, and drop what it made obsolete."
+)
+
 PREVIOUS_SUMMARY_BLOCK = (
     "Summary of the earlier part of the conversation:\n<previous_summary>\n{summary}\n"
     "</previous_summary>\n\n"
@@ -125,11 +133,16 @@ def drafter_context(history: str, slots: tuple[Slot, ...], previous_summary: str
     )
 
 
-def drafter_slot_request(slot: Slot) -> str:
-    """Figure 5's slot request for one slot."""
+def drafter_slot_request(slot: Slot, has_previous: bool = False) -> str:
+    """Figure 5's slot request for one slot (``has_previous``: plus :data:`KEEP_PREVIOUS`).
+
+    >>> from .schema import OPENCLAW_SLOTS
+    >>> "still holds" in drafter_slot_request(OPENCLAW_SLOTS[0], has_previous=True)
+    True
+    """
     return DRAFTER_SLOT_REQUEST.format(
         slot=slot.name, slot_title=slot.title, slot_contract=slot.contract, slot_format=slot.body_format
-    )
+    ) + (KEEP_PREVIOUS if has_previous else "")
 
 
 def drafter_messages(
@@ -138,7 +151,8 @@ def drafter_messages(
     """The drafter prompt as chat messages (for SFT data and OpenAI-style clients)."""
     return [
         {"role": "system", "content": SUMMARIZER_SYSTEM},
-        {"role": "user", "content": drafter_context(history, slots, previous_summary) + drafter_slot_request(slot)},
+        {"role": "user", "content": drafter_context(history, slots, previous_summary)
+         + drafter_slot_request(slot, bool(previous_summary))},
     ]
 
 
@@ -169,11 +183,11 @@ def judge_rubric(positive: str, negative: str, has_previous: bool = False) -> st
     return JUDGE_RUBRIC.format(entry_criterion=entry, **labels)
 
 
-def target_slot_request(slot: Slot) -> str:
-    """The per-slot request that follows the shared prefix."""
+def target_slot_request(slot: Slot, has_previous: bool = False) -> str:
+    """The per-slot request that follows the shared prefix (``has_previous``: plus :data:`KEEP_PREVIOUS`)."""
     return TARGET_SLOT_REQUEST.format(
         slot=slot.name, slot_title=slot.title, slot_contract=slot.contract, slot_format=slot.body_format
-    )
+    ) + (KEEP_PREVIOUS if has_previous else "")
 
 
 def verify_question(slot: Slot, line: str, positive: str, negative: str, has_previous: bool = False,

@@ -35,7 +35,8 @@ def test_one_record_per_history_and_slot_with_figure5_prompt(tmp_path):
     assert len(records) == 6 * 3 and summary.histories == 3
     by_traj = {}
     for r in records:
-        assert set(r) == {"trajectory_id", "slot", "prompt", "completion"}
+        assert set(r) == {"trajectory_id", "slot", "incremental", "prompt", "completion"}
+        assert r["incremental"] is False  # these histories are too short to cut
         by_traj.setdefault(r["trajectory_id"], []).append(r)
     assert len(by_traj) == 3
     for recs in by_traj.values():
@@ -145,7 +146,8 @@ def test_real_trajectories_keep_sibling_trials_on_one_side(tmp_path):
     summary = data.main([str(SHARED), "--target-url", "http://unused", "--out", str(out), "--val-fraction", "0.5"],
                         backend=ScriptedTarget())
     records = [json.loads(x) for s in data.SPLITS for x in (out / f"{s}.jsonl").read_text().splitlines()]
-    assert len(records) == 6 * summary.histories and summary.histories > 1
+    assert len(records) == 6 * summary.histories + summary.incremental and summary.histories > 1
+    assert summary.incremental > 0 and summary.incremental % 6 == 0  # the default share, every slot
     assert any("tasks.json" in s for s in summary.skipped)  # a task list is not a history
     sides = {}
     for s in data.SPLITS:
@@ -154,3 +156,45 @@ def test_real_trajectories_keep_sibling_trials_on_one_side(tmp_path):
             sides.setdefault(tid.rsplit("-t", 1)[0] if "tau2" in tid else tid, set()).add(s)
     assert all(len(v) == 1 for v in sides.values())
     assert summary.trajectories["train"] and summary.trajectories["validation"]
+
+
+def long_history(i: int) -> list[dict]:
+    """``history(i)`` plus a later exchange, so it can be cut in two."""
+    return history(i) + [{"role": "user", "content": f"Now also document src/mod_{i}.py in docs/mod_{i}.md."},
+                         {"role": "assistant", "content": f"Wrote docs/mod_{i}.md."}]
+
+
+def test_incremental_examples_carry_the_summary_of_the_earlier_part(tmp_path):
+    from sgl_speccompact.prompts import KEEP_PREVIOUS, assemble
+    from sgl_speccompact.train.incremental import cut_point, split_history
+
+    hist = tmp_path / "hist"
+    hist.mkdir()
+    for i in range(4):
+        (hist / f"run_{i}.json").write_text(json.dumps(long_history(i)))
+    backend = ScriptedTarget()
+    out = tmp_path / "out"
+    summary = data.main([str(hist), "--target-url", "http://unused", "--out", str(out), "--val-fraction", "0",
+                         "--incremental-fraction", "0.5"], backend=backend)
+    records = [json.loads(x) for x in (out / "train.jsonl").read_text().splitlines()]
+    inc = [r for r in records if r["incremental"]]
+    assert summary.incremental == len(inc) == 6 * 2 and len(records) == 6 * 4 + 6 * 2
+    assert len(backend.prompts) == 6 * 4 + 6 * 2 * 2  # plus the earlier parts' slots, not kept as examples
+    for r in inc:
+        i = int(r["trajectory_id"].split("_")[1].split("-")[0])
+        messages = long_history(i)
+        earlier, later = split_history(messages, cut_point(messages))
+        assert earlier[-1]["role"] == "tool" and [m["role"] for m in later] == ["system", "assistant", "user", "assistant"]
+        before = render_history(parse_messages(earlier))
+        previous = assemble(OPENCLAW_SLOTS, {s.name: slot_answer(s.name, before).split("\n") for s in OPENCLAW_SLOTS})
+        slot = next(s for s in OPENCLAW_SLOTS if s.name == r["slot"])
+        assert r["prompt"] == drafter_messages(render_history(parse_messages(later)), OPENCLAW_SLOTS, slot, previous)
+        assert r["prompt"][1]["content"].endswith(KEEP_PREVIOUS) and "<previous_summary>" in r["prompt"][1]["content"]
+    picked = {r["trajectory_id"] for r in inc}
+    rerun = data.main([str(hist), "--target-url", "http://unused", "--out", str(tmp_path / "again"),
+                       "--val-fraction", "0", "--incremental-fraction", "0.5"], backend=ScriptedTarget())
+    again = [json.loads(x) for x in (tmp_path / "again" / "train.jsonl").read_text().splitlines()]
+    assert rerun.incremental == 12 and {r["trajectory_id"] for r in again if r["incremental"]} == picked
+    with pytest.raises(ConfigError):
+        data.main([str(hist), "--target-url", "http://unused", "--out", str(tmp_path / "bad"),
+                   "--incremental-fraction", "1.5"], backend=ScriptedTarget())

@@ -8,9 +8,16 @@ examples with the OpenClaw schema.
 Each record of ``train.jsonl`` / ``validation.jsonl`` is a TRL
 prompt-completion example in chat form::
 
-    {"trajectory_id": "...", "slot": "goal",
+    {"trajectory_id": "...", "slot": "goal", "incremental": false,
      "prompt": drafter_messages(...),                      # system + user
      "completion": [{"role": "assistant", "content": y_s}]}
+
+Incremental examples (``incremental: true``, a share of the histories set
+by ``incremental_fraction``): the history is cut in two, the target first
+writes every slot of the earlier part, and the example is the later part's
+prompt with that summary as the previous summary (see
+:mod:`~sgl_speccompact.train.incremental`), as an incremental compaction
+sends it.
 
 Requests are one ``@sgl.function`` per (history, slot), run with
 ``run_batch``.  The six programs of a history are submitted together and
@@ -44,8 +51,9 @@ import sglang as sgl
 
 from ..errors import BackendError, ConfigError
 from ..history import parse_messages, render_history
-from ..prompts import THINK_OFF, drafter_messages
+from ..prompts import THINK_OFF, assemble, drafter_messages
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
+from .incremental import cut_point, pick_incremental, split_history
 from .sources import Trajectory, load_trajectories
 
 SPLITS = ("train", "validation")
@@ -69,6 +77,7 @@ class DataSummary:
     histories: int = 0  # trajectories used
     examples: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))  # records per split
     trajectories: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))  # per split
+    incremental: int = 0  # examples with a previous summary
     truncated: int = 0  # completions that hit max_tokens
     empty: int = 0  # completions with no text
     completion_chars: int = 0  # total characters of supervision
@@ -147,6 +156,7 @@ def generate_dataset(
     think_off: bool = True,
     histories_per_batch: int = 16,
     progress: Callable[[int, int], None] | None = None,
+    incremental_fraction: float = 0.25,
 ) -> Iterator[Example]:
     """Ask the target to write every slot of every history.
 
@@ -172,37 +182,63 @@ def generate_dataset(
         flight together.
     progress : callable, optional
         Called as ``progress(histories_done, histories_total)`` after each batch.
+    incremental_fraction : float
+        Share of histories, in [0, 1], that also give one incremental
+        example per slot (histories too short to cut give none).
 
     Yields
     ------
     Example
-        In history order, slots in schema order.
+        In history order, slots in schema order; a batch's incremental
+        examples after its plain ones.
     """
     slots = validate_schema(slots)
+    if not 0.0 <= incremental_fraction <= 1.0:
+        raise ConfigError(f"incremental_fraction must be in [0, 1], got {incremental_fraction}")
     val = validation_keys((h.split_key for h in histories), val_fraction, seed)
+    chosen = pick_incremental((h.id for h in histories), incremental_fraction, seed + 1)
+    run = lambda jobs: _run_slots(jobs, backend, think_off, max_tokens)  # noqa: E731
     done = 0
     for batch in _chunks(histories, max(1, histories_per_batch)):
-        jobs = [(h, slot, prompt) for h in batch for slot, prompt in _slot_prompts(h, slots)]
-        args = [
-            {"system": p[0]["content"], "user": p[1]["content"], "think_off": think_off, "max_tokens": max_tokens}
-            for _, _, p in jobs
-        ]
-        states = target_slot.run_batch(args, backend=backend, num_threads=len(args), progress_bar=False)
-        for (h, slot, prompt), state in zip(jobs, states):
-            record, truncated = _record(h, slot, prompt, state)
+        jobs = [(h, slot, prompt, False) for h in batch for slot, prompt in _slot_prompts(h, slots)]
+        jobs += _incremental_jobs([h for h in batch if h.id in chosen], slots, run)
+        for (h, slot, prompt, incremental), state in zip(jobs, run(jobs)):
+            record, truncated = _record(h, slot, prompt, state, incremental)
             yield Example("validation" if h.split_key in val else "train", record, truncated)
         done += len(batch)
         if progress:
             progress(done, len(histories))
 
 
-def _slot_prompts(h: Trajectory, slots: tuple[Slot, ...]) -> list[tuple[Slot, list[dict]]]:
-    """Figure 5 prompt of every slot; the history is rendered once."""
-    text = render_history(parse_messages(h.messages))
-    return [(slot, drafter_messages(text, slots, slot)) for slot in slots]
+def _slot_prompts(h: Trajectory, slots: tuple[Slot, ...], messages: list[dict] | None = None,
+                  previous_summary: str | None = None) -> list[tuple[Slot, list[dict]]]:
+    """Figure 5 prompt of every slot; the history (default ``h.messages``) is rendered once."""
+    text = render_history(parse_messages(h.messages if messages is None else messages))
+    return [(slot, drafter_messages(text, slots, slot, previous_summary)) for slot in slots]
 
 
-def _record(h: Trajectory, slot: Slot, prompt: list[dict], state) -> tuple[dict, bool]:
+def _run_slots(jobs: list[tuple], backend, think_off: bool, max_tokens: int) -> list:
+    """One ``target_slot`` program per job (its prompt third), all in flight together."""
+    args = [{"system": j[2][0]["content"], "user": j[2][1]["content"], "think_off": think_off,
+             "max_tokens": max_tokens} for j in jobs]
+    if not args:
+        return []
+    return target_slot.run_batch(args, backend=backend, num_threads=len(args), progress_bar=False)
+
+
+def _incremental_jobs(histories: list[Trajectory], slots: tuple[Slot, ...], run) -> list[tuple]:
+    """The later parts' slot jobs, each with the target's summary of the earlier part."""
+    cuts = [(h, split_history(h.messages, c)) for h in histories if (c := cut_point(h.messages)) is not None]
+    first = [(h, slot, prompt, False) for h, (earlier, _) in cuts for slot, prompt in _slot_prompts(h, slots, earlier)]
+    bodies: dict[str, dict[str, list[str]]] = {}
+    for (h, slot, prompt, _), state in zip(first, run(first)):
+        record, _ = _record(h, slot, prompt, state, False)
+        bodies.setdefault(h.id, {})[slot.name] = record["completion"][0]["content"].split("\n")
+    return [(h, slot, prompt, True) for h, (_, later) in cuts
+            for slot, prompt in _slot_prompts(h, slots, later, assemble(slots, bodies[h.id]))]
+
+
+def _record(h: Trajectory, slot: Slot, prompt: list[dict], state, incremental: bool) -> tuple[dict, bool]:
     """The JSONL record of one finished program, and whether it hit max_tokens."""
     if state.error() is not None:
         raise BackendError(f"target failed on {h.id} / {slot.name}: {state.error()}") from state.error()
@@ -211,6 +247,7 @@ def _record(h: Trajectory, slot: Slot, prompt: list[dict], state) -> tuple[dict,
     record = {
         "trajectory_id": h.id,
         "slot": slot.name,
+        "incremental": incremental,
         "prompt": prompt,
         "completion": [{"role": "assistant", "content": completion}],
     }
@@ -234,6 +271,7 @@ def write_dataset(examples: Iterable[Example], out_dir: str | Path) -> DataSumma
             files[ex.split].write(json.dumps(ex.record, ensure_ascii=False) + "\n")
             text = ex.record["completion"][0]["content"]
             summary.examples[ex.split] += 1
+            summary.incremental += bool(ex.record.get("incremental"))
             seen[ex.split].add(ex.record["trajectory_id"])
             summary.truncated += ex.truncated
             summary.empty += not text
@@ -269,6 +307,8 @@ def _parser() -> argparse.ArgumentParser:
                        help="let the target's template decide (default for non-Qwen3 targets)")
     p.add_argument("--max-tokens", type=int, default=512, help="generation cap per slot (target tokens)")
     p.add_argument("--histories-per-batch", type=int, default=16, help="histories whose slots run concurrently")
+    p.add_argument("--incremental-fraction", type=float, default=0.25,
+                   help="share of histories that also give incremental examples (previous summary in the prompt)")
     p.add_argument("--api-key", default=None, help="API key of the SGLang server, if it needs one")
     return p
 
@@ -295,7 +335,7 @@ def main(argv: list[str] | None = None, backend=None) -> DataSummary:
     examples = generate_dataset(
         histories, backend, val_fraction=args.val_fraction, seed=args.seed, max_tokens=args.max_tokens,
         think_off=think_off, histories_per_batch=args.histories_per_batch,
-        progress=lambda d, t: _print_progress(d, t, start),
+        progress=lambda d, t: _print_progress(d, t, start), incremental_fraction=args.incremental_fraction,
     )
     summary = write_dataset(examples, args.out)
     summary.seconds, summary.skipped = time.monotonic() - start, skipped
@@ -312,6 +352,7 @@ def _write_manifest(args, summary: DataSummary, histories: list[Trajectory], mod
         "max_tokens": args.max_tokens,
         "seed": args.seed,
         "val_fraction": args.val_fraction,
+        "incremental_fraction": args.incremental_fraction,
         "slots": [s.name for s in OPENCLAW_SLOTS],
         "summary": asdict(summary),
         "sources": {h.id: h.source for h in histories},
@@ -322,7 +363,8 @@ def _write_manifest(args, summary: DataSummary, histories: list[Trajectory], mod
 def _print_summary(s: DataSummary, out: str) -> None:
     print(
         f"[data] wrote {s.examples['train']} train / {s.examples['validation']} validation examples "
-        f"({s.trajectories['train']} / {s.trajectories['validation']} trajectories) to {out} "
+        f"({s.trajectories['train']} / {s.trajectories['validation']} trajectories; {s.incremental} "
+        f"incremental) to {out} "
         f"in {s.seconds:.1f} s; {s.truncated} hit max-tokens, {s.empty} empty, "
         f"{len(s.skipped)} files skipped",
     )
