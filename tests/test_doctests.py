@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "history", "result",
+MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "judge_prompts", "history", "result",
            "endpoint", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "launch", "servers", "testing.policy",
            "train.data", "train.incremental",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",

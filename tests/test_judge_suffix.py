@@ -6,7 +6,8 @@ import pytest
 
 from sgl_speccompact.compactor import compact
 from sgl_speccompact.methods import run_method
-from sgl_speccompact.prompts import THINK_OFF, judge_rubric
+from sgl_speccompact.judge_prompts import judge_rubric
+from sgl_speccompact.prompts import THINK_OFF
 
 from test_programs import MESSAGES, backends
 

@@ -34,7 +34,7 @@ def cut_point(messages: list[dict]) -> int | None:
     ...      {"role": "tool", "tool_call_id": "c1", "content": "x"}, {"role": "assistant", "content": "b"},
     ...      {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}]
     >>> cut_point(m)
-    5
+    4
     >>> cut_point(m[:5]) is None
     True
     """
