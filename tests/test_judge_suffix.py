@@ -70,3 +70,19 @@ def test_benchmark_policy_judges_the_short_forms_on_the_emulator(make_emulated_s
     scores += [e["score"] for e in res.source_judge["entries"]]
     assert scores and all(s == pytest.approx(0.95) or s == pytest.approx(0.05) for s in scores)
     assert res.stats.proposed_lines > 0 and 0 < res.stats.acceptance_rate
+
+
+@pytest.mark.slow
+def test_judge_suffix_benchmark_prints_both_forms(tmp_path, capsys):
+    import json
+
+    from bench_scripts import load_bench
+
+    path = tmp_path / "history.json"
+    path.write_text(json.dumps(MESSAGES))
+    assert load_bench("judge_suffix").main(["--trajectories", str(path)]) == 0
+    out = capsys.readouterr().out
+    assert "prompt-length measurements, not latencies" in out and "tokenizer:" in out
+    rows = {line.split()[1]: line.split() for line in out.splitlines() if line.startswith("history.json")}
+    assert set(rows) == {"short", "long"}
+    assert float(rows["short"][4]) + 30 < float(rows["long"][4])  # overhead beyond the line, in tokens
