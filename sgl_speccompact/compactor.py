@@ -14,9 +14,9 @@ from typing import Any, Callable
 
 from .config import CompactConfig
 from .errors import BackendError, SpecCompactError
+from .judge_prompts import judge_rubric
 from .pipeline import Job, register, run
 from .programs import SlotContext, speccompact
-from .judge_prompts import judge_rubric
 from .prompts import SUMMARIZER_SYSTEM, drafter_context, target_shared
 from .result import CompactionResult, SlotResult
 from .schema import Slot
