@@ -36,6 +36,7 @@ from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError,
                      SpecCompactError)
 from .judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
 from .prompts import THINK_OFF
+from .router import ROUTING_KEY_HEADER, tokenize_base
 
 
 POOL_SIZE = 64  # kept-alive connections per server: six slots, each with copies in flight
@@ -143,6 +144,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         self.api_key = api_key
         self.verify = None
         self.lora_path = lora_path
+        self.routing_key: str | None = None  # sent as X-SMG-Routing-Key (see with_routing_key)
         self.timeout_s = timeout_s
         # one pooled session for all threads: sglang runs every fork and every
         # verification copy on a fresh thread, and each should reuse a kept-alive connection
@@ -157,6 +159,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
             disable_thinking = "qwen3" in path.lower()
         self.assistant_prefix = THINK_OFF if disable_thinking else ""
         self._labels: dict[tuple[str, str], LabelTokens] = {}
+        self._tokenize_base: str | None = None  # where /tokenize goes (a worker when base_url is a router)
 
     def with_cancel(self, scope) -> "SpecCompactEndpoint":
         """A view of this endpoint for one compaction, bound to ``scope``.
@@ -171,9 +174,11 @@ class SpecCompactEndpoint(RuntimeEndpoint):
 
     # ------------------------------------------------------------------ transport
 
-    def _request(self, method: str, path: str, body: dict | None = None):
+    def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
-        url = self.base_url + path
+        if self.routing_key:  # sglang-router's manual policy pins one key to one worker
+            headers[ROUTING_KEY_HEADER] = self.routing_key
+        url = (base or self.base_url) + path
         timeout = self.timeout_s
         if self.cancel_scope is not None:
             self.cancel_scope.check()
@@ -301,13 +306,29 @@ class SpecCompactEndpoint(RuntimeEndpoint):
                 meta[k] += int(info.get(k) or 0)
         return judgements, meta
 
+    def with_routing_key(self, key: str | None) -> "SpecCompactEndpoint":
+        """This endpoint, sending ``X-SMG-Routing-Key: key`` with every request.
+
+        Behind sglang-router's ``manual`` policy, requests with one key land
+        on one worker: give a compaction the key its agent's session uses.
+        The copy shares the connection pool and label cache.
+        """
+        if not key:
+            return self
+        other = copy.copy(self)
+        other.routing_key = key
+        return other
+
     # ------------------------------------------------------------------ tokenizer
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:
         """Token ids of each text in the server's tokenizer (no special tokens)."""
         if not texts:
             return []
-        out = self._request("POST", "/tokenize", {"prompt": list(texts), "add_special_tokens": False})
+        if self._tokenize_base is None:  # behind sglang-router: a worker tokenizes (the router has no /tokenize)
+            self._tokenize_base = tokenize_base(self.base_url, self._http, self.api_key, self.timeout_s)
+        out = self._request("POST", "/tokenize", {"prompt": list(texts), "add_special_tokens": False},
+                            base=self._tokenize_base)
         tokens = out["tokens"]
         return tokens if texts and isinstance(tokens[0], list) else [tokens]
 
