@@ -44,6 +44,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="CompactConfig override, VALUE as JSON (e.g. --set eta=0.8); repeatable")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
+    p.add_argument("--layout", choices=("agent", "classic"),
+                   help="target prefix layout (default: agent when --target-tokenizer is given)")
+    p.add_argument("--target-tokenizer", metavar="PATH_OR_NAME",
+                   help="the target's tokenizer; its chat template renders the agent-aligned layout")
+    p.add_argument("--tools", metavar="FILE", help="the agent's OpenAI tools (JSON list), for the agent layout")
     return p
 
 
@@ -173,8 +178,22 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     target = connect(args.target_url, args)
     drafter = connect(args.drafter_url, args, lora_name=args.drafter_lora_name) if args.drafter_url else None
     run = runner or _default_runner()
+    layout = {k: v for k, v in (("layout", args.layout), ("chat_template", args.target_tokenizer),
+                                ("tools", _read_tools(args.tools))) if v is not None}
     return run(args.method, messages, target=target, drafter=drafter, config=overrides or None,
-               previous_summary=previous, source_judge=args.source_judge, on_event=progress)
+               previous_summary=previous, source_judge=args.source_judge, on_event=progress, **layout)
+
+
+def _read_tools(path: str | None) -> list | None:
+    if not path:
+        return None
+    try:
+        tools = json.loads(read_text_file(path, "--tools"))
+    except json.JSONDecodeError as exc:
+        raise SpecCompactError(f"--tools {path}: not JSON: {exc}") from exc
+    if not isinstance(tools, list):
+        raise SpecCompactError(f"--tools {path}: expected a JSON list of tools")
+    return tools
 
 
 def main(argv: list[str] | None = None, *, connect: Callable = connect, runner: Callable | None = None) -> int:

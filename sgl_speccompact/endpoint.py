@@ -325,10 +325,18 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         """Token ids of each text in the server's tokenizer (no special tokens)."""
         if not texts:
             return []
-        if self._tokenize_base is None:  # behind sglang-router: a worker tokenizes (the router has no /tokenize)
-            self._tokenize_base = tokenize_base(self.base_url, self._http, self.api_key, self.timeout_s)
-        out = self._request("POST", "/tokenize", {"prompt": list(texts), "add_special_tokens": False},
-                            base=self._tokenize_base)
+        body = {"prompt": list(texts), "add_special_tokens": False}
+        if self._tokenize_base is None:
+            try:
+                out = self._request("POST", "/tokenize", body)
+            except BackendError as exc:  # sglang-router has no /tokenize: one of its workers tokenizes
+                if "returned HTTP 404" not in str(exc):
+                    raise
+                self._tokenize_base = tokenize_base(self.base_url, self._http, self.api_key, self.timeout_s)
+                if self._tokenize_base == self.base_url:
+                    raise
+        if self._tokenize_base is not None:
+            out = self._request("POST", "/tokenize", body, base=self._tokenize_base)
         tokens = out["tokens"]
         return tokens if texts and isinstance(tokens[0], list) else [tokens]
 

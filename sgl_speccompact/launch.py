@@ -52,11 +52,14 @@ from pathlib import Path
 from typing import Any
 
 from .errors import BackendError, ConfigError, LaunchError
+from .router import ROUTER_POLICIES, RouterSpec, router_command, start_router
 from .servers import ServerSpec, server_command, start_server, stop_servers, wait_healthy
 
 SECTIONS = {
     "target": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
-               "attention_backend", "chat_template", "extra_args", "urls"},
+               "attention_backend", "chat_template", "extra_args", "urls", "tokenizer"},
+    "router": {"workers", "port", "policy", "url", "cache_threshold", "balance_abs_threshold",
+               "balance_rel_threshold", "extra_args"},
     "drafter": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
                 "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled"},
     "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
@@ -69,6 +72,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                "tp_size": 1, "dp_size": 1, "extra_args": [], "urls": []},
     "drafter": {"model_path": "Qwen/Qwen3-0.6B", "host": "127.0.0.1", "port": 30001, "mem_fraction_static": 0.45,
                 "tp_size": 1, "dp_size": 1, "extra_args": [], "enabled": True},
+    "router": {"workers": 1, "policy": "cache_aware", "cache_threshold": 0.3, "balance_abs_threshold": 64,
+               "balance_rel_threshold": 1.5, "extra_args": []},
     "service": {"host": "127.0.0.1", "port": 8000, "method": "speccompact", "max_body_mb": 32.0,
                 "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
                 "compaction_timeout_s": 300.0, "upstream_detail": False},
@@ -88,6 +93,8 @@ class LaunchPlan:
     drafter_chat_template: str | None  # same, drafter
     service: dict  # host, port, method, limits, timeouts
     compact: dict  # CompactConfig overrides
+    target_tokenizer: str | None = None  # the target's HF tokenizer (path or hub name): agent-aligned layout
+    router: RouterSpec | None = None  # sglang-router to start in front of the target workers, last
     api_key: str | None = field(default=None, repr=False)  # service bearer token
     upstream_api_key: str | None = field(default=None, repr=False)  # SGLang servers' --api-key
     python: str = sys.executable  # interpreter that runs sglang.launch_server
@@ -150,9 +157,16 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
             sec[key] = value
     if a.target_url:
         t["urls"] = list(a.target_url)
+    if a.target_tokenizer:
+        t["tokenizer"] = a.target_tokenizer
+    r = {}
+    for key, value in (("workers", a.target_workers), ("url", a.router_url), ("port", a.router_port),
+                       ("policy", a.router_policy)):
+        if value is not None:
+            r[key] = value
     if a.no_drafter:
         d["enabled"] = False
-    return {"target": t, "drafter": d, "service": s}
+    return {"target": t, "drafter": d, "service": s, "router": r}
 
 
 def _split_extra(values: list[str]) -> list[str]:
@@ -200,28 +214,77 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     target = _spec("target", t, _split_extra(args.target_arg or []))
     drafter = _spec("drafter", d, _split_extra(args.drafter_arg or []))
     target_urls = tuple(u.rstrip("/") for u in (t.get("urls") or []))
+    rsec = merged["router"]
+    if rsec.get("url"):
+        target_urls = target_urls or (str(rsec["url"]).rstrip("/"),)
     drafter_on = bool(d.get("enabled", True))
     drafter_url = (d.get("url") or "").rstrip("/") or None
-    servers = []
+    servers, router = [], None
     if not target_urls:
-        servers.append(target)
-        target_urls = (target.url,)
+        workers = _int(rsec.get("workers", 1), "router.workers")
+        if workers > 1:
+            servers += target_workers(target, workers)
+            router = _router(rsec, target, servers, _split_extra(args.router_arg or []))
+            target_urls = (router.url,)
+        else:
+            servers.append(target)
+            target_urls = (target.url,)
     if drafter_on and drafter_url is None:
         servers.append(drafter)
         drafter_url = drafter.url
-    if len(servers) == 2 and target.port == drafter.port:
-        raise ConfigError(f"target and drafter both use port {target.port}; give them distinct ports")
-    if any(s.port == int(svc["port"]) for s in servers):
+    ports = [s.port for s in servers] + ([router.port] if router else [])
+    if len(set(ports)) != len(ports):
+        raise ConfigError(f"two servers share a port ({sorted(ports)}); give them distinct ports")
+    if int(svc["port"]) in ports:
         raise ConfigError(f"service port {svc['port']} clashes with an SGLang server port")
     lora_named = bool(d.get("lora_path") or d.get("lora_name"))  # an adapter to address by name
     return LaunchPlan(
-        servers=tuple(servers), target_urls=target_urls, drafter_url=drafter_url if drafter_on else None,
+        servers=tuple(servers), router=router, target_urls=target_urls, drafter_url=drafter_url if drafter_on else None,
         drafter_lora_name=drafter.lora_name if drafter_on and lora_named else None,
         target_chat_template=t.get("chat_template"), drafter_chat_template=d.get("chat_template"),
         service={k: svc[k] for k in sorted(SECTIONS["service"])}, compact=dict(merged.get("compact") or {}),
         api_key=resolve_api_key(args.api_key), upstream_api_key=args.upstream_api_key,
-        python=args.python or sys.executable,
+        python=args.python or sys.executable, target_tokenizer=t.get("tokenizer"),
     )
+
+
+def _int(value, what: str) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{what} must be an integer, got {value!r}") from exc
+    if n < 1:
+        raise ConfigError(f"{what} must be >= 1, got {n}")
+    return n
+
+
+WORKER_PORT_OFFSET = 10  # worker i of the target listens on target.port + 10 + i; the router on target.port
+
+
+def target_workers(target: ServerSpec, n: int) -> list[ServerSpec]:
+    """N copies of the target server, one per GPU (``--base-gpu-id i``), on ports target.port + 10 + i."""
+    from dataclasses import replace
+
+    return [replace(target, role=f"target{i}", port=target.port + WORKER_PORT_OFFSET + i,
+                    extra_args=target.extra_args + ("--base-gpu-id", str(i * target.tp_size)))
+            for i in range(n)]
+
+
+def _router(sec: dict, target: ServerSpec, workers: list[ServerSpec], extra_cli: list[str]) -> RouterSpec:
+    policy = str(sec.get("policy") or "cache_aware")
+    if policy not in ROUTER_POLICIES:
+        raise ConfigError(f"[router] policy must be one of {list(ROUTER_POLICIES)}, got {policy!r}")
+    try:
+        return RouterSpec(
+            worker_urls=tuple(w.url for w in workers), host=target.host,
+            port=int(sec.get("port") or target.port), policy=policy,
+            cache_threshold=float(sec["cache_threshold"]), balance_abs_threshold=int(sec["balance_abs_threshold"]),
+            balance_rel_threshold=float(sec["balance_rel_threshold"]),
+            model_path=target.model_path if Path(target.model_path).is_dir() else None,
+            extra_args=tuple(_split_extra(list(sec.get("extra_args") or [])) + extra_cli),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[router]: {exc}") from exc
 
 
 def service_config(plan: LaunchPlan) -> dict:
@@ -231,6 +294,7 @@ def service_config(plan: LaunchPlan) -> dict:
     return {
         "service": plan.service,
         "target_urls": list(plan.target_urls),
+        "target_tokenizer": plan.target_tokenizer,
         "drafter_url": plan.drafter_url,
         "drafter_lora_name": plan.drafter_lora_name,
         "chat_template": {"target": plan.target_chat_template, "drafter": plan.drafter_chat_template},
@@ -247,6 +311,10 @@ def format_dry_run(plan: LaunchPlan) -> str:
         when = "starts first" if i == 0 else "starts once the one above is healthy"
         out.append(f"# {spec.role} server: {when}; ready when {spec.url}/health answers 200")
         out.append(shlex.join(server_command(spec, plan.python)))
+    if plan.router is not None:
+        out.append(f"# sglang-router ({plan.router.policy}): starts once the workers are healthy; "
+                   f"the service's target is {plan.router.url}")
+        out.append(shlex.join(router_command(plan.router, plan.python)))
     if not plan.servers:
         out.append("# no servers to start: using running servers")
     out.append("# service config")
@@ -333,7 +401,7 @@ def _build_app(plan: LaunchPlan, http):
                            expose_upstream_urls=bool(svc["upstream_detail"]))
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],
-                      health_probe=http_probe(http, limits.health_timeout_s))
+                      health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer)
 
 
 def _watch(procs: list[subprocess.Popen], server, died: list) -> None:
@@ -368,6 +436,13 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
             procs.append(start_server(spec, plan.python, log_dir))
             wait_healthy(spec.url, procs[-1], timeout_s=float(plan.service["health_wait_s"]),
                          get=http.get, label=spec.role)
+        if plan.router is not None:
+            log = (log_dir / "router.log") if log_dir else None
+            if log_dir:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            procs.append(start_router(plan.router, plan.python, log))
+            wait_healthy(plan.router.url, procs[-1], timeout_s=float(plan.service["health_wait_s"]),
+                         get=http.get, label="router")
         app = _build_app(plan, http)
         # a bounded graceful shutdown: open streams and stuck clients do not hold SIGTERM up
         server = uvicorn.Server(uvicorn.Config(app, host=plan.service["host"], port=int(plan.service["port"]),
@@ -426,6 +501,16 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--python", help="interpreter that runs sglang.launch_server (default: this one)")
     g.add_argument("--log-dir", help="write each server's output to DIR/<role>.log instead of the terminal")
     g.add_argument("--no-gpu-check", action="store_true", help="start servers even if no CUDA device is visible")
+    g = p.add_argument_group("scale-out with sglang-router")
+    g.add_argument("--target-workers", type=int, metavar="N",
+                   help="start N target servers (one per GPU, ports target-port+10+i) behind sglang-router")
+    g.add_argument("--router-port", type=int, help="the router's port (default: --target-port)")
+    g.add_argument("--router-policy", choices=ROUTER_POLICIES,
+                   help="routing policy (default cache_aware; manual for X-SMG-Routing-Key sessions)")
+    g.add_argument("--router-arg", action="append", metavar="ARGS", help="extra launch_router flags (repeatable)")
+    g.add_argument("--router-url", help="use this running sglang-router as the target")
+    g.add_argument("--target-tokenizer", metavar="PATH_OR_NAME",
+                   help="the target's tokenizer: its chat template renders the agent-aligned layout")
     g = p.add_argument_group("running SGLang servers")
     g.add_argument("--target-url", action="append",
                    help="use this target server (repeatable: each compaction goes to one, round-robin)")

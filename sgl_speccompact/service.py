@@ -8,7 +8,8 @@ probes, which go through ``http`` when one is passed.
 Routes
 ------
 ``POST /v1/compact``
-    Body ``{messages, previous_summary?, method?, source_judge?, config?, stream?}``
+    Body ``{messages, previous_summary?, method?, source_judge?, config?, stream?,
+    tools?, layout?, chat_template_kwargs?, routing_key?}``
     (validated by :mod:`sgl_speccompact.service_body`).  Returns
     ``CompactionResult.to_json_dict()``, or with ``stream: true``
     Server-Sent Events: one event per runner event (``line``, ``slot_done``),
@@ -142,6 +143,7 @@ def create_app(
     runner: Callable[..., Any] | None = None,
     methods: Sequence[str] | None = None,
     health_probe: Callable[[Any], dict] | None = None,
+    chat_template: Any = None,
 ) -> FastAPI:
     """Build the compaction service around existing backends.
 
@@ -168,6 +170,9 @@ def create_app(
         Accepted method names; ``methods.METHODS`` with the default runner.
     health_probe : callable, optional
         ``probe(backend) -> {"ok": bool, ...}``; :func:`http_probe` when omitted.
+    chat_template : str or tokenizer, optional
+        The target's tokenizer (path or hub name): with it, compactions use
+        the agent-aligned layout unless a request asks for ``classic``.
 
     Returns
     -------
@@ -213,11 +218,17 @@ def create_app(
         return req, method, cfg
 
     def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None):
+        layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools), ("chat_template", chat_template),
+                                    ("chat_template_kwargs", req.chat_template_kwargs)) if v is not None}
+
         def run(target_backend, drafter_backend):
             return runner(method, req.messages, target=target_backend, drafter=drafter_backend, config=cfg,
                           previous_summary=req.previous_summary, source_judge=req.source_judge,
-                          on_event=on_event)
-        return run, targets.pick(), drafter
+                          on_event=on_event, **layout)
+        target = targets.pick()
+        if req.routing_key and hasattr(target, "with_routing_key"):  # sglang-router manual policy
+            target = target.with_routing_key(req.routing_key)
+        return run, target, drafter
 
     def fail(err: SpecCompactError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(err, UnauthorizedError) else None

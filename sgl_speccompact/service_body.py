@@ -19,7 +19,7 @@ from __future__ import annotations
 import json
 import re
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError
 
@@ -48,6 +48,10 @@ class CompactRequest(BaseModel):
     source_judge: bool = False  # run the Source-Judged post-filter
     config: dict[str, Any] | None = None  # CompactConfig overrides (may only tighten limits)
     stream: bool = False  # answer with Server-Sent Events
+    tools: list[dict[str, Any]] | None = None  # the agent's OpenAI tool schemas (agent-aligned layout)
+    layout: Literal["agent", "classic"] | None = None  # target prefix layout (agent when the service has the template)
+    chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent as chat_template_kwargs
+    routing_key: str | None = Field(None, min_length=1, max_length=256)  # X-SMG-Routing-Key of the agent's session
 
 
 # a JSON string, unrolled so the regex engine does not backtrack

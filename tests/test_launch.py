@@ -24,6 +24,7 @@ from sgl_speccompact.launch import (
     server_command,
 )
 from sgl_speccompact.errors import ConfigError
+from sgl_speccompact.router import router_command
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "launch").glob("*.toml"))
@@ -400,3 +401,31 @@ def test_schedule_policy_from_extras_wins_over_the_lpm_default():
     cmds, _ = parse_dry_run(res.stdout)
     assert "lpm" not in cmds["target"] and "--schedule-policy=fcfs" in cmds["target"]
     assert cmds["drafter"][-2:] == ["--schedule-policy", "lpm"]
+
+
+def test_dry_run_shows_the_router_in_front_of_target_workers():
+    res = launch("--dry-run", "--target-workers", "2", "--router-policy", "manual", "--target-tokenizer", "Qwen/Qwen3-8B")
+    assert res.returncode == 0, res.stderr
+    cmds, svc = parse_dry_run(res.stdout)
+    assert list(cmds) == ["target0", "target1", "drafter", "sglang-router"]  # the router starts last
+    for i in (0, 1):
+        cmd = cmds[f"target{i}"]
+        assert cmd[cmd.index("--port") + 1] == str(30010 + i) and cmd[cmd.index("--base-gpu-id") + 1] == str(i)
+    router = cmds["sglang-router"]
+    assert router[1:3] == ["-m", "sglang_router.launch_router"]
+    assert router[router.index("--worker-urls") + 1:router.index("--policy")] == [
+        "http://127.0.0.1:30010", "http://127.0.0.1:30011"]
+    assert router[router.index("--policy") + 1] == "manual" and router[router.index("--port") + 1] == "30000"
+    assert svc["target_urls"] == ["http://127.0.0.1:30000"] and svc["target_tokenizer"] == "Qwen/Qwen3-8B"
+
+
+def test_router_plan_checks():
+    plan = plan_for("--target-workers", "3")
+    assert plan.router.policy == "cache_aware" and len(plan.router.worker_urls) == 3
+    assert "--cache-threshold" in router_command(plan.router)
+    assert plan_for("--router-url", "http://r:30000/").target_urls == ("http://r:30000",)
+    assert plan_for("--router-url", "http://r:30000").router is None  # a running router: nothing to start
+    with pytest.raises(ConfigError):
+        plan_for("--target-workers", "0")
+    with pytest.raises(ConfigError, match="share a port"):
+        plan_for("--target-workers", "2", "--router-port", "30011")
