@@ -192,6 +192,7 @@ def start_emulators(args, stack: ExitStack) -> dict[str, str]:
                              radix_capacity_tokens=args.radix_capacity)
         urls[role] = stack.enter_context(srv).url
         log(f"emulated {role} on {urls[role]}")
+    args.target_tokenizer = args.target_tokenizer or tok  # the agent layout renders with it
     return urls
 
 
@@ -231,19 +232,46 @@ def crosscheck(numbers: dict, before: dict | None, after: dict | None) -> dict |
     return {"ok": server == client, "client": client, "server": server}
 
 
-def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runner, args) -> dict:
-    """One compaction on cold caches, with its numbers and cross-check."""
+SLOT_METHODS = ("speccompact", "target_self")  # the methods with a shared target prefix (and so a layout)
+
+
+def replay_session(url: str, messages: list, api_key: str | None, timeout: float) -> int:
+    """The agent's session: every assistant turn of the trajectory as one chat completion (1 new token)."""
+    import requests
+
+    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 0]
+    for i in turns:
+        r = requests.post(url.rstrip("/") + "/v1/chat/completions", headers=headers, timeout=timeout,
+                          json={"model": "default", "messages": messages[:i], "max_tokens": 1, "temperature": 0})
+        if r.status_code != 200:
+            raise RuntimeError(f"agent turn {i}: HTTP {r.status_code}: {r.text[:200]}")
+    return len(turns)
+
+
+def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runner, args,
+            layout: str | None = None) -> dict:
+    """One compaction on cold caches (after the agent's session, in that scenario), with its numbers."""
     if args.flush:
         for s in servers.values():
             s.flush()
-    before = {r: s.emulator_stats() for r, s in servers.items()}
     row = {"method": method, "trajectory": traj.name, "path": traj.path, "trial": traj.trial,
            "messages": len(traj.messages), "source_judge": args.source_judge}
+    extra = {}
+    if args.scenario == "agent-session":
+        try:
+            row["agent_turns"] = replay_session(servers["target"].url, traj.messages, args.api_key, args.timeout)
+        except Exception as exc:
+            row["error"] = f"agent session: {type(exc).__name__}: {exc}"
+            return row
+        row["layout"] = layout
+        extra = {"layout": layout, "chat_template": args.target_tokenizer} if layout == "agent" else {"layout": layout}
+    before = {r: s.emulator_stats() for r, s in servers.items()}
     t0 = time.perf_counter()
     try:
         result = runner(method, traj.messages, target=endpoints["target"], drafter=endpoints["drafter"],
                         config=json.loads(args.config) if args.config else None,
-                        source_judge=args.source_judge)
+                        source_judge=args.source_judge, **extra)
     except Exception as exc:  # one failed row does not end the benchmark
         row["error"] = f"{type(exc).__name__}: {exc}"
         return row
@@ -251,6 +279,11 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
     after = {r: s.emulator_stats() for r, s in servers.items()}
     stats = result.stats
     row.update(acceptance_rate=stats.acceptance_rate, summary_tokens=result.summary_tokens)
+    if args.scenario == "agent-session":
+        prefill = stats.requests.get("target", {}).get("prefill")
+        row.update(agent_tokens=stats.agent_tokens, agent_cached_tokens=stats.agent_cached_tokens,
+                   prefill_prompt_tokens=prefill.prompt_tokens if prefill else None,
+                   prefill_cached_tokens=prefill.cached_tokens if prefill else None)
     for role in SERVERS:
         row[role] = server_numbers(stats, role)
         check = crosscheck(row[role], before[role], after[role])
@@ -317,6 +350,25 @@ def format_table(rows: list[dict], simulated: bool) -> str:
     return "\n".join(out)
 
 
+def format_agent_table(rows: list[dict]) -> str:
+    """Agent session then compaction: the target's prefix prefill, classic vs agent-aligned layout."""
+    head = ("trajectory", "method", "layout", "agent turns", "prefill prompt", "prefill cached", "agent tok",
+            "agent cached")
+    out = [head]
+    for r in rows:
+        if "error" in r:
+            continue
+        out.append((r["trajectory"], r["method"], r.get("layout") or "", r.get("agent_turns", ""),
+                    r.get("prefill_prompt_tokens"), r.get("prefill_cached_tokens"),
+                    r.get("agent_tokens") if r.get("agent_tokens") is not None else "-",
+                    r.get("agent_cached_tokens") if r.get("agent_cached_tokens") is not None else "-"))
+    widths = [max(len(str(x[i])) for x in out) for i in range(len(head))]
+    lines = ["  ".join(str(v).ljust(w) if i < 3 else str(v).rjust(w) for i, (v, w) in enumerate(zip(x, widths)))
+             for x in out]
+    return "Agent session, then compaction on the same target (prefix prefill = first target request):\n" + \
+        "\n".join(lines)
+
+
 def write_json(report: dict, out: str | None) -> Path:
     """Write the report (atomically) to ``out`` or ``bench/results/radix_cache-<timestamp>.json``."""
     path = Path(out) if out else RESULTS_DIR / f"radix_cache-{report['timestamp_compact']}.json"
@@ -364,6 +416,7 @@ def run(args) -> dict:
         "config_overrides": json.loads(args.config) if args.config else None,
         "drafter_lora_name": args.drafter_lora_name or (EMULATOR_LORA if emulator else None),
         "tokenizer": tokenizer_label(args.tokenizer) if emulator else "the servers' own",
+        "scenario": args.scenario,
     }
     print(f"Method: radix-cache accounting of {', '.join(methods)} via {runner_src}")
     print("Conditions: " + ", ".join(f"{k}={v}" for k, v in conditions.items() if v is not None))
@@ -384,13 +437,19 @@ def run(args) -> dict:
             "drafter": SpecCompactEndpoint(urls["drafter"], api_key=args.api_key, chat_template=args.chat_template,
                                            lora_path=lora, timeout_s=args.timeout),
         }
-        rows, total = [], len(methods) * len(trajectories)
+        layouts = [None]
+        if args.scenario == "agent-session":
+            methods = tuple(m for m in methods if m in SLOT_METHODS) or SLOT_METHODS
+            layouts = ["classic", "agent"]
+        rows, total = [], len(methods) * len(trajectories) * len(layouts)
         for traj in trajectories:
             for method in methods:
-                log(f"{len(rows) + 1}/{total} {method} on {traj.name} ({len(traj.messages)} messages)")
-                row = run_row(method, traj, servers, endpoints, runner, args)
-                log(f"    {'ERROR ' + row['error'] if 'error' in row else 'done in %.2f s' % row['client_wall_s']}")
-                rows.append(row)
+                for layout in layouts:
+                    log(f"{len(rows) + 1}/{total} {method}{' ' + layout if layout else ''} on {traj.name} "
+                        f"({len(traj.messages)} messages)")
+                    row = run_row(method, traj, servers, endpoints, runner, args, layout)
+                    log(f"    {'ERROR ' + row['error'] if 'error' in row else 'done in %.2f s' % row['client_wall_s']}")
+                    rows.append(row)
         server_desc = {r: s.describe() for r, s in servers.items()}
     checks = [r[s]["crosscheck"]["ok"] for r in rows if "error" not in r for s in SERVERS
               if r[s].get("crosscheck")]
@@ -410,6 +469,8 @@ def run(args) -> dict:
         "rows": rows,
     }
     print(format_table(rows, bool(args.simulate_latency)))
+    if args.scenario == "agent-session":
+        print(format_agent_table(rows))
     if report["crosscheck_ok"] is not None:
         print(f"cross-check against /emulator/stats: {'ok' if report['crosscheck_ok'] else 'MISMATCH'}")
     path = write_json(report, args.out)
@@ -428,6 +489,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--source-judge", action="store_true", help="add the SJC post-filter to every method")
     p.add_argument("--config", help='CompactConfig overrides as JSON, e.g. \'{"eta": 0.8}\'')
     p.add_argument("--out", help="JSON output path (default bench/results/radix_cache-<timestamp>.json)")
+    p.add_argument("--scenario", choices=("cold", "agent-session"), default="cold",
+                   help="cold: each compaction on flushed caches; agent-session: first replay the agent's "
+                        "turns as chat completions on the target, then compact with the classic and the "
+                        "agent-aligned layout (slot methods)")
+    p.add_argument("--target-tokenizer", help="the target's tokenizer for the agent layout "
+                   "(emulator: its own tokenizer)")
     emu = p.add_argument_group("emulator (default backend)")
     emu.add_argument("--p-accept", type=float, default=0.7, help="judge accept rate (default 0.7)")
     emu.add_argument("--seed", type=int, default=0, help="policy seed (drafter uses seed+1)")

@@ -28,6 +28,14 @@ keeps requests with a shared prefix on one worker.  (``--dp-size`` replicas
 behind one server balance requests without regard to prefixes, so several
 servers behind ``--target-url`` or a router keep the cache better.)
 
+Scale-out
+---------
+``--target-workers N`` starts N target servers (worker i on GPU i, port
+``target-port + 10 + i``) and then ``sglang-router`` on the target port in
+front of them (``[router]`` in a config file); ``--router-url`` uses a running
+router.  The policy is ``cache_aware``; :mod:`sgl_speccompact.router` says
+what it guarantees and when to use ``manual`` with routing keys instead.
+
 Configuration comes from defaults, then ``--config FILE`` (TOML or JSON, see
 ``launch/``), then flags.  ``--dry-run`` prints the server commands and the
 service config and exits.

@@ -47,7 +47,9 @@ output) changes the bytes the agent's server cached and ends the reuse at
 the first change.  Those bytes are exactly what the agent's server already
 tokenized for the agent, so the target sees nothing it did not see while
 serving the agent; everything the compaction adds (instruction, contracts,
-slot requests, judge questions) comes after them.
+slot requests, judge questions) comes after them.  Secret redaction is the
+exception (the pipeline renders redacted copies of messages that hold a
+secret), so the reuse ends at the first such message.
 """
 
 from __future__ import annotations

@@ -101,3 +101,22 @@ def test_unknown_method_is_refused(bench, emulator_tokenizer_path):
     with pytest.raises(SystemExit, match="not available"):
         bench.main(["--trajectories", str(SMALL), "--tokenizer", emulator_tokenizer_path,
                     "--methods", "nope", "--out", "/dev/null"])
+
+
+FUNCTION_CALLING = TRAJECTORIES / "princeton-nlp__SWE-agent__trajectories__demonstrations__function_calling_simple.traj"
+
+
+@pytest.mark.slow
+def test_agent_session_scenario_compares_the_layouts(bench, emulator_tokenizer_path, tmp_path):
+    out = tmp_path / "agent.json"
+    rc = bench.main(["--scenario", "agent-session", "--methods", "target_self", "--trajectories",
+                     str(FUNCTION_CALLING), "--tokenizer", emulator_tokenizer_path, "--out", str(out)])
+    report = json.loads(out.read_text())
+    assert rc == 0 and report["conditions"]["scenario"] == "agent-session"
+    classic, agent = report["rows"]
+    assert (classic["layout"], agent["layout"]) == ("classic", "agent")
+    assert classic["agent_turns"] == agent["agent_turns"] == 5
+    assert classic["agent_cached_tokens"] is None and classic["prefill_cached_tokens"] < 10
+    # the agent layout's prefix prefill reuses the whole replayed session: every prompt the agent sent
+    assert agent["agent_cached_tokens"] == agent["prefill_cached_tokens"] > 0.8 * agent["agent_tokens"]
+    assert "Agent session, then compaction" in bench.format_agent_table(report["rows"])

@@ -235,3 +235,25 @@ def test_bad_tool_arguments_are_a_typed_error(emulator_tokenizer):
     bad[2]["tool_calls"][0]["function"]["arguments"] = "{not json"
     with pytest.raises(InvalidHistoryError):
         agent_prefix(emulator_tokenizer, bad, "x")
+
+
+# ------------------------------------------------------------------ where Qwen3's template breaks reuse
+
+
+@pytest.mark.slow
+def test_qwen3_template_ends_reuse_at_the_first_turn_with_reasoning(qwen3_tokenizer):
+    messages = trajectory()
+    tok = qwen3_tokenizer
+    full = first_divergence(tok, messages, TOOLS)
+    assert full["message_index"] is None and full["matched_tokens"] == full["agent_tokens"]  # no reasoning: all
+    with_reasoning = copy.deepcopy(messages)
+    turns = [i for i, m in enumerate(with_reasoning) if m["role"] == "assistant"]
+    for i in turns:
+        with_reasoning[i]["reasoning_content"] = f"Step {i}: check the file first."
+    cut = first_divergence(tok, with_reasoning, TOOLS)
+    # the agent's requests render reasoning after its last user query; the instruction turn becomes
+    # the last query, so Qwen3's template drops it: the match ends where the first assistant turn starts
+    assert cut["message_index"] == turns[0]
+    upto = tok.encode(render_chat(tok, with_reasoning[:turns[0]], TOOLS), add_special_tokens=False)
+    assert cut["matched_tokens"] == len(upto)  # ... + "<|im_start|>assistant\n" of that turn
+    assert 0 < cut["matched_tokens"] < cut["agent_tokens"]
