@@ -175,3 +175,19 @@ def test_e2e_cli_on_a_trajectory_with_the_emulator(make_emulated_server, capsys)
     assert summary.strip()
     assert re.search(r"^target\s+total\s+[1-9]", table, re.M) and re.search(r"^drafter\s+draft\s+[1-9]", table, re.M)
     assert "acceptance rate: " in table and "n/a" not in table.split("acceptance rate: ")[1].split("\n")[0]
+
+
+def test_layout_flags_reach_the_runner(tmp_path):
+    tools = [{"type": "function", "function": {"name": "find_file", "parameters": {"type": "object"}}}]
+    f = tmp_path / "tools.json"
+    f.write_text(json.dumps(tools))
+    rec = Recorder()
+    argv = [str(traj("function_calling")), *URLS, "--tools", str(f), "--target-tokenizer", "Qwen/Qwen3-8B",
+            "--layout", "agent"]
+    assert cli.main(argv, connect=fake_connect, runner=rec) == 0
+    assert rec.kwargs["tools"] == tools and rec.kwargs["chat_template"] == "Qwen/Qwen3-8B"
+    assert rec.kwargs["layout"] == "agent"
+    assert cli.main([str(traj("function_calling")), *URLS], connect=fake_connect, runner=(rec := Recorder())) == 0
+    assert "layout" not in rec.kwargs and "tools" not in rec.kwargs  # nothing given: the runner's defaults
+    f.write_text("{}")
+    assert cli.main(argv, connect=fake_connect, runner=Recorder()) == 1  # not a list: one-line error

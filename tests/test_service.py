@@ -438,3 +438,40 @@ def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_ser
         found = set(re.findall(r"TASK-(\d+)", out["summary"]))
         assert found == {str(i)}, out
         assert out["stats"]["requests"]["drafter"]["draft"]["requests"] >= 1
+
+
+class LayoutRunner(FakeRunner):
+    """Records the layout arguments the service passes on."""
+
+    def __call__(self, method, messages, *, layout=None, tools=None, chat_template=None,
+                 chat_template_kwargs=None, **kw):
+        self.layout_args = {"layout": layout, "tools": tools, "chat_template": chat_template,
+                            "chat_template_kwargs": chat_template_kwargs, "target": kw["target"]}
+        return super().__call__(method, messages, **kw)
+
+
+class RoutedBackend(Backend):
+    routing_key = None
+
+    def with_routing_key(self, key):
+        other = RoutedBackend(self.name, self.base_url)
+        other.routing_key = key
+        return other
+
+    def with_cancel(self, scope):
+        return self
+
+
+def test_layout_fields_reach_the_runner():
+    runner = LayoutRunner()
+    client, _ = make_client(runner=runner, target=RoutedBackend("t"), chat_template="Qwen/Qwen3-8B")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    body = {"messages": MESSAGES, "tools": tools, "layout": "agent", "chat_template_kwargs": {"enable_thinking": False},
+            "routing_key": "session-1"}
+    res = client.post("/v1/compact", json=body)
+    assert res.status_code == 200, res.text
+    got = runner.layout_args
+    assert got["layout"] == "agent" and got["tools"] == tools and got["chat_template"] == "Qwen/Qwen3-8B"
+    assert got["chat_template_kwargs"] == {"enable_thinking": False}
+    assert got["target"].routing_key == "session-1"
+    assert client.post("/v1/compact", json={"messages": MESSAGES, "layout": "agentic"}).status_code == 422
