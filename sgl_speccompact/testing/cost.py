@@ -14,6 +14,24 @@ top of ``c_i`` cached ones::
 
 A request's simulated latency is ``o_req`` plus the time from its arrival to
 the end of the forward pass that finishes it (queueing included).
+
+Deployment and scheduling parameters of the one-clock simulator
+(:mod:`.simulator`), each with its source:
+
+* :data:`DEPLOYMENTS`: ``two-gpu`` (drafter on its own GPU, the SpecCompact
+  paper's setup) and ``one-gpu`` (target and drafter time-share one GPU's
+  forward passes, as ``launch/qwen3-8b.toml`` deploys them).
+* :class:`Scheduling`: sglang 0.5.23's schedule policy (default ``fcfs``,
+  ``sglang/srt/arg_groups/fields/schedule.py``), ``max_prefill_tokens``
+  (16384, same file) and ``chunked_prefill_size``: 8192 on an H200, from
+  ``sglang/srt/arg_groups/memory_hook.py`` ``_handle_gpu_memory_settings``
+  (``90 GiB <= gpu_mem < 160 GiB`` -> 8192; the H200 has 141 GB).
+* Tokenizer cost: sglang's TokenizerManager (one process per server)
+  tokenizes every request's text; :data:`TOKENIZER_TOKENS_PER_S` was measured
+  with ``bench/tokenizer_rate.py`` (HF ``tokenizers`` ``Tokenizer.encode`` of a
+  rendered shared trajectory, median of 20, one thread) on this project's
+  development machine (2 shared AMD EPYC cores, Python 3.11): 259,000
+  tokens/s with the test tokenizer (2.25 chars/token).
 """
 
 from __future__ import annotations
@@ -50,6 +68,39 @@ QWEN3_8B = ModelCost("Qwen/Qwen3-8B", 16.4e9, 6.95e9, 36, 4096, 147e3)
 QWEN3_32B = ModelCost("Qwen/Qwen3-32B", 65.5e9, 31.2e9, 64, 8192, 262e3)
 QWEN3_0_6B = ModelCost("Qwen/Qwen3-0.6B", 1.2e9, 0.44e9, 28, 2048, 115e3, a=1.75e-3)
 PRESETS = {m.name.split("/")[-1].lower(): m for m in (QWEN3_8B, QWEN3_32B, QWEN3_0_6B)}
+
+TOKENIZER_TOKENS_PER_S = 259_000.0  # measured, see the module doc (bench/tokenizer_rate.py)
+CHUNKED_PREFILL_SIZE_H200 = 8192  # sglang arg_groups/memory_hook.py, 90 GiB <= gpu_mem < 160 GiB
+MAX_PREFILL_TOKENS = 16384  # sglang arg_groups/fields/schedule.py default
+
+
+@dataclass(frozen=True)
+class Deployment:
+    """Where the target and the drafter run."""
+
+    name: str  # "two-gpu" or "one-gpu"
+    shared_gpu: bool  # both servers' forward passes take turns on one GPU
+    source: str  # where the setup comes from
+
+
+DEPLOYMENTS = {
+    "two-gpu": Deployment("two-gpu", False, "SpecCompact paper setup: the drafter on its own GPU"),
+    "one-gpu": Deployment("one-gpu", True, "launch/qwen3-8b.toml, launch/qwen3-32b.toml: both servers on one GPU"),
+}
+
+
+@dataclass(frozen=True)
+class Scheduling:
+    """Per-server scheduler and tokenizer settings of the simulator (sources in the module doc)."""
+
+    schedule_policy: str = "fcfs"  # sglang 0.5.23 default; "lpm" sorts by cached prefix
+    max_prefill_tokens: int = MAX_PREFILL_TOKENS  # uncached tokens per prefill batch
+    chunked_prefill_size: int | None = CHUNKED_PREFILL_SIZE_H200  # tokens per prefill chunk (None: off)
+    tokenizer_tokens_per_s: float = TOKENIZER_TOKENS_PER_S  # tokenizer process rate (0: free)
+
+    def tokenize_s(self, tokens: int) -> float:
+        """Seconds the server's tokenizer process spends on ``tokens`` tokens."""
+        return tokens / self.tokenizer_tokens_per_s if self.tokenizer_tokens_per_s > 0 else 0.0
 
 
 @dataclass(frozen=True)

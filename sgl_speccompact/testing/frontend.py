@@ -27,7 +27,7 @@ import uuid
 from dataclasses import dataclass
 from typing import Callable
 
-from .engine import Job, LogprobRequest
+from .jobs import Job, LogprobRequest
 from .model import EmulatedModel
 
 MAX_NEW_TOKENS_UNSET = 1 << 30  # init_req_max_new_tokens' "no limit"
@@ -120,7 +120,9 @@ class Frontend:
         for sub in subs:
             for k in range(n):
                 rid = sub.rid if n == 1 else uuid.uuid4().hex
-                jobs.append(self._job(sub, rid, on_update(len(jobs))))
+                job = self._job(sub, rid, on_update(len(jobs)))
+                job.sample, job.parallel = k, n
+                jobs.append(job)
         return jobs, obj.is_single
 
     def _job(self, sub, rid: str, on_update) -> Job:

@@ -28,7 +28,7 @@ import time
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
-    from .engine import Job
+    from .jobs import Job
     from .model import EmulatedModel
 
 

@@ -1,0 +1,147 @@
+"""Exact quiescence of a set of Python threads: is every one of them blocked?
+
+The one-clock simulator (:mod:`.simulator`) may advance virtual time only
+when no client thread can make progress on its own.  This module decides
+that from the threads' current frames (``sys._current_frames()``, read under
+the GIL, so one snapshot is one instant).  A tracked thread counts as
+BLOCKED only in one of these states; anything else counts as running (a
+wrong "running" only delays the simulator, it cannot change its results):
+
+* ``threading.Condition.wait`` at one of its blocking ``waiter.acquire``
+  lines with its waiter lock still in the condition's ``_waiters``.
+  ``notify`` removes the waiter from ``_waiters`` before releasing it, so a
+  notified thread is never taken for a blocked one.  This covers
+  ``Event.wait``, ``queue.Queue.get``/``join`` (sglang's ``StreamExecutor``
+  worker and ``sync``), ``Future.result`` and ``concurrent.futures.wait``
+  (``run_concurrently``), and the simulator's own response wait.
+* ``Thread.join`` (``_wait_for_tstate_lock``) of a thread that still runs
+  Python code (it has a frame: a thread releases its tstate lock only after
+  its last frame is gone).
+* A ``ThreadPoolExecutor`` worker idle in ``work_queue.get`` with its queue
+  empty (C ``SimpleQueue.get`` pops the item only after re-taking the GIL,
+  so an item handed over but not yet taken still shows in ``qsize``).
+
+A thread being started (``threading._limbo``: ``start()`` returned to the
+C level, the new thread has no Python frame yet) makes the set not
+quiescent.  The last rule above needs one more condition: a worker that has just popped its
+item must not lose the GIL before it leaves the ``get`` line.  CPython
+switches threads at its eval-breaker checks only when another thread asks
+for the GIL after waiting ``sys.getswitchinterval()``; :class:`ThreadWatch`
+raises that interval (:data:`SWITCH_INTERVAL_S`) while it is active, so a
+thread that returns from a blocking call keeps the GIL until it blocks
+again.  A thread that holds the GIL cannot be observed at all; the watcher
+runs only when every other thread has released it.
+"""
+
+from __future__ import annotations
+
+import inspect
+import sys
+import threading
+import traceback
+from concurrent.futures import thread as _futures_thread
+from dataclasses import dataclass
+
+SWITCH_INTERVAL_S = 1000.0  # GIL switch interval while watching, s (forced switches effectively off)
+
+
+def _lines(func, needle: str, after: str | None = None) -> frozenset[int]:
+    """Line numbers in ``func``'s source that contain ``needle`` (after the line with ``after``)."""
+    src, start = inspect.getsourcelines(func)
+    seen = after is None
+    out = set()
+    for i, line in enumerate(src):
+        if after is not None and after in line:
+            seen = True
+        elif seen and needle in line:
+            out.add(start + i)
+    return frozenset(out)
+
+
+_COND_WAIT = threading.Condition.wait.__code__
+_COND_LINES = (_lines(threading.Condition.wait, "waiter.acquire()", "_release_save")
+               | _lines(threading.Condition.wait, "waiter.acquire(True, timeout)"))
+_JOIN = threading.Thread._wait_for_tstate_lock.__code__
+_JOIN_LINES = _lines(threading.Thread._wait_for_tstate_lock, "lock.acquire(block, timeout)")
+_WORKER = _futures_thread._worker.__code__
+_WORKER_LINES = _lines(_futures_thread._worker, "work_queue.get(block=True)")
+if not (_COND_LINES and _JOIN_LINES and _WORKER_LINES):  # a Python whose stdlib reads differently
+    raise ImportError("quiescence: cannot locate the blocking lines of threading / concurrent.futures")
+
+
+@dataclass(frozen=True)
+class Snapshot:
+    """One instant of the tracked threads."""
+
+    quiescent: bool  # every tracked thread is blocked
+    running: tuple[str, ...]  # names of tracked threads not blocked
+    threads: int  # tracked threads alive
+
+    def __bool__(self) -> bool:
+        return self.quiescent
+
+
+class ThreadWatch:
+    """Tracks the threads started after it was created, plus ``extra`` idents.
+
+    Use as a context manager: it raises the GIL switch interval on entry and
+    restores it on exit.
+    """
+
+    def __init__(self, extra: tuple[int, ...] = ()):
+        self.before = {t.ident for t in threading.enumerate()}
+        self.extra = set(extra)
+        self._saved_interval: float | None = None
+
+    def __enter__(self) -> "ThreadWatch":
+        self._saved_interval = sys.getswitchinterval()
+        sys.setswitchinterval(SWITCH_INTERVAL_S)
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._saved_interval is not None:
+            sys.setswitchinterval(self._saved_interval)
+
+    def track(self, ident: int) -> None:
+        """Also watch the thread ``ident`` (e.g. one that existed before)."""
+        self.extra.add(ident)
+
+    def tracked(self, frames: dict) -> list[threading.Thread]:
+        """Tracked threads that still run Python code."""
+        me = threading.get_ident()
+        return [t for t in threading.enumerate()
+                if t.ident in frames and t.ident != me and (t.ident not in self.before or t.ident in self.extra)]
+
+    def snapshot(self) -> Snapshot:
+        """Whether every tracked thread is blocked right now."""
+        frames = sys._current_frames()
+        threads = self.tracked(frames)
+        running = tuple(t.name for t in threads if not blocked(frames[t.ident], frames))
+        running += tuple(f"{t.name} (starting)" for t in list(threading._limbo.values()))
+        return Snapshot(not running, running, len(threads))
+
+    def describe(self) -> str:
+        """Every tracked thread's state and stack (for a stall error)."""
+        frames = sys._current_frames()
+        parts = []
+        for t in self.tracked(frames):
+            state = "blocked" if blocked(frames[t.ident], frames) else "RUNNING"
+            stack = "".join(traceback.format_stack(frames[t.ident], limit=8))
+            parts.append(f"--- thread {t.name} ({state})\n{stack}")
+        return "\n".join(parts) or "(no tracked threads)"
+
+
+def blocked(frame, frames: dict) -> bool:
+    """Whether a thread whose innermost frame is ``frame`` is blocked (see module doc)."""
+    code, line = frame.f_code, frame.f_lineno
+    if code is _COND_WAIT and line in _COND_LINES:
+        local = frame.f_locals
+        cond, waiter = local.get("self"), local.get("waiter")
+        return cond is not None and waiter is not None and waiter in cond._waiters
+    if code is _JOIN and line in _JOIN_LINES:
+        target = frame.f_locals.get("self")
+        return target is not None and target.ident in frames
+    if code is _WORKER and line in _WORKER_LINES:
+        queue = frame.f_locals.get("work_queue")
+        return queue is not None and queue.qsize() == 0
+    return False
