@@ -89,7 +89,7 @@ class ThreadWatch:
     """
 
     def __init__(self, extra: tuple[int, ...] = ()):
-        self.before = {t.ident for t in threading.enumerate()}
+        self.before = set(threading.enumerate())  # Thread objects: idents of dead threads are reused
         self.extra = set(extra)
         self._saved_interval: float | None = None
 
@@ -110,7 +110,7 @@ class ThreadWatch:
         """Tracked threads that still run Python code."""
         me = threading.get_ident()
         return [t for t in threading.enumerate()
-                if t.ident in frames and t.ident != me and (t.ident not in self.before or t.ident in self.extra)]
+                if t.ident in frames and t.ident != me and (t not in self.before or t.ident in self.extra)]
 
     def snapshot(self) -> Snapshot:
         """Whether every tracked thread is blocked right now."""

@@ -24,6 +24,9 @@ Method: a conservative discrete-event simulation on ONE virtual clock.
   current clock.  Requests issued at one instant are ordered by
   ``(server, path, canonical JSON body)``, so thread timing cannot change
   the order: the same seed gives the same event log, bit for bit.
+  Identical bodies issued at one instant (e.g. two slots counting the same
+  drafted lines) cannot be told apart, so they are answered together, when
+  the last of them is done.
 * A request reaches its server's tokenizer process ``o_req`` after it was
   issued; the tokenizer (one per server, serial) spends
   ``tokens / rate`` on each item; the item then joins the scheduler's
@@ -45,6 +48,7 @@ end-to-end, critical path reconstructible).
 from __future__ import annotations
 
 import copy
+import hashlib
 import heapq
 import json
 import threading
@@ -107,6 +111,8 @@ class _Ticket:
     response: Any = None
     error: Exception | None = None
     record: RequestRecord | None = None
+    bundle: list = field(default_factory=list)  # identical bodies issued at the same instant
+    ready: bool = False  # answered by its server (delivered once its whole bundle is)
     done: threading.Event = field(default_factory=threading.Event)
 
 
@@ -140,6 +146,7 @@ class Simulation:
         self._heap: list = []
         self._events = 0
         self._epoch: list[_Ticket] = []
+        self._tickets: list[_Ticket] = []  # admitted this run
         self._owner: dict[int, _Ticket] = {}
         self._gpu_free = {g: 0.0 for g in self.gpus}
         self._gpu_last = {g: None for g in self.gpus}
@@ -177,6 +184,9 @@ class Simulation:
             with watch:
                 thread.start()
                 self._loop(watch, thread)
+        except BaseException:
+            self._abort()
+            raise
         finally:
             self._active = False
         if "error" in box:
@@ -197,6 +207,16 @@ class Simulation:
                 raise SimulationStalled("every client thread is blocked and no request is in flight:\n"
                                         + watch.describe())
 
+    def _abort(self) -> None:
+        """Fail every unanswered request, so client threads unwind after a simulator error."""
+        with self._cv:
+            self._active = False
+            pending = self._epoch + [t for t in self._tickets if not t.done.is_set()]
+            self._epoch = []
+        for t in pending:
+            t.error = EmulatorError("the simulation was aborted")
+            t.done.set()
+
     def _wait_quiescent(self, watch: ThreadWatch, client: threading.Thread) -> None:
         deadline = time.monotonic() + self.stall_s
         while client.is_alive() and not watch.snapshot():
@@ -215,14 +235,14 @@ class Simulation:
             return srv.model_info()
         if path == "/flush_cache":
             return {"flushed": srv.sched.flush()}
-        if not self._active:
-            raise EmulatorError(f"{path}: a simulated server answers only inside Simulation.run")
         ticket = _Ticket(srv, path, body or {})
         if path == "/generate":
             self._prepare_generate(ticket, url)
         elif path != "/tokenize":
             raise EmulatorError(f"the simulator does not serve {method} {path}")
         with self._cv:
+            if not self._active:
+                raise EmulatorError(f"{path}: a simulated server answers only inside Simulation.run")
             self._epoch.append(ticket)
             self._cv.notify_all()
         ticket.done.wait()
@@ -261,11 +281,21 @@ class Simulation:
     def _admit_epoch(self) -> None:
         """Stamp the requests issued at this instant, in canonical order, and send them."""
         epoch, self._epoch = self._epoch, []
-        epoch.sort(key=lambda t: (t.server.name, t.path, json.dumps(t.body, sort_keys=True, default=str)))
-        for ticket in epoch:
+        # identical bodies get identical answers, so their relative order does not matter
+        keyed = sorted((((t.server.name, t.path, json.dumps(t.body, sort_keys=True, default=str)), i)
+                        for i, t in enumerate(epoch)), key=lambda k: k[0])
+        bundle, last = [], None
+        for (_, _, canonical), i in keyed:
+            ticket = epoch[i]
+            if (ticket.server.name, ticket.path, canonical) != last:
+                bundle, last = [], (ticket.server.name, ticket.path, canonical)
+            bundle.append(ticket)
+            ticket.bundle = bundle
+            self._tickets.append(ticket)
             srv = ticket.server
             rec = RequestRecord(seq=len(self.requests), server=srv.name, path=ticket.path,
-                                kind=_kind(ticket), items=len(ticket.jobs), issued=self.clock)
+                                kind=_kind(ticket), items=len(ticket.jobs), issued=self.clock,
+                                digest=hashlib.sha256(canonical.encode()).hexdigest()[:12])
             ticket.record = rec
             self.requests.append(rec)
             ready = self.clock + srv.cost.request_overhead_s
@@ -374,7 +404,6 @@ class Simulation:
         rec = ticket.record
         for out in ticket.results:
             meta = out["meta_info"]
-            meta["e2e_latency"] = self.clock - rec.issued  # SIMULATED, deterministic
             meta.pop("response_sent_to_client_ts", None)
             rec.prompt_tokens += int(meta.get("prompt_tokens") or 0)
             rec.cached_tokens += int(meta.get("cached_tokens") or 0)
@@ -387,8 +416,15 @@ class Simulation:
         self._deliver(ticket)
 
     def _deliver(self, ticket: _Ticket) -> None:
-        ticket.record.finished = self.clock
-        ticket.done.set()
+        ticket.ready = True
+        if not all(t.ready for t in ticket.bundle):
+            return
+        for t in ticket.bundle:
+            t.record.finished = self.clock
+            if t.path == "/generate":
+                for out in t.results:
+                    out["meta_info"]["e2e_latency"] = self.clock - t.record.issued  # SIMULATED, deterministic
+            t.done.set()
 
 
 def _prompts(body: dict) -> list[str]:
