@@ -127,7 +127,15 @@ class Simulation:
         ``two-gpu`` (one GPU per server) or ``one-gpu`` (all share one).
     stall_s
         Real seconds without quiescence before :class:`SimulationStalled`.
+
+    Attributes
+    ----------
+    labeler
+        Optional ``labeler(server, path, body) -> (lane, role)`` that names
+        each request in the event log (e.g. its slot and what it is for).
     """
+
+    labeler: Callable[[str, str, dict], tuple[str | None, str | None]] | None = None
 
     def __init__(self, servers: dict[str, SimServer], deployment: Deployment, stall_s: float = STALL_S):
         self.servers, self.deployment, self.stall_s = servers, deployment, stall_s
@@ -296,6 +304,8 @@ class Simulation:
             rec = RequestRecord(seq=len(self.requests), server=srv.name, path=ticket.path,
                                 kind=_kind(ticket), items=len(ticket.jobs), issued=self.clock,
                                 digest=hashlib.sha256(canonical.encode()).hexdigest()[:12])
+            if self.labeler is not None:
+                rec.lane, rec.role = self.labeler(srv.name, ticket.path, ticket.body)
             ticket.record = rec
             self.requests.append(rec)
             ready = self.clock + srv.cost.request_overhead_s
