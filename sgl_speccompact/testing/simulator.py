@@ -481,8 +481,8 @@ class SimulatedEndpoint(_endpoint_base()):
         self.sim, self.server_name = sim, server
         super().__init__(f"http://simulated-{server}", **kw)
 
-    def _request(self, method: str, path: str, body: dict | None = None):
-        return self.sim.call(self.server_name, method, path, body, self.base_url)
+    def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
+        return self.sim.call(self.server_name, method, path, body, base or self.base_url)
 
 
 def build_simulation(tokenizer_path: str, policies: dict, costs: dict[str, CostModel], deployment: Deployment,
