@@ -43,7 +43,7 @@ import random
 import re
 import sys
 import time
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict
 from pathlib import Path
 from typing import Callable, Iterable, Iterator, Sequence
 
@@ -54,35 +54,11 @@ from ..history import parse_messages, render_history
 from ..prompts import THINK_OFF, assemble, drafter_messages
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from .incremental import cut_point, pick_incremental, split_history
+from .output import SPLITS, DataSummary, Example, write_dataset  # noqa: F401 - SPLITS: public here too
 from .sources import Trajectory, load_trajectories
 
-SPLITS = ("train", "validation")
 # A reasoning block a target may emit despite THINK_OFF; never drafter supervision.
 _THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
-
-
-@dataclass(frozen=True)
-class Example:
-    """One generated record and the split it belongs to."""
-
-    split: str  # "train" | "validation"
-    record: dict  # trajectory_id, slot, prompt, completion
-    truncated: bool = False  # the target hit max_tokens; the cut last line was dropped
-
-
-@dataclass
-class DataSummary:
-    """Counts reported after a run (also written to ``manifest.json``)."""
-
-    histories: int = 0  # trajectories used
-    examples: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))  # records per split
-    trajectories: dict[str, int] = field(default_factory=lambda: dict.fromkeys(SPLITS, 0))  # per split
-    incremental: int = 0  # examples with a previous summary
-    truncated: int = 0  # completions that hit max_tokens
-    empty: int = 0  # completions with no text
-    completion_chars: int = 0  # total characters of supervision
-    skipped: list[str] = field(default_factory=list)  # directory files that are not histories
-    seconds: float = 0.0  # wall time of generation
 
 
 # ---------------------------------------------------------------- pure helpers
@@ -252,36 +228,6 @@ def _record(h: Trajectory, slot: Slot, prompt: list[dict], state, incremental: b
         "completion": [{"role": "assistant", "content": completion}],
     }
     return record, truncated
-
-
-# ---------------------------------------------------------------- output (I/O edge)
-
-
-def write_dataset(examples: Iterable[Example], out_dir: str | Path) -> DataSummary:
-    """Stream examples into ``out_dir/train.jsonl`` and ``out_dir/validation.jsonl``.
-
-    Returns the counts; the caller writes the manifest.
-    """
-    out = Path(out_dir)
-    out.mkdir(parents=True, exist_ok=True)
-    summary, seen = DataSummary(), {s: set() for s in SPLITS}
-    files = {s: (out / f"{s}.jsonl").open("w", encoding="utf-8") for s in SPLITS}
-    try:
-        for ex in examples:
-            files[ex.split].write(json.dumps(ex.record, ensure_ascii=False) + "\n")
-            text = ex.record["completion"][0]["content"]
-            summary.examples[ex.split] += 1
-            summary.incremental += bool(ex.record.get("incremental"))
-            seen[ex.split].add(ex.record["trajectory_id"])
-            summary.truncated += ex.truncated
-            summary.empty += not text
-            summary.completion_chars += len(text)
-    finally:
-        for f in files.values():
-            f.close()
-    summary.trajectories = {s: len(ids) for s, ids in seen.items()}
-    summary.histories = sum(summary.trajectories.values())
-    return summary
 
 
 # ---------------------------------------------------------------- command line
