@@ -10,8 +10,10 @@ Policy: ``cache_aware`` (the router's default).  The router keeps, per
 worker, a radix tree of the *text* of the requests it sent there.  For each
 request it takes the worker whose tree holds the longest prefix of the
 request's routing text; if that match covers more than ``cache_threshold``
-(0.3) of the text it goes there, otherwise to the worker with the smallest
-tree.  Load overrides both when the busiest worker has more than
+(0.3) of the text it goes there.  Otherwise the router's documentation says
+the worker with the smallest tree gets it; with two idle emulator workers
+and requests one at a time, 0.3.2 sent every such request to the same
+worker.  Load overrides both when the busiest worker has more than
 ``balance_abs_threshold`` (64) requests more than the idlest and more than
 ``balance_rel_threshold`` (1.5) times as many; then the idlest worker
 gets it.  What that means here:
@@ -25,9 +27,10 @@ gets it.  What that means here:
 * the routing text of ``/generate`` is its ``text`` (our chat-templated
   prompt), but that of ``/v1/chat/completions`` is the messages' contents
   joined by spaces, without the template.  So a compaction's prompt never
-  matches an agent's chat turns in the router's tree, and cache_aware
-  cannot send the compaction to the worker that served the agent: it goes to
-  the worker with the smallest tree.  For that case use ``--policy manual``
+  matches an agent's chat turns in the router's tree, and cache_aware does
+  not know to send the compaction to the worker that served the agent (it
+  lands there only when the no-match choice happens to pick it).  For that
+  case use ``--policy manual``
   and one routing key per agent session: the agent sends it as the
   ``X-SMG-Routing-Key`` header, and the compaction passes the same key
   (``routing_key``), so both land on the worker the key is pinned to.
