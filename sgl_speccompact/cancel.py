@@ -26,7 +26,7 @@ import threading
 import time
 from typing import Any
 
-from .errors import CompactionCancelledError, CompactionTimeoutError
+from .errors import CompactionCancelledError, CompactionTimeoutError, ServiceStoppingError
 
 
 class CancelScope:
@@ -91,7 +91,7 @@ class CancelScope:
         if self.reason == "timeout":
             return CompactionTimeoutError(f"the compaction did not finish within {self.deadline_s:g} s")
         if self.reason == "shutdown":
-            return CompactionCancelledError("compaction cancelled: the service is stopping")
+            return ServiceStoppingError("compaction cancelled: the service is stopping")
         return CompactionCancelledError("compaction cancelled")
 
     def check(self) -> None:

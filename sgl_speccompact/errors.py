@@ -118,6 +118,12 @@ class CompactionCancelledError(SpecCompactError):
     code = "cancelled"
 
 
+class ServiceStoppingError(CompactionCancelledError):
+    """The service is shutting down; the compaction was cancelled."""
+
+    code = "service_stopping"
+
+
 class CompactionTimeoutError(BackendTimeoutError):
     """The whole compaction ran past its deadline; no summary is returned."""
 
@@ -147,6 +153,7 @@ HTTP_STATUS: dict[type[SpecCompactError], int] = {
     ConfigError: 422,
     UnknownMethodError: 422,
     SummaryBudgetError: 422,
+    ServiceStoppingError: 503,
     CompactionCancelledError: 499,  # client closed the request (nginx's code)
     BackendTimeoutError: 504,
     BackendError: 502,

@@ -581,15 +581,17 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
 
 
 def _exit_if_stuck(rc: int) -> None:
-    """End the process now if a thread is still blocked in an upstream request.
+    """End the process now if a compaction is still blocked in an upstream request.
 
     Every compaction was cancelled and given ``shutdown_grace_s`` at
-    shutdown; a request already on the wire can still block its (sglang,
-    non-daemon) worker thread until its timeout, and the interpreter would
-    wait for it.  Stopping within seconds matters more to an operator.
+    shutdown; a request already on the wire still blocks its threads until
+    its timeout, and the interpreter joins thread-pool workers at exit.
+    Stopping within seconds matters more to an operator.
     """
-    stuck = [t for t in threading.enumerate()
-             if t is not threading.main_thread() and not t.daemon and t.is_alive()]
+    from .service_runtime import THREAD_NAME
+
+    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()
+             and (t.name == THREAD_NAME or not t.daemon)]
     if stuck:
         print(f"[launch] {len(stuck)} thread(s) still inside an upstream request; exiting without them",
               file=sys.stderr, flush=True)

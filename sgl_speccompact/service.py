@@ -51,6 +51,7 @@ from .errors import (
     ConfigError,
     InvalidRequestError,
     RequestTooLargeError,
+    ServiceStoppingError,
     SpecCompactError,
     UnauthorizedError,
     UnknownMethodError,
@@ -248,8 +249,11 @@ def create_app(
         task = compactions.start(method, *job(req, method, cfg))
         try:
             result = await task.wait(request)
+        except asyncio.CancelledError:  # the server is stopping and cancels open requests
+            task.scope.cancel("shutdown")
+            return fail(task.scope.error())
         except SpecCompactError as err:
-            if isinstance(err, CompactionCancelledError):
+            if isinstance(err, CompactionCancelledError) and not isinstance(err, ServiceStoppingError):
                 return Response(status_code=error_status(err))  # nobody is listening
             return fail(err)
         return JSONResponse(result.to_json_dict())

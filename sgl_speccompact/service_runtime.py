@@ -34,6 +34,7 @@ from .service_metrics import Metrics, outcome
 log = logging.getLogger(__name__)
 
 POLL_S = 0.25  # how often a waiting request checks for a client disconnect (seconds)
+THREAD_NAME = "compaction"  # name of every compaction thread (launch looks for them at exit)
 
 
 @dataclass(frozen=True)
@@ -227,7 +228,7 @@ class Compactions:
                 with self._lock:
                     self._active.pop(threading.current_thread(), None)
 
-        thread = threading.Thread(target=body, name="compact", daemon=True)
+        thread = threading.Thread(target=body, name=THREAD_NAME, daemon=True)
         with self._lock:
             self._active[thread] = scope
         thread.start()

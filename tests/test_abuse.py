@@ -468,55 +468,62 @@ def test_probe_fifty_failing_compactions_leak_no_threads(make_emulated_server):
 
 
 @pytest.mark.slow
-def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_emulated_server, tmp_path):
+def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_emulated_server):
     import os
     import signal
     import subprocess
     import sys
 
     pytest.importorskip("sgl_speccompact.methods")
+    from sgl_speccompact.testing import ScriptedPolicy
     from sgl_speccompact.testing.server import free_port
 
-    target_srv, drafter_srv = _failing_servers(make_emulated_server)
-    gate = threading.Event()
-    from sgl_speccompact.testing import ScriptedPolicy
+    target_srv, _ = _failing_servers(make_emulated_server)
+    gate, failing, hung = threading.Event(), threading.Event(), threading.Event()
+    failing.set()
 
-    hang = ScriptedPolicy()
-    hang.on("", lambda prompt: gate.wait(120) and "- late\n")
-    hung_srv = make_emulated_server(policy=hang, model_path="Qwen/Qwen3-0.6B")
+    def draft(prompt):
+        if failing.is_set():
+            raise RuntimeError("drafter crashed")
+        hung.set()
+        gate.wait(120)  # hangs until the test ends
+        return "- late\n"
+
+    policy = ScriptedPolicy()
+    policy.on("", draft)
+    drafter_srv = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B")
     port = free_port()
     base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,
+                             "--drafter-url", drafter_srv.url, "--service-port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 
-    def serve(drafter_url: str) -> subprocess.Popen:
-        return subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,
-                                 "--drafter-url", drafter_url, "--service-port", str(port)],
-                                stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
-                                env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
-
-    def up(proc) -> bool:
+    def up() -> bool:
         try:
             return httpx.get(base + "/health", timeout=2).status_code in (200, 503)
         except httpx.HTTPError:
             return proc.poll() is not None
 
-    for drafter_url, hung in ((drafter_srv.url, False), (hung_srv.url, True)):
-        proc = serve(drafter_url)
-        try:
-            _wait_for(lambda: up(proc), "the service to start", limit_s=180)
-            assert proc.poll() is None, proc.communicate()[1][-2000:]
-            if hung:  # a request stuck inside an upstream call while the signal arrives
-                threading.Thread(target=lambda: httpx.post(base + "/v1/compact", json={"messages": MESSAGES},
-                                                           timeout=120), daemon=True).start()
-                _wait_for(lambda: len(hang.calls) >= 1, "the hung draft")
-            else:
-                for _ in range(10):
-                    assert httpx.post(base + "/v1/compact", json={"messages": MESSAGES},
-                                      timeout=60).status_code == 502
-            proc.send_signal(signal.SIGTERM)
-            _, err = proc.communicate(timeout=60)  # a hang guard, not a timing claim
-            assert proc.returncode in (0, 143), err[-2000:]
-            assert "Traceback" not in err, err[-2000:]
-        finally:
-            if proc.poll() is None:
-                proc.kill()
-            gate.set()
+    try:
+        _wait_for(up, "the service to start", limit_s=180)
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        for _ in range(10):
+            assert httpx.post(base + "/v1/compact", json={"messages": MESSAGES}, timeout=60).status_code == 502
+        failing.clear()  # now a request gets stuck inside an upstream call while the signal arrives
+        answers: list = []
+        client = threading.Thread(target=lambda: answers.append(httpx.post(
+            base + "/v1/compact", json={"messages": MESSAGES}, timeout=120)), daemon=True)
+        client.start()
+        _wait_for(hung.is_set, "the hung draft")
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=60)  # a hang guard, not a timing claim
+        assert proc.returncode in (0, 143), err[-2000:]
+        assert "Traceback" not in err, err[-2000:]
+        client.join(timeout=30)
+        assert answers and answers[0].status_code == 503, answers  # told, not dropped
+        assert answers[0].json()["error"]["type"] == "service_stopping"
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        gate.set()
