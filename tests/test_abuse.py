@@ -302,6 +302,7 @@ def _cancel_seen(svc: LiveService) -> bool:
     return all(s.reason for s in svc.app.state.compactions._active.values())
 
 
+@pytest.mark.slow
 def test_probe_nonstream_client_gives_up_cancels_the_compaction(gated):
     svc = _live(gated)
     try:
@@ -314,6 +315,7 @@ def test_probe_nonstream_client_gives_up_cancels_the_compaction(gated):
         svc.close()
 
 
+@pytest.mark.slow
 def test_probe_stream_dropped_cancels_the_compaction(gated):
     svc = _live(gated)
     try:
@@ -328,6 +330,7 @@ def test_probe_stream_dropped_cancels_the_compaction(gated):
         svc.close()
 
 
+@pytest.mark.slow
 def test_probe_whole_compaction_deadline(gated):
     svc = _live(gated, compaction_timeout_s=1.0)
     try:
