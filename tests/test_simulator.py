@@ -136,6 +136,15 @@ def test_n_samples_and_text_lists_are_served(emulator_tokenizer_path):
     assert first.kind == "prefill" and first.requests == [n_req.seq]
 
 
+def test_chat_completions_are_served_on_the_same_clock(emulator_tokenizer_path):
+    sim = make_sim(emulator_tokenizer_path, target_policy=ScriptedPolicy(default_output="hello"))
+    target = sim.endpoint("target")
+    body = {"model": "m", "messages": [{"role": "user", "content": "hi there"}], "max_tokens": 4}
+    out, report = sim.run(lambda: target._request("POST", "/v1/chat/completions", body))
+    assert out["object"] == "chat.completion" and out["choices"][0]["message"]["content"] == "hello"
+    assert report["requests"][0].path == "/v1/chat/completions" and report["e2e_s"] > 0
+
+
 def test_bad_body_is_a_typed_400(emulator_tokenizer_path):
     from sgl_speccompact.errors import BackendError
 

@@ -13,7 +13,9 @@ request shape the engine sends (batched ``text`` lists, ``input_ids``,
 
 Method: a conservative discrete-event simulation on ONE virtual clock.
 
-* A client thread that sends a request blocks on its answer.  Virtual time
+* A client thread that sends a request blocks on its answer (a condition
+  over the simulator's lock: the monitor it notifies wakes only once the
+  client waits).  Virtual time
   does not move while any client thread can still run: the monitor (the
   thread that called :meth:`Simulation.run`) advances it only at
   quiescence, when every thread started by the run is blocked
@@ -41,32 +43,33 @@ Method: a conservative discrete-event simulation on ONE virtual clock.
   answers the simulator never waits on real time, so results do not depend
   on the machine's load.
 
+``/v1/chat/completions`` bodies are rendered as the emulator's chat route
+renders them (:mod:`.chat`), then admitted like ``/generate``.  The request
+side lives in :mod:`.simserver`.
+
 Every run checks the invariants of :mod:`.timeline` (busy time vs
 end-to-end, critical path reconstructible).
 """
 
 from __future__ import annotations
 
-import copy
 import hashlib
 import heapq
 import json
 import threading
 import time
-from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .cost import CostModel, Deployment, Scheduling
-from .frontend import BadRequest, Frontend, ServedModel, parse_generate
-from .jobs import Job, LogprobRequest
+from .frontend import ServedModel
 from .model import EmulatedModel, EmulatorError
 from .quiescence import ThreadWatch
-from .radix import RadixTree
-from .scheduler import Batch, Scheduler
+from .scheduler import Batch
+from .simserver import Requests, SimServer, Ticket, _by_text, _kind, _prompts
 from .timeline import PassRecord, RequestRecord, check
 
 STALL_S = 60.0  # real seconds without quiescence before a run is declared stuck
-POLL_S = 0.0005  # real seconds between quiescence checks
+POLL_S = 0.002  # real seconds between quiescence checks when no request arrives
 
 
 class SimulationStalled(EmulatorError):
@@ -75,48 +78,7 @@ class SimulationStalled(EmulatorError):
     code = "simulation_stalled"
 
 
-class SimServer:
-    """One simulated SGLang server: frontend, scheduler, tokenizer process, cost model."""
-
-    def __init__(self, name: str, model: EmulatedModel, served: ServedModel, cost: CostModel,
-                 scheduling: Scheduling = Scheduling(), radix_capacity_tokens: int | None = None):
-        self.name, self.model, self.served, self.cost, self.scheduling = name, model, served, cost, scheduling
-        self.tree = RadixTree(radix_capacity_tokens)
-        self.sched = Scheduler(model, self.tree, max_prefill_tokens=scheduling.max_prefill_tokens,
-                               chunked_prefill_size=scheduling.chunked_prefill_size,
-                               schedule_policy=scheduling.schedule_policy,
-                               request_overhead_s=cost.request_overhead_s)
-        self.frontend = Frontend(model, served)
-        self.gpu = 0  # index of its GPU, set by the Simulation
-        self.tokenizer_free = 0.0  # when its tokenizer process is next idle, s
-        self.in_pass = False  # a forward pass of this server is running
-
-    def model_info(self) -> dict:
-        from .api import _model_info
-
-        return _model_info(self.served)
-
-
-@dataclass
-class _Ticket:
-    """A request in flight: its jobs, their outputs and the client's wait."""
-
-    server: SimServer
-    path: str
-    body: dict
-    jobs: list[Job] = field(default_factory=list)
-    single: bool = True
-    results: list = field(default_factory=list)
-    left: int = 0
-    response: Any = None
-    error: Exception | None = None
-    record: RequestRecord | None = None
-    bundle: list = field(default_factory=list)  # identical bodies issued at the same instant
-    ready: bool = False  # answered by its server (delivered once its whole bundle is)
-    done: threading.Event = field(default_factory=threading.Event)
-
-
-class Simulation:
+class Simulation(Requests):
     """Simulated servers on one virtual clock.
 
     Parameters
@@ -142,7 +104,8 @@ class Simulation:
         for i, s in enumerate(servers.values()):
             s.gpu = 0 if deployment.shared_gpu else i
         self.gpus = sorted({s.gpu for s in servers.values()})
-        self._cv = threading.Condition()
+        self._lock = threading.Lock()  # guards queues and clock; client waits use it too
+        self._cv = threading.Condition(self._lock)  # the monitor waits on it
         self._active = False
         self.reset()
 
@@ -153,9 +116,9 @@ class Simulation:
         self.passes: list[PassRecord] = []
         self._heap: list = []
         self._events = 0
-        self._epoch: list[_Ticket] = []
-        self._tickets: list[_Ticket] = []  # admitted this run
-        self._owner: dict[int, _Ticket] = {}
+        self._epoch: list[Ticket] = []
+        self._tickets: list[Ticket] = []  # admitted this run
+        self._owner: dict[int, Ticket] = {}
         self._gpu_free = {g: 0.0 for g in self.gpus}
         self._gpu_last = {g: None for g in self.gpus}
         for s in self.servers.values():
@@ -207,23 +170,24 @@ class Simulation:
     def _loop(self, watch: ThreadWatch, client: threading.Thread) -> None:
         while True:
             self._wait_quiescent(watch, client)
-            with self._cv:
+            with self._lock:
                 self._admit_epoch()
-            if not client.is_alive():
-                return
-            if not self._advance():
+                if not client.is_alive():
+                    return
+                woke = self._advance()
+            if not woke:
                 raise SimulationStalled("every client thread is blocked and no request is in flight:\n"
                                         + watch.describe())
 
     def _abort(self) -> None:
         """Fail every unanswered request, so client threads unwind after a simulator error."""
-        with self._cv:
+        with self._lock:
             self._active = False
-            pending = self._epoch + [t for t in self._tickets if not t.done.is_set()]
+            for t in self._epoch + [t for t in self._tickets if not t.done]:
+                t.error = EmulatorError("the simulation was aborted")
+                t.done = True
+                t.cond.notify()
             self._epoch = []
-        for t in pending:
-            t.error = EmulatorError("the simulation was aborted")
-            t.done.set()
 
     def _wait_quiescent(self, watch: ThreadWatch, client: threading.Thread) -> None:
         deadline = time.monotonic() + self.stall_s
@@ -235,52 +199,6 @@ class Simulation:
                 self._cv.wait(POLL_S)
 
     # ------------------------------------------------------------ client side
-
-    def call(self, server: str, method: str, path: str, body: dict | None, url: str):
-        """Serve one transport request of a client thread (blocks until answered)."""
-        srv = self.servers[server]
-        if path in ("/get_model_info", "/model_info"):
-            return srv.model_info()
-        if path == "/flush_cache":
-            return {"flushed": srv.sched.flush()}
-        ticket = _Ticket(srv, path, body or {})
-        if path == "/generate":
-            self._prepare_generate(ticket, url)
-        elif path != "/tokenize":
-            raise EmulatorError(f"the simulator does not serve {method} {path}")
-        with self._cv:
-            if not self._active:
-                raise EmulatorError(f"{path}: a simulated server answers only inside Simulation.run")
-            self._epoch.append(ticket)
-            self._cv.notify_all()
-        ticket.done.wait()
-        if ticket.error is not None:
-            raise ticket.error
-        return ticket.response
-
-    def _prepare_generate(self, ticket: _Ticket, url: str) -> None:
-        from ..endpoint import http_error
-
-        try:
-            obj = parse_generate(ticket.body)
-            ticket.jobs, ticket.single = ticket.server.frontend.jobs(obj, lambda i: self._sink(ticket, i))
-        except BadRequest as exc:
-            raise http_error(url, 400, json.dumps(exc.body)) from exc
-        except ValueError as exc:
-            raise http_error(url, 400, json.dumps({"error": {"message": str(exc)}})) from exc
-        ticket.results = [None] * len(ticket.jobs)
-        ticket.left = len(ticket.jobs)
-
-    def _sink(self, ticket: _Ticket, index: int):
-        def update(out: dict, finished: bool) -> None:
-            if finished:
-                ticket.results[index] = out
-                ticket.left -= 1
-                if ticket.left == 0:
-                    self._answer_generate(ticket)
-        return update
-
-    # ------------------------------------------------------------ monitor side
 
     def _push(self, t: float, kind: str, payload) -> None:
         self._events += 1
@@ -326,23 +244,6 @@ class Simulation:
                 first = group if len(group) == 1 else [self._warmup(ticket, group)]
                 self._push(srv.tokenizer_free, "arrive", (srv, first))
 
-    def _warmup(self, ticket: _Ticket, samples: list[Job]) -> Job:
-        """sglang's n > 1 path: a prefill-only copy first, the samples once it is answered."""
-        head = samples[0]
-        sampling = copy.copy(head.sampling)
-        sampling.max_new_tokens = 0
-
-        def release(out: dict, finished: bool) -> None:
-            if finished:
-                ticket.server.sched.add(samples)
-
-        job = Job(rid=f"{head.rid}-warmup", prompt=head.prompt, input_ids=head.input_ids, sampling=sampling,
-                  lora_path=head.lora_path, namespace=head.namespace, logprobs=LogprobRequest(), stream=False,
-                  on_update=release, sim_arrival=self.clock)
-        self._owner[id(job)] = ticket
-        ticket.record.items += 1
-        return job
-
     def _advance(self) -> bool:
         """Apply events in time order until a client is answered; False when none is pending."""
         while True:
@@ -373,7 +274,7 @@ class Simulation:
         srv.in_pass = False
         srv.sched.run(batch)
         finished = srv.sched.settle(batch, now=self.clock)
-        return any(self._owner[id(j)].done.is_set() for j in finished if id(j) in self._owner)
+        return any(self._owner[id(j)].done for j in finished if id(j) in self._owner)
 
     def _start_passes(self) -> None:
         for gpu in self.gpus:
@@ -406,63 +307,6 @@ class Simulation:
         self._gpu_free[srv.gpu] = rec.end
         self._gpu_last[srv.gpu] = srv
         self._push(rec.end, "pass", (srv, batch, rec))
-
-    def _answer_generate(self, ticket: _Ticket) -> None:
-        """All jobs finished (inside a pass's settle): shape the answer as the HTTP route does."""
-        from ..endpoint import http_error
-
-        rec = ticket.record
-        for out in ticket.results:
-            meta = out["meta_info"]
-            meta.pop("response_sent_to_client_ts", None)
-            rec.prompt_tokens += int(meta.get("prompt_tokens") or 0)
-            rec.cached_tokens += int(meta.get("cached_tokens") or 0)
-            rec.completion_tokens += int(meta.get("completion_tokens") or 0)
-            reason = meta.get("finish_reason") or {}
-            if reason.get("type") == "abort" and ticket.error is None:
-                ticket.error = http_error(f"simulated {ticket.server.name}", reason.get("status_code") or 500,
-                                          reason.get("message", ""))
-        ticket.response = ticket.results[0] if ticket.single else ticket.results
-        self._deliver(ticket)
-
-    def _deliver(self, ticket: _Ticket) -> None:
-        ticket.ready = True
-        if not all(t.ready for t in ticket.bundle):
-            return
-        for t in ticket.bundle:
-            t.record.finished = self.clock
-            if t.path == "/generate":
-                for out in t.results:
-                    out["meta_info"]["e2e_latency"] = self.clock - t.record.issued  # SIMULATED, deterministic
-            t.done.set()
-
-
-def _prompts(body: dict) -> list[str]:
-    prompt = body.get("prompt")
-    return [prompt] if isinstance(prompt, str) else list(prompt or [])
-
-
-def _by_text(jobs: list[Job]) -> list[list[Job]]:
-    """Jobs grouped by prompt (one group per text; a group holds its n samples)."""
-    groups: list[list[Job]] = []
-    for job in jobs:
-        if job.sample == 0:
-            groups.append([job])
-        else:
-            groups[-1].append(job)
-    return groups
-
-
-def _kind(ticket: _Ticket) -> str:
-    if ticket.path == "/tokenize":
-        return "tokenize"
-    body = ticket.body
-    if "token_ids_logprob" in body:
-        return "judge"
-    params = body.get("sampling_params") or {}
-    params = params[0] if isinstance(params, list) and params else params
-    return "prefill" if isinstance(params, dict) and params.get("max_new_tokens") == 0 else "generate"
-
 
 def _endpoint_base():
     from ..endpoint import SpecCompactEndpoint

@@ -1,0 +1,71 @@
+"""PNG plots of a latency report (bench/latency.py): every figure in them is SIMULATED.
+
+* ``<stem>-speedup.png``: speedup over Hermes-style vs acceptance rate, one
+  panel per deployment and model pair, one line per method.
+* ``<stem>-critical.png``: stacked bars of the critical slot's time per method
+  (before-fork, drafting, verifying, repairing, generating, waiting,
+  after-join) at the middle acceptance rate, one panel per deployment and
+  model pair.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+
+def plot(report: dict, stem: Path) -> list[Path]:
+    """Write both PNGs next to ``stem``; returns their paths."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    from latency import PARTS
+
+    summary = report["summary_by_cell"]
+    cells = list(dict.fromkeys((s["model_pair"], s["deployment"]) for s in summary))
+    methods = list(dict.fromkeys(s["method"] for s in summary))
+    out = []
+
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.6), squeeze=False)
+    for ax, (pair, dep) in zip(axes[0], cells):
+        for m in methods:
+            pts = sorted((s["p_accept"], s["geomean_speedup_vs_hermes"]) for s in summary
+                         if s["model_pair"] == pair and s["deployment"] == dep and s["method"] == m
+                         and s["geomean_speedup_vs_hermes"])
+            if pts:
+                ax.plot([p for p, _ in pts], [v for _, v in pts], marker="o", label=m)
+        ax.set_title(f"{dep}, {pair}", fontsize=9)
+        ax.set_xlabel("acceptance rate")
+        ax.set_ylabel("speedup vs Hermes-style (x)")
+        ax.grid(alpha=0.3)
+    axes[0][0].legend(fontsize=7)
+    fig.suptitle("SIMULATED speedup over Hermes-style (one-clock simulator, H200 cost model)", fontsize=10)
+    fig.tight_layout()
+    path = Path(f"{stem}-speedup.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    out.append(path)
+
+    ps = sorted({s["p_accept"] for s in summary})
+    mid = ps[len(ps) // 2] if ps else None
+    fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.8), squeeze=False)
+    for ax, (pair, dep) in zip(axes[0], cells):
+        sub = [s for s in summary if s["model_pair"] == pair and s["deployment"] == dep and s["p_accept"] == mid
+               and s["mean_parts_s"]]
+        bottom = [0.0] * len(sub)
+        for part in PARTS:
+            vals = [s["mean_parts_s"][part] for s in sub]
+            ax.bar(range(len(sub)), vals, bottom=bottom, label=part)
+            bottom = [b + v for b, v in zip(bottom, vals)]
+        ax.set_xticks(range(len(sub)), [s["method"] for s in sub], rotation=30, fontsize=7)
+        ax.set_title(f"{dep}, {pair}, p={mid}", fontsize=9)
+        ax.set_ylabel("critical path (s)")
+    axes[0][-1].legend(fontsize=7)
+    fig.suptitle("SIMULATED critical-path time per method (one-clock simulator, H200 cost model)", fontsize=10)
+    fig.tight_layout()
+    path = Path(f"{stem}-critical.png")
+    fig.savefig(path, dpi=110)
+    plt.close(fig)
+    out.append(path)
+    return out
