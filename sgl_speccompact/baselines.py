@@ -34,8 +34,9 @@ from .compactor import run_slots, slot_context
 from .config import CompactConfig
 from .lines import SlotBudget, split_draft
 from .pipeline import Job, register, run
+from .hermes_prompt import hermes_prompt, rough_tokens, summary_target, transcript
 from .programs import SlotContext, end_states, fork_slots, open_slot, result_of, run_concurrently
-from .prompts import HERMES_SYSTEM, SUMMARIZER_SYSTEM, hermes_prompt, openclaw_prompt
+from .prompts import SUMMARIZER_SYSTEM, openclaw_prompt
 from .result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 from .schema import Slot
 
@@ -65,15 +66,19 @@ def answer(s, system: str, prompt: str, assistant_prefix: str, sampling: dict) -
 
 
 @sgl.function
-def hermes_program(s, history, previous_summary, assistant_prefix, sampling):
-    """Hermes-style: the whole summary in one generation."""
-    answer(s, HERMES_SYSTEM, hermes_prompt(history, previous_summary), assistant_prefix, sampling)
+def hermes_program(s, prompt, assistant_prefix, sampling):
+    """Hermes: one user message and no system turn, as hermes-agent sends it; one generation."""
+    s += sgl.user(prompt)
+    s += sgl.assistant_begin()
+    s += assistant_prefix
+    s += sgl.gen("summary", **sampling)
 
 
 @sgl.function
-def openclaw_program(s, history, slots, previous_summary, assistant_prefix, sampling):
+def openclaw_program(s, history, slots, previous_summary, focus, assistant_prefix, sampling):
     """OpenClaw-style: every slot of the schema in one generation."""
-    answer(s, SUMMARIZER_SYSTEM, openclaw_prompt(history, slots, previous_summary), assistant_prefix, sampling)
+    answer(s, SUMMARIZER_SYSTEM, openclaw_prompt(history, slots, previous_summary, focus), assistant_prefix,
+           sampling)
 
 
 @sgl.function
@@ -145,11 +150,22 @@ def cap_slot(slot: Slot, lines: list[str], count: Callable[[list[str]], list[int
 # ---------------------------------------------------------------- registered methods
 
 
+def hermes_request(job: Job, today: str | None = None) -> tuple[str, int]:
+    """The prompt of a Hermes compaction and its summary length target (tokens).
+
+    The target is hermes-agent's, from the rough size of the turns and the
+    agent's context window ``cfg.agent_context_tokens``.
+    """
+    target_tokens = summary_target(rough_tokens(job.turns), job.cfg.agent_context_tokens)
+    prompt = hermes_prompt(transcript(job.turns), job.previous_summary, target_tokens=target_tokens,
+                           today=today, focus=job.focus)
+    return prompt, target_tokens
+
+
 def _one_shot(job: Job, program, names: dict[str, str] | None = None, **kwargs) -> OneShot:
     """Run a one-shot program and count its single generation."""
     t0 = time.perf_counter()
-    state = program.run(history=job.history, previous_summary=job.previous_summary,
-                        assistant_prefix=getattr(job.target, "assistant_prefix", ""),
+    state = program.run(assistant_prefix=getattr(job.target, "assistant_prefix", ""),
                         sampling=monolithic_sampling(job.cfg), backend=job.target, **kwargs)
     text, meta = result_of(state, "summary")
     job.recorder.time("generate", time.perf_counter() - t0)
@@ -159,14 +175,15 @@ def _one_shot(job: Job, program, names: dict[str, str] | None = None, **kwargs) 
 
 @register("hermes", fixed_sections="Hermes Agent's fixed sections")
 def hermes_method(job: Job) -> OneShot:
-    """Hermes-style: the whole summary in one generation."""
-    return _one_shot(job, hermes_program)
+    """Hermes: hermes-agent's prompt, the whole summary in one generation."""
+    return _one_shot(job, hermes_program, prompt=hermes_request(job)[0])
 
 
 @register("openclaw")
 def openclaw_method(job: Job) -> OneShot:
     """OpenClaw-style: every slot of the schema in one generation."""
-    return _one_shot(job, openclaw_program, names={s.title: s.name for s in job.slots}, slots=job.slots)
+    return _one_shot(job, openclaw_program, names={s.title: s.name for s in job.slots}, slots=job.slots,
+                     history=job.history, previous_summary=job.previous_summary, focus=job.focus)
 
 
 @register("target_self")
@@ -180,7 +197,7 @@ def target_self_method(job: Job) -> list[SlotResult]:
 
 def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
                  previous_summary: str | None = None, source_judge: bool = False,
-                 on_event: Callable[[dict], None] | None = None) -> CompactionResult:
+                 on_event: Callable[[dict], None] | None = None, focus: str | None = None) -> CompactionResult:
     """Compact a history the way Hermes Agent's compressor does: one generation.
 
     Parameters
@@ -198,6 +215,8 @@ def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | d
         Run Source-Judged Compaction on the summary.
     on_event : callable, optional
         ``line`` and ``slot_done`` events per section, sent after the generation.
+    focus : str, optional
+        Focus topic (untrusted text, quoted); Hermes's focus block ends the prompt.
 
     Returns
     -------
@@ -210,13 +229,13 @@ def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | d
     InvalidHistoryError, ConfigError, BackendError, SummaryBudgetError
     """
     return run("hermes", messages, target=target, config=config, previous_summary=previous_summary,
-               source_judge=source_judge, on_event=on_event)
+               source_judge=source_judge, on_event=on_event, focus=focus)
 
 
 def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
                    schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
-                   source_judge: bool = False,
-                   on_event: Callable[[dict], None] | None = None) -> CompactionResult:
+                   source_judge: bool = False, on_event: Callable[[dict], None] | None = None,
+                   focus: str | None = None) -> CompactionResult:
     """Compact a history with OpenClaw's six-slot summary in one generation.
 
     Parameters are those of :func:`hermes_style`, plus ``schema`` (the
@@ -230,13 +249,13 @@ def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig |
         the judge request with ``source_judge``.
     """
     return run("openclaw", messages, target=target, config=config, schema=schema,
-               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event)
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event, focus=focus)
 
 
 def target_self(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
                 schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
-                source_judge: bool = False,
-                on_event: Callable[[dict], None] | None = None) -> CompactionResult:
+                source_judge: bool = False, on_event: Callable[[dict], None] | None = None,
+                focus: str | None = None) -> CompactionResult:
     """Compact a history slot-parallel with the target alone.
 
     Same shared prefix and fork as SpecCompact; each slot is one target
@@ -253,4 +272,4 @@ def target_self(messages: list[dict], *, target: Any, config: CompactConfig | di
         ``generate`` per slot, plus the judge request with ``source_judge``.
     """
     return run("target_self", messages, target=target, config=config, schema=schema,
-               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event)
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event, focus=focus)

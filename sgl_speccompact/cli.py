@@ -41,6 +41,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--list-trials", action="store_true", help="list the file's trials and exit")
     p.add_argument("--previous-summary", metavar="FILE", help="summary of earlier turns (text file)")
     p.add_argument("--source-judge", action="store_true", help="run the Source-Judged post-filter")
+    p.add_argument("--focus", help="topic the summary should favour (quoted into the prompts as a label)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
                    help="CompactConfig override, VALUE as JSON (e.g. --set eta=0.8); repeatable")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
@@ -181,7 +182,8 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     layout = {k: v for k, v in (("layout", args.layout), ("chat_template", args.target_tokenizer),
                                 ("tools", _read_tools(args.tools))) if v is not None}
     return run(args.method, messages, target=target, drafter=drafter, config=overrides or None,
-               previous_summary=previous, source_judge=args.source_judge, on_event=progress, **layout)
+               previous_summary=previous, source_judge=args.source_judge, on_event=progress, **layout,
+               **({"focus": args.focus} if args.focus else {}))
 
 
 def _read_tools(path: str | None) -> list | None:

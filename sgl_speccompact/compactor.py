@@ -17,7 +17,7 @@ from .errors import BackendError, SpecCompactError
 from .judge_prompts import judge_rubric
 from .pipeline import Job, register, run
 from .programs import SlotContext, speccompact
-from .prompts import SUMMARIZER_SYSTEM, drafter_context, target_shared
+from .prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
 from .result import CompactionResult, SlotResult
 from .schema import Slot
 from .source_judge import SharedPrefix
@@ -44,8 +44,9 @@ def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
     cfg = job.cfg
     rubric = (judge_rubric(cfg.positive_label, cfg.negative_label, bool(job.previous_summary))
               if cfg.short_judge_suffix else "")
-    classic = target_shared(job.history, job.slots, job.previous_summary, rubric)
-    shared, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary, rubric)
+    classic = target_shared(job.history, job.slots, job.previous_summary, rubric, focus=job.focus)
+    shared, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary,
+                                             focus_block(job.focus) + rubric)
     state = program.run(shared=shared, ctx=ctx, backend=job.target)
     err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
     if err is not None:
@@ -61,7 +62,7 @@ def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
 @register("speccompact", needs_drafter=True, judges=True)
 def speccompact_method(job: Job) -> list[SlotResult]:
     """SpecCompact: drafter drafts, target judges and repairs, one branch per slot."""
-    ctx = slot_context(job, drafter_context(job.history, job.slots, job.previous_summary))
+    ctx = slot_context(job, drafter_context(job.history, job.slots, job.previous_summary, job.focus))
     return run_slots(job, speccompact, ctx)
 
 
@@ -69,7 +70,7 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
             schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
             on_event: Callable[[dict], None] | None = None, layout: str | None = None,
             tools: list[dict] | None = None, chat_template: Any = None,
-            chat_template_kwargs: dict | None = None) -> CompactionResult:
+            chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
     """Compact an agent history with SpecCompact.
 
     Parameters
@@ -92,6 +93,9 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
         The target prefix's layout; see :func:`~.methods.run_method`.
         ``layout="agent"`` reuses the agent's own radix cache;
         ``stats.agent_cached_tokens`` reports how much of it.
+    focus : str, optional
+        Focus topic (untrusted text, quoted): the shared prefixes of target
+        and drafter ask every slot to give it priority.
 
     Returns
     -------
@@ -104,4 +108,5 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
     """
     return run("speccompact", messages, target=target, drafter=drafter, config=config, schema=schema,
                previous_summary=previous_summary, on_event=on_event, layout=layout, tools=tools,
-               chat_template=chat_template, chat_template_kwargs=chat_template_kwargs)
+               chat_template=chat_template, chat_template_kwargs=chat_template_kwargs,
+               focus=focus)

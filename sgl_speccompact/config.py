@@ -48,6 +48,7 @@ class CompactConfig(BaseModel):
     draft_temperature: float = Field(0.0, ge=0.0)  # drafter sampling temperature (1 = model dist.)
     repair_temperature: float = Field(0.0, ge=0.0)  # target sampling temperature for repairs
     monolithic_max_tokens: int = Field(2048, ge=1)  # one-shot baselines' generation cap (tokens)
+    agent_context_tokens: int = Field(131_072, ge=1)  # the agent's context window: Hermes's summary target (tokens)
     source_judge_threshold: float = Field(0.5, gt=0.0, le=1.0)  # SJC keeps entries with p >= this
     max_history_messages: int = Field(10_000, ge=1)  # longer histories are refused (messages)
     max_history_chars: int = Field(4_000_000, ge=1)  # longer rendered histories are refused (chars)

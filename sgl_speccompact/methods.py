@@ -36,7 +36,7 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
                previous_summary: str | None = None, source_judge: bool = False,
                on_event: Callable[[dict], None] | None = None, layout: str | None = None,
                tools: list[dict] | None = None, chat_template: Any = None,
-               chat_template_kwargs: dict | None = None) -> CompactionResult:
+               chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
     """Compact ``messages`` with the named method.
 
     Parameters
@@ -86,6 +86,9 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         target server reports is loaded if it is local.
     chat_template_kwargs : dict, optional
         What the agent sent as ``chat_template_kwargs``.
+    focus : str, optional
+        What the summary should favour (Hermes's ``/compress <focus>``).
+        Untrusted text: quoted into every method's prompt as a label.
 
     Returns
     -------
@@ -102,4 +105,5 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
     """
     return run(method, messages, target=target, drafter=drafter, config=config, schema=schema,
                previous_summary=previous_summary, source_judge=source_judge, on_event=on_event,
-               layout=layout, tools=tools, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs)
+               layout=layout, tools=tools, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs,
+               focus=focus)

@@ -54,6 +54,7 @@ class Job:
     shared_prefix: SharedPrefix | None = None  # the prefix the method's target branches share, if any
     layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
     redactions: dict[str, int] | None = None  # secrets replaced in turns and previous summary, per kind
+    focus: str | None = None  # topic the summary should favour (untrusted text; prompts quote it)
 
     def emit(self, event: dict) -> None:
         if self.on_event is not None:
@@ -97,7 +98,7 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
         previous_summary: str | None = None, source_judge: bool = False,
         on_event: Callable[[dict], None] | None = None, layout: str | None = None,
         tools: list[dict] | None = None, chat_template: Any = None,
-        chat_template_kwargs: dict | None = None) -> CompactionResult:
+        chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
     """Run the registered method ``name``; see :func:`~.methods.run_method`."""
     method = REGISTRY.get(name)
     if method is None:
@@ -113,6 +114,10 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     shown = redact_messages(messages) if job.redactions else messages
     job.layout = plan_layout(layout, shown, target=job.target, tools=tools, chat_template=chat_template,
                              chat_template_kwargs=chat_template_kwargs)
+    if focus and job.cfg.redact_secrets:  # the focus is the user's text too
+        focus, found = redact(focus)
+        job.redactions = add_counts(job.redactions or {}, found)
+    job.focus = neutralise(focus) if focus else None
     written = method.program(job)
     result = finish(job, written, t0)
     if source_judge:

@@ -9,7 +9,7 @@ Routes
 ------
 ``POST /v1/compact``
     Body ``{messages, previous_summary?, method?, source_judge?, config?, stream?,
-    tools?, layout?, chat_template_kwargs?, routing_key?}``
+    focus?, tools?, layout?, chat_template_kwargs?, routing_key?}``
     (validated by :mod:`sgl_speccompact.service_body`).  Returns
     ``CompactionResult.to_json_dict()``, or with ``stream: true``
     Server-Sent Events: one event per runner event (``line``, ``slot_done``),
@@ -220,7 +220,8 @@ def create_app(
 
     def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None):
         layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools), ("chat_template", chat_template),
-                                    ("chat_template_kwargs", req.chat_template_kwargs)) if v is not None}
+                                    ("chat_template_kwargs", req.chat_template_kwargs), ("focus", req.focus))
+                  if v is not None}
 
         def run(target_backend, drafter_backend):
             return runner(method, req.messages, target=target_backend, drafter=drafter_backend, config=cfg,

@@ -48,6 +48,7 @@ class CompactRequest(BaseModel):
     source_judge: bool = False  # run the Source-Judged post-filter
     config: dict[str, Any] | None = None  # CompactConfig overrides (may only tighten limits)
     stream: bool = False  # answer with Server-Sent Events
+    focus: str | None = None  # topic the summary should favour (untrusted; redacted and quoted into prompts)
     tools: list[dict[str, Any]] | None = None  # the agent's OpenAI tool schemas (agent-aligned layout)
     layout: Literal["agent", "classic"] | None = None  # target prefix layout (agent when the service has the template)
     chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent as chat_template_kwargs

@@ -81,7 +81,7 @@ def test_compact_json_and_options(tmp_path, capsys):
     prev.write_text("## Goal\n- earlier")
     runner = Recorder()
     rc = cli.main([str(traj("simulations")), *URLS, "--trial", "2", "--json", "--method", "openclaw",
-                   "--previous-summary", str(prev), "--source-judge",
+                   "--previous-summary", str(prev), "--source-judge", "--focus", "the db schema",
                    "--set", "eta=0.8", "--set", "positive_label=yes"],
                   connect=fake_connect, runner=runner)
     out = capsys.readouterr()
@@ -89,7 +89,7 @@ def test_compact_json_and_options(tmp_path, capsys):
     assert json.loads(out.out)["stats"]["acceptance_rate"] == 0.75
     kw = runner.kwargs
     assert kw["method"] == "openclaw" and kw["source_judge"] and kw["previous_summary"] == "## Goal\n- earlier"
-    assert kw["config"] == {"eta": 0.8, "positive_label": "yes"}
+    assert kw["config"] == {"eta": 0.8, "positive_label": "yes"} and kw["focus"] == "the db schema"
     assert kw["messages"] == load_history(traj("simulations"), trial=2)
 
 

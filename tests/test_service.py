@@ -43,11 +43,11 @@ class FakeRunner:
         self._lock = threading.Lock()
 
     def __call__(self, method, messages, *, target, drafter=None, config=None, schema=None,
-                 previous_summary=None, source_judge=False, on_event=None):
+                 previous_summary=None, source_judge=False, on_event=None, **given):
         with self._lock:
             self.calls.append({"method": method, "messages": messages, "target": target, "drafter": drafter,
                                "config": config, "previous_summary": previous_summary,
-                               "source_judge": source_judge})
+                               "source_judge": source_judge, **given})
         if self.barrier is not None:
             self.barrier.wait(timeout=30)  # every request must be in flight at once
         goal = f"- {messages[1]['content']}"
@@ -85,6 +85,18 @@ def test_round_trip_each_method(method):
     call = runner.calls[0]
     assert call["messages"] == MESSAGES and call["previous_summary"] == "earlier" and call["source_judge"]
     assert call["config"].eta == 0.8 and call["target"].name == "t" and call["drafter"].name == "d"
+
+
+def test_focus_and_tools_reach_the_runner_only_when_given():
+    client, runner = make_client()
+    tools = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
+    assert client.post("/v1/compact", json={"messages": MESSAGES, "focus": "the db schema",
+                                            "tools": tools}).status_code == 200
+    assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 200
+    assert runner.calls[0]["focus"] == "the db schema" and runner.calls[0]["tools"] == tools
+    assert "focus" not in runner.calls[1] and "tools" not in runner.calls[1]
+    bad = client.post("/v1/compact", json={"messages": MESSAGES, "focus": ["not", "text"]})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "focus"
 
 
 def test_default_method_and_default_config():
