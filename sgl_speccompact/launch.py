@@ -39,6 +39,14 @@ what it guarantees and when to use ``manual`` with routing keys instead.
 Configuration comes from defaults, then ``--config FILE`` (TOML or JSON, see
 ``launch/``), then flags.  ``--dry-run`` prints the server commands and the
 service config and exits.
+
+Without a GPU
+-------------
+``--emulate`` serves the real API on two in-process SGLang-API emulators
+(:mod:`sgl_speccompact.testing`) whose model is scripted: summaries are lines
+echoed from the input, judgements are seeded coin flips.  It is for
+developing clients (such as the Hermes Agent plugin) against the real
+service; nothing it returns is model output.
 """
 
 from __future__ import annotations
@@ -476,6 +484,40 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
         signal.signal(signal.SIGTERM, old_term)
 
 
+# ------------------------------------------------------------------ emulated servers
+
+EMULATE_BANNER = (
+    "[launch] EMULATED: target and drafter are SGLang-API emulators on this CPU with a SCRIPTED model "
+    "(ControlledAcceptancePolicy): summaries are lines echoed from the input and judgements are seeded "
+    "coin flips, not model output. Use it to develop clients against the real API."
+)
+EMULATED_MODELS = (("target", "Qwen/Qwen3-8B", 0), ("drafter", "Qwen/Qwen3-0.6B", 1))  # role, reported path, seed
+
+
+def run_emulated(args: argparse.Namespace) -> int:
+    """``--emulate``: the service on a target and a drafter emulator started in this process."""
+    import tempfile
+
+    from .testing import ControlledAcceptancePolicy, EmulatedServer, build_test_tokenizer
+
+    print(EMULATE_BANNER, file=sys.stderr, flush=True)
+    with tempfile.TemporaryDirectory(prefix="speccompact-emulate-") as tmp, contextlib.ExitStack() as stack:
+        tokenizer = build_test_tokenizer(tmp)
+        urls = {role: stack.enter_context(EmulatedServer(tokenizer, policy=ControlledAcceptancePolicy(seed=seed),
+                                                         model_path=path)).url
+                for role, path, seed in EMULATED_MODELS}
+        print(f"[launch] emulated target on {urls['target']}, drafter on {urls['drafter']}", file=sys.stderr,
+              flush=True)
+        args.target_url, args.drafter_url, args.no_drafter = [urls["target"]], urls["drafter"], False
+        args.drafter_lora_name = args.drafter_lora_name or "drafter"
+        try:
+            plan = build_plan(args)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return run(plan)
+
+
 # ------------------------------------------------------------------ CLI
 
 
@@ -487,6 +529,8 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
                                        "--target-arg '--chunked-prefill-size 8192' (split like a shell).")
     p.add_argument("--config", help="launch config, TOML or JSON (see launch/)")
     p.add_argument("--dry-run", action="store_true", help="print the server commands and service config, exit")
+    p.add_argument("--emulate", action="store_true",
+                   help="no GPU: serve on two in-process SGLang-API emulators with a scripted model")
     g = p.add_argument_group("SGLang servers to start")
     g.add_argument("--target-model", help="target model path (default Qwen/Qwen3-8B)")
     g.add_argument("--drafter-model", help="drafter model path (default Qwen/Qwen3-0.6B)")
@@ -553,6 +597,12 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
         return 2
     if serve_only and not args.drafter_url:
         args.no_drafter = True
+    if args.emulate:
+        if args.target_url or args.drafter_url or args.dry_run:
+            print("--emulate starts its own emulated servers: drop --target-url/--drafter-url/--dry-run",
+                  file=sys.stderr)
+            return 2
+        return run_emulated(args)
     try:
         plan = build_plan(args)
     except ConfigError as exc:
