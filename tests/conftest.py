@@ -90,3 +90,48 @@ def emulated_server(_shared_emulated_server, scripted_policy):
     assert srv.flush_cache(), "a previous test left requests running"
     srv.reset_stats()
     return srv
+
+
+# ---------------------------------------------------------------- the service on emulators
+# `python -m sgl_speccompact.launch --emulate` in a child process, once per session
+# (the Hermes plugin's tests talk to it over HTTP, as Hermes would).
+
+
+@_emu_pytest.fixture(scope="session")
+def emulated_service():
+    """Base URL of ``launch --emulate`` running in a child process (stopped at session end)."""
+    import subprocess
+    import sys
+    import tempfile
+    import time
+    import urllib.request
+
+    from sgl_speccompact.testing import free_port
+
+    port = free_port()
+    log = tempfile.TemporaryFile(mode="w+")
+    proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact.launch", "--emulate", "--service-port", str(port)],
+                            stdout=log, stderr=subprocess.STDOUT, text=True)
+    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+    try:
+        while True:
+            if proc.poll() is not None:
+                log.seek(0)
+                raise RuntimeError(f"launch --emulate exited with {proc.returncode}: {log.read()[-2000:]}")
+            try:
+                with urllib.request.urlopen(url + "/health", timeout=2) as res:
+                    if res.status == 200:
+                        break
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                raise RuntimeError("launch --emulate did not become healthy within 300 s")
+            time.sleep(0.5)
+        yield url
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+        log.close()

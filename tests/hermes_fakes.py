@@ -1,0 +1,143 @@
+"""Standard-library HTTP fakes for the Hermes plugin tests.
+
+* :class:`FakeLLM`: an OpenAI-compatible chat server with scripted replies
+  (tool calls or text) and scripted ``usage.prompt_tokens``, streamed or not,
+  so a real Hermes ``AIAgent`` can run a conversation that crosses its
+  compaction threshold.
+* :class:`ServiceProxy`: sits in front of the compaction service, records
+  every body it forwards, and can answer 500, answer late, or forward.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import urllib.error
+import urllib.request
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+
+class _Server:
+    def __init__(self, handler):
+        self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), handler)
+        self.httpd.daemon_threads = True
+        self.httpd.owner = self
+        self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    @property
+    def url(self) -> str:
+        return f"http://127.0.0.1:{self.httpd.server_address[1]}"
+
+    def __enter__(self):
+        self.thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        self.httpd.shutdown()
+        self.httpd.server_close()
+
+
+class _Handler(BaseHTTPRequestHandler):
+    def log_message(self, *args):  # keep test output clean
+        pass
+
+    def body(self) -> dict:
+        n = int(self.headers.get("content-length") or 0)
+        return json.loads(self.rfile.read(n) or b"{}")
+
+    def send_json(self, status: int, data: dict) -> None:
+        raw = json.dumps(data).encode()
+        self.send_response(status)
+        self.send_header("content-type", "application/json")
+        self.send_header("content-length", str(len(raw)))
+        self.end_headers()
+        self.wfile.write(raw)
+
+
+class FakeLLM(_Server):
+    """Chat completions from a script: each reply is ``(message, prompt_tokens)``.
+
+    ``message`` is ``{"content": ...}`` or ``{"tool_calls": [...]}``; once the
+    script is used up every request gets ``final``.
+    """
+
+    def __init__(self, script: list[tuple[dict, int]], final: tuple[dict, int] = ({"content": "done"}, 1000)):
+        self.script, self.final, self.requests = list(script), final, []
+        self.lock = threading.Lock()
+        super().__init__(_LLMHandler)
+
+    def next_reply(self, body: dict) -> tuple[dict, int]:
+        with self.lock:
+            self.requests.append(body)
+            return self.script.pop(0) if self.script else self.final
+
+
+class _LLMHandler(_Handler):
+    def do_GET(self):
+        if self.path.rstrip("/").endswith("/models"):
+            return self.send_json(200, {"object": "list", "data": [{"id": "fake-model", "object": "model"}]})
+        self.send_json(404, {"error": "not found"})
+
+    def do_POST(self):
+        llm: FakeLLM = self.server.owner
+        if not self.path.endswith("/chat/completions"):
+            return self.send_json(404, {"error": "not found"})
+        body = self.body()
+        message, prompt_tokens = llm.next_reply(body)
+        usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 10, "total_tokens": prompt_tokens + 10}
+        calls = [{"index": i, **c} for i, c in enumerate(message.get("tool_calls") or [])]
+        finish = "tool_calls" if calls else "stop"
+        if not body.get("stream"):
+            msg = {"role": "assistant", "content": message.get("content"), **({"tool_calls": calls} if calls else {})}
+            return self.send_json(200, {"id": "c1", "object": "chat.completion", "created": 0, "model": "fake-model",
+                                        "choices": [{"index": 0, "message": msg, "finish_reason": finish}],
+                                        "usage": usage})
+        delta = {"role": "assistant", "content": message.get("content") or ""}
+        if calls:
+            delta["tool_calls"] = calls
+        chunks = [{"choices": [{"index": 0, "delta": delta, "finish_reason": None}]},
+                  {"choices": [{"index": 0, "delta": {}, "finish_reason": finish}]},
+                  {"choices": [], "usage": usage}]
+        self.send_response(200)
+        self.send_header("content-type", "text/event-stream")
+        self.end_headers()
+        for c in chunks:
+            c.update({"id": "c1", "object": "chat.completion.chunk", "created": 0, "model": "fake-model"})
+            self.wfile.write(f"data: {json.dumps(c)}\n\n".encode())
+        self.wfile.write(b"data: [DONE]\n\n")
+        self.wfile.flush()
+
+
+class ServiceProxy(_Server):
+    """Forwards ``/v1/compact`` to ``upstream``; ``mode`` = forward | error500 | slow."""
+
+    def __init__(self, upstream: str, slow_s: float = 5.0):
+        self.upstream, self.mode, self.slow_s, self.bodies = upstream.rstrip("/"), "forward", slow_s, []
+        super().__init__(_ProxyHandler)
+
+
+class _ProxyHandler(_Handler):
+    def do_POST(self):
+        proxy: ServiceProxy = self.server.owner
+        raw = self.rfile.read(int(self.headers.get("content-length") or 0))
+        proxy.bodies.append(json.loads(raw))
+        if proxy.mode == "error500":
+            return self.send_json(500, {"error": {"type": "internal", "message": "injected failure"}})
+        if proxy.mode == "slow":
+            time.sleep(proxy.slow_s)
+        headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization")}
+        req = urllib.request.Request(proxy.upstream + self.path, data=raw, headers=headers, method="POST")
+        try:
+            with urllib.request.urlopen(req, timeout=300) as res:
+                status, out = res.status, res.read()
+        except urllib.error.HTTPError as exc:
+            status, out = exc.code, exc.read()
+        try:
+            self.send_response(status)
+            self.send_header("content-type", "application/json")
+            self.send_header("content-length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+        except (BrokenPipeError, ConnectionResetError):  # the client gave up (a timeout test)
+            pass
