@@ -1,7 +1,7 @@
 """Standard-library HTTP fakes for the Hermes plugin tests.
 
-* :class:`FakeLLM`: an OpenAI-compatible chat server with scripted replies
-  (tool calls or text) and scripted ``usage.prompt_tokens``, streamed or not,
+* :class:`FakeLLM`: an OpenAI-compatible chat server whose replies (tool
+  calls or text) and ``usage.prompt_tokens`` a function decides, streamed or not,
   so a real Hermes ``AIAgent`` can run a conversation that crosses its
   compaction threshold.
 * :class:`ServiceProxy`: sits in front of the compaction service, records
@@ -56,21 +56,21 @@ class _Handler(BaseHTTPRequestHandler):
 
 
 class FakeLLM(_Server):
-    """Chat completions from a script: each reply is ``(message, prompt_tokens)``.
+    """Chat completions decided per request: ``decide(body) -> (message, prompt_tokens)``.
 
-    ``message`` is ``{"content": ...}`` or ``{"tool_calls": [...]}``; once the
-    script is used up every request gets ``final``.
+    ``message`` is ``{"content": ...}`` or ``{"tool_calls": [...]}``.  Every
+    request body is kept in ``requests``.
     """
 
-    def __init__(self, script: list[tuple[dict, int]], final: tuple[dict, int] = ({"content": "done"}, 1000)):
-        self.script, self.final, self.requests = list(script), final, []
+    def __init__(self, decide):
+        self.decide, self.requests = decide, []
         self.lock = threading.Lock()
         super().__init__(_LLMHandler)
 
     def next_reply(self, body: dict) -> tuple[dict, int]:
         with self.lock:
             self.requests.append(body)
-            return self.script.pop(0) if self.script else self.final
+        return self.decide(body)
 
 
 class _LLMHandler(_Handler):
