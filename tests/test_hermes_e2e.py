@@ -18,6 +18,7 @@ Skipped, with the reason, only when the package index cannot be reached.
 import copy
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -201,3 +202,78 @@ def test_failures_keep_the_conversation_and_cool_down(driven, name, error):
     if name in driven["bodies"]:
         assert len(driven["bodies"][name]) == 1
     assert any("speccompact" in w for w in phase["warnings"])
+
+
+# ---------------------------------------------------------------- the Hermes baseline's prompt against Hermes's
+
+
+def probe_cases() -> list[dict]:
+    calls = [{"role": "user", "content": "Make the parser accept tabs."}]
+    for i in range(40):  # about 30,000 rough tokens: the 20% term sets the target
+        calls += [{"role": "assistant", "content": f"Reading part {i}.",
+                   "tool_calls": [{"id": f"c{i}", "type": "function",
+                                   "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/p{i}.py"})}}]},
+                  {"role": "tool", "tool_call_id": f"c{i}", "content": f"line {i}: " + "token " * 500}]
+    small = calls[:3]
+    return [{"messages": small, "context_length": 200_000},  # the 2,000-token floor
+            {"messages": calls, "context_length": 200_000},
+            {"messages": calls, "context_length": 64_000},  # 5% of the window: 3,200
+            {"messages": small, "context_length": 200_000, "previous_summary": "## Goal\nparse tabs",
+             "focus": "the tokenizer"}]
+
+
+def ours(case: dict) -> str:
+    from sgl_speccompact.baselines import hermes_request
+    from sgl_speccompact.config import make_config
+    from sgl_speccompact.history import parse_messages
+    from sgl_speccompact.pipeline import Job
+
+    job = Job(method="hermes", cfg=make_config(agent_context_tokens=case["context_length"]), slots=(),
+              turns=parse_messages(case["messages"]), history="", target=None, drafter=None,
+              previous_summary=case.get("previous_summary"), count=len, recorder=None, focus=case.get("focus"))
+    return hermes_request(job)[0]
+
+
+def headings(prompt: str) -> list[str]:
+    return re.findall(r"^## (.+)$", prompt[prompt.rindex("## Historical Task Snapshot"):], re.M)
+
+
+def between(text: str, start: str, end: str) -> str:
+    return text.split(start, 1)[1].split(end, 1)[0]
+
+
+def shingles(text: str, n: int = 8) -> set[str]:
+    words = re.sub(r"[^a-z0-9 ]", " ", text.lower()).split()
+    return {" ".join(words[i:i + n]) for i in range(len(words) - n + 1)}
+
+
+def test_baseline_prompt_matches_hermes_section_by_section(hermes_env, tmp_path):
+    python, _ = hermes_env
+    cases = probe_cases()
+    (tmp_path / "cases.json").write_text(json.dumps(cases))
+    res = hermes_run(python, None, hermes_home(tmp_path, False), str(Path(__file__).with_name("hermes_prompt_probe.py")),
+                     str(tmp_path / "cases.json"), str(tmp_path / "out.json"), timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    theirs = json.loads((tmp_path / "out.json").read_text())
+    targets = []
+    for case, hermes in zip(cases, theirs):
+        mine, prompt = ours(case), hermes["prompt"]
+        assert not hermes["sends_max_tokens"]  # Hermes leaves the length to the prompt
+        assert headings(mine) == headings(prompt) and len(headings(mine)) == 13
+        target = int(re.search(r"Target ~(\d+) tokens", prompt).group(1))
+        assert f"about {target} tokens" in mine
+        targets.append(target)
+        assert bool(re.search(r"current date is \d{4}-\d{2}-\d{2}", prompt)) == bool(
+            re.search(r"today is \d{4}-\d{2}-\d{2}", mine))
+        if case.get("previous_summary"):
+            turns = between(prompt, "NEW TURNS TO INCORPORATE:\n", "\n\nUpdate the summary")
+            assert prompt.index("parse tabs") < prompt.index("NEW TURNS") and mine.index("parse tabs") < mine.index(
+                "<conversation>")
+            assert f'FOCUS TOPIC: "{case["focus"]}"' in prompt and f'FOCUS TOPIC: "{case["focus"]}"' in mine
+            assert "60-70%" in prompt and "60-70%" in mine
+        else:
+            turns = between(prompt, "TURNS TO SUMMARIZE:\n", "\n\nUse this exact structure")
+        assert between(mine, "<conversation>\n", "\n</conversation>") == turns  # the same transcript
+        template = prompt[prompt.rindex("## Historical Task Snapshot"):]
+        assert not shingles(template) & shingles(mine), "our prompt repeats Hermes's sentences"
+    assert targets[0] == 2000 and targets[2] == 3200 and 2000 < targets[1] < 10_000
