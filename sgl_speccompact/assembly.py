@@ -30,6 +30,8 @@ class OneShot:
     text: str  # the generated text, as returned
     meta: dict = field(default_factory=dict)  # its meta_info (finish_reason, completion_tokens)
     names: dict[str, str] | None = None  # section title -> slot name; other titles are slugged
+    max_tokens: int | None = None  # the generation cap it ran under (None: cfg.monolithic_max_tokens)
+    budget: int | None = None  # its summary token budget (None: cfg.max_summary_tokens)
 
 
 @dataclass(frozen=True)
@@ -39,6 +41,7 @@ class Assembled:
     summary: str  # the full summary, ending in a newline
     tokens: int  # its length in target tokens
     slots: list[SlotResult]  # one per section, in summary order
+    truncated: bool = False  # cut off by the generation cap (only with cfg.report_cut_off)
 
 
 def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactConfig,
@@ -55,25 +58,29 @@ def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactC
 def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled:
     """Check a one-shot summary against the budgets and split it into sections.
 
-    A generation cut off by ``monolithic_max_tokens`` is incomplete and
-    raises like an over-budget summary; an empty one is a backend error.
+    A generation cut off by its cap is incomplete: it raises like an
+    over-budget summary, or with ``cfg.report_cut_off`` comes back marked
+    ``truncated`` (benchmarks report it instead of failing).  An empty one
+    is a backend error.
     """
-    if (written.meta.get("finish_reason") or {}).get("type") == "length":
+    cut = (written.meta.get("finish_reason") or {}).get("type") == "length"
+    if cut and not cfg.report_cut_off:
         used = int(written.meta.get("completion_tokens") or 0) or count([written.text])[0]
-        raise SummaryBudgetError(used, cfg.monolithic_max_tokens)
+        raise SummaryBudgetError(used, written.max_tokens or cfg.monolithic_max_tokens)
     summary = written.text.strip()
     if not summary:
         raise BackendError("the target returned an empty summary")
     summary += "\n"
     tokens = count([summary])[0]
-    if tokens > cfg.max_summary_tokens:
-        raise SummaryBudgetError(tokens, cfg.max_summary_tokens)
+    budget = written.budget or cfg.max_summary_tokens
+    if tokens > budget and not cut:
+        raise SummaryBudgetError(tokens, budget)
     parts = sections(summary, written.names)
     sizes = count(["".join(line + "\n" for line in body) for _, _, body in parts])
     slots = [SlotResult(name=name, title=title, stop_reason="complete", tokens=n,
                         lines=[SummaryLine(text=line, origin=LineOrigin.TARGET) for line in body])
              for (name, title, body), n in zip(parts, sizes)]
-    return Assembled(summary, tokens, slots)
+    return Assembled(summary, tokens, slots, truncated=cut)
 
 
 def section_events(slots: list[SlotResult]) -> list[dict]:

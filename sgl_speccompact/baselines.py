@@ -1,25 +1,31 @@
 """Baselines on SpecCompact's interface (paper "Experiments", Tables 1-3).
 
-* **Hermes-style**: one target generation of Hermes Agent's compressor
-  summary (thirteen sections, "Historical" ones marking the past, the latest
-  unfulfilled user request quoted, secrets redacted).
+* **Hermes**: one target generation with hermes-agent 0.19.0's compressor
+  prompt (:mod:`~sgl_speccompact.hermes_prompt`: its transcript format,
+  thirteen sections, length target and date rule, in our words), sent as
+  one user message like Hermes sends it.
 * **OpenClaw-style**: one target generation of the six-slot summary (any
   schema), conversation wrapped in ``<conversation>`` tags.
 * **Target-self**: SpecCompact's slot-parallel layout -- the same shared
   prefix, prefilled once by the fork, and one branch per slot -- but the
   target writes each slot itself in one generation: no drafter, no judge.
 
-All three return a :class:`~sgl_speccompact.result.CompactionResult` under
-the same 2,048-token summary budget, take a previous summary (the
-monolithic ones switch to their update prompt; Target-self puts it in the
-shared prefix), and can run Source-Judged Compaction afterwards.
+All three return a :class:`~sgl_speccompact.result.CompactionResult`, take
+a previous summary (the monolithic ones switch to their update prompt;
+Target-self puts it in the shared prefix) and a focus topic, and can run
+Source-Judged Compaction afterwards.  OpenClaw-style and Target-self keep
+the 2,048-token summary budget.  Hermes, like hermes-agent, has only its
+prompt's length target (``max(2000, min(20% of the turns, 5% of
+cfg.agent_context_tokens, 10000))`` tokens); SGLang needs a generation cap,
+so it gets ``hermes_cap_ratio`` times that target.
 
-A monolithic summary cut off by ``monolithic_max_tokens`` is incomplete, so
-it raises :class:`~sgl_speccompact.errors.SummaryBudgetError` like an
-over-budget one.  Its ``## `` sections are reported as slots (lines origin
-``target_written``).  Progress events for the monolithic methods are sent
-after the single generation: each section's ``line`` events, then its
-``slot_done``.
+A monolithic summary cut off by its cap is incomplete, so it raises
+:class:`~sgl_speccompact.errors.SummaryBudgetError`, or with
+``report_cut_off`` comes back with ``truncated=True`` (the benchmarks
+report it instead of failing).  Its ``## `` sections are reported as slots
+(lines origin ``target_written``).  Progress events for the monolithic
+methods are sent after the single generation: each section's ``line``
+events, then its ``slot_done``.
 """
 
 from __future__ import annotations
@@ -43,9 +49,19 @@ from .schema import Slot
 # ---------------------------------------------------------------- sampling, defined once
 
 
-def monolithic_sampling(cfg: CompactConfig) -> dict:
-    """``gen`` arguments of a one-shot summary: greedy, up to ``monolithic_max_tokens``."""
-    return {"max_tokens": cfg.monolithic_max_tokens, "temperature": 0.0}
+def monolithic_sampling(cfg: CompactConfig, max_tokens: int | None = None) -> dict:
+    """``gen`` arguments of a one-shot summary: greedy, up to ``max_tokens`` (``monolithic_max_tokens``)."""
+    return {"max_tokens": max_tokens or cfg.monolithic_max_tokens, "temperature": 0.0}
+
+
+def hermes_cap(target_tokens: int, cfg: CompactConfig) -> int:
+    """Hermes's generation cap: hermes-agent sends none, SGLang needs one; ``hermes_cap_ratio`` x the target.
+
+    >>> from .config import make_config
+    >>> hermes_cap(2000, make_config())
+    4000
+    """
+    return int(target_tokens * cfg.hermes_cap_ratio)
 
 
 def slot_sampling(cfg: CompactConfig) -> dict:
@@ -162,21 +178,28 @@ def hermes_request(job: Job, today: str | None = None) -> tuple[str, int]:
     return prompt, target_tokens
 
 
-def _one_shot(job: Job, program, names: dict[str, str] | None = None, **kwargs) -> OneShot:
+def _one_shot(job: Job, program, names: dict[str, str] | None = None, max_tokens: int | None = None,
+              budget: int | None = None, **kwargs) -> OneShot:
     """Run a one-shot program and count its single generation."""
     t0 = time.perf_counter()
     state = program.run(assistant_prefix=getattr(job.target, "assistant_prefix", ""),
-                        sampling=monolithic_sampling(job.cfg), backend=job.target, **kwargs)
+                        sampling=monolithic_sampling(job.cfg, max_tokens), backend=job.target, **kwargs)
     text, meta = result_of(state, "summary")
     job.recorder.time("generate", time.perf_counter() - t0)
     job.recorder.request("target", "generate", meta)
-    return OneShot(text=text, meta=meta, names=names)
+    return OneShot(text=text, meta=meta, names=names, max_tokens=max_tokens, budget=budget)
 
 
 @register("hermes", fixed_sections="Hermes Agent's fixed sections")
 def hermes_method(job: Job) -> OneShot:
-    """Hermes: hermes-agent's prompt, the whole summary in one generation."""
-    return _one_shot(job, hermes_program, prompt=hermes_request(job)[0])
+    """Hermes: hermes-agent's prompt and length target, the whole summary in one generation.
+
+    Like hermes-agent, no summary budget beyond the prompt's target; the
+    generation cap is :func:`hermes_cap`.
+    """
+    prompt, target_tokens = hermes_request(job)
+    cap = hermes_cap(target_tokens, job.cfg)
+    return _one_shot(job, hermes_program, max_tokens=cap, budget=cap, prompt=prompt)
 
 
 @register("openclaw")
@@ -207,8 +230,9 @@ def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | d
     target : sglang backend or str
         The target model (a backend or a base URL).
     config : CompactConfig or dict, optional
-        ``monolithic_max_tokens`` caps the generation, ``max_summary_tokens``
-        the summary.
+        ``agent_context_tokens`` sets the length target, ``hermes_cap_ratio``
+        the generation cap; ``report_cut_off`` returns a cut-off summary
+        marked ``truncated`` instead of raising.
     previous_summary : str, optional
         Summary of earlier turns: the prompt becomes Hermes's update form.
     source_judge : bool

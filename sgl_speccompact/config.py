@@ -49,6 +49,8 @@ class CompactConfig(BaseModel):
     repair_temperature: float = Field(0.0, ge=0.0)  # target sampling temperature for repairs
     monolithic_max_tokens: int = Field(2048, ge=1)  # one-shot baselines' generation cap (tokens)
     agent_context_tokens: int = Field(131_072, ge=1)  # the agent's context window: Hermes's summary target (tokens)
+    hermes_cap_ratio: float = Field(2.0, ge=1.0)  # Hermes's generation cap, in multiples of its length target
+    report_cut_off: bool = False  # a one-shot summary cut by its cap returns truncated=True, not SummaryBudgetError
     source_judge_threshold: float = Field(0.5, gt=0.0, le=1.0)  # SJC keeps entries with p >= this
     max_history_messages: int = Field(10_000, ge=1)  # longer histories are refused (messages)
     max_history_chars: int = Field(4_000_000, ge=1)  # longer rendered histories are refused (chars)

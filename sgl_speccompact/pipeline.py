@@ -163,4 +163,5 @@ def finish(job: Job, written: Written, t0: float) -> CompactionResult:
         done = from_slots(job.slots, written, job.cfg, job.count)
     job.recorder.stats.total_wall_s = time.perf_counter() - t0
     return CompactionResult(method=job.method, summary=done.summary, summary_tokens=done.tokens,
-                            slots=done.slots, stats=job.recorder.stats, redactions=dict(job.redactions or {}))
+                            slots=done.slots, stats=job.recorder.stats, redactions=dict(job.redactions or {}),
+                            truncated=done.truncated)

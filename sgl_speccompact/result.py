@@ -99,6 +99,7 @@ class CompactionResult(BaseModel):
     stats: CompactionStats = Field(default_factory=CompactionStats)  # cost of producing it
     source_judge: dict | None = None  # SJC report when the post-filter ran
     redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced before any prompt, per kind
+    truncated: bool = False  # cut off by its generation cap (config report_cut_off): an incomplete summary
 
     def to_json_dict(self) -> dict:
         """JSON-ready dict including the derived acceptance rate and cache ratio."""

@@ -63,7 +63,7 @@ def test_hermes_is_one_generation_with_the_template_sections_in_order():
     assert prompt.count("<|im_start|>user") == 1
     assert "File created at /workspace/hello.py" in prompt  # the history, verbatim
     assert "about 2000 tokens" in prompt  # a short history: the 2,000-token floor
-    assert gen.params[0].max_new_tokens == 2048 and gen.params[0].temperature == 0.0
+    assert gen.params[0].max_new_tokens == 4000 and gen.params[0].temperature == 0.0  # 2 x the 2,000 target
     assert res.summary == HERMES_OUT.strip() + "\n"
     assert [s.title for s in res.slots] == titles
     assert all(line.origin is LineOrigin.TARGET for s in res.slots for line in s.lines)
@@ -107,10 +107,24 @@ def test_hermes_target_follows_the_agent_context_window():
         assert f"about {want} tokens" in target.requests[0][1]
 
 
+def test_hermes_has_no_2048_budget_and_reports_a_cut_off_summary_when_asked():
+    long = "## Goal\n" + "- a long line of the summary\n" * 300  # over 2,048 tokens, under the cap
+    target, _ = target_with(long)
+    assert hermes_style(MESSAGES, target=target).summary_tokens > 2048
+    cut, _ = target_with(HERMES_OUT, finish="length")
+    with pytest.raises(SummaryBudgetError) as err:
+        hermes_style(MESSAGES, target=cut)
+    assert err.value.budget == 4000
+    cut, _ = target_with(HERMES_OUT, finish="length")
+    res = hermes_style(MESSAGES, target=cut, config={"report_cut_off": True})
+    assert res.truncated and res.summary.startswith("## Historical Task Snapshot")
+    assert not hermes_style(MESSAGES, target=target_with(HERMES_OUT)[0]).truncated
+
+
 def test_monolithic_summary_over_budget_raises():
-    target, _ = target_with(HERMES_OUT)
+    target, _ = target_with(OPENCLAW_OUT)
     with pytest.raises(SummaryBudgetError):
-        hermes_style(MESSAGES, target=target, config={"max_summary_tokens": 20})
+        openclaw_style(MESSAGES, target=target, config={"max_summary_tokens": 20})
 
 
 def test_monolithic_summary_cut_by_the_generation_cap_raises():
