@@ -110,10 +110,11 @@ class _LLMHandler(_Handler):
 
 
 class ServiceProxy(_Server):
-    """Forwards ``/v1/compact`` to ``upstream``; ``mode`` = forward | error500 | slow."""
+    """Forwards ``/v1/compact`` to ``upstream``; ``mode`` = forward | error500 | slow | canned (answer ``canned``)."""
 
     def __init__(self, upstream: str, slow_s: float = 5.0):
         self.upstream, self.mode, self.slow_s, self.bodies = upstream.rstrip("/"), "forward", slow_s, []
+        self.canned: dict = {}  # the 200 answer in mode "canned"
         super().__init__(_ProxyHandler)
 
 
@@ -124,6 +125,8 @@ class _ProxyHandler(_Handler):
         proxy.bodies.append(json.loads(raw))
         if proxy.mode == "error500":
             return self.send_json(500, {"error": {"type": "internal", "message": "injected failure"}})
+        if proxy.mode == "canned":
+            return self.send_json(200, proxy.canned)
         if proxy.mode == "slow":
             time.sleep(proxy.slow_s)
         headers = {k: v for k, v in self.headers.items() if k.lower() in ("content-type", "authorization")}

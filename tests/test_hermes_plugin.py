@@ -178,6 +178,20 @@ def test_500_and_timeouts_follow_hermes_cooldowns():
         assert e.get_status()["speccompact"]["failures_in_a_row"] == 5
 
 
+def test_a_cut_off_or_empty_summary_is_a_failure_never_a_summary():
+    with ServiceProxy("http://127.0.0.1:9") as proxy:
+        e = make_engine(proxy.url)
+        proxy.mode = "canned"
+        ms = history()
+        for canned, error in (({"summary": "## Goal\n- half", "truncated": True}, "truncated"),
+                              ({"summary": "  "}, "bad_response"), ({"result": 1}, "bad_response")):
+            proxy.canned = canned
+            assert e.compress(ms, force=True) is ms and e._last_compress_aborted
+            assert error in e._last_summary_error and e.compression_count == 0
+        proxy.canned = {"summary": "## Goal\n- whole", "method": "hermes", "stats": {}}
+        assert e.compress(ms, force=True) != ms and e.compression_count == 1
+
+
 def test_automatic_compaction_stops_after_two_ineffective_ones():
     e = make_engine(closed_port_url())
     assert e.should_compress(160_000)  # threshold 150,000 (75% of 200,000)
