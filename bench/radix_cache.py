@@ -232,6 +232,11 @@ def crosscheck(numbers: dict, before: dict | None, after: dict | None) -> dict |
     return {"ok": server == client, "client": client, "server": server}
 
 
+def row_config(args) -> dict:
+    """CompactConfig overrides of every row: a summary cut by its cap is reported (``truncated``), not an error."""
+    return {"report_cut_off": True, **(json.loads(args.config) if args.config else {})}
+
+
 SLOT_METHODS = ("speccompact", "target_self")  # the methods with a shared target prefix (and so a layout)
 
 
@@ -270,7 +275,7 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
     t0 = time.perf_counter()
     try:
         result = runner(method, traj.messages, target=endpoints["target"], drafter=endpoints["drafter"],
-                        config=json.loads(args.config) if args.config else None,
+                        config=row_config(args),
                         source_judge=args.source_judge, **extra)
     except Exception as exc:  # one failed row does not end the benchmark
         row["error"] = f"{type(exc).__name__}: {exc}"
@@ -278,7 +283,8 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
     row["client_wall_s"] = time.perf_counter() - t0
     after = {r: s.emulator_stats() for r, s in servers.items()}
     stats = result.stats
-    row.update(acceptance_rate=stats.acceptance_rate, summary_tokens=result.summary_tokens)
+    row.update(acceptance_rate=stats.acceptance_rate, summary_tokens=result.summary_tokens,
+               truncated=result.truncated)
     if args.scenario == "agent-session":
         prefill = stats.requests.get("target", {}).get("prefill")
         row.update(agent_tokens=stats.agent_tokens, agent_cached_tokens=stats.agent_cached_tokens,
@@ -413,7 +419,7 @@ def run(args) -> dict:
         "max_messages": args.max_messages,
         "trial": args.trial,
         "source_judge": args.source_judge,
-        "config_overrides": json.loads(args.config) if args.config else None,
+        "config_overrides": row_config(args),
         "drafter_lora_name": args.drafter_lora_name or (EMULATOR_LORA if emulator else None),
         "tokenizer": tokenizer_label(args.tokenizer) if emulator else "the servers' own",
         "scenario": args.scenario,

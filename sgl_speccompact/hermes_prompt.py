@@ -182,7 +182,7 @@ def rough_tokens(turns: Iterable[Turn]) -> int:
     """Hermes's rough token estimate: a quarter of the turns' message-dict repr length.
 
     >>> rough_tokens([Turn("user", "x" * 400)])
-    109
+    108
     """
     return (sum(len(str(_as_message(t))) for t in turns) + 3) // 4
 

@@ -7,6 +7,7 @@ import pytest
 
 MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "judge_prompts", "history", "result",
            "endpoint", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "launch", "servers", "testing.policy",
+           "hermes_prompt",
            "train.data", "train.incremental",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",
            "evaluation.continuation", "evaluation.sjc", "evaluation.frontier", "evaluation.runner",
