@@ -127,6 +127,9 @@ def emulated_service():
             if time.monotonic() > deadline:
                 raise RuntimeError("launch --emulate did not become healthy within 300 s")
             time.sleep(0.5)
+        log.seek(0)
+        if "SCRIPTED model" not in log.read():  # integrators must be told the model is not real
+            raise RuntimeError("launch --emulate started without its banner saying the model is scripted")
         yield url
     finally:
         proc.terminate()
