@@ -496,18 +496,16 @@ EMULATED_MODELS = (("target", "Qwen/Qwen3-8B", 0), ("drafter", "Qwen/Qwen3-0.6B"
 
 def run_emulated(args: argparse.Namespace) -> int:
     """``--emulate``: the service on a target and a drafter emulator started in this process."""
-    import tempfile
-
-    from .testing import ControlledAcceptancePolicy, EmulatedServer, build_test_tokenizer
+    from .testing import ControlledAcceptancePolicy, EmulatedServer, default_tokenizer
 
     print(EMULATE_BANNER, file=sys.stderr, flush=True)
-    with tempfile.TemporaryDirectory(prefix="speccompact-emulate-") as tmp, contextlib.ExitStack() as stack:
-        tokenizer = build_test_tokenizer(tmp)
+    with contextlib.ExitStack() as stack:
+        tokenizer, name = default_tokenizer()
         urls = {role: stack.enter_context(EmulatedServer(tokenizer, policy=ControlledAcceptancePolicy(seed=seed),
                                                          model_path=path)).url
                 for role, path, seed in EMULATED_MODELS}
-        print(f"[launch] emulated target on {urls['target']}, drafter on {urls['drafter']}", file=sys.stderr,
-              flush=True)
+        print(f"[launch] emulated target on {urls['target']}, drafter on {urls['drafter']} ({name} tokenizer)",
+              file=sys.stderr, flush=True)
         args.target_url, args.drafter_url, args.no_drafter = [urls["target"]], urls["drafter"], False
         args.drafter_lora_name = args.drafter_lora_name or "drafter"
         try:
