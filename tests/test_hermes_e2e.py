@@ -277,3 +277,17 @@ def test_baseline_prompt_matches_hermes_section_by_section(hermes_env, tmp_path)
         template = prompt[prompt.rindex("## Historical Task Snapshot"):]
         assert not shingles(template) & shingles(mine), "our prompt repeats Hermes's sentences"
     assert targets[0] == 2000 and targets[2] == 3200 and 2000 < targets[1] < 10_000
+
+
+def test_directory_plugin_registers_the_engine(hermes_env, tmp_path):
+    python, _ = hermes_env
+    home = hermes_home(tmp_path, directory_plugin=True)
+    cfg = {"hermes_home": str(home), "llm_url": "http://127.0.0.1:9", "history": [], "phases": [],
+           "out": str(tmp_path / "out.json")}
+    (tmp_path / "cfg.json").write_text(json.dumps(cfg))
+    res = hermes_run(python, None, home, str(Path(__file__).with_name("hermes_driver.py")), str(tmp_path / "cfg.json"),
+                     timeout=300)
+    assert res.returncode == 0, res.stderr[-3000:]
+    report = json.loads((tmp_path / "out.json").read_text())
+    assert report["registered"] == "SpecCompactEngine"
+    assert report["engine_module"] == "hermes_plugins.speccompact.engine"  # loaded from $HERMES_HOME/plugins
