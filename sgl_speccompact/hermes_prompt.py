@@ -28,6 +28,7 @@ import re
 from typing import Iterable
 
 from .history import Turn
+from .untrusted import neutralise
 
 CONTENT_MAX, CONTENT_HEAD, CONTENT_TAIL = 6000, 4000, 1500  # message body limits (chars)
 ARGS_MAX, ARGS_HEAD = 1500, 1200  # tool-call argument limits (chars)
@@ -142,7 +143,7 @@ def _clip(text: str, limit: int, head: int, tail: int) -> str:
 
 
 def transcript(turns: Iterable[Turn]) -> str:
-    """The summarized turns in Hermes's transcript format.
+    """The summarized turns in Hermes's transcript format (untrusted text neutralised).
 
     >>> from .history import ToolCall
     >>> print(transcript([Turn("assistant", "look", (ToolCall("c1", "ls", '{"p": "/"}'),)),
@@ -155,13 +156,14 @@ def transcript(turns: Iterable[Turn]) -> str:
     [TOOL RESULT c1]: a.py
     """
     parts = []
-    for t in turns:
-        body = _clip(t.content, CONTENT_MAX, CONTENT_HEAD, CONTENT_TAIL)
+    for t in turns:  # every piece is untrusted text: control strings and our tags are broken
+        body = neutralise(_clip(t.content, CONTENT_MAX, CONTENT_HEAD, CONTENT_TAIL))
         if t.role == "tool":
-            parts.append(f"[TOOL RESULT {t.tool_call_id}]: {body}")
+            parts.append(f"[TOOL RESULT {neutralise(t.tool_call_id or '')}]: {body}")
             continue
         if t.role == "assistant" and t.tool_calls:
-            calls = [f"  {c.name}({c.arguments if len(c.arguments) <= ARGS_MAX else c.arguments[:ARGS_HEAD] + '...'})"
+            calls = [f"  {neutralise(c.name)}("
+                     f"{neutralise(c.arguments if len(c.arguments) <= ARGS_MAX else c.arguments[:ARGS_HEAD] + '...')})"
                      for c in t.tool_calls]
             body += "\n[Tool calls:\n" + "\n".join(calls) + "\n]"
         parts.append(f"[{t.role.upper()}]: {body}")
