@@ -97,9 +97,8 @@ def emulated_server(_shared_emulated_server, scripted_policy):
 # (the Hermes plugin's tests talk to it over HTTP, as Hermes would).
 
 
-@_emu_pytest.fixture(scope="session")
-def emulated_service():
-    """Base URL of ``launch --emulate`` running in a child process (stopped at session end)."""
+def _emulated_service():
+    """Start ``launch --emulate`` in a child process; yield its base URL; stop it."""
     import subprocess
     import sys
     import tempfile
@@ -138,3 +137,15 @@ def emulated_service():
         except subprocess.TimeoutExpired:
             proc.kill()
         log.close()
+
+
+@_emu_pytest.fixture(scope="session")
+def emulated_service():
+    """Base URL of ``launch --emulate`` running in a child process (stopped at session end)."""
+    yield from _emulated_service()
+
+
+@_emu_pytest.fixture(scope="module")
+def module_emulated_service():
+    """A ``launch --emulate`` of this test module alone (no idle pooled connections left by other modules)."""
+    yield from _emulated_service()

@@ -129,10 +129,10 @@ def closed_port_url() -> str:
 
 
 @pytest.mark.slow
-def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service):
+def test_engine_compacts_on_the_emulated_service_incrementally(module_emulated_service):
     tools = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
     eng.remember_tools(session_id="s1", request={"body": {"tools": tools, "messages": []}})
-    with ServiceProxy(emulated_service) as proxy:
+    with ServiceProxy(module_emulated_service) as proxy:
         e = copy.deepcopy(make_engine(proxy.url, method="speccompact"))  # Hermes copies the engine
         ms = history()
         out = e.compress(ms, focus_topic="the README")
