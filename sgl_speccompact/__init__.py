@@ -15,7 +15,7 @@ _EXPORTS = {
     "compact": "compactor",
     "CompactConfig": "config", "make_config": "config",
     "SpecCompactEndpoint": "endpoint", "LabelJudgement": "endpoint", "connect": "endpoint",
-    "speccompact": "programs", "draft_slot": "programs",
+    "speccompact": "slot_stream", "draft_slot": "programs",
     "CompactionResult": "result", "LineOrigin": "result",
     "OPENCLAW_SLOTS": "schema", "Slot": "schema",
     "SpecCompactError": "errors", "ConfigError": "errors", "LabelTokenError": "errors",

@@ -16,10 +16,11 @@ from .config import CompactConfig
 from .errors import BackendError, SpecCompactError
 from .judge_prompts import judge_rubric
 from .pipeline import Job, register, run
-from .programs import SlotContext, speccompact
+from .programs import SlotContext
 from .prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
 from .result import CompactionResult, SlotResult
 from .schema import Slot
+from .slot_stream import speccompact
 from .source_judge import SharedPrefix
 
 

@@ -19,6 +19,8 @@ OPTIMIZATIONS: dict[str, str] = {
                      "by every slot; off: each slot puts its request before the history",
     "draft_buffer": "the drafter writes up to max_new_tokens (several lines) per call and unused "
                     "complete lines are buffered; off: one line per drafter call",
+    "pipelined_drafting": "the drafter drafts the next line while the target judges the current one "
+                          "(assuming it is accepted; dropped if it is rejected)",
     "line_aware_stopping": "repairs stop at the newline; off: a repair decodes up to max_new_tokens "
                            "and keeps its first line",
     "one_request_judging": "a judgement is one prefill-only request on SpecCompactEndpoint; off: "
@@ -28,6 +30,10 @@ OPTIMIZATIONS: dict[str, str] = {
     "short_judge_suffix": "the judge rubric and label words sit once in the cached shared prefix, so a "
                           "judgement's suffix is the line (or SJC entry) in tags; off: the whole question "
                           "after every line",
+    "sub_slot_branches": "a slot with sub-sections (Progress: Done / In Progress / Blocked) runs one "
+                         "forked branch per sub-section, the slot's budget split among them",
+    "repair_candidates": "on a rejection the drafter samples repair_samples lines in one request and "
+                         "the target judges them in one batch; the target repairs only if all fail",
 }
 
 
@@ -54,14 +60,19 @@ class CompactConfig(BaseModel):
     source_judge_threshold: float = Field(0.5, gt=0.0, le=1.0)  # SJC keeps entries with p >= this
     max_history_messages: int = Field(10_000, ge=1)  # longer histories are refused (messages)
     max_history_chars: int = Field(4_000_000, ge=1)  # longer rendered histories are refused (chars)
+    repair_samples: int = Field(4, ge=2, le=16)  # drafter candidates per rejection (lines)
+    candidate_temperature: float = Field(1.0, ge=0.0)  # drafter temperature of those candidates
     # ablation switches (see OPTIMIZATIONS)
     shared_prefix: bool = True  # one target prefix for every slot
-    draft_buffer: bool = True  # several lines per drafter call (the paper's 64-token buffer)
+    draft_buffer: bool = False  # several lines per drafter call (the paper's 64-token buffer)
+    pipelined_drafting: bool = True  # draft line j+1 while line j is judged
     line_aware_stopping: bool = True  # repairs stop at the newline
     one_request_judging: bool = True  # one prefill-only request per judgement
     redact_secrets: bool = True  # replace secrets in the history with [REDACTED:<kind>] before any prompt
     source_judge_on_prefix: bool = True  # SJC after a slot method reuses the compaction's prefix
     short_judge_suffix: bool = True  # judge rubric in the shared prefix; per-judgement suffix = line + tags
+    sub_slot_branches: bool = True  # one branch per sub-section of a slot
+    repair_candidates: bool = False  # drafter candidates judged in one batch before a target repair
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

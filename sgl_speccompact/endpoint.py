@@ -319,6 +319,34 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         other.routing_key = key
         return other
 
+    def sample_n(self, text: str, sampling_params: dict) -> tuple[list[tuple[str, dict | None]], dict]:
+        """``sampling_params["n"]`` samples of one prompt with ONE ``/generate`` request.
+
+        sglang's parallel sampling: ``SamplingParams.n``, which
+        ``GenerateReqInput._handle_parallel_sampling`` (sglang 0.5.23
+        ``srt/managers/io_struct.py``) turns into ``parallel_sample_num``
+        copies of the prompt sharing one prefill; the answer is a list of n
+        results.
+
+        Returns
+        -------
+        samples : list of (str, dict)
+            Each sample's text and ``meta_info.finish_reason``.
+        meta : dict
+            Token counts summed over the samples, ``requests`` 1.
+        """
+        n = int(sampling_params.get("n", 1))
+        out = self._generate({"text": text, "sampling_params": dict(sampling_params)})
+        items = out if isinstance(out, list) else [out]
+        if len(items) != n:
+            raise BackendError(f"parallel sampling: expected {n} results, got {len(items)}")
+        meta = {"prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "requests": 1}
+        for item in items:
+            info = item.get("meta_info") or {}
+            for k in ("prompt_tokens", "cached_tokens", "completion_tokens"):
+                meta[k] += int(info.get(k) or 0)
+        return [(item.get("text", ""), (item.get("meta_info") or {}).get("finish_reason")) for item in items], meta
+
     # ------------------------------------------------------------------ tokenizer
 
     def tokenize(self, texts: list[str]) -> list[list[int]]:

@@ -105,6 +105,40 @@ def split_line(text: str, finish_reason: dict | None) -> tuple[list[str], bool, 
     return ([text] if text.strip() else []), True, False
 
 
+@dataclass(frozen=True)
+class RepairLine:
+    """What a target repair gave, read from its text and ``finish_reason``."""
+
+    line: str | None  # the next line ("" is a paragraph break); None if the answer ended
+    ended: bool  # the answer ended after ``line``
+    truncated: bool  # cut off by the token limit: not a line, never stored
+
+
+def read_repair(text: str, finish_reason: dict | None) -> RepairLine:
+    """Read a repair: the first line of ``text``, told apart by the stop that matched.
+
+    Works with and without line-aware stopping (then the text may hold
+    several lines, and only the first counts).
+
+    >>> read_repair("- a", {"type": "stop", "matched": "\\n"})
+    RepairLine(line='- a', ended=False, truncated=False)
+    >>> read_repair("", {"type": "stop", "matched": "\\n"}).line, read_repair("", {"type": "stop", "matched": 2}).line
+    ('', None)
+    >>> read_repair("- a\\n- b", {"type": "length"}), read_repair("- a lo", {"type": "length"}).truncated
+    (RepairLine(line='- a', ended=False, truncated=False), True)
+    >>> read_repair("- last", {"type": "stop", "matched": 151645})
+    RepairLine(line='- last', ended=True, truncated=False)
+    """
+    if "\n" in text:
+        return RepairLine(text.split("\n", 1)[0], False, False)
+    reason = finish_reason or {}
+    if reason.get("type") == "length":
+        return RepairLine(None, False, True)
+    if reason.get("matched") == "\n":
+        return RepairLine(text, False, False)
+    return RepairLine(text if text.strip() else None, True, False)
+
+
 @dataclass
 class DraftBuffer:
     """Lines drafted in one call, valid only for the prefix they came from."""

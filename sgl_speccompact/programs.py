@@ -1,25 +1,24 @@
 """SpecCompact as SGLang programs (paper sections "SpecCompact" and
-"Efficient Slot-Parallel Execution").
+"Efficient Slot-Parallel Execution"): the requests, not the loop.
 
 Target side, one RadixAttention prefix::
 
     system + user[ shared prefix | slot request ] + assistant[ accepted lines ... ]
                   `-- identical for every slot --'
 
-``speccompact`` appends the shared prefix, forks one branch per slot (the
-fork prefills the prefix once) and runs the slot streams concurrently, one
-thread per branch, so one slot never waits for another and the server
-batches their requests.  A branch only grows, so every later request of the
-slot reuses the cache.
+``fork_slots`` appends the shared prefix and forks one branch per slot (the
+fork prefills the prefix once).  A branch only grows, so every later request
+of the slot reuses the cache.  On a branch: ``verify_line`` judges one line
+and ``judge_lines`` several in one batch (both on copies), ``repair_line``
+lets the target write the next line (on a copy, so a cut-off line never
+enters the branch).
 
-Each slot stream loops: draft (drafter, several lines per call: the draft
-buffer) -> checks -> verify (one-token judgement on a copy of the branch) ->
-accept, or repair (target continues the branch, stopping at the newline).
+Drafter side: ``draft_slot`` is Figure 5's prompt followed by the slot's
+accepted lines and one ``gen``; ``draft`` runs it and reads the result as a
+:class:`Draft`; ``sample_candidates`` asks for n lines in one request.
+``draft_context`` prefills the drafter's shared part once.
 
-``draft_slot`` is the drafter's program: Figure 5's prompt followed by the
-slot's accepted lines, one ``gen`` of up to 64 tokens.  ``draft_context``
-prefills the drafter's shared part (instruction, schema, conversation) once,
-while the target prefills its own.
+The slot loop that uses these is :mod:`~sgl_speccompact.slot_stream`.
 """
 
 from __future__ import annotations
@@ -34,10 +33,11 @@ import sglang as sgl
 
 from .config import CompactConfig
 from .endpoint import LabelJudgement
-from .errors import BackendError, SpecCompactError
-from .lines import DraftBuffer, LineKind, SlotBudget, classify_line, split_draft, split_line
+from .errors import BackendError, ConfigError, SpecCompactError
+from .judge import Judgement
+from .lines import split_draft, split_line
 from .prompts import SUMMARIZER_SYSTEM, drafter_slot_request, target_slot_request, verify_question
-from .result import LineOrigin, SlotResult, StatsRecorder, SummaryLine
+from .result import StatsRecorder
 from .schema import Slot
 
 
@@ -55,6 +55,7 @@ class SlotContext:
     drafter_prefix: str = ""  # the same for the drafter
     has_previous: bool = False  # a previous summary is part of the source
     on_event: Callable[[dict], None] | None = None  # progress callback (called from slot threads)
+    target: Any = None  # sglang backend of the target (set by speccompact)
     shared: str = ""  # the target's shared text (set by fork_slots; per slot when shared_prefix is off)
     chat_prefix: bool = False  # the shared prefix is chat-templated text ending inside a user turn (agent layout)
     cancel: threading.Event = field(default_factory=threading.Event)  # set when any slot fails
@@ -67,20 +68,40 @@ class SlotContext:
 # ---------------------------------------------------------------- sampling, defined once
 
 
-def draft_sampling(cfg: CompactConfig) -> dict:
-    """``gen`` arguments of a draft: several lines up to ``max_new_tokens`` (draft
-    buffer), or one line stopping at the newline.
+def draft_sampling(cfg: CompactConfig, max_tokens: int | None = None) -> dict:
+    """``gen`` arguments of a draft: several lines (draft buffer) or one line
+    stopping at the newline; at most ``max_tokens`` (the slot's remaining
+    tokens), never more than ``max_new_tokens``.
 
-    >>> draft_sampling(CompactConfig(draft_buffer=False))
-    {'max_tokens': 64, 'temperature': 0.0, 'stop': '\\n'}
+    >>> draft_sampling(CompactConfig(draft_buffer=False), max_tokens=20)
+    {'max_tokens': 20, 'temperature': 0.0, 'stop': '\\n'}
     """
-    out = {"max_tokens": cfg.max_new_tokens, "temperature": cfg.draft_temperature}
+    cap = cfg.max_new_tokens if max_tokens is None else min(cfg.max_new_tokens, max_tokens)
+    out = {"max_tokens": cap, "temperature": cfg.draft_temperature}
     return out if cfg.draft_buffer else {**out, "stop": "\n"}
+
+
+def candidate_sampling(cfg: CompactConfig, max_tokens: int) -> dict:
+    """``/generate`` sampling params of the repair candidates: n lines in one request.
+
+    ``n`` is sglang's parallel sampling (``SamplingParams.n``; the server's
+    ``GenerateReqInput._handle_parallel_sampling`` fans one prompt out into
+    ``n`` samples that share its prefill and returns a list of ``n`` results).
+
+    >>> candidate_sampling(CompactConfig(), 30)
+    {'max_new_tokens': 30, 'temperature': 1.0, 'stop': ['\\n'], 'n': 4}
+    """
+    return {"max_new_tokens": min(cfg.max_new_tokens, max_tokens), "temperature": cfg.candidate_temperature,
+            "stop": ["\n"], "n": cfg.repair_samples}
 
 
 def repair_sampling(cfg: CompactConfig) -> dict:
     """``gen`` arguments of a repair: one line (line-aware stopping at the newline),
-    or up to ``max_new_tokens`` when line-aware stopping is off."""
+    or up to ``max_new_tokens`` when line-aware stopping is off.
+
+    >>> repair_sampling(CompactConfig(line_aware_stopping=False))
+    {'max_tokens': 64, 'temperature': 0.0}
+    """
     out = {"max_tokens": cfg.max_new_tokens, "temperature": cfg.repair_temperature}
     return {**out, "stop": "\n"} if cfg.line_aware_stopping else out
 
@@ -99,6 +120,15 @@ def draft_slot(s, context, slot_request, accepted, assistant_prefix, sampling):
     s += sgl.assistant_begin()
     s += assistant_prefix + accepted
     s += sgl.gen("draft", **sampling)
+
+
+@sgl.function
+def draft_prompt(s, context, slot_request, accepted, assistant_prefix):
+    """Drafter: the text ``draft_slot`` sends, without the ``gen`` (sends nothing)."""
+    s += sgl.system(SUMMARIZER_SYSTEM)
+    s += sgl.user(context + slot_request)
+    s += sgl.assistant_begin()
+    s += assistant_prefix + accepted
 
 
 @sgl.function
@@ -123,34 +153,16 @@ def prefill_drafter(ctx: "SlotContext") -> None:
     ctx.recorder.time("drafter_prefill", time.perf_counter() - t0)
 
 
-@sgl.function
-def speccompact(s, shared, ctx):
-    """Target: shared prefix, one fork per slot, concurrent slot streams.
-
-    Returns the :class:`SlotResult` of every slot in schema order.
-    """
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
-        branches = fork_slots(s, shared, ctx)
-    try:
-        warm.result()
-        return run_concurrently(
-            [lambda b=b, slot=slot: slot_stream(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
-            ctx.cancel,
-        )
-    finally:
-        end_states(branches)
-
-
-def fork_slots(s, shared: str, ctx: SlotContext) -> list:
+def fork_slots(s, shared: str, ctx: SlotContext, n: int | None = None) -> list:
     """Append the shared prefix and fork one branch per slot; the fork prefills it once.
 
     With ``shared_prefix`` off nothing is appended: each branch gets its own
     prompt in :func:`open_slot`, and a fork of an empty state sends no request.
     """
+    n = len(ctx.slots) if n is None else n
     ctx.shared = shared
     if not ctx.cfg.shared_prefix:
-        return list(s.fork(len(ctx.slots)).states)
+        return list(s.fork(n).states)
     if not ctx.chat_prefix:  # the agent layout's prefix carries its own chat turns
         s += sgl.system(SUMMARIZER_SYSTEM)
         s += sgl.user_begin()
@@ -158,8 +170,8 @@ def fork_slots(s, shared: str, ctx: SlotContext) -> list:
     # fork() decides whether to prefill before it syncs; materialize the prefix first
     s.text()
     t0 = time.perf_counter()
-    branches = s.fork(len(ctx.slots))
-    if len(ctx.slots) > 1:
+    branches = s.fork(n)
+    if n > 1:
         ctx.recorder.request("target", "prefill", s.get_meta_info("prefill"))
         ctx.recorder.time("prefill", time.perf_counter() - t0)
     return list(branches.states)
@@ -224,6 +236,16 @@ def open_slot(s, slot: Slot, ctx: SlotContext) -> None:
     s += ctx.target_prefix
 
 
+def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext) -> None:
+    """Close the slot's turn on ``v`` (a copy) and ask the judge question about ``line``."""
+    cfg = ctx.cfg
+    v += sgl.assistant_end()
+    v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous,
+                                  short=cfg.short_judge_suffix))
+    v += sgl.assistant_begin()
+    v += ctx.target_prefix
+
+
 def verify_line(s, slot: Slot, line: str, ctx: SlotContext) -> dict:
     """Judge ``line`` on a copy of the branch; the branch itself is not changed.
 
@@ -232,163 +254,92 @@ def verify_line(s, slot: Slot, line: str, ctx: SlotContext) -> dict:
     """
     cfg = ctx.cfg
     with s.copy() as v:
-        v += sgl.assistant_end()
-        v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous,
-                                      short=cfg.short_judge_suffix))
-        v += sgl.assistant_begin()
-        v += ctx.target_prefix
+        ask_verdict(v, slot, line, ctx)
         v += sgl.select("verdict", choices=[cfg.positive_label, cfg.negative_label],
                         choices_method=LabelJudgement(cfg.eta, one_request=cfg.one_request_judging))
         _, meta = result_of(v, "verdict")
     return meta
 
 
-def repair_line(s, ctx: SlotContext) -> tuple[str, dict]:
-    """Target writes the next line itself, stopping at the newline (not appended).
+def judge_lines(s, slot: Slot, lines: list[str], ctx: SlotContext) -> tuple[list[Judgement], dict]:
+    """Judge several candidate lines for the same place with ONE batched request.
 
-    Without line-aware stopping the repair runs on, on a copy of the branch,
-    and only its first line is kept (the caller appends it).
+    Each prompt is the branch plus the judge question about one line (built
+    on copies, which send nothing); the target's ``judge_batch`` sends them
+    as one ``/generate`` batch that shares the branch's cached prefix.
     """
-    if not ctx.cfg.line_aware_stopping:
-        with s.copy() as r:
-            r += sgl.gen("repair", **repair_sampling(ctx.cfg))
-            text, meta = result_of(r, "repair")
-        return text.split("\n", 1)[0], meta
-    s += sgl.gen("repair", **repair_sampling(ctx.cfg))
-    return result_of(s, "repair")
+    texts = []
+    for line in lines:
+        with s.copy() as v:
+            ask_verdict(v, slot, line, ctx)
+            texts.append(v.text())
+    cfg = ctx.cfg
+    return ctx.target.judge_batch(texts, cfg.positive_label, cfg.negative_label, cfg.eta)
 
 
-def draft(slot: Slot, accepted: list[str], ctx: SlotContext) -> tuple[list[str], bool, bool]:
-    """One drafter call: ``(complete lines, drafter finished the slot, tail truncated)``."""
+def repair_line(s, ctx: SlotContext) -> tuple[str, dict]:
+    """The target writes the next line on a copy of the branch (the caller appends it).
+
+    On a copy, a line cut off by the token limit never enters the branch.
+    Without line-aware stopping the repair runs on; the caller keeps the first line.
+    """
+    with s.copy() as r:
+        r += sgl.gen("repair", **repair_sampling(ctx.cfg))
+        return result_of(r, "repair")
+
+
+@dataclass
+class Draft:
+    """One drafter answer, read into lines."""
+
+    prefix: tuple[str, ...]  # accepted lines it continues
+    lines: list[str]  # complete lines (blank lines included), a cut-off one last if truncated
+    ended: bool  # the drafter ended the slot after these lines
+    truncated: bool  # the last line was cut off by the token limit
+    capped: bool  # that limit was the slot's remaining tokens, not max_new_tokens
+    meta: dict  # meta_info of the request
+
+
+def draft(slot: Slot, prefix: tuple[str, ...], ctx: SlotContext, max_tokens: int | None = None) -> Draft:
+    """One drafter call continuing ``prefix``; the caller records its request."""
+    sampling = draft_sampling(ctx.cfg, max_tokens)
     state = draft_slot.run(
         context=ctx.drafter_context,
         slot_request=drafter_slot_request(slot, ctx.has_previous),
-        accepted="".join(line + "\n" for line in accepted),
+        accepted="".join(line + "\n" for line in prefix),
         assistant_prefix=ctx.drafter_prefix,
-        sampling=draft_sampling(ctx.cfg),
+        sampling=sampling,
         backend=ctx.drafter,
     )
     text, meta = result_of(state, "draft")
-    ctx.recorder.request("drafter", "draft", meta)
+    reason = meta.get("finish_reason")
+    capped = sampling["max_tokens"] < ctx.cfg.max_new_tokens
     if not ctx.cfg.draft_buffer:
-        return split_line(text, meta.get("finish_reason"))
-    finished = (meta.get("finish_reason") or {}).get("type") != "length"
-    lines, truncated = split_draft(text, finished)
-    return lines, finished, truncated
+        lines, ended, truncated = split_line(text, reason)
+    else:
+        ended = (reason or {}).get("type") != "length"
+        lines, truncated = split_draft(text, ended)
+    return Draft(prefix, lines, ended, truncated, capped, meta)
 
 
-# ---------------------------------------------------------------- the slot stream
+def sample_candidates(slot: Slot, prefix: tuple[str, ...], ctx: SlotContext,
+                      max_tokens: int) -> tuple[list[tuple[str, dict]], dict]:
+    """``repair_samples`` one-line drafts continuing ``prefix``, in ONE drafter request.
+
+    Returns ``([(text, finish_reason), ...], meta)``.
+    """
+    state = draft_prompt.run(
+        context=ctx.drafter_context, slot_request=drafter_slot_request(slot, ctx.has_previous),
+        accepted="".join(line + "\n" for line in prefix), assistant_prefix=ctx.drafter_prefix,
+        backend=ctx.drafter,
+    )
+    return ctx.drafter.sample_n(state.text(), candidate_sampling(ctx.cfg, max_tokens))
 
 
-class _Slot:
-    """Mutable state of one slot stream: accepted lines, budget, draft buffer."""
-
-    def __init__(self, s, slot: Slot, ctx: SlotContext):
-        self.s, self.slot, self.ctx = s, slot, ctx
-        self.result = SlotResult(name=slot.name, title=slot.title)
-        self.accepted: list[str] = []  # the slot's lines so far, blank lines included
-        self.budget = SlotBudget(ctx.cfg.max_lines_per_slot, ctx.cfg.max_tokens_per_slot)
-        self.buffer = DraftBuffer()
-        self.tokens: dict[str, int] = {}  # line -> target tokens (with its newline)
-        self.truncated: str | None = None  # a drafted line cut off by the token limit
-
-    def timed(self, phase: str, fn, *args):
-        t0 = time.perf_counter()
-        try:
-            return fn(*args)
-        finally:
-            self.ctx.recorder.time(phase, time.perf_counter() - t0)
-
-    def count(self, lines: list[str]) -> None:
-        new = [line for line in dict.fromkeys(lines) if line not in self.tokens]
-        if new:
-            self.tokens.update(zip(new, self.ctx.count_tokens([line + "\n" for line in new])))
-
-    def accept(self, line: str, origin: LineOrigin, score: float | None = None,
-               rejected: str | None = None, appended: bool = False) -> None:
-        self.s += "\n" if appended else line + "\n"
-        self.budget.add(line, self.tokens[line])
-        self.accepted.append(line)
-        self.result.lines.append(SummaryLine(text=line, origin=origin, score=score, rejected_draft=rejected))
-        if line.strip():
-            self.ctx.emit(type="line", slot=self.slot.name, text=line, origin=origin.value, score=score)
-
-    def stop(self, reason: str) -> SlotResult:
-        while self.result.lines and not self.result.lines[-1].text.strip():
-            self.result.lines.pop()  # trailing blank lines are not content
-        self.result.stop_reason = reason
-        self.result.tokens = self.budget.tokens
-        self.ctx.emit(type="slot_done", slot=self.slot.name, stop_reason=reason,
-                      lines=sum(1 for line in self.result.lines if line.text.strip()))
-        return self.result
-
-
-def slot_stream(s, slot: Slot, ctx: SlotContext) -> SlotResult:
-    """Draft, check, verify and repair lines of one slot until it stops."""
-    st = _Slot(s, slot, ctx)
-    open_slot(s, slot, ctx)
-    while True:
-        if ctx.cancel.is_set():
-            return st.stop("cancelled")
-        prefix = tuple(st.accepted)
-        line = st.buffer.take(prefix)
-        if line is None:
-            if st.buffer.done(prefix):
-                return st.stop("complete")
-            lines, finished, truncated = st.timed("draft", draft, slot, st.accepted, ctx)
-            while not prefix and lines and not lines[0].strip():
-                lines.pop(0)  # a slot does not open with blank lines
-            if not lines:
-                return st.stop("complete")
-            st.buffer = DraftBuffer(prefix, lines, finished)
-            st.truncated = lines[-1] if truncated else None
-            st.count(lines)
-            continue
-        reason = step(st, line)
-        if reason:
-            return st.stop(reason)
-
-
-def step(st: _Slot, line: str) -> str | None:
-    """Handle one proposed line; returns a stop reason or None to go on."""
-    ctx, cfg = st.ctx, st.ctx.cfg
-    kind = classify_line(line, st.accepted, cfg)
-    if kind is LineKind.JUDGE and line == st.truncated:
-        kind = LineKind.TOO_LONG
-    if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG):
-        return repair(st, rejected=line, score=None)
-    over = st.budget.check(line, st.tokens[line])
-    if over:
-        return over
-    if kind in (LineKind.UNJUDGED, LineKind.BLANK):
-        st.accept(line, LineOrigin.UNJUDGED)
-        ctx.recorder.line(LineOrigin.UNJUDGED)
-        return None
-    meta = st.timed("verify", verify_line, st.s, st.slot, line, ctx)
-    judgement = meta.get("judgement") or {}
-    ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
-    ctx.recorder.judged(bool(judgement.get("accepted")))
-    if judgement.get("accepted"):
-        st.accept(line, LineOrigin.DRAFTED, score=judgement.get("score"))
-        return None
-    return repair(st, rejected=line, score=judgement.get("score"))
-
-
-def repair(st: _Slot, rejected: str, score: float | None) -> str | None:
-    """Replace ``rejected`` with a target-written line; the replacement gets the same checks."""
-    ctx = st.ctx
-    text, meta = st.timed("repair", repair_line, st.s, ctx)
-    ctx.recorder.request("target", "repair", meta)
-    # no explicit discard: the buffer's lines continue a prefix that now differs, so take() refuses them
-    if not text.strip():
-        return "target_ended"
-    if classify_line(text, st.accepted, ctx.cfg) in (LineKind.DUPLICATE, LineKind.TOO_LONG):
-        return "repair_failed"
-    st.count([text])
-    over = st.budget.check(text, st.tokens[text])
-    if over:
-        return over
-    st.accept(text, LineOrigin.REPAIRED, score=score, rejected=rejected,
-              appended=ctx.cfg.line_aware_stopping)
-    ctx.recorder.line(LineOrigin.REPAIRED)
-    return None
+def check_backends(ctx: SlotContext) -> None:
+    """Fail at start-up when a switch needs what a backend does not offer."""
+    if ctx.cfg.repair_candidates:
+        if not callable(getattr(ctx.drafter, "sample_n", None)):
+            raise ConfigError("repair_candidates needs a drafter with sample_n (SpecCompactEndpoint)")
+        if not callable(getattr(ctx.target, "judge_batch", None)):
+            raise ConfigError("repair_candidates needs a target with judge_batch (SpecCompactEndpoint)")

@@ -22,6 +22,7 @@ class LineOrigin(str, Enum):
 
     DRAFTED = "drafted_accepted"  # drafter line the target judged positive
     REPAIRED = "repaired"  # target-written replacement of a rejected line
+    CANDIDATE = "drafted_candidate"  # drafter repair candidate the target judged positive
     UNJUDGED = "accepted_without_judge"  # heading, empty marker or blank line
     TARGET = "target_written"  # written by the target alone (baselines)
 
@@ -61,7 +62,9 @@ class CompactionStats(BaseModel):
     proposed_lines: int = 0  # drafted lines sent to the judge
     accepted_lines: int = 0  # of which judged positive
     repaired_lines: int = 0  # replacements written by the target
-    unjudged_lines: int = 0  # accepted without a judge call
+    candidate_lines: int = 0  # replacements chosen among drafter candidates
+    unjudged_lines: int = 0  # non-blank lines accepted without a judge call
+    dropped_drafts: int = 0  # speculative drafts dropped because their line was rejected
     wall_time_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds (summed over slots)
     total_wall_s: float = 0.0  # end-to-end wall time (s)
     layout: str = "classic"  # target shared-prefix layout: classic | agent (the agent's own chat rendering)
@@ -132,11 +135,20 @@ class StatsRecorder:
             self.stats.proposed_lines += 1
             self.stats.accepted_lines += bool(accepted)
 
-    def line(self, origin: LineOrigin) -> None:
-        """Count one line that entered the summary without a positive verdict."""
+    def line(self, origin: LineOrigin, text: str = "-") -> None:
+        """Count one line that entered the summary without a direct positive verdict.
+
+        Blank lines are formatting, not unjudged content.
+        """
         with self._lock:
             self.stats.repaired_lines += origin is LineOrigin.REPAIRED
-            self.stats.unjudged_lines += origin is LineOrigin.UNJUDGED
+            self.stats.candidate_lines += origin is LineOrigin.CANDIDATE
+            self.stats.unjudged_lines += origin is LineOrigin.UNJUDGED and bool(text.strip())
+
+    def dropped(self) -> None:
+        """Count one speculative draft dropped after its line was rejected."""
+        with self._lock:
+            self.stats.dropped_drafts += 1
 
     def agent_reuse(self, layout: str, agent_tokens: int | None) -> None:
         """Record the layout and how much of the agent's conversation the prefix prefill found cached."""

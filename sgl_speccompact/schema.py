@@ -23,6 +23,15 @@ class Slot(BaseModel):
     title: str = Field(min_length=1)  # heading in the summary, e.g. "Next Steps"
     contract: str = Field(min_length=1)  # what the slot must contain
     body_format: str = Field(min_length=1)  # the exact shape of the slot body
+    sections: tuple[str, ...] = ()  # sub-section titles ("### <title>" lines) written as separate branches
+
+    @field_validator("sections")
+    @classmethod
+    def _sections_distinct(cls, v: tuple[str, ...]) -> tuple[str, ...]:
+        v = tuple(t.strip() for t in v)
+        if any(not t or "\n" in t for t in v) or len(set(v)) != len(v):
+            raise ValueError("sections must be distinct one-line titles")
+        return v
 
     @field_validator("title", "contract", "body_format")
     @classmethod
@@ -61,6 +70,7 @@ OPENCLAW_SLOTS: tuple[Slot, ...] = (
             "### Done\n- [x] [Completed task/change]\n\n### In Progress\n"
             "- [ ] [Current work]\n\n### Blocked\n- [Issue preventing progress, if any]"
         ),
+        sections=("Done", "In Progress", "Blocked"),
     ),
     Slot(
         name="key_decisions",

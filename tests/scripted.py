@@ -68,6 +68,8 @@ class ScriptedBackend(BaseBackend):
     Every ``gen`` with ``stop="\\n"`` is cut at the first newline and
     reports ``finish_reason`` ``{"type": "stop", "matched": "\\n"}`` as
     sglang does; an answer that ends without one reports the EOS id.
+    candidates : callable(slot, accepted_lines, n) -> list of str, optional
+        Drafter answer to an n-sample request (``sample_n``; kind "candidates").
     before : callable(kind, slot), optional
         Called before answering (to block or slow a slot).
     complete : callable(text, sampling_params) -> str or (str, finish_type), optional
@@ -78,12 +80,15 @@ class ScriptedBackend(BaseBackend):
         (recorded as kind "source_judge").
     """
 
-    def __init__(self, *, draft=None, judge=None, repair=None, before=None, complete=None, source_judge=None):
+    def __init__(self, *, draft=None, judge=None, repair=None, before=None, complete=None, source_judge=None,
+                 candidates=None):
         super().__init__()
+        self.candidates_fn = candidates
         self.chat_template = get_chat_template("qwen")
         self.draft_fn, self.judge_fn, self.repair_fn, self.before = draft, judge, repair, before
         self.complete_fn, self.source_judge_fn = complete, source_judge
         self.requests: list[tuple[str, str]] = []  # (kind, full request text)
+        self.max_new_tokens: list[tuple[str, int]] = []  # (kind, max_new_tokens) of every gen
         self.lock = threading.Lock()
 
     def count_tokens(self, texts):
@@ -115,6 +120,7 @@ class ScriptedBackend(BaseBackend):
             out = self.complete_fn(text, sampling_params)
             out, finish = out if isinstance(out, tuple) else (out, "stop")
         elif self.draft_fn is not None:
+            self.max_new_tokens.append(("draft", sampling_params.max_new_tokens))
             self._record("draft", text)
             out, finish = self.draft_fn(slot_of(text), accepted_of(text), text)
         else:
@@ -122,6 +128,16 @@ class ScriptedBackend(BaseBackend):
             out = self.repair_fn(slot_of(text), accepted_of(text))
             out, finish = out if isinstance(out, tuple) else (out, "stop")
         return finish_like_sglang(out, finish, sampling_params.stop, text)
+
+    def sample_n(self, text, sampling_params):
+        """n one-line samples in one request, like ``SpecCompactEndpoint.sample_n``."""
+        self._record("candidates", text)
+        n = sampling_params["n"]
+        outs = self.candidates_fn(slot_of(text), accepted_of(text), n)
+        assert len(outs) == n
+        samples = [finish_like_sglang(o, "stop", sampling_params.get("stop"), text) for o in outs]
+        return [(o, m["finish_reason"]) for o, m in samples], {"prompt_tokens": count_tokens([text])[0] * n,
+                                                               "cached_tokens": 0, "requests": 1}
 
     def select(self, s, choices, temperature, choices_method=None):
         text = s.text_
@@ -135,3 +151,19 @@ class ScriptedBackend(BaseBackend):
         p = self.judge_fn(slot_of(text), line)
         assert isinstance(choices_method, LabelJudgement)
         return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1})
+
+
+class BatchJudgeBackend(ScriptedBackend):
+    """A scripted target that also judges lines in batches, like ``SpecCompactEndpoint``."""
+
+    def judge_batch(self, texts, positive, negative, eta):
+        """Judge several verification prompts in one request (kind "verify_batch")."""
+        with self.lock:
+            self.requests.append(("verify_batch", texts))
+        if self.before:
+            self.before("verify_batch", slot_of(texts[0]))
+        js = []
+        for text in texts:
+            p = self.judge_fn(slot_of(text), LINE_RE.findall(text)[-1])
+            js.append(verdict(p, 1 - p, eta))
+        return js, {"prompt_tokens": sum(count_tokens(texts)), "cached_tokens": 0, "requests": 1}

@@ -31,10 +31,19 @@ DRAFTS = {
 
 
 def drafter_from(drafts, per_call=None):
-    """Drafter that continues ``drafts[slot]`` after the accepted prefix."""
+    """Drafter that continues ``drafts[slot]`` after the accepted prefix.
+
+    A sub-section branch (its prefix opens with a ``### `` heading) continues
+    after that heading in ``drafts[slot]``, or writes nothing if it is absent.
+    """
     def draft(slot, accepted, text):
         lines = drafts[slot]
-        rest = lines[len(accepted):] if accepted == lines[:len(accepted)] else lines[len(accepted):]
+        start = 0
+        if accepted and accepted[0].startswith("### "):
+            if accepted[0] not in lines:
+                return "", "stop"
+            start = lines.index(accepted[0])
+        rest = lines[start + len(accepted):]
         if per_call is not None and len(rest) > per_call:
             return "\n".join(rest[:per_call]) + "\n- partial li", "length"
         return "\n".join(rest), "stop"
@@ -93,10 +102,13 @@ def test_headings_empty_markers_and_blanks_skip_the_judge():
     assert len(judged) == res.stats.proposed_lines == res.stats.requests["target"]["verify"].requests
 
 
+BUFFER = {"draft_buffer": True, "pipelined_drafting": False}  # the paper's 64-token draft buffer
+
+
 def test_draft_buffer_reused_then_discarded_after_repair():
     drafts = {**DRAFTS, "next_steps": ["1. a", "2. BAD b", "3. c", "4. d", "5. e"]}
     target, drafter = backends(drafts=drafts, per_call=3)
-    res = compact(MESSAGES, target=target, drafter=drafter)
+    res = compact(MESSAGES, target=target, drafter=drafter, config=BUFFER)
     calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the next_steps" in t]
     # call 1 drafts a, BAD b, c: a is taken from the buffer, BAD b is repaired, and c (drafted
     # after BAD b) is dropped: the next call continues from the repaired prefix
@@ -108,7 +120,7 @@ def test_draft_buffer_reused_then_discarded_after_repair():
 def test_buffered_lines_are_used_without_another_draft_call():
     drafts = {**DRAFTS, "goal": ["- a", "- b", "- c", "- d"]}
     target, drafter = backends(drafts=drafts, per_call=3)
-    compact(MESSAGES, target=target, drafter=drafter)
+    compact(MESSAGES, target=target, drafter=drafter, config=BUFFER)
     calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the goal" in t]
     assert calls == [[], ["- a", "- b", "- c"]]  # one call per three accepted lines
 
