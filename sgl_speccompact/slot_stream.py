@@ -118,6 +118,7 @@ class SlotStream:
         self.capped = False  # ... by the slot's remaining tokens
         self.tokens: dict[str, int] = {}  # line -> target tokens (with its newline)
         self.pending: tuple[tuple[str, ...], Future] | None = None  # prefetched draft and its prefix
+        self.dropped: list[Future] = []  # prefetched drafts sent, then dropped
         self.pool = ThreadPoolExecutor(max_workers=1)
 
     # ------------------------------------------------------------ bookkeeping
@@ -184,12 +185,16 @@ class SlotStream:
         self.pending = (nxt, self.pool.submit(draft, self.slot, nxt, self.ctx, room))
 
     def drop(self, fut: Future) -> None:
-        """Drop a prefetched draft whose line was rejected; count it, ignore its outcome."""
-        self.ctx.recorder.dropped()
-        if fut.cancel():
-            return
-        meta = fut.result().meta if fut.done() and fut.exception() is None else {}
-        self.ctx.recorder.request("drafter", "draft_dropped", meta)
+        """Drop a prefetched draft whose line was rejected (counted once answered, in ``settle``)."""
+        if not fut.cancel():  # already sent
+            self.dropped.append(fut)
+
+    def settle(self) -> None:
+        """Wait for dropped drafts still in flight and count them, so no request outlives the slot."""
+        for fut in self.dropped:
+            exc = fut.exception()  # waits; a failed speculative draft decides nothing
+            self.ctx.recorder.dropped()
+            self.ctx.recorder.request("drafter", "draft_dropped", fut.result().meta if exc is None else {})
 
     # ------------------------------------------------------------ the loop
 
@@ -206,6 +211,7 @@ class SlotStream:
             if self.pending is not None:
                 self.drop(self.pending[1])
             self.pool.shutdown(wait=False, cancel_futures=True)
+            self.settle()
 
     def loop(self) -> str:
         while True:

@@ -119,6 +119,11 @@ def test_progress_events_for_every_method():
         done = sorted(e["slot"] for e in events if e["type"] == "slot_done")
         assert done == sorted(s.name for s in res.slots), method
         assert all(e["type"] in ("line", "slot_done") for e in events)
+        # slot_done counts content lines (blank lines are formatting) in every method
+        lines = {e["slot"]: e["lines"] for e in events if e["type"] == "slot_done"}
+        assert lines == {s.name: sum(1 for l in s.lines if l.text.strip()) for s in res.slots}, method
+        if method in ("speccompact", "openclaw"):  # their Progress keeps a blank line between sub-sections
+            assert any(not l.text.strip() for s in res.slots for l in s.lines), method
 
 
 def test_targets_given_as_urls(make_emulated_server):
