@@ -49,7 +49,12 @@ def drafter_policy() -> ScriptedPolicy:
     for slot, lines in DRAFTS.items():
         def cont(prompt, lines=lines):
             done = accepted_lines(prompt)
-            rest = lines[len(done):]  # continue after the accepted (possibly repaired) prefix
+            start = 0
+            if done and done[0].startswith("### "):  # a sub-section branch opens with its heading
+                if done[0] not in lines:
+                    return ""
+                start = lines.index(done[0])
+            rest = lines[start + len(done):]  # continue after the accepted (possibly repaired) prefix
             return "\n".join(rest) + ("\n" if rest else "")
         policy.on(f"Generate only the {slot} slot", cont)
     return policy
