@@ -2,7 +2,8 @@
 
 The optimizations are ``sgl_speccompact.config.OPTIMIZATIONS`` (CompactConfig
 bool field -> description); every switch registered there is swept.  Rows:
-all on (the defaults), each optimization off alone, all off.  Each row runs
+all on (the defaults), each switch flipped from its default alone ("no X",
+or "with X" for a switch that is off by default), all off.  Each row runs
 SpecCompact on the one-clock simulator (bench/latency.py's ``simulate``:
 same workload, deployments and cost model), so every latency is SIMULATED,
 never a GPU measurement.  Reported per row: geometric-mean end-to-end over
@@ -28,11 +29,14 @@ import radix_cache as rc  # noqa: E402
 
 
 def variants() -> list[tuple[str, dict]]:
-    """``(label, CompactConfig overrides)``: all on, each off alone, all off."""
+    """``(label, CompactConfig overrides)``: the defaults, each switch flipped alone, all off."""
     from sgl_speccompact.config import OPTIMIZATIONS
 
+    from sgl_speccompact.config import CompactConfig
+
     names = list(OPTIMIZATIONS)
-    return ([("all on", {})] + [(f"no {n}", {n: False}) for n in names]
+    default = {n: CompactConfig.model_fields[n].default for n in names}  # the recommended setting
+    return ([("all on", {})] + [(f"no {n}" if default[n] else f"with {n}", {n: not default[n]}) for n in names]
             + ([("all off", dict.fromkeys(names, False))] if len(names) > 1 else []))
 
 

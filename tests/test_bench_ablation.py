@@ -17,7 +17,8 @@ def test_variants_cover_every_registered_switch(bench):
     labels = [label for label, _ in bench.variants()]
     assert labels[0] == "all on"
     for name in OPTIMIZATIONS:
-        assert f"no {name}" in labels
-        assert CompactConfig.model_fields[name].default is True  # the recommended setting is on
+        on = CompactConfig.model_fields[name].default  # the recommended setting
+        assert (f"no {name}" if on else f"with {name}") in labels
+        assert dict(bench.variants())[f"no {name}" if on else f"with {name}"] == {name: not on}
     if len(OPTIMIZATIONS) > 1:
         assert dict(bench.variants())["all off"] == dict.fromkeys(OPTIMIZATIONS, False)
