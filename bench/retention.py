@@ -189,7 +189,7 @@ def latency_reports(paths: list[str] | None) -> list[Path]:
 
 def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
     """One quality-latency PNG per target model; a clear message when no latency report is there."""
-    from sgl_speccompact.evaluation.frontier import QUALITY_METRICS, latency_by_method, plot_frontier, points
+    from sgl_speccompact.evaluation.frontier import latency_by_model
 
     reports = latency_reports(args.latency_json)
     if not reports:
@@ -200,32 +200,38 @@ def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
     out = []
     for path in reports:
         try:
-            lat = latency_by_method(json.loads(Path(path).read_text()))
+            cells = latency_by_model(json.loads(Path(path).read_text()))
         except (OSError, ValueError) as exc:
             print(f"NOTE: latency report {path} unreadable ({exc}); its plot skipped")
             out.append({"latency_json": str(path), "skipped": str(exc)})
             continue
-        pts = points(lat, agg, args.plot_metric)
-        slug = "".join(c if c.isalnum() else "-" for c in lat["model"]).strip("-")
-        png = Path(args.plot_dir or rc.RESULTS_DIR) / f"retention-{stamp}-{slug}.png"
-        notes = [f"latency: {lat['label']} ({Path(path).name})",
-                 "quality: " + (PLUMBING_NOTE if emulator else "this retention run")]
-        if any(lb.endswith("+sjc") for lb in agg) and not any(lb.endswith("+sjc") for lb in lat["seconds"]):
-            notes.append("no +sjc points: that latency report ran without --source-judge")
-        note = ". ".join(notes) + "."
-        if not pts:
-            print(f"NOTE: no method has both a latency in {path} and a {args.plot_metric}; plot skipped")
-            out.append({"latency_json": str(path), "skipped": "no common methods"})
-            continue
-        plot_frontier(pts, png, title=f"quality vs latency, target {lat['model']}"
-                      + (" (PLUMBING ONLY)" if emulator else ""),
-                      xlabel=f"end-to-end latency, s ({lat['kind']}; {lat['field']})",
-                      ylabel=QUALITY_METRICS[args.plot_metric], note=note)
-        print(f"plot: {png} ({len(pts)} methods; latency {lat['kind']}, from {Path(path).name})")
-        out.append({"png": str(png), "latency_json": str(path), "model": lat["model"], "latency_kind": lat["kind"],
-                    "metric": args.plot_metric, "points": [{"label": lb, "latency_s": x, "quality": y}
-                                                           for lb, x, y in pts]})
+        out += [_plot_one(lat, path, agg, args, stamp, emulator) for lat in cells]
     return out
+
+
+def _plot_one(lat: dict, path: Path, agg: dict, args, stamp: str, emulator: bool) -> dict:
+    """One target model's quality-latency PNG."""
+    from sgl_speccompact.evaluation.frontier import QUALITY_METRICS, plot_frontier, points
+
+    pts = points(lat, agg, args.plot_metric)
+    slug = "".join(c if c.isalnum() else "-" for c in lat["model"]).strip("-")
+    png = Path(args.plot_dir or rc.RESULTS_DIR) / f"retention-{stamp}-{slug}.png"
+    notes = [f"latency: {lat['label']} ({Path(path).name})",
+             "quality: " + (PLUMBING_NOTE if emulator else "this retention run")]
+    if any(lb.endswith("+sjc") for lb in agg) and not any(lb.endswith("+sjc") for lb in lat["seconds"]):
+        notes.append("no +sjc points: that latency report ran without --source-judge")
+    note = ". ".join(notes) + "."
+    if not pts:
+        print(f"NOTE: no method has both a latency in {path} and a {args.plot_metric}; plot skipped")
+        return {"latency_json": str(path), "skipped": "no common methods"}
+    plot_frontier(pts, png, title=f"quality vs latency, target {lat['model']}"
+                  + (" (PLUMBING ONLY)" if emulator else ""),
+                  xlabel=f"end-to-end latency, s ({lat['kind']}; {lat['field']})",
+                  ylabel=QUALITY_METRICS[args.plot_metric], note=note)
+    print(f"plot: {png} ({len(pts)} methods; latency {lat['kind']}, from {Path(path).name})")
+    return {"png": str(png), "latency_json": str(path), "model": lat["model"], "latency_kind": lat["kind"],
+            "metric": args.plot_metric, "points": [{"label": lb, "latency_s": x, "quality": y}
+                                                   for lb, x, y in pts]}
 
 
 # ------------------------------------------------------------------ main

@@ -58,6 +58,40 @@ def latency_by_method(report: dict) -> dict:
             "label": report.get("latency_label") or kind}
 
 
+def latency_by_model(report: dict) -> list[dict]:
+    """:func:`latency_by_method` per target model of a report whose rows name a ``model_pair``.
+
+    Such a report mixes cells; each target model keeps its ``p_accept`` 0.7
+    rows when there are any and its first ``deployment``.  Other reports give
+    one entry.
+
+    >>> rep = {"headline_field": "e2e_s", "rows": [
+    ...     {"method": "hermes", "model_pair": "qwen3-8b:qwen3-0.6b", "p_accept": 0.7, "deployment": "two-gpu",
+    ...      "e2e_s": 20.0},
+    ...     {"method": "hermes", "model_pair": "qwen3-8b:qwen3-0.6b", "p_accept": 0.5, "deployment": "two-gpu",
+    ...      "e2e_s": 99.0},
+    ...     {"method": "hermes", "model_pair": "qwen3-32b:qwen3-0.6b", "p_accept": 0.7, "e2e_s": 40.0}]}
+    >>> [(x["model"], x["seconds"]) for x in latency_by_model(rep)]
+    [('qwen3-8b', {'hermes': 20.0}), ('qwen3-32b', {'hermes': 40.0})]
+    """
+    rows = report.get("rows", [])
+    if not any("model_pair" in r for r in rows):
+        return [latency_by_method(report)]
+    out = []
+    for pair in dict.fromkeys(r.get("model_pair") for r in rows if r.get("model_pair")):
+        mine = [r for r in rows if r.get("model_pair") == pair]
+        if any(r.get("p_accept") == 0.7 for r in mine):
+            mine = [r for r in mine if r.get("p_accept") == 0.7]
+        deployment = next((r["deployment"] for r in mine if r.get("deployment")), None)
+        if deployment:
+            mine = [r for r in mine if r.get("deployment") == deployment]
+        one = latency_by_method({**report, "rows": mine, "summary": None})
+        cell = f"{pair}" + (f", {deployment}" if deployment else "") + \
+            (", p_accept 0.7" if any("p_accept" in r for r in mine) else "")
+        out.append({**one, "model": pair.split(":")[0], "label": f"{one['label']} ({cell})"})
+    return out
+
+
 def points(latency: dict, quality: dict, metric: str) -> list[tuple[str, float, float]]:
     """``(label, seconds, quality)`` for every method with both numbers.
 
