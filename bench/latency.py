@@ -39,6 +39,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+import latency_cases as lc  # methods x layouts x Hermes lengths; the agent-session scenario
 import radix_cache as rc  # shared helpers: trajectories, methods, JSON
 
 REPO = rc.REPO
@@ -177,21 +178,24 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
     sched = Scheduling(schedule_policy=args.schedule_policy, chunked_prefill_size=args.chunked_prefill_size or None,
                        **({"tokenizer_tokens_per_s": args.tokenizer_rate} if args.tokenizer_rate is not None else {}))
     lines = workload_lines()
-    config = json.loads(args.config) if args.config else None
+    config = {"agent_context_tokens": args.agent_context_tokens, **(json.loads(args.config) if args.config else {})}
     slots = tuple(s.name for s in OPENCLAW_SLOTS)
     rows, info = [], {"tokenizer": tok_kind, "scheduling": vars(sched) if hasattr(sched, "__dict__") else None}
     from dataclasses import asdict
 
     info["scheduling"] = asdict(sched)
     count = None
-    reuse: dict = {}  # rows of methods that sent no drafter request: they do not depend on the acceptance rate
+    reuse: dict = {}  # rows of cases that sent no drafter request: they do not depend on the acceptance rate
+    session = args.scenario == "agent-session"
+    info["scenario"] = {"name": args.scenario, "note": lc.SESSION_NOTE if session else
+                        "every compaction on empty caches"}
     for pair in args.model_pairs:
         names = pair.split(":")
         costs = {"target": CostModel.for_model(names[0]), "drafter": CostModel.for_model(names[1])}
         for dep in args.deployments:
             for p in args.p_accept:
                 wl = SummaryWorkload(lines, slots, p_accept=p, clustered=args.clustered, seed=args.seed,
-                                     hermes_tokens=args.hermes_tokens)
+                                     hermes_tokens=args.hermes_tokens[0])
                 sim = build_simulation(tok, {"target": wl, "drafter": wl}, costs, DEPLOYMENTS[dep], sched)
                 sim.labeler = labeler()
                 model = sim.servers["target"].model
@@ -202,22 +206,30 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
                     info["skipped"] = [{"path": a, "reason": b} for a, b in skipped]
                 target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
                 for traj in trajs:
-                    for method in methods:
-                        cached = reuse.get((pair, dep, traj.path, method))
+                    for case in lc.cases(methods, args.layouts, args.hermes_tokens):
+                        method, key = case["method"], (pair, dep, traj.path, case["label"])
+                        cached = reuse.get(key)
                         if cached is not None:
                             rows.append({**cached, "p_accept": p, "realized_acceptance": round(wl.acceptance, 4),
                                          "reused_from_p": cached["p_accept"]})
                             continue
-                        log(f"{pair} {dep} p={p} {traj.name} {method}")
-                        row = {"method": method, "trajectory": traj.name, "path": traj.path,
+                        log(f"{pair} {dep} p={p} {traj.name} {case['label']}")
+                        row = {"method": method, "label": case["label"], "layout": case["layout"],
+                               "hermes_tokens": case["hermes_tokens"], "scenario": args.scenario,
+                               "trajectory": traj.name, "path": traj.path,
                                "messages": len(traj.messages), "deployment": dep, "model_pair": pair,
                                "p_accept": p, "acceptance": "clustered" if args.clustered else "independent",
                                "realized_acceptance": round(wl.acceptance, 4)}
+                        if case["hermes_tokens"]:
+                            wl.hermes_tokens = case["hermes_tokens"]  # between runs: no request in flight
+                        kw = lc.runner_kwargs(case, tok)
                         try:
                             t0 = time.perf_counter()
-                            result, report = sim.run(lambda m=method, t=traj: runner(
+                            if session:
+                                row["session"] = lc.run_session(sim, traj.messages)
+                            result, report = sim.run(lambda m=method, t=traj, kw=kw: runner(
                                 m, t.messages, target=target, drafter=drafter, config=config,
-                                source_judge=args.source_judge))
+                                source_judge=args.source_judge, **kw), keep_cache=session)
                         except Exception as exc:  # noqa: BLE001 - one failed row does not end the sweep
                             row["error"] = f"{type(exc).__name__}: {exc}"[:500]
                             log(f"    ERROR {row['error']}")
@@ -228,11 +240,14 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
                                    judged_acceptance=result.stats.acceptance_rate,
                                    busy_ok=all(b <= report["e2e_s"] + 1e-9 for b in report["busy_s"].values()),
                                    gpu_busy_s=report["gpu_busy_s"][0] if dep == "one-gpu" else None,
+                                   first_target=lc.first_target(report),
+                                   agent_tokens=result.stats.agent_tokens,
+                                   agent_cached_tokens=result.stats.agent_cached_tokens,
                                    **breakdown(report),
                                    **{s: server_numbers(report, s) for s in ("target", "drafter")})
                         rows.append(row)
                         if row["drafter"]["requests"] == 0:
-                            reuse[(pair, dep, traj.path, method)] = row
+                            reuse[key] = row
     make_config(config)  # validated above by the runs; raises ConfigError on a bad --config
     return rows, info
 
@@ -284,13 +299,34 @@ def measure(args, methods, runner) -> tuple[list[dict], dict]:
 
 
 def add_speedups(rows: list[dict]) -> None:
-    """``speedup_vs_<ref>`` = reference e2e / row e2e in the same (pair, deployment, p, history)."""
+    """Speedups = reference e2e / row e2e in the same (pair, deployment, p, history).
+
+    ``speedups`` maps each reference to it: ``hermes@N`` for every Hermes-style
+    length that ran (``hermes`` when only one did), and ``target_self``: the
+    Target-self row on the row's own layout (its first layout for rows without
+    one).  ``speedup_vs_hermes`` is against the first ``--hermes-tokens`` value,
+    ``speedup_vs_target_self`` the Target-self one.
+    """
     key = lambda r: (r["model_pair"], r["deployment"], r["p_accept"], r["path"])  # noqa: E731
-    for ref in ("hermes", "target_self"):
-        base = {key(r): r.get("e2e_s") for r in rows if r["method"] == ref}
-        for r in rows:
-            b, v = base.get(key(r)), r.get("e2e_s")
-            r[f"speedup_vs_{ref}"] = b / v if b and v else None
+    ok = [r for r in rows if r.get("e2e_s")]
+    hermes = {}  # key -> {label: e2e}, in run order
+    selfs = {}  # key -> {layout: e2e}, in run order
+    for r in ok:
+        if r["method"] == "hermes":
+            hermes.setdefault(key(r), {})[r.get("label", "hermes")] = r["e2e_s"]
+        elif r["method"] == "target_self":
+            selfs.setdefault(key(r), {})[r.get("layout", "classic")] = r["e2e_s"]
+    for r in rows:
+        v, refs = r.get("e2e_s"), {}
+        for label, b in hermes.get(key(r), {}).items():
+            refs[label] = b / v if v else None
+        own = selfs.get(key(r), {})
+        b = own.get(r.get("layout")) or next(iter(own.values()), None)
+        if own:
+            refs["target_self"] = b / v if b and v else None
+        r["speedups"] = refs
+        r["speedup_vs_hermes"] = next((x for k, x in refs.items() if k.startswith("hermes")), None)
+        r["speedup_vs_target_self"] = refs.get("target_self")
 
 
 def geomean(xs):
@@ -298,28 +334,51 @@ def geomean(xs):
     return math.exp(sum(map(math.log, xs)) / len(xs)) if xs else None
 
 
+def _mean(xs):
+    xs = [x for x in xs if x is not None]
+    return statistics.fmean(xs) if xs else None
+
+
 def summarize(rows: list[dict]) -> list[dict]:
-    """Per (pair, deployment, p, method): geometric means over histories, mean breakdown."""
+    """Per (pair, deployment, p, case label): geometric means over histories, mean breakdown and cache numbers."""
     out, groups = [], {}
     for r in rows:
         if "e2e_s" in r:
-            groups.setdefault((r["model_pair"], r["deployment"], r["p_accept"], r["method"]), []).append(r)
-    for (pair, dep, p, method), rs in groups.items():
+            groups.setdefault((r["model_pair"], r["deployment"], r["p_accept"], r.get("label", r["method"])),
+                              []).append(r)
+    for (pair, dep, p, label), rs in groups.items():
         parts = {k: statistics.fmean(r["parts"][k] for r in rs) for k in PARTS} if rs[0].get("parts") else None
-        out.append({"model_pair": pair, "deployment": dep, "p_accept": p, "method": method, "histories": len(rs),
+        refs = list(dict.fromkeys(k for r in rs for k in r.get("speedups", {})))
+        first = [r["first_target"] for r in rs if r.get("first_target")]
+        out.append({"model_pair": pair, "deployment": dep, "p_accept": p, "method": rs[0]["method"], "label": label,
+                    "layout": rs[0].get("layout"), "hermes_tokens": rs[0].get("hermes_tokens"),
+                    "histories": len(rs),
                     "geomean_e2e_s": geomean(r["e2e_s"] for r in rs),
                     "geomean_speedup_vs_hermes": geomean(r.get("speedup_vs_hermes") for r in rs),
                     "geomean_speedup_vs_target_self": geomean(r.get("speedup_vs_target_self") for r in rs),
+                    "geomean_speedups": {k: geomean(r["speedups"].get(k) for r in rs) for k in refs},
                     "mean_parts_s": parts,
                     "mean_requests": {s: statistics.fmean(r[s]["requests"] for r in rs) for s in ("target", "drafter")},
                     "mean_tokens": {s: statistics.fmean(r[s]["prompt_tokens"] + r[s]["completion_tokens"]
-                                                        for r in rs) for s in ("target", "drafter")}})
+                                                        for r in rs) for s in ("target", "drafter")},
+                    "mean_target_tokens": {k: statistics.fmean(r["target"][k] for r in rs)
+                                           for k in ("prompt_tokens", "cached_tokens")},
+                    "mean_first_target": {k: _mean(f[k] for f in first) for k in ("prompt_tokens", "cached_tokens")}
+                    if first else None,
+                    "mean_session_s": _mean((r.get("session") or {}).get("session_s") for r in rs)})
     return out
 
 
 def _pair_title(pair: str) -> str:
     t, d = pair.split(":")
     return f"{t.replace('qwen3', 'Qwen3').upper().replace('QWEN3', 'Qwen3')} target + {d.replace('qwen3', 'Qwen3').upper().replace('QWEN3', 'Qwen3')} drafter"
+
+
+def _speedup_cell(s: dict, refs: list[str]) -> str:
+    if s is None or s["geomean_e2e_s"] is None:
+        return "-"
+    sp = [(s.get("geomean_speedups") or {}).get(k) for k in refs]
+    return f"{s['geomean_e2e_s']:.2f} (" + " / ".join("-" if x is None else f"{x:.2f}x" for x in sp) + ")"
 
 
 def format_tables(summary: list[dict], rows: list[dict], kind: str) -> str:
@@ -333,18 +392,17 @@ def format_tables(summary: list[dict], rows: list[dict], kind: str) -> str:
                 continue
             ps = sorted({s["p_accept"] for s in cell}, key=lambda x: (x is None, x))
             n = max(s["histories"] for s in cell)
+            refs = list(dict.fromkeys(k for s in cell for k in s.get("geomean_speedups") or {}))
+            names = " / ".join("Target-self (same layout)" if k == "target_self" else
+                               k.replace("hermes", "Hermes-style") for k in refs)
             out.append(f"\n{label} end-to-end latency, deployment {dep}, {_pair_title(pair)} "
-                       f"(geometric mean over {n} histories; s, speedup vs Hermes-style / vs Target-self)")
+                       f"(geometric mean over {n} histories; s, speedup vs {names})")
             out.append("| method | " + " | ".join(f"p={p}" for p in ps) + " |")
             out.append("|---" * (len(ps) + 1) + "|")
-            for method in dict.fromkeys(s["method"] for s in cell):
-                cells = []
-                for p in ps:
-                    s = next((x for x in cell if x["method"] == method and x["p_accept"] == p), None)
-                    cells.append("-" if s is None or s["geomean_e2e_s"] is None else
-                                 f"{s['geomean_e2e_s']:.2f} ({s['geomean_speedup_vs_hermes']:.2f}x / "
-                                 f"{s['geomean_speedup_vs_target_self']:.2f}x)")
-                out.append(f"| {method} | " + " | ".join(cells) + " |")
+            for name in dict.fromkeys(s.get("label", s["method"]) for s in cell):
+                cells = [_speedup_cell(next((x for x in cell if x.get("label", x["method"]) == name
+                                             and x["p_accept"] == p), None), refs) for p in ps]
+                out.append(f"| {name} | " + " | ".join(cells) + " |")
             for p in ps:
                 sub = [s for s in cell if s["p_accept"] == p and s["mean_parts_s"]]
                 if not sub:
@@ -355,13 +413,13 @@ def format_tables(summary: list[dict], rows: list[dict], kind: str) -> str:
                 out.append("|---" * (len(PARTS) + 6) + "|")
                 for s in sub:
                     parts = " | ".join(f"{s['mean_parts_s'][k]:.2f}" for k in PARTS)
-                    out.append(f"| {s['method']} | {s['geomean_e2e_s']:.2f} | {parts} | "
+                    out.append(f"| {s.get('label', s['method'])} | {s['geomean_e2e_s']:.2f} | {parts} | "
                                f"{s['mean_requests']['target']:.0f} | {s['mean_tokens']['target']:.0f} | "
                                f"{s['mean_requests']['drafter']:.0f} | {s['mean_tokens']['drafter']:.0f} |")
     errors = [r for r in rows if "error" in r]
     if errors:
-        out.append(f"\n{len(errors)} row(s) failed: " + "; ".join(f"{r['method']}/{r['trajectory']}: {r['error'][:80]}"
-                                                             for r in errors[:5]))
+        out.append(f"\n{len(errors)} row(s) failed: " + "; ".join(f"{r.get('label', r['method'])}/{r['trajectory']}: "
+                                                             f"{r['error'][:80]}" for r in errors[:5]))
     return "\n".join(out)
 
 
@@ -388,6 +446,13 @@ def run(args) -> dict:
           "method e2e on the same history, deployment, model pair and acceptance rate")
     if not measured:
         print(f"Latency: {SIMULATED_NOTE}.")
+        print(f"Conditions: scenario {args.scenario}"
+              + (f" ({lc.SESSION_NOTE})" if args.scenario == "agent-session" else " (empty caches)")
+              + f"; slot-method layouts {','.join(args.layouts)}; Hermes-style writes "
+              f"{' and '.join(map(str, args.hermes_tokens))} tokens on its own fresh prompt (classic); "
+              f"deployments {','.join(args.deployments)}; model pairs {','.join(args.model_pairs)}; "
+              f"acceptance {','.join(map(str, args.p_accept))} ({'clustered' if args.clustered else 'independent'}); "
+              f"seed {args.seed}")
     sys.stdout.flush()
     rows, info = measure(args, methods, runner) if measured else simulate(args, methods, runner)
     add_speedups(rows)
@@ -402,7 +467,12 @@ def run(args) -> dict:
               "timestamp": now.isoformat(timespec="seconds"), "sglang_version": sglang_version,
               "conditions": conditions, "servers": servers, **info, "rows": rows,
               "summary": {}, "summary_by_cell": summary}
+    goals = lc.goal_rows(summary)
+    report["goals"] = goals
     print(format_tables(summary, rows, kind))
+    if args.scenario == "agent-session" or len(args.layouts) > 1:
+        print(lc.format_cache_table(summary))
+    print(lc.format_goals(goals))
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
     path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"latency-{stamp}.json"))
     print(f"wrote {path}")
@@ -424,6 +494,14 @@ def _floats(text: str) -> list[float]:
     return [float(x) for x in text.split(",")]
 
 
+def _layouts(text: str) -> list[str]:
+    out = [x.strip() for x in text.split(",") if x.strip()]
+    bad = [x for x in out if x not in lc.LAYOUTS]
+    if bad or not out:
+        raise argparse.ArgumentTypeError(f"layouts are {', '.join(lc.LAYOUTS)}; got {text!r}")
+    return out
+
+
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="End-to-end latency of the compaction methods (SIMULATED on the "
                                 "one-clock simulator by default; measured with --target-url/--drafter-url).")
@@ -441,8 +519,18 @@ def build_parser() -> argparse.ArgumentParser:
                      default=["qwen3-8b:qwen3-0.6b", "qwen3-32b:qwen3-0.6b"])
     sim.add_argument("--p-accept", type=_floats, default=[0.5, 0.7, 0.9], help="acceptance rates (default 0.5,0.7,0.9)")
     sim.add_argument("--clustered", action="store_true", help="clustered rejections instead of independent ones")
-    sim.add_argument("--hermes-tokens", type=int, default=2000, help="Hermes-style summary tokens (default 2000; "
-                     "1200 is the conservative low end)")
+    sim.add_argument("--hermes-tokens", type=lambda t: [int(x) for x in t.split(",")], default=[2000],
+                     help="Hermes-style summary tokens, a list (default 2000, its prompt's length target for a "
+                     "32,768-token window; 1200 is the conservative low end), e.g. 1200,2000")
+    sim.add_argument("--agent-context-tokens", type=int, default=32768,
+                     help="the agent's context window (Hermes's prompt asks for max(2000, min(20%% of the turns, "
+                     "5%% of it, 10000)) tokens); default 32768, Qwen3-8B/32B's native window")
+    sim.add_argument("--layouts", type=_layouts, default=["classic"],
+                     help="target prefix layouts of the slot methods, a list of classic,agent (default classic); "
+                     "Hermes-style and OpenClaw-style always send their own fresh prompt")
+    sim.add_argument("--scenario", choices=("cold", "agent-session"), default="cold",
+                     help="cold: every compaction on empty caches; agent-session: the agent's session (every "
+                     "assistant turn as a chat completion) runs on the simulated target first, not counted in e2e")
     sim.add_argument("--synthetic-tokens", type=lambda s: [int(x) for x in s.split(",") if x], default=[16000],
                      help="synthetic history sizes in tokens (default 16000; '' for none)")
     sim.add_argument("--schedule-policy", default="fcfs", choices=["fcfs", "lpm"])

@@ -1,7 +1,8 @@
 """PNG plots of a latency report (bench/latency.py): every figure in them is SIMULATED.
 
-* ``<stem>-speedup.png``: speedup over Hermes-style vs acceptance rate, one
-  panel per deployment and model pair, one line per method.
+* ``<stem>-speedup.png``: speedup over Hermes-style (its first
+  ``--hermes-tokens`` length) vs acceptance rate, one panel per deployment
+  and model pair, one line per method (and layout, and Hermes length).
 * ``<stem>-critical.png``: stacked bars of the critical slot's time per method
   (before-fork, drafting, verifying, repairing, generating, waiting,
   after-join) at the middle acceptance rate, one panel per deployment and
@@ -24,14 +25,15 @@ def plot(report: dict, stem: Path) -> list[Path]:
 
     summary = report["summary_by_cell"]
     cells = list(dict.fromkeys((s["model_pair"], s["deployment"]) for s in summary))
-    methods = list(dict.fromkeys(s["method"] for s in summary))
+    name = lambda s: s.get("label", s["method"])  # noqa: E731 - a method with its layout / Hermes length
+    methods = list(dict.fromkeys(name(s) for s in summary))
     out = []
 
     fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.6), squeeze=False)
     for ax, (pair, dep) in zip(axes[0], cells):
         for m in methods:
             pts = sorted((s["p_accept"], s["geomean_speedup_vs_hermes"]) for s in summary
-                         if s["model_pair"] == pair and s["deployment"] == dep and s["method"] == m
+                         if s["model_pair"] == pair and s["deployment"] == dep and name(s) == m
                          and s["geomean_speedup_vs_hermes"])
             if pts:
                 ax.plot([p for p, _ in pts], [v for _, v in pts], marker="o", label=m)
@@ -58,7 +60,7 @@ def plot(report: dict, stem: Path) -> list[Path]:
             vals = [s["mean_parts_s"][part] for s in sub]
             ax.bar(range(len(sub)), vals, bottom=bottom, label=part)
             bottom = [b + v for b, v in zip(bottom, vals)]
-        ax.set_xticks(range(len(sub)), [s["method"] for s in sub], rotation=30, fontsize=7)
+        ax.set_xticks(range(len(sub)), [name(s) for s in sub], rotation=30, fontsize=7)
         ax.set_title(f"{dep}, {pair}, p={mid}", fontsize=9)
         ax.set_ylabel("critical path (s)")
     axes[0][-1].legend(fontsize=7)

@@ -242,16 +242,9 @@ SLOT_METHODS = ("speccompact", "target_self")  # the methods with a shared targe
 
 def replay_session(url: str, messages: list, api_key: str | None, timeout: float) -> int:
     """The agent's session: every assistant turn of the trajectory as one chat completion (1 new token)."""
-    import requests
+    from sgl_speccompact.testing.session import http_post, replay_session as replay
 
-    headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
-    turns = [i for i, m in enumerate(messages) if m.get("role") == "assistant" and i > 0]
-    for i in turns:
-        r = requests.post(url.rstrip("/") + "/v1/chat/completions", headers=headers, timeout=timeout,
-                          json={"model": "default", "messages": messages[:i], "max_tokens": 1, "temperature": 0})
-        if r.status_code != 200:
-            raise RuntimeError(f"agent turn {i}: HTTP {r.status_code}: {r.text[:200]}")
-    return len(turns)
+    return replay(http_post(url, api_key, timeout), messages)["turns"]
 
 
 def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runner, args,

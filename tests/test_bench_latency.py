@@ -79,3 +79,34 @@ def test_tables_name_the_deployment(bench):
     text = bench.format_tables(summary, [], "simulated")
     titles = [line for line in text.splitlines() if "latency" in line or "critical" in line]
     assert titles and all("SIMULATED" in t and ("two-gpu" in t or "one-gpu" in t) for t in titles)
+
+
+def test_layouts_and_hermes_lengths_make_one_case_each(bench):
+    args = bench.build_parser().parse_args(["--layouts", "classic,agent", "--hermes-tokens", "1200,2000",
+                                            "--scenario", "agent-session"])
+    assert args.layouts == ["classic", "agent"] and args.hermes_tokens == [1200, 2000]
+    got = bench.lc.cases(["hermes", "speccompact", "openclaw", "target_self"], args.layouts, args.hermes_tokens)
+    assert [(c["label"], c["layout"]) for c in got] == [
+        ("hermes@1200", "classic"), ("hermes@2000", "classic"), ("speccompact/classic", "classic"),
+        ("speccompact/agent", "agent"), ("openclaw", "classic"), ("target_self/classic", "classic"),
+        ("target_self/agent", "agent")]
+    assert bench.lc.runner_kwargs(got[3], "/tok") == {"layout": "agent", "chat_template": "/tok"}
+    assert bench.lc.runner_kwargs(got[0], "/tok") == {}  # Hermes-style: its own fresh prompt
+    with pytest.raises(SystemExit):
+        bench.build_parser().parse_args(["--layouts", "classic,agentic"])
+
+
+def test_speedups_use_target_self_on_the_same_layout(bench):
+    def row(label, method, layout, e2e, tokens=None):
+        return {"model_pair": "p", "deployment": "two-gpu", "p_accept": 0.7, "path": "h", "label": label,
+                "method": method, "layout": layout, "hermes_tokens": tokens, "e2e_s": e2e}
+
+    rows = [row("hermes@1200", "hermes", "classic", 12.0, 1200), row("hermes@2000", "hermes", "classic", 20.0, 2000),
+            row("target_self/classic", "target_self", "classic", 4.0),
+            row("target_self/agent", "target_self", "agent", 3.0),
+            row("speccompact/classic", "speccompact", "classic", 2.0),
+            row("speccompact/agent", "speccompact", "agent", 1.5)]
+    bench.add_speedups(rows)
+    spec = rows[-1]
+    assert spec["speedups"] == {"hermes@1200": 8.0, "hermes@2000": 20.0 / 1.5, "target_self": 2.0}
+    assert spec["speedup_vs_hermes"] == 8.0 and rows[-2]["speedup_vs_target_self"] == 2.0

@@ -109,8 +109,8 @@ class Simulation(Requests):
         self._active = False
         self.reset()
 
-    def reset(self) -> None:
-        """Clock to 0, empty caches, logs and counters (between runs)."""
+    def reset(self, keep_cache: bool = False) -> None:
+        """Clock to 0, empty logs and counters, and empty caches unless ``keep_cache`` (between runs)."""
         self.clock = 0.0
         self.requests: list[RequestRecord] = []
         self.passes: list[PassRecord] = []
@@ -122,7 +122,8 @@ class Simulation(Requests):
         self._gpu_free = {g: 0.0 for g in self.gpus}
         self._gpu_last = {g: None for g in self.gpus}
         for s in self.servers.values():
-            s.tree.reset()
+            if not keep_cache:
+                s.tree.reset()
             s.sched.reset_stats()
             s.tokenizer_free, s.in_pass = 0.0, False
 
@@ -132,14 +133,19 @@ class Simulation(Requests):
 
     # ------------------------------------------------------------------ running
 
-    def run(self, fn: Callable[[], Any]) -> tuple[Any, dict]:
+    def run(self, fn: Callable[[], Any], keep_cache: bool = False) -> tuple[Any, dict]:
         """Run ``fn`` on a client thread from virtual time 0; ``(its result, report)``.
 
         The report holds ``e2e_s``, ``busy_s`` per server, ``gpu_busy_s`` and
         the event log (``requests``, ``passes``).  Raises what ``fn`` raised,
         :class:`SimulationStalled`, or :class:`~.timeline.InvariantViolation`.
+
+        ``keep_cache=True`` keeps the servers' radix trees from the previous
+        run (everything else starts afresh): a run that follows an agent's
+        session (:mod:`.session`) finds the session's tokens cached, and the
+        session's time is not part of this run's clock.
         """
-        self.reset()
+        self.reset(keep_cache)
         box: dict = {}
 
         def client():
