@@ -35,6 +35,7 @@ from sglang.lang.global_config import global_config
 from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError, HistoryTooLongError,
                      SpecCompactError)
 from .judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
+from .plain_select import plain_select
 from .prompts import THINK_OFF
 from .router import ROUTING_KEY_HEADER, tokenize_base
 
@@ -247,7 +248,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
 
     def select(self, s, choices, temperature, choices_method=None):
         if not isinstance(choices_method, LabelJudgement) or not choices_method.one_request:
-            return super().select(s, choices, temperature, choices_method)
+            return plain_select(self, s, choices, temperature, choices_method)  # sglang's two requests
         labels = self.label_tokens(choices[0], choices[1])
         out = self._generate({
             "text": s.text_,
