@@ -15,16 +15,11 @@ from pathlib import Path
 
 import pytest
 
-from sgl_speccompact.launch import (
-    build_parser,
-    build_plan,
-    check_server_flags,
-    cuda_available,
-    load_config_file,
-    server_command,
-)
 from sgl_speccompact.errors import ConfigError
+from sgl_speccompact.launch import build_parser, check_server_flags, cuda_available
+from sgl_speccompact.launch_plan import build_plan, load_config_file
 from sgl_speccompact.router import router_command
+from sgl_speccompact.servers import server_command
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "launch").glob("*.toml"))
