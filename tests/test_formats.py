@@ -9,13 +9,8 @@ from pathlib import Path
 import pytest
 
 from sgl_speccompact.errors import HistoryFormatError
-from sgl_speccompact.formats import (
-    convert_messages,
-    detect_format,
-    list_trials,
-    load_history,
-    trajectory_id,
-)
+from sgl_speccompact.formats import detect_format, list_trials, load_history, trajectory_id
+from sgl_speccompact.formats_convert import convert_messages
 from sgl_speccompact.history import parse_messages
 
 TRAJ_DIR = Path(__file__).resolve().parents[2] / "shared/data/trajectories"
