@@ -7,7 +7,7 @@ import pytest
 
 MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "judge_prompts", "history", "result",
            "endpoint", "plain_select", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "formats_convert", "launch", "servers", "testing.policy", "testing.workload",
-           "hermes_prompt",
+           "hermes_prompt", "layout", "chat_render",
            "train.data", "train.incremental",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",
            "evaluation.continuation", "evaluation.sjc", "evaluation.frontier", "evaluation.runner",

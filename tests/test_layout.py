@@ -19,9 +19,9 @@ from pathlib import Path
 import pytest
 import requests
 
+from sgl_speccompact.chat_render import render_chat
 from sgl_speccompact.errors import ConfigError, InvalidHistoryError
-from sgl_speccompact.layout import (agent_instruction, agent_prefix, common_prefix, first_divergence,
-                                    plan_layout, render_chat)
+from sgl_speccompact.layout import agent_instruction, agent_prefix, common_prefix, first_divergence, plan_layout
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
 TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"

@@ -8,7 +8,7 @@ so a test or a benchmark can replay an agent session and then compact it on
 the same server:
 
 1. the body is validated by sglang's ``ChatCompletionRequest``;
-2. the prompt is rendered by :func:`sgl_speccompact.layout.render_chat`
+2. the prompt is rendered by :func:`sgl_speccompact.chat_render.render_chat`
    (sglang's message normalisation, then ``apply_chat_template`` with the
    tools and ``chat_template_kwargs``, generation prompt on) and encoded;
 3. the ids go through the emulator's ``/generate`` admission and engine as
@@ -26,7 +26,7 @@ from __future__ import annotations
 import time
 import uuid
 
-from ..layout import render_chat
+from ..chat_render import render_chat
 from .frontend import BadRequest, error_response
 
 # request field -> sampling_params key (ChatCompletionRequest.to_sampling_params, the subset emulated)
