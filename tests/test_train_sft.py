@@ -10,7 +10,7 @@ import torch
 from train_fixtures import ScriptedTarget, build_tiny_drafter, write_histories
 
 from sgl_speccompact.errors import ConfigError
-from sgl_speccompact.train import data, sft
+from sgl_speccompact.train import data, hparams, sft
 
 PROJECTIONS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 # Small and fast for the test; everything else keeps the paper's defaults.
@@ -39,32 +39,32 @@ def trained(workdir):
 
 
 def _hp(**kw):
-    return replace(sft.HyperParams(), batch_size=2, grad_accum=1, max_steps=1, gradient_checkpointing=False, **kw)
+    return replace(hparams.HyperParams(), batch_size=2, grad_accum=1, max_steps=1, gradient_checkpointing=False, **kw)
 
 
 def test_defaults_are_the_papers_and_every_field_is_a_flag():
-    hp = sft.HyperParams()
+    hp = hparams.HyperParams()
     assert (hp.lora_rank, hp.lora_alpha, hp.lora_dropout) == (16, 32, 0.0)
     assert (hp.learning_rate, hp.lr_scheduler, hp.warmup, hp.weight_decay, hp.max_grad_norm) == (
         1e-4, "cosine", 0.05, 0.0, 1.0)
     assert (hp.batch_size, hp.grad_accum, hp.max_length, hp.seed, hp.epochs) == (2, 16, 16384, 42, 1.0)
     assert set(hp.modules()) == set(PROJECTIONS)
     args = sft._parser().parse_args(["--model", "m", "--data", "d", "--out", "o"])
-    assert sft.hparams_from_args(args) == hp
+    assert hparams.hparams_from_args(args) == hp
     flags = sft._parser().format_help()
-    assert all("--" + f.name.replace("_", "-") in flags for f in fields(sft.HyperParams))
+    assert all("--" + f.name.replace("_", "-") in flags for f in fields(hparams.HyperParams))
     args = sft._parser().parse_args(["--model", "m", "--data", "d", "--out", "o", "--lora-rank", "8",
                                      "--no-gradient-checkpointing"])
-    assert sft.hparams_from_args(args) == replace(hp, lora_rank=8, gradient_checkpointing=False)
+    assert hparams.hparams_from_args(args) == replace(hp, lora_rank=8, gradient_checkpointing=False)
 
 
 def test_trainer_and_lora_configs_carry_the_hyperparameters(tmp_path):
-    cfg = sft.sft_config(sft.HyperParams(), tmp_path, use_cpu=True, bf16=False)
+    cfg = hparams.sft_config(hparams.HyperParams(), tmp_path, use_cpu=True, bf16=False)
     assert (cfg.learning_rate, cfg.lr_scheduler_type, cfg.warmup_steps, cfg.weight_decay) == (1e-4, "cosine", 0.05, 0.0)
     assert (cfg.max_grad_norm, cfg.per_device_train_batch_size, cfg.gradient_accumulation_steps) == (1.0, 2, 16)
     assert (cfg.num_train_epochs, cfg.seed, cfg.completion_only_loss, cfg.bf16, cfg.use_cpu) == (1.0, 42, True, False, True)
     assert cfg.optim == "adamw_torch"
-    lora = sft.lora_config(sft.HyperParams())
+    lora = hparams.lora_config(hparams.HyperParams())
     assert (lora.r, lora.lora_alpha, lora.lora_dropout, set(lora.target_modules)) == (16, 32, 0.0, set(PROJECTIONS))
 
 
@@ -72,7 +72,7 @@ def test_trainer_and_lora_configs_carry_the_hyperparameters(tmp_path):
                                  {"precision": "fp16"}])
 def test_invalid_hyperparameters_are_refused(bad):
     with pytest.raises(ConfigError):
-        sft.HyperParams(**bad)
+        hparams.HyperParams(**bad)
 
 
 def test_loss_mask_is_exactly_the_completion(workdir):

@@ -10,6 +10,8 @@ Two steps, each a module with a command line:
   with TRL's ``SFTTrainer`` (loss on completion tokens only).  The output is a
   PEFT adapter that SGLang serves with ``--enable-lora --lora-paths
   drafter=DIR``, optionally also merged full weights.
+  Its hyper-parameters (the paper's), their flags and the PEFT and TRL
+  configs they make live in :mod:`sgl_speccompact.train.hparams`.
 
 Nothing is imported here, so ``import sgl_speccompact.train.data`` does not
 pull in torch, and the SFT module does not pull in sglang.
