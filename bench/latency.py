@@ -157,8 +157,10 @@ def histories(args, lines, count) -> list:
                                        if (rc.TRAJECTORY_DIR / n).is_file()])
         trajs, skipped = rc.load_trajectories(paths or None, 0, None)
     for n in args.synthetic_tokens:
-        trajs.append(rc.Trajectory(f"synthetic:{n}", f"synthetic {n // 1000}k", 0,
-                                   synthetic_history(lines, n, count, seed=args.seed)))
+        for k in range(args.synthetic_count):  # history k is drawn with seed + k
+            tag = f"#{k}" if k else ""
+            trajs.append(rc.Trajectory(f"synthetic:{n}{tag}", f"synthetic {n // 1000}k{tag}", 0,
+                                       synthetic_history(lines, n, count, seed=args.seed + k)))
     return trajs, skipped
 
 
@@ -533,6 +535,8 @@ def build_parser() -> argparse.ArgumentParser:
                      "assistant turn as a chat completion) runs on the simulated target first, not counted in e2e")
     sim.add_argument("--synthetic-tokens", type=lambda s: [int(x) for x in s.split(",") if x], default=[16000],
                      help="synthetic history sizes in tokens (default 16000; '' for none)")
+    sim.add_argument("--synthetic-count", type=int, default=1,
+                     help="synthetic histories per size, drawn with seeds seed, seed+1, ... (default 1)")
     sim.add_argument("--schedule-policy", default="fcfs", choices=["fcfs", "lpm"])
     sim.add_argument("--chunked-prefill-size", type=int, default=8192, help="0: off (default 8192, sglang on H200)")
     sim.add_argument("--tokenizer-rate", type=float, help="tokenizer tokens/s (default: cost.py's measured rate)")

@@ -110,3 +110,26 @@ def test_speedups_use_target_self_on_the_same_layout(bench):
     spec = rows[-1]
     assert spec["speedups"] == {"hermes@1200": 8.0, "hermes@2000": 20.0 / 1.5, "target_self": 2.0}
     assert spec["speedup_vs_hermes"] == 8.0 and rows[-2]["speedup_vs_target_self"] == 2.0
+
+
+@pytest.mark.slow
+def test_agent_session_scenario_rows(bench, emulator_tokenizer_path, tmp_path, capsys):
+    if not SMALL.is_file():
+        pytest.skip(f"shared trajectories absent ({SMALL})")
+    out = tmp_path / "session.json"
+    rc = bench.main(["--trajectories", str(SMALL), "--synthetic-tokens", "", "--model-pairs", "qwen3-8b:qwen3-0.6b",
+                     "--deployments", "two-gpu", "--p-accept", "0.7", "--methods", "target_self",
+                     "--hermes-tokens", "40,60", "--layouts", "classic,agent", "--scenario", "agent-session",
+                     "--tokenizer", emulator_tokenizer_path, "--no-plots", "--out", str(out)])
+    text = capsys.readouterr().out
+    report = json.loads(out.read_text())
+    assert rc == 0 and "NOT part of its end-to-end" in text and "SIMULATED agent session then compaction" in text
+    rows = {r["label"]: r for r in report["rows"]}
+    assert set(rows) == {"hermes@40", "hermes@60", "target_self/classic", "target_self/agent"}
+    for r in rows.values():
+        assert r["session"]["turns"] >= 1 and r["session"]["session_s"] > 0
+        assert sum(r["parts"].values()) == pytest.approx(r["e2e_s"], abs=1e-9)
+    agent, classic = rows["target_self/agent"], rows["target_self/classic"]
+    assert agent["first_target"]["cached_tokens"] == agent["agent_cached_tokens"] > 0
+    assert classic["first_target"]["cached_tokens"] < agent["first_target"]["cached_tokens"]
+    assert set(agent["speedups"]) == {"hermes@40", "hermes@60", "target_self"} and agent["speedup_vs_target_self"] == 1
