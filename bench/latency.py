@@ -100,32 +100,56 @@ def labeler():
 SERVICE_PART = {"draft": "drafting", "judge": "verifying", "repair": "repairing", "generate": "generating"}
 
 
+WAIT_PARTS = ("to_scheduler", "queued", "other_requests")  # what "waiting" is made of
+
+
+def _wait(r, whole: bool) -> dict:
+    """Waiting of one critical-path request: o_req + tokenizer, scheduler queue, or (``whole``) all of it."""
+    if whole:  # a request the slot waits on (token counting, a prefill): its whole latency
+        return {"to_scheduler": 0.0, "queued": 0.0, "other_requests": r.latency}
+    to_sched = (r.arrived - r.issued) if r.arrived is not None else 0.0
+    return {"to_scheduler": to_sched, "queued": r.latency - r.service_s - to_sched, "other_requests": 0.0}
+
+
 def breakdown(report: dict) -> dict:
-    """The critical path's time split into PARTS (they sum to the end-to-end), and its slot."""
+    """The critical path's time split into PARTS (they sum to the end-to-end), and its slot.
+
+    ``waiting_split`` divides ``waiting`` into WAIT_PARTS: ``to_scheduler``
+    (o_req, the tokenizer's queue and its encoding, until the request joins
+    the scheduler), ``queued`` (in the scheduler, beyond the request's own
+    forward passes) and ``other_requests`` (requests the slot waits on
+    whole: token counts, prefills).
+    """
     from sgl_speccompact.testing.timeline import critical_path
 
     end = report["e2e_s"]
     chain = critical_path(report["requests"], end)
     parts = dict.fromkeys(PARTS, 0.0)
+    split = dict.fromkeys(WAIT_PARTS, 0.0)
+
+    def wait(r, whole):
+        for k, v in _wait(r, whole).items():
+            split[k] += v
+        parts["waiting"] += r.latency if whole else r.latency - r.service_s
+
     slotted = [i for i, r in enumerate(chain) if r.lane and r.role != "prefill"]
     if not slotted:  # a monolithic method: one request after the set-up
         for r in chain:
             part = SERVICE_PART.get(r.role)
-            parts[part or "waiting"] += r.service_s if part else r.latency
             if part:
-                parts["waiting"] += r.latency - r.service_s
-        return {"critical_slot": None, "parts": parts, "chain": [r.seq for r in chain]}
+                parts[part] += r.service_s
+            wait(r, not part)
+        return {"critical_slot": None, "parts": parts, "waiting_split": split, "chain": [r.seq for r in chain]}
     first, last = slotted[0], slotted[-1]
     parts["before_fork"] = chain[first].issued
     for r in chain[first:last + 1]:
         part = SERVICE_PART.get(r.role)
         if part:
             parts[part] += r.service_s
-            parts["waiting"] += r.latency - r.service_s
-        else:  # token counting, prefills: time the slot waits
-            parts["waiting"] += r.latency
+        wait(r, not part)
     parts["after_join"] = end - chain[last].finished
-    return {"critical_slot": chain[last].lane, "parts": parts, "chain": [r.seq for r in chain]}
+    return {"critical_slot": chain[last].lane, "parts": parts, "waiting_split": split,
+            "chain": [r.seq for r in chain]}
 
 
 def server_numbers(report: dict, server: str) -> dict:
@@ -135,6 +159,7 @@ def server_numbers(report: dict, server: str) -> dict:
             "computed_tokens": sum(r.prompt_tokens - r.cached_tokens for r in reqs),
             "completion_tokens": sum(r.completion_tokens for r in reqs),
             "tokenize_requests": sum(r.server == server and r.path == "/tokenize" for r in report["requests"]),
+            "tokenized_tokens": sum(r.tokenized for r in report["requests"] if r.server == server),
             "busy_s": report["busy_s"][server]}
 
 
@@ -350,6 +375,8 @@ def summarize(rows: list[dict]) -> list[dict]:
                               []).append(r)
     for (pair, dep, p, label), rs in groups.items():
         parts = {k: statistics.fmean(r["parts"][k] for r in rs) for k in PARTS} if rs[0].get("parts") else None
+        split = ({k: statistics.fmean(r["waiting_split"][k] for r in rs) for k in WAIT_PARTS}
+                 if rs[0].get("waiting_split") else None)
         refs = list(dict.fromkeys(k for r in rs for k in r.get("speedups", {})))
         first = [r["first_target"] for r in rs if r.get("first_target")]
         out.append({"model_pair": pair, "deployment": dep, "p_accept": p, "method": rs[0]["method"], "label": label,
@@ -359,7 +386,7 @@ def summarize(rows: list[dict]) -> list[dict]:
                     "geomean_speedup_vs_hermes": geomean(r.get("speedup_vs_hermes") for r in rs),
                     "geomean_speedup_vs_target_self": geomean(r.get("speedup_vs_target_self") for r in rs),
                     "geomean_speedups": {k: geomean(r["speedups"].get(k) for r in rs) for k in refs},
-                    "mean_parts_s": parts,
+                    "mean_parts_s": parts, "mean_waiting_split_s": split,
                     "mean_requests": {s: statistics.fmean(r[s]["requests"] for r in rs) for s in ("target", "drafter")},
                     "mean_tokens": {s: statistics.fmean(r[s]["prompt_tokens"] + r[s]["completion_tokens"]
                                                         for r in rs) for s in ("target", "drafter")},
@@ -411,10 +438,13 @@ def format_tables(summary: list[dict], rows: list[dict], kind: str) -> str:
                     continue
                 out.append(f"\n{label} critical slot, deployment {dep}, {_pair_title(pair)}, p={p} "
                            "(mean over histories, s; requests and tokens per compaction)")
-                out.append("| method | e2e | " + " | ".join(PARTS) + " | T reqs | T tokens | D reqs | D tokens |")
-                out.append("|---" * (len(PARTS) + 6) + "|")
+                out.append("| method | e2e | " + " | ".join(PARTS) + " | wait: " + " | wait: ".join(WAIT_PARTS)
+                           + " | T reqs | T tokens | D reqs | D tokens |")
+                out.append("|---" * (len(PARTS) + len(WAIT_PARTS) + 6) + "|")
                 for s in sub:
-                    parts = " | ".join(f"{s['mean_parts_s'][k]:.2f}" for k in PARTS)
+                    split = s.get("mean_waiting_split_s") or dict.fromkeys(WAIT_PARTS)
+                    parts = " | ".join([f"{s['mean_parts_s'][k]:.2f}" for k in PARTS]
+                                       + ["-" if split[k] is None else f"{split[k]:.2f}" for k in WAIT_PARTS])
                     out.append(f"| {s.get('label', s['method'])} | {s['geomean_e2e_s']:.2f} | {parts} | "
                                f"{s['mean_requests']['target']:.0f} | {s['mean_tokens']['target']:.0f} | "
                                f"{s['mean_requests']['drafter']:.0f} | {s['mean_tokens']['drafter']:.0f} |")

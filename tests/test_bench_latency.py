@@ -129,6 +129,8 @@ def test_agent_session_scenario_rows(bench, emulator_tokenizer_path, tmp_path, c
     for r in rows.values():
         assert r["session"]["turns"] >= 1 and r["session"]["session_s"] > 0
         assert sum(r["parts"].values()) == pytest.approx(r["e2e_s"], abs=1e-9)
+        assert sum(r["waiting_split"].values()) == pytest.approx(r["parts"]["waiting"], abs=1e-9)
+        assert min(r["waiting_split"].values()) >= -1e-9
     agent, classic = rows["target_self/agent"], rows["target_self/classic"]
     assert agent["first_target"]["cached_tokens"] == agent["agent_cached_tokens"] > 0
     assert classic["first_target"]["cached_tokens"] < agent["first_target"]["cached_tokens"]
