@@ -161,6 +161,57 @@ def test_a_client_waiting_on_nothing_is_reported_with_its_stack(emulator_tokeniz
         sim.run(lambda: never.wait())
 
 
+def test_a_client_blocked_where_quiescence_cannot_see_is_a_stall(emulator_tokenizer_path):
+    sim = make_sim(emulator_tokenizer_path, stall_s=0.5)
+    held = threading.Lock()
+    held.acquire()  # a plain lock is not a wait the quiescence rules know: the client never looks blocked
+    try:
+        with pytest.raises(SimulationStalled, match="no progress"):
+            sim.run(lambda: held.acquire(timeout=120))
+    finally:
+        held.release()
+
+
+def test_a_client_slower_than_stall_s_but_working_is_not_a_stall(emulator_tokenizer_path):
+    """What a loaded machine looks like: long real-time gaps between quiescent instants, CPU used in each."""
+    import time
+
+    sim = make_sim(emulator_tokenizer_path, target_policy=ScriptedPolicy(default_output="ok"), stall_s=0.5)
+    target = sim.endpoint("target")
+
+    def slow_client():
+        for _ in range(8):  # ~0.4 CPU seconds, spread over more than 0.8 s of real time, never quiescent
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < 0.05:
+                pass
+            time.sleep(0.1)
+        return target._request("POST", "/generate", {"text": "hi", "sampling_params": {"max_new_tokens": 2}})
+
+    out, report = sim.run(slow_client)
+    assert out["text"] == "ok" and len(report["requests"]) == 1
+
+
+def test_a_client_that_never_stops_computing_is_a_stall(emulator_tokenizer_path):
+    import time
+
+    sim = make_sim(emulator_tokenizer_path, stall_s=0.5)
+    sim.busy_cpu_s = 1.0
+    stop = threading.Event()
+
+    def spin():
+        while not stop.is_set():
+            t0 = time.thread_time()
+            while time.thread_time() - t0 < 0.01:
+                pass
+            time.sleep(0.001)  # lets the monitor look
+
+    try:
+        with pytest.raises(SimulationStalled, match="CPU seconds without quiescence"):
+            sim.run(spin)
+    finally:
+        stop.set()
+
+
 def test_lpm_defers_in_batch_duplicates_and_fcfs_keeps_order(emulator_tokenizer_path):
     from sgl_speccompact.testing import load_tokenizer
     from sgl_speccompact.testing.frontend import Frontend, ServedModel, parse_generate

@@ -31,13 +31,20 @@ raises that interval (:data:`SWITCH_INTERVAL_S`) while it is active, so a
 thread that returns from a blocking call keeps the GIL until it blocks
 again.  A thread that holds the GIL cannot be observed at all; the watcher
 runs only when every other thread has released it.
+
+:meth:`ThreadWatch.progress` says whether threads that are not quiescent are
+still getting anywhere: the CPU time the tracked threads have used (per
+thread, from ``/proc``), so a run that is slow because the machine is busy
+is told apart from one blocked in a call the rules above do not know.
 """
 
 from __future__ import annotations
 
 import inspect
+import os
 import sys
 import threading
+import time
 import traceback
 from concurrent.futures import thread as _futures_thread
 from dataclasses import dataclass
@@ -120,6 +127,20 @@ class ThreadWatch:
         running += tuple(f"{t.name} (starting)" for t in list(threading._limbo.values()))
         return Snapshot(not running, running, len(threads))
 
+    def progress(self) -> tuple:
+        """A token that changes whenever a tracked thread used CPU, started or ended.
+
+        Compare two tokens taken some real time apart: equal tokens mean no
+        tracked thread ran in between (on a loaded machine a runnable thread
+        still gets some CPU time every few scheduler periods).
+        """
+        threads = self.tracked(sys._current_frames())
+        return tuple(sorted((t.ident, thread_cpu_ns(t)) for t in threads)) + (len(threading._limbo),)
+
+    def cpu_s(self) -> float:
+        """CPU seconds used so far by the tracked threads alive now."""
+        return sum(thread_cpu_ns(t) for t in self.tracked(sys._current_frames())) / 1e9
+
     def describe(self) -> str:
         """Every tracked thread's state and stack (for a stall error)."""
         frames = sys._current_frames()
@@ -129,6 +150,28 @@ class ThreadWatch:
             stack = "".join(traceback.format_stack(frames[t.ident], limit=8))
             parts.append(f"--- thread {t.name} ({state})\n{stack}")
         return "\n".join(parts) or "(no tracked threads)"
+
+
+def thread_cpu_ns(thread: threading.Thread) -> int:
+    """CPU time ``thread`` has used, in ns (0 once it has ended).
+
+    Linux: the kernel's per-thread runtime (``/proc/self/task/<tid>/schedstat``,
+    else ``stat``'s utime + stime in clock ticks).  Elsewhere the whole
+    process's CPU time stands in for it.
+    """
+    tid = thread.native_id
+    try:
+        with open(f"/proc/self/task/{tid}/schedstat") as f:
+            ns = int(f.read().split()[0])
+        if ns:
+            return ns
+        with open(f"/proc/self/task/{tid}/stat") as f:
+            fields = f.read().rsplit(")", 1)[1].split()
+        return (int(fields[11]) + int(fields[12])) * 10**9 // os.sysconf("SC_CLK_TCK")
+    except FileNotFoundError:
+        return 0 if os.path.isdir("/proc/self/task") else time.process_time_ns()
+    except (OSError, ValueError, IndexError):
+        return time.process_time_ns()
 
 
 def blocked(frame, frames: dict) -> bool:

@@ -20,8 +20,13 @@ Method: a conservative discrete-event simulation on ONE virtual clock.
   thread that called :meth:`Simulation.run`) advances it only at
   quiescence, when every thread started by the run is blocked
   (:mod:`.quiescence`, an exact test on the threads' frames; no real-time
-  grace period).  A run that cannot make progress for ``stall_s`` real
-  seconds raises :class:`SimulationStalled` with every thread's stack.
+  grace period).  A run that stops making progress raises
+  :class:`SimulationStalled` with every thread's stack: for ``stall_s``
+  real seconds no client thread used CPU time, started or ended and no
+  request arrived (a thread blocked in a call the quiescence rules do not
+  know), or the threads spent ``busy_cpu_s`` CPU seconds without once
+  being quiescent (a busy loop).  A slow or loaded machine is neither: it only
+  stretches the real time between quiescent instants.
 * Requests are stamped with the virtual time at which they were issued, the
   current clock.  Requests issued at one instant are ordered by
   ``(server, path, canonical JSON body)``, so thread timing cannot change
@@ -68,12 +73,13 @@ from .scheduler import Batch
 from .simserver import Requests, SimServer, Ticket, _by_text, _kind, _prompts
 from .timeline import PassRecord, RequestRecord, check
 
-STALL_S = 60.0  # real seconds without quiescence before a run is declared stuck
+STALL_S = 60.0  # real seconds without any progress before a run is declared stuck
+BUSY_CPU_S = 120.0  # CPU seconds of the client threads without quiescence before a run is declared stuck
 POLL_S = 0.002  # real seconds between quiescence checks when no request arrives
 
 
 class SimulationStalled(EmulatorError):
-    """No client thread progressed for ``stall_s`` real seconds, or all wait on nothing."""
+    """The client threads stopped making progress (see the module doc), or all wait on nothing."""
 
     code = "simulation_stalled"
 
@@ -88,16 +94,20 @@ class Simulation(Requests):
     deployment
         ``two-gpu`` (one GPU per server) or ``one-gpu`` (all share one).
     stall_s
-        Real seconds without quiescence before :class:`SimulationStalled`.
+        Real seconds without progress before :class:`SimulationStalled`.
 
     Attributes
     ----------
     labeler
         Optional ``labeler(server, path, body) -> (lane, role)`` that names
         each request in the event log (e.g. its slot and what it is for).
+    busy_cpu_s
+        CPU seconds the client threads may use between two quiescent
+        instants before :class:`SimulationStalled` (a busy loop).
     """
 
     labeler: Callable[[str, str, dict], tuple[str | None, str | None]] | None = None
+    busy_cpu_s: float = BUSY_CPU_S
 
     def __init__(self, servers: dict[str, SimServer], deployment: Deployment, stall_s: float = STALL_S):
         self.servers, self.deployment, self.stall_s = servers, deployment, stall_s
@@ -196,11 +206,25 @@ class Simulation(Requests):
             self._epoch = []
 
     def _wait_quiescent(self, watch: ThreadWatch, client: threading.Thread) -> None:
-        deadline = time.monotonic() + self.stall_s
+        # progress is sampled a few times per stall_s; a busy machine only stretches the wait
+        every = self.stall_s / 4
+        sample_at, still_since, mark, cpu0 = time.monotonic() + every, None, None, None
         while client.is_alive() and not watch.snapshot():
-            if time.monotonic() > deadline:
-                raise SimulationStalled(f"no quiescence for {self.stall_s:g} s of real time:\n"
-                                        + watch.describe())
+            now = time.monotonic()
+            if now >= sample_at:
+                token = (watch.progress(), len(self._epoch))
+                cpu = watch.cpu_s()
+                cpu0 = cpu if cpu0 is None else cpu0
+                if token != mark:
+                    mark, still_since = token, now
+                elif now - still_since >= self.stall_s:
+                    raise SimulationStalled(f"no progress for {self.stall_s:g} s of real time (no client "
+                                            "thread used CPU, and none is blocked where it may wait):\n"
+                                            + watch.describe())
+                if cpu - cpu0 >= self.busy_cpu_s:
+                    raise SimulationStalled(f"{cpu - cpu0:.0f} CPU seconds without quiescence (a busy loop?):\n"
+                                            + watch.describe())
+                sample_at = now + every
             with self._cv:
                 self._cv.wait(POLL_S)
 
