@@ -6,26 +6,26 @@ import json
 import os
 import shlex
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
-import time
 from pathlib import Path
 
 import pytest
+from procs import EXIT_S, READY_S, poll_until, stop, wait_healthy
 
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch import build_parser, check_server_flags, cuda_available
 from sgl_speccompact.launch_plan import build_plan, load_config_file
 from sgl_speccompact.router import router_command
 from sgl_speccompact.servers import server_command
+from sgl_speccompact.testing import free_port
 
 REPO = Path(__file__).resolve().parents[1]
 CONFIGS = sorted((REPO / "launch").glob("*.toml"))
 
 
-def launch(*args: str, env: dict | None = None, timeout: float = 120) -> subprocess.CompletedProcess:
+def launch(*args: str, env: dict | None = None, timeout: float = READY_S) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-m", "sgl_speccompact.launch", *args], cwd=REPO, capture_output=True,
                           text=True, timeout=timeout, env={**os.environ, **(env or {})})
 
@@ -168,7 +168,7 @@ def test_no_gpu_and_no_urls_exits_with_what_to_pass():
 
 def test_serve_requires_target_url():
     res = subprocess.run([sys.executable, "-m", "sgl_speccompact", "serve"], cwd=REPO, capture_output=True,
-                         text=True, timeout=60)
+                         text=True, timeout=READY_S)
     assert res.returncode == 2 and "--target-url" in res.stderr
 
 
@@ -208,12 +208,6 @@ FAKE_SERVER = textwrap.dedent('''\
 ''')
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def alive(pid: int) -> bool:
     try:
         os.kill(pid, 0)
@@ -222,15 +216,6 @@ def alive(pid: int) -> bool:
     # a zombie has exited; only its parent's wait is missing
     stat = Path(f"/proc/{pid}/stat")
     return not (stat.exists() and stat.read_text().split()[2] == "Z")
-
-
-def wait_for(cond, timeout: float = 60.0) -> bool:
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        if cond():
-            return True
-        time.sleep(0.2)
-    return False
 
 
 @pytest.fixture
@@ -260,7 +245,7 @@ def pids(tmp_path, port) -> list[int]:
 
 def test_child_dying_before_healthy_is_a_clear_error(fake_python, tmp_path):
     proc, tp, dp, sp = start_launcher(fake_python, tmp_path, {"FAKE_MODE_{tp}": "die"})
-    out, err = proc.communicate(timeout=120)
+    out, err = proc.communicate(timeout=READY_S)  # a hang guard: the launcher imports sglang first
     assert proc.returncode == 1
     assert "target server exited with code 3 before it became healthy" in err
 
@@ -268,17 +253,17 @@ def test_child_dying_before_healthy_is_a_clear_error(fake_python, tmp_path):
 def test_sigterm_while_waiting_stops_every_child(fake_python, tmp_path):
     proc, tp, dp, sp = start_launcher(fake_python, tmp_path, {"FAKE_MODE_{tp}": "never"})
     try:
-        assert wait_for(lambda: len(pids(tmp_path, tp)) == 2), "fake target never started"
+        poll_until(lambda: len(pids(tmp_path, tp)) == 2 or proc.poll() is not None, "the fake target to start")
+        assert proc.poll() is None, proc.communicate()[1][-3000:]
         children = pids(tmp_path, tp)
         assert all(alive(p) for p in children)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=EXIT_S)
         assert proc.returncode == 143, err
-        assert wait_for(lambda: not any(alive(p) for p in children)), f"orphans left: {children}"
+        poll_until(lambda: not any(alive(p) for p in children), f"no orphans left of {children}", EXIT_S)
         assert not pids(tmp_path, dp)  # the drafter never started: the target was not healthy
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc, signal.SIGKILL)
 
 
 EMULATOR_WRAPPER = textwrap.dedent('''\
@@ -319,30 +304,23 @@ def test_launch_with_emulated_servers_compacts_then_sigterm_leaves_no_orphans(tm
                                       "--drafter-lora", "/adapters/drafter", "--api-key", "tok")
     base = f"http://127.0.0.1:{sp}"
     try:
-        def healthy():
-            try:
-                return httpx.get(f"{base}/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return proc.poll() is not None  # stop waiting if the launcher died
-
-        assert wait_for(healthy, 180) and proc.poll() is None, proc.communicate()[1][-3000:]
-        assert set(httpx.get(f"{base}/health").json()["upstreams"]) == {"target", "drafter"}
+        wait_healthy(base, proc)
+        assert set(httpx.get(f"{base}/health", timeout=EXIT_S).json()["upstreams"]) == {"target", "drafter"}
         traj = next((Path(__file__).parents[2] / "shared/data/trajectories").glob("*function_calling_simple*"))
         body = {"messages": load_history(traj)}
-        assert httpx.post(f"{base}/v1/compact", json=body, timeout=120).status_code == 401
-        res = httpx.post(f"{base}/v1/compact", json=body, headers={"Authorization": "Bearer tok"}, timeout=120)
+        assert httpx.post(f"{base}/v1/compact", json=body, timeout=READY_S).status_code == 401
+        res = httpx.post(f"{base}/v1/compact", json=body, headers={"Authorization": "Bearer tok"}, timeout=READY_S)
         assert res.status_code == 200, res.text
         out = res.json()
         assert out["summary"].strip() and out["stats"]["requests"]["drafter"]
         children = pids(tmp_path, tp) + pids(tmp_path, dp)
         assert len(children) == 2 and all(alive(p) for p in children)
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=120)
+        _, err = proc.communicate(timeout=EXIT_S)
         assert proc.returncode in (0, 143), err[-3000:]
-        assert wait_for(lambda: not any(alive(p) for p in children)), f"orphans left: {children}"
+        poll_until(lambda: not any(alive(p) for p in children), f"no orphans left of {children}", EXIT_S)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc, signal.SIGKILL)
 
 
 def test_api_key_from_environment():
@@ -371,23 +349,17 @@ def test_serve_against_running_servers(make_emulated_server, tmp_path):
                             cwd=REPO, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
     base = f"http://127.0.0.1:{sp}"
     try:
-        def up():
-            try:
-                return httpx.get(f"{base}/health", timeout=2).status_code == 200
-            except httpx.HTTPError:
-                return proc.poll() is not None
-
-        assert wait_for(up, 120) and proc.poll() is None, proc.communicate()[1][-3000:]
-        assert set(httpx.get(f"{base}/health").json()["upstreams"]) == {"target[0]", "target[1]", "drafter"}
+        wait_healthy(base, proc)
+        health = httpx.get(f"{base}/health", timeout=EXIT_S).json()
+        assert set(health["upstreams"]) == {"target[0]", "target[1]", "drafter"}
         msgs = [{"role": "user", "content": "Please fix the failing test in the parser module today."}]
-        res = httpx.post(f"{base}/v1/compact", json={"messages": msgs}, timeout=120)
+        res = httpx.post(f"{base}/v1/compact", json={"messages": msgs}, timeout=READY_S)
         assert res.status_code == 200 and res.json()["summary"].strip()
         proc.send_signal(signal.SIGTERM)
-        proc.communicate(timeout=60)
+        proc.communicate(timeout=EXIT_S)
         assert proc.returncode in (0, 143)
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc, signal.SIGKILL)
 
 
 def test_schedule_policy_from_extras_wins_over_the_lpm_default():

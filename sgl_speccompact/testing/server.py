@@ -11,6 +11,7 @@ another; ``close()`` (or leaving the ``with``) stops both.
 
 from __future__ import annotations
 
+import random
 import socket
 import threading
 import time
@@ -27,10 +28,52 @@ from .radix import RadixTree
 
 
 def free_port(host: str = "127.0.0.1") -> int:
-    """A TCP port that is free on ``host`` right now."""
+    """A TCP port that is free on ``host`` right now, for a server another process will bind.
+
+    It is picked at random below the kernel's ephemeral range, so no
+    outgoing connection and no ``bind(("", 0))`` can take it before that
+    server binds it (ports in the range come and go with every connection).
+    """
+    lo = _ephemeral_low()
+    for _ in range(100 if lo > 2048 else 0):
+        port = _PORTS.randrange(max(1024, lo - 12000), lo)
+        with socket.socket() as s:
+            try:
+                s.bind((host, port))
+            except OSError:
+                continue
+            return port
     with socket.socket() as s:
         s.bind((host, 0))
         return s.getsockname()[1]
+
+
+_PORTS = random.SystemRandom()  # not the seedable global generator: seeded runs must not pick alike
+
+
+def _ephemeral_low() -> int:
+    try:
+        with open("/proc/sys/net/ipv4/ip_local_port_range") as f:
+            return int(f.read().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768  # Linux's default; BSD and macOS start at 49152
+
+
+def listening_socket(host: str, port: int) -> socket.socket:
+    """A socket bound to ``host:port`` (port 0: one the kernel picks), as uvicorn binds its own.
+
+    Binding before the server starts leaves no window in which another
+    process could take a port chosen by :func:`free_port`.
+    """
+    sock = socket.socket(socket.AF_INET6 if ":" in host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((host, port))
+    except OSError:
+        sock.close()
+        raise
+    sock.set_inheritable(True)
+    return sock
 
 
 def load_tokenizer(path: str):
@@ -63,7 +106,7 @@ class EmulatedServer:
     max_prefill_tokens
         Uncached tokens per prefill batch.
     host, port
-        Where to listen (port 0: a free port).
+        Where to listen (port 0: a free port, bound at once).
     """
 
     def __init__(self, tokenizer_path: str, policy: Policy | None = None,
@@ -81,7 +124,8 @@ class EmulatedServer:
         path = model_path or tokenizer_path
         self.served = ServedModel(path, tokenizer_path, path, ctx,
                                   tuple(lora_paths) if lora_paths is not None else None)
-        self.host, self.port = host, port or free_port(host)
+        self._sock: socket.socket | None = listening_socket(host, port)
+        self.host, self.port = host, self._sock.getsockname()[1]
         self.cost_model = cost_model
         self._info = self._server_info(max_prefill_tokens, radix_capacity_tokens)
         self.app = create_app(self.engine, Frontend(self.model, self.served), self.served, self._info)
@@ -98,13 +142,20 @@ class EmulatedServer:
         """The server's tokenizer."""
         return self.model.tokenizer
 
-    def start(self, timeout: float = 30.0) -> "EmulatedServer":
-        """Start the scheduler and the HTTP server; return once it accepts requests."""
+    def start(self, timeout: float = 300.0) -> "EmulatedServer":
+        """Start the scheduler and the HTTP server; return once it accepts requests.
+
+        ``timeout`` is a deadline for a machine that hangs, not an expected
+        start-up time (the socket is already listening).
+        """
+        if self._sock is None:
+            raise RuntimeError("an EmulatedServer starts once")
         self.engine.start()
         config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
                                 access_log=False, lifespan="off")
         self._uvicorn = uvicorn.Server(config)
-        self._thread = threading.Thread(target=self._uvicorn.run, name="emulator-http", daemon=True)
+        self._thread = threading.Thread(target=self._uvicorn.run, kwargs={"sockets": [self._sock]},
+                                        name="emulator-http", daemon=True)
         self._thread.start()
         deadline = time.monotonic() + timeout
         while not self._uvicorn.started:
@@ -119,7 +170,10 @@ class EmulatedServer:
         if self._uvicorn is not None:
             self._uvicorn.should_exit = True
         if self._thread is not None:
-            self._thread.join(timeout=10)
+            self._thread.join(timeout=60)
+        if self._sock is not None:
+            self._sock.close()
+            self._sock = None
         self.engine.stop()
 
     def __enter__(self) -> "EmulatedServer":
