@@ -98,12 +98,12 @@ def emulated_server(_shared_emulated_server, scripted_policy):
 
 
 def _emulated_service():
-    """Start ``launch --emulate`` in a child process; yield its base URL; stop it."""
+    """Start ``launch --emulate`` in a child process; yield its base URL once /health answers; stop it."""
     import subprocess
     import sys
     import tempfile
-    import time
-    import urllib.request
+
+    from procs import stop, wait_healthy
 
     from sgl_speccompact.testing import free_port
 
@@ -111,31 +111,19 @@ def _emulated_service():
     log = tempfile.TemporaryFile(mode="w+")
     proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact.launch", "--emulate", "--service-port", str(port)],
                             stdout=log, stderr=subprocess.STDOUT, text=True)
-    url, deadline = f"http://127.0.0.1:{port}", time.monotonic() + 300
+    url = f"http://127.0.0.1:{port}"
     try:
-        while True:
-            if proc.poll() is not None:
-                log.seek(0)
-                raise RuntimeError(f"launch --emulate exited with {proc.returncode}: {log.read()[-2000:]}")
-            try:
-                with urllib.request.urlopen(url + "/health", timeout=2) as res:
-                    if res.status == 200:
-                        break
-            except OSError:
-                pass
-            if time.monotonic() > deadline:
-                raise RuntimeError("launch --emulate did not become healthy within 300 s")
-            time.sleep(0.5)
+        try:
+            wait_healthy(url, proc)
+        except AssertionError as exc:
+            log.seek(0)
+            raise RuntimeError(f"launch --emulate did not become healthy: {exc}\n{log.read()[-2000:]}") from None
         log.seek(0)
         if "SCRIPTED model" not in log.read():  # integrators must be told the model is not real
             raise RuntimeError("launch --emulate started without its banner saying the model is scripted")
         yield url
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+        stop(proc)
         log.close()
 
 

@@ -11,6 +11,7 @@ import copy
 import json
 
 import pytest
+from procs import EXIT_S, READY_S, stop, wait_healthy
 from test_service import MESSAGES, Backend, FakeRunner, make_client
 
 from sgl_speccompact.errors import BackendUnavailableError, ConfigError, LabelTokenError
@@ -193,7 +194,7 @@ import time  # noqa: E402
 import httpx  # noqa: E402
 
 
-def _wait_for(cond, what: str, limit_s: float = 30.0) -> None:
+def _wait_for(cond, what: str, limit_s: float = READY_S) -> None:  # the limit is a hang guard
     end = time.monotonic() + limit_s
     while not cond():
         if time.monotonic() > end:
@@ -251,13 +252,14 @@ class LiveService:
     def __init__(self, app):
         import uvicorn
 
-        from sgl_speccompact.testing.server import free_port
+        from sgl_speccompact.testing.server import listening_socket
 
         self.app = app
-        self.url = f"http://127.0.0.1:{free_port()}"
-        port = int(self.url.rsplit(":", 1)[1])
+        sock = listening_socket("127.0.0.1", 0)  # bound now: no other process can take the port
+        port = sock.getsockname()[1]
+        self.url = f"http://127.0.0.1:{port}"
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
-        self.thread = threading.Thread(target=self.server.run, daemon=True)
+        self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
         _wait_for(lambda: self.server.started, "uvicorn to start")
 
@@ -304,11 +306,17 @@ def _cancel_seen(svc: LiveService) -> bool:
 
 @pytest.mark.slow
 def test_probe_nonstream_client_gives_up_cancels_the_compaction(gated):
+    import http.client
+    from urllib.parse import urlsplit
+
     svc = _live(gated)
     try:
-        with pytest.raises(httpx.ReadTimeout):  # every draft waits at the gate: the client gives up
-            httpx.post(svc.url + "/v1/compact", json={"messages": MESSAGES}, timeout=httpx.Timeout(10, read=1.5))
-        assert gated.entered >= 1
+        where = urlsplit(svc.url)
+        conn = http.client.HTTPConnection(where.hostname, where.port, timeout=READY_S)
+        conn.request("POST", "/v1/compact", body=json.dumps({"messages": MESSAGES}),
+                     headers={"Content-Type": "application/json"})
+        _wait_for(lambda: gated.entered >= 1, "a draft request", limit_s=READY_S)
+        conn.close()  # every draft waits at the gate: the client gives up before any answer
         _wait_for(lambda: _cancel_seen(svc), "the disconnect to be seen")
         _check_cancelled(svc, gated, "cancelled")
     finally:
@@ -463,7 +471,7 @@ def test_probe_fifty_failing_compactions_leak_no_threads(make_emulated_server):
         for _ in range(50):
             fail_once()
         _wait_for(lambda: app.state.compactions.running() == 0, "compaction threads to end")
-        _wait_for(lambda: _non_daemon_threads() <= baseline, "sglang worker threads to end", limit_s=20)
+        _wait_for(lambda: _non_daemon_threads() <= baseline, "sglang worker threads to end", limit_s=EXIT_S)
         assert threading.active_count() <= total + 2
         text = client.get("/metrics").text
     assert 'speccompact_compactions_total{method="speccompact",outcome="upstream_error"} 53.0' in text
@@ -489,7 +497,7 @@ def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_
         if failing.is_set():
             raise RuntimeError("drafter crashed")
         hung.set()
-        gate.wait(120)  # hangs until the test ends
+        gate.wait(READY_S)  # hangs until the test ends
         return "- late\n"
 
     policy = ScriptedPolicy()
@@ -502,31 +510,30 @@ def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
 
-    def up() -> bool:
-        try:
-            return httpx.get(base + "/health", timeout=2).status_code in (200, 503)
-        except httpx.HTTPError:
-            return proc.poll() is not None
-
     try:
-        _wait_for(up, "the service to start", limit_s=180)
-        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        wait_healthy(base, proc, statuses=(200, 503))  # 503: an upstream is down, the service is up
         for _ in range(10):
-            assert httpx.post(base + "/v1/compact", json={"messages": MESSAGES}, timeout=60).status_code == 502
+            assert httpx.post(base + "/v1/compact", json={"messages": MESSAGES}, timeout=READY_S).status_code == 502
         failing.clear()  # now a request gets stuck inside an upstream call while the signal arrives
         answers: list = []
-        client = threading.Thread(target=lambda: answers.append(httpx.post(
-            base + "/v1/compact", json={"messages": MESSAGES}, timeout=120)), daemon=True)
+
+        def ask() -> None:
+            try:
+                answers.append(httpx.post(base + "/v1/compact", json={"messages": MESSAGES}, timeout=READY_S))
+            except httpx.HTTPError as exc:  # kept, so a failure says what the client saw
+                answers.append(exc)
+
+        client = threading.Thread(target=ask, daemon=True)
         client.start()
-        _wait_for(hung.is_set, "the hung draft")
+        _wait_for(lambda: hung.is_set() or proc.poll() is not None, "the hung draft", limit_s=READY_S)
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGTERM)
-        _, err = proc.communicate(timeout=60)  # a hang guard, not a timing claim
+        _, err = proc.communicate(timeout=EXIT_S)  # a hang guard, not a timing claim
         assert proc.returncode in (0, 143), err[-2000:]
         assert "Traceback" not in err, err[-2000:]
-        client.join(timeout=30)
-        assert answers and answers[0].status_code == 503, answers  # told, not dropped
+        client.join(timeout=EXIT_S)
+        assert answers and getattr(answers[0], "status_code", None) == 503, answers  # told, not dropped
         assert answers[0].json()["error"]["type"] == "service_stopping"
     finally:
-        if proc.poll() is None:
-            proc.kill()
+        stop(proc, signal.SIGKILL)
         gate.set()

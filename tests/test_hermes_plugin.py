@@ -18,6 +18,7 @@ from speccompact_hermes import client, engine as eng, messages as msgs  # noqa: 
 from speccompact_hermes.settings import Settings, from_sources  # noqa: E402
 
 from hermes_fakes import ServiceProxy  # noqa: E402
+from procs import READY_S  # noqa: E402
 
 M = msgs.Markers("[SUMMARY PREFIX]", "[END]", "[PRIOR]", "[DELIM]")
 
@@ -133,7 +134,8 @@ def test_engine_compacts_on_the_emulated_service_incrementally(module_emulated_s
     tools = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
     eng.remember_tools(session_id="s1", request={"body": {"tools": tools, "messages": []}})
     with ServiceProxy(module_emulated_service) as proxy:
-        e = copy.deepcopy(make_engine(proxy.url, method="speccompact"))  # Hermes copies the engine
+        # the timeout is a hang guard here: the first compaction of a fresh service on a loaded machine is slow
+        e = copy.deepcopy(make_engine(proxy.url, method="speccompact", timeout_s=READY_S))  # Hermes copies it
         ms = history()
         out = e.compress(ms, focus_topic="the README")
         assert out != ms and e.compression_count == 1 and e._last_compression_made_progress

@@ -7,11 +7,11 @@ compaction's cache figures equal those of the same session and compaction
 on a single server.
 """
 
-import time
 from pathlib import Path
 
 import pytest
 import requests
+from procs import READY_S, poll_until
 
 pytest.importorskip("sglang_router", reason="sglang-router is not installed (pip install -e '.[test]')")
 
@@ -47,6 +47,12 @@ class Replay(ScriptedPolicy):
         return self.after.next_token_logprobs(prompt, prompt_ids, params)
 
 
+# The router registers a worker in a background job that probes it; a probe that fails (a slow
+# machine) is retried after --worker-startup-check-interval, 30 s by default: retry within a second.
+# Its runtime health checks must not drop a worker that a loaded machine answers late.
+ROUTER_ARGS = ("--worker-startup-check-interval", "1", "--health-check-timeout-secs", "60")
+
+
 @pytest.fixture
 def router(make_emulated_server, tmp_path):
     """``start(policy) -> (router url, [worker servers])``; stopped at teardown."""
@@ -54,19 +60,18 @@ def router(make_emulated_server, tmp_path):
 
     def start(policy: str):
         workers = [make_emulated_server(policy=ScriptedPolicy()) for _ in range(2)]
-        spec = RouterSpec(tuple(w.url for w in workers), port=free_port(), policy=policy)
+        spec = RouterSpec(tuple(w.url for w in workers), port=free_port(), policy=policy, extra_args=ROUTER_ARGS)
         procs.append(start_router(spec, log_path=tmp_path / "router.log"))
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                if requests.get(spec.url + "/health", timeout=2).status_code == 200 and \
-                        len(worker_urls(spec.url, requests) or []) == 2:
-                    break
-            except requests.RequestException:
-                pass
+
+        def ready() -> bool:
             assert procs[-1].poll() is None, (tmp_path / "router.log").read_text()[-2000:]
-            assert time.monotonic() < deadline, "router did not become healthy"
-            time.sleep(0.2)
+            try:
+                return requests.get(spec.url + "/health", timeout=10).status_code == 200 and \
+                    len(worker_urls(spec.url, requests) or []) == 2
+            except requests.RequestException:
+                return False
+
+        poll_until(ready, "the router and both its workers", every_s=0.2)
         return spec.url, workers
 
     yield start
@@ -81,7 +86,7 @@ def session_then_compaction(url, msgs, set_policy, drafter_url, headers=None, ro
     set_policy(Replay(msgs[i].get("content") or "" for i in turns))
     for i in turns:
         r = requests.post(url + "/v1/chat/completions", headers=headers or {},
-                          json={"model": "agent", "messages": msgs[:i], "max_tokens": 4096}, timeout=60)
+                          json={"model": "agent", "messages": msgs[:i], "max_tokens": 4096}, timeout=READY_S)
         assert r.status_code == 200, r.text
     target = SpecCompactEndpoint(url).with_routing_key(routing_key)
     return compact(msgs, target=target, drafter=drafter_url, layout="agent",
@@ -140,6 +145,6 @@ def test_routing_key_pins_each_session_to_its_worker(router, make_emulated_serve
         seen[key] = delta.index(max(delta))
         assert result.stats.agent_cached_tokens > 0
     r = requests.post(url + "/v1/chat/completions", headers={"X-SMG-Routing-Key": "session-a"},
-                      json={"model": "agent", "messages": msgs[:2], "max_tokens": 8}, timeout=60)
+                      json={"model": "agent", "messages": msgs[:2], "max_tokens": 8}, timeout=READY_S)
     assert r.status_code == 200
     assert r.json()["usage"]["prompt_tokens_details"]["cached_tokens"] > 0  # back on session-a's worker
