@@ -21,11 +21,13 @@ drafters), applies a timeout to every request, maps transport failures to
 from __future__ import annotations
 
 import copy
+import http.client
 import math
 import time
 from dataclasses import asdict
 
 import requests
+import urllib3
 from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 from sglang.lang.chat_template import get_chat_template, get_chat_template_by_model_path
@@ -44,6 +46,25 @@ POOL_SIZE = 64  # kept-alive connections per server: six slots, each with copies
 
 # sglang's tokenizer_manager rejects prompts over the context window with these words
 CONTEXT_ERRORS = ("longer than the model's context length", "exceeds the model's maximum context length")
+
+
+def closed_before_answer(exc: requests.ConnectionError) -> bool:
+    """Whether the server closed the connection before it sent any answer.
+
+    That is what a kept-alive connection looks like when the server's idle
+    timeout (uvicorn's keep-alive, 5 s in sglang) closes it while a request
+    goes out on it; the request is then sent once more, on a new connection.
+    A refused connection is not this case.
+
+    >>> closed_before_answer(requests.ConnectionError(urllib3.exceptions.ProtocolError(
+    ...     "Connection aborted.", http.client.RemoteDisconnected("closed"))))
+    True
+    >>> closed_before_answer(requests.ConnectionError(ConnectionRefusedError(111, "refused")))
+    False
+    """
+    inner = exc.args[0] if exc.args else None
+    return (isinstance(inner, urllib3.exceptions.ProtocolError) and len(inner.args) > 1
+            and isinstance(inner.args[1], (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)))
 
 
 def http_error(url: str, status: int, body: str) -> SpecCompactError:
@@ -185,7 +206,13 @@ class SpecCompactEndpoint(RuntimeEndpoint):
             self.cancel_scope.check()
             timeout = self.cancel_scope.timeout(timeout)
         try:
-            res = self._http.request(method, url, json=body, headers=headers, timeout=timeout)
+            try:
+                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout)
+            except requests.ConnectionError as exc:
+                if not closed_before_answer(exc):
+                    raise
+                # the server closed a kept-alive connection (its idle timeout) as this request went out
+                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout)
         except requests.Timeout as exc:
             if self.cancel_scope is not None and self.cancel_scope.cancelled:
                 raise self.cancel_scope.error() from exc

@@ -125,6 +125,51 @@ def test_server_down_is_a_typed_error():
         SpecCompactEndpoint(f"http://127.0.0.1:{_free_port()}", timeout_s=2)
 
 
+def _read_request(conn) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
+    while len(rest) < length:
+        rest += conn.recv(65536)
+    return head
+
+
+def _answer(conn, payload: bytes) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(payload), payload))
+
+
+def test_a_kept_alive_connection_closed_under_a_request_is_sent_again():
+    """The server's idle timeout closes a pooled connection just as a request goes out on it."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(2)
+    seen = []
+
+    def serve():
+        first, _ = srv.accept()
+        seen.append(_read_request(first).split(b" ")[1])
+        _answer(first, b'{"model_path": "Qwen/Qwen3-8B"}')  # kept alive
+        seen.append(_read_request(first).split(b" ")[1])
+        first.close()  # ... and closed before any answer to the next request
+        second, _ = srv.accept()
+        seen.append(_read_request(second).split(b" ")[1])
+        _answer(second, b'{"tokens": [[7, 8]], "count": [2], "max_model_len": 100}')
+        second.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        ep = SpecCompactEndpoint(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout_s=60)
+        assert ep.tokenize(["a b"]) == [[7, 8]]
+        assert seen == [b"/get_model_info", b"/tokenize", b"/tokenize"]  # sent once more, on a new connection
+    finally:
+        server.join(timeout=60)
+        srv.close()
+
+
 def test_server_not_answering_is_a_timeout_error():
     srv = socket.socket()
     srv.bind(("127.0.0.1", 0))
