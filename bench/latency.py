@@ -16,6 +16,13 @@ verifying, repairing, generating, waiting, after-join; they add up to the
 end-to-end), requests and tokens per server, busy time per server (the
 simulator checks busy <= end-to-end on every run), and speedups.
 
+``--layouts classic,agent`` runs the slot methods on both target prefix
+layouts, ``--hermes-tokens 1200,2000`` Hermes-style at each length, and
+``--scenario agent-session`` replays the agent's session on the simulated
+target before each compaction (not counted in its end-to-end); see
+``latency_cases.py``.  A goal table compares SpecCompact on the agent layout
+with each reference.
+
 Against real SGLang servers (``--target-url``/``--drafter-url``) it measures
 wall-clock per compaction (median of ``--repeats``) and writes the same JSON
 row shape (``e2e_s``; ``latency_kind`` "measured"; no breakdown).
@@ -23,6 +30,7 @@ row shape (``e2e_s``; ``latency_kind`` "measured"; no breakdown).
 Usage:
     python bench/latency.py                                  # full simulated sweep + plots
     python bench/latency.py --deployments one-gpu --model-pairs qwen3-32b:qwen3-0.6b --p-accept 0.7
+    python bench/latency.py --scenario agent-session --layouts classic,agent --hermes-tokens 1200,2000
     python bench/latency.py --target-url http://gpu:30000 --drafter-url http://gpu:30001 --repeats 5
 """
 

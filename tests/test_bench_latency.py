@@ -135,3 +135,18 @@ def test_agent_session_scenario_rows(bench, emulator_tokenizer_path, tmp_path, c
     assert agent["first_target"]["cached_tokens"] == agent["agent_cached_tokens"] > 0
     assert classic["first_target"]["cached_tokens"] < agent["first_target"]["cached_tokens"]
     assert set(agent["speedups"]) == {"hermes@40", "hermes@60", "target_self"} and agent["speedup_vs_target_self"] == 1
+
+
+def test_goal_rows_compare_speccompact_on_the_agent_layout(bench):
+    def cell(pair, dep, method, layout, speedups):
+        return {"model_pair": pair, "deployment": dep, "p_accept": 0.7, "method": method, "layout": layout,
+                "geomean_speedups": speedups}
+
+    summary = [cell("qwen3-32b:qwen3-0.6b", "two-gpu", "speccompact", "agent",
+                    {"hermes@1200": 9.0, "hermes@2000": 12.0, "target_self": 1.6}),
+               cell("qwen3-32b:qwen3-0.6b", "two-gpu", "speccompact", "classic", {"hermes@1200": 20.0}),
+               cell("qwen3-8b:qwen3-0.6b", "one-gpu", "speccompact", "agent", {"hermes@1200": 9.0})]
+    got = {(g["deployment"], g["reference"]): (g["goal"], g["met"]) for g in bench.lc.goal_rows(summary)}
+    assert got == {("two-gpu", "hermes@1200"): (10.0, False), ("two-gpu", "hermes@2000"): (10.0, True),
+                   ("two-gpu", "target_self"): (1.5, True), ("one-gpu", "hermes@1200"): (None, None)}
+    assert "| NO |" in bench.lc.format_goals(bench.lc.goal_rows(summary))
