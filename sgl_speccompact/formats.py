@@ -58,6 +58,8 @@ def _read_json(path: Path) -> Any:
         raise HistoryFormatError(f"cannot read file: {exc.strerror or exc}", field=str(path)) from exc
     except UnicodeDecodeError as exc:
         raise HistoryFormatError(f"is not UTF-8 text (byte {exc.start}): a binary file?", field=str(path)) from None
+    except ValueError as exc:  # a str that cannot be a path (a NUL byte): not a file name
+        raise HistoryFormatError(f"is not a usable file path: {exc}", field="source") from None
     try:
         return json.loads(text)
     except RecursionError:

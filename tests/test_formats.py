@@ -189,3 +189,8 @@ def test_bad_role_names_the_field():
 def test_trial_must_be_zero_for_single_conversation():
     with pytest.raises(HistoryFormatError, match="trial must be 0"):
         load_history([{"role": "user", "content": "a"}], trial=1)
+
+
+def test_a_string_that_cannot_be_a_path_is_a_typed_error():
+    with pytest.raises(HistoryFormatError, match="not a usable file path"):
+        load_history("\x00")
