@@ -129,11 +129,9 @@ def _emulated_service():
 
 @_emu_pytest.fixture(scope="session")
 def emulated_service():
-    """Base URL of ``launch --emulate`` running in a child process (stopped at session end)."""
-    yield from _emulated_service()
+    """Base URL of ``launch --emulate`` running in a child process (stopped at session end).
 
-
-@_emu_pytest.fixture(scope="module")
-def module_emulated_service():
-    """A ``launch --emulate`` of this test module alone (no idle pooled connections left by other modules)."""
+    Modules share it: its endpoints send a request again when the emulator closed an idle
+    kept-alive connection under it, so idle time between modules does not matter.
+    """
     yield from _emulated_service()

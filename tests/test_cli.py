@@ -10,6 +10,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from procs import READY_S
 
 from sgl_speccompact import cli
 from sgl_speccompact.errors import BackendUnavailableError
@@ -146,17 +147,17 @@ def test_bad_set_value(capsys, tmp_path):
 def test_subprocess_dead_server_is_a_one_line_error():
     res = subprocess.run([sys.executable, "-m", "sgl_speccompact", "compact", str(traj("local.traj")),
                           "--target-url", "http://127.0.0.1:9", "--method", "hermes", "--timeout", "5"],
-                         cwd=REPO, capture_output=True, text=True, timeout=120)
+                         cwd=REPO, capture_output=True, text=True, timeout=READY_S)  # a hang guard: sglang imports
     assert res.returncode == 1
     assert res.stderr.startswith("error: backend_unavailable: ") and res.stderr.count("\n") == 1
 
 
 def test_main_dispatch_usage():
     res = subprocess.run([sys.executable, "-m", "sgl_speccompact"], cwd=REPO, capture_output=True, text=True,
-                         timeout=60)
+                         timeout=READY_S)
     assert res.returncode == 2 and "compact FILE" in res.stdout
     res = subprocess.run([sys.executable, "-m", "sgl_speccompact", "frobnicate"], cwd=REPO, capture_output=True,
-                         text=True, timeout=60)
+                         text=True, timeout=READY_S)
     assert res.returncode == 2 and "unknown command" in res.stderr
 
 

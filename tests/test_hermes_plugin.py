@@ -130,10 +130,10 @@ def closed_port_url() -> str:
 
 
 @pytest.mark.slow
-def test_engine_compacts_on_the_emulated_service_incrementally(module_emulated_service):
+def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service):
     tools = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
     eng.remember_tools(session_id="s1", request={"body": {"tools": tools, "messages": []}})
-    with ServiceProxy(module_emulated_service) as proxy:
+    with ServiceProxy(emulated_service) as proxy:
         # the timeout is a hang guard here: the first compaction of a fresh service on a loaded machine is slow
         e = copy.deepcopy(make_engine(proxy.url, method="speccompact", timeout_s=READY_S))  # Hermes copies it
         ms = history()
