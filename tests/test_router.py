@@ -53,6 +53,12 @@ class Replay(ScriptedPolicy):
 ROUTER_ARGS = ("--worker-startup-check-interval", "1", "--health-check-timeout-secs", "60")
 
 
+def metrics_args() -> tuple[str, ...]:
+    """Its Prometheus exporter on a port of its own: on the default (29000) a second router on the
+    machine, or one still stopping, makes it exit with "Address already in use"."""
+    return ("--prometheus-host", "127.0.0.1", "--prometheus-port", str(free_port()))
+
+
 @pytest.fixture
 def router(make_emulated_server, tmp_path):
     """``start(policy) -> (router url, [worker servers])``; stopped at teardown."""
@@ -60,7 +66,8 @@ def router(make_emulated_server, tmp_path):
 
     def start(policy: str):
         workers = [make_emulated_server(policy=ScriptedPolicy()) for _ in range(2)]
-        spec = RouterSpec(tuple(w.url for w in workers), port=free_port(), policy=policy, extra_args=ROUTER_ARGS)
+        spec = RouterSpec(tuple(w.url for w in workers), port=free_port(), policy=policy,
+                          extra_args=ROUTER_ARGS + metrics_args())
         procs.append(start_router(spec, log_path=tmp_path / "router.log"))
 
         def ready() -> bool:
