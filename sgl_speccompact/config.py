@@ -34,6 +34,8 @@ OPTIMIZATIONS: dict[str, str] = {
                          "forked branch per sub-section, the slot's budget split among them",
     "repair_candidates": "on a rejection the drafter samples repair_samples lines in one request and "
                          "the target judges them in one batch; the target repairs only if all fail",
+    "send_token_ids": "SpecCompactEndpoint sends prompts as input_ids, so the server tokenizes the "
+                      "history once per compaction; off: every request carries text the server tokenizes",
 }
 
 
@@ -73,6 +75,7 @@ class CompactConfig(BaseModel):
     short_judge_suffix: bool = True  # judge rubric in the shared prefix; per-judgement suffix = line + tags
     sub_slot_branches: bool = True  # one branch per sub-section of a slot
     repair_candidates: bool = False  # drafter candidates judged in one batch before a target repair
+    send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

@@ -16,6 +16,11 @@ It also adds what sglang's frontend cannot send (``lora_path`` for LoRA
 drafters), applies a timeout to every request, maps transport failures to
 :mod:`sgl_speccompact.errors`, counts tokens with the server's
 ``/tokenize``, and picks the chat template (Qwen3 thinking disabled).
+
+Prompts go out as ``input_ids`` when the server's tokenizer allows it
+(:mod:`sgl_speccompact.token_ids`): the shared history is then tokenized once
+per compaction instead of once per request, and the ids are exactly those of
+tokenizing the whole prompt text.
 """
 
 from __future__ import annotations
@@ -23,6 +28,7 @@ from __future__ import annotations
 import copy
 import http.client
 import math
+import threading
 import time
 from dataclasses import asdict
 
@@ -34,12 +40,13 @@ from sglang.lang.chat_template import get_chat_template, get_chat_template_by_mo
 from sglang.lang.choices import ChoicesDecision, ChoicesSamplingMethod
 from sglang.lang.global_config import global_config
 
-from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError, HistoryTooLongError,
-                     SpecCompactError)
+from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError,
+                     HistoryTooLongError, SpecCompactError)
 from .judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
 from .plain_select import plain_select
 from .prompts import THINK_OFF
 from .router import ROUTING_KEY_HEADER, tokenize_base
+from .token_ids import TokenIdCache, concatenates
 
 
 POOL_SIZE = 64  # kept-alive connections per server: six slots, each with copies in flight
@@ -153,13 +160,20 @@ class SpecCompactEndpoint(RuntimeEndpoint):
     disable_thinking : bool, optional
         Open assistant turns with an empty ``<think>`` block.  Default: on
         for Qwen3 model paths.
+    token_ids : bool, optional
+        Send prompts as ``input_ids``.  ``None`` (default): when the server's
+        tokenizer passes :func:`~sgl_speccompact.token_ids.concatenates`
+        (checked on first use); ``True``: the same, but a tokenizer that
+        fails raises ``ConfigError``; ``False``: always text.  Behind
+        sglang-router (no ``/tokenize`` of its own) the default sends text,
+        which the router's cache-aware policy routes on.
     """
 
     cancel_scope = None  # a CancelScope checked before every request (set on views, see with_cancel)
 
     def __init__(self, base_url: str, *, api_key: str | None = None, chat_template: str | None = None,
                  lora_path: str | None = None, timeout_s: float = 120.0,
-                 disable_thinking: bool | None = None):
+                 disable_thinking: bool | None = None, token_ids: bool | None = None):
         BaseBackend.__init__(self)  # RuntimeEndpoint.__init__ would call the server without a timeout
         self.support_concate_and_append = False
         self.base_url = base_url.rstrip("/")
@@ -182,6 +196,10 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         self.assistant_prefix = THINK_OFF if disable_thinking else ""
         self._labels: dict[tuple[str, str], LabelTokens] = {}
         self._tokenize_base: str | None = None  # where /tokenize goes (a worker when base_url is a router)
+        self.token_ids = token_ids  # None: if the tokenizer allows; True: required; False: never
+        self.send_token_ids = True  # the compaction's preference (CompactConfig.send_token_ids)
+        self._ids: TokenIdCache | None = None  # built on first use
+        self._ids_lock = threading.Lock()
 
     def with_cancel(self, scope) -> "SpecCompactEndpoint":
         """A view of this endpoint for one compaction, bound to ``scope``.
@@ -227,10 +245,56 @@ class SpecCompactEndpoint(RuntimeEndpoint):
             raise BackendError(f"{url} returned invalid JSON") from exc
 
     def _generate(self, body: dict):
+        body = self.as_token_ids(body)
         if self.lora_path is not None:
-            n = len(body["text"]) if isinstance(body.get("text"), list) else None
+            prompt = body.get("text", body.get("input_ids"))
+            n = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else None
             body["lora_path"] = [self.lora_path] * n if n else self.lora_path
         return self._request("POST", "/generate", body)
+
+    def as_token_ids(self, body: dict) -> dict:
+        """``body`` with its ``text`` (one or a batch) replaced by ``input_ids``, when enabled.
+
+        The ids are exactly the server's tokenization of each full text; only
+        segments not seen before are sent to ``/tokenize``.
+        """
+        text = body.get("text")
+        if text is None or not self.send_token_ids or not text:
+            return body
+        cache = self._token_id_cache()
+        if cache is None:
+            return body
+        ids = [cache.ids(t) for t in text] if isinstance(text, list) else cache.ids(text)
+        if any(not x for x in (ids if isinstance(text, list) else [ids])):
+            return body  # sglang refuses empty input_ids; an empty prompt goes as text
+        out = {k: v for k, v in body.items() if k != "text"}
+        out["input_ids"] = ids
+        return out
+
+    def _token_id_cache(self) -> TokenIdCache | None:
+        """The token-id cache, or None when this server's tokenizer cannot be cut (checked once)."""
+        if self.token_ids is False:
+            return None
+        with self._ids_lock:
+            if self._ids is None:
+                prefix = self.tokenize([""], add_special_tokens=True)[0]
+
+                def full(text: str) -> list[int]:
+                    return self.tokenize([text], add_special_tokens=True)[0]
+
+                if self._tokenize_base is not None and not self.token_ids:
+                    # behind sglang-router: its cache-aware policy routes on the prompt text
+                    self.token_ids = False
+                    return None
+                if concatenates(full, self.tokenize, prefix):
+                    self._ids = TokenIdCache(self.tokenize, prefix)
+                elif self.token_ids:
+                    raise ConfigError(f"{self.base_url}: this tokenizer does not split at line starts; "
+                                      "send text (token_ids=False)")
+                else:
+                    self.token_ids = False
+                    return None
+            return self._ids
 
     # ------------------------------------------------------------------ sglang backend API
 
@@ -377,11 +441,11 @@ class SpecCompactEndpoint(RuntimeEndpoint):
 
     # ------------------------------------------------------------------ tokenizer
 
-    def tokenize(self, texts: list[str]) -> list[list[int]]:
-        """Token ids of each text in the server's tokenizer (no special tokens)."""
+    def tokenize(self, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]:
+        """Token ids of each text in the server's tokenizer (by default no special tokens added)."""
         if not texts:
             return []
-        body = {"prompt": list(texts), "add_special_tokens": False}
+        body = {"prompt": list(texts), "add_special_tokens": add_special_tokens}
         if self._tokenize_base is None:
             try:
                 out = self._request("POST", "/tokenize", body)

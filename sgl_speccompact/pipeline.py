@@ -142,6 +142,9 @@ def start(method: Method, messages: list[dict], *, target, drafter, config, sche
         previous_summary = neutralise(previous_summary)  # untrusted too (render_history does the turns)
     target = connect(target)
     drafter = connect(drafter) if method.needs_drafter else None
+    for backend in (target, drafter):
+        if hasattr(backend, "send_token_ids"):  # SpecCompactEndpoint: prompts as input_ids or text
+            backend.send_token_ids = cfg.send_token_ids
     if method.judges or source_judge:
         check_labels(target, cfg)  # a bad label fails at start-up, not mid-way
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),

@@ -26,6 +26,16 @@ def assert_server_accepts(body: dict) -> None:
     GenerateReqInput(**body).normalize_batch_and_arguments()
 
 
+def body_text(body: dict):
+    """A body's prompt as text: ``text``, or ``input_ids`` decoded (the fake tokenizer: one id per char)."""
+    if "text" in body:
+        return body["text"]
+    ids = body["input_ids"]
+    if ids and isinstance(ids[0], list):
+        return ["".join(map(chr, x)) for x in ids]
+    return "".join(map(chr, ids))
+
+
 class InProcessEndpoint(SpecCompactEndpoint):
     """The real endpoint with its HTTP transport answered in-process."""
 
@@ -45,9 +55,10 @@ class InProcessEndpoint(SpecCompactEndpoint):
         assert path == "/generate"
         with self.lock:
             self.bodies.append(body)
-        meta = {"prompt_tokens": len(body["text"]), "cached_tokens": 0, "completion_tokens": 0}
+        text = body_text(body)
+        meta = {"prompt_tokens": len(text), "cached_tokens": 0, "completion_tokens": 0}
         if "token_ids_logprob" in body:
-            p = self.judge(LINE_RE.findall(body["text"])[-1])
+            p = self.judge(LINE_RE.findall(text)[-1])
             lps = [[math.log(p if t < 200 else (1 - p)) - (0 if t in (101, 201) else 3), t, None]
                    for t in body["token_ids_logprob"]]
             return {"text": "", "meta_info": {**meta, "output_token_ids_logprobs": [lps]}}
@@ -77,7 +88,7 @@ def test_qwen3_gets_chatml_and_thinking_disabled():
     target = InProcessEndpoint()
     assert target.chat_template.name == "qwen" and target.assistant_prefix == THINK_OFF
     compact(MESSAGES, target=target, drafter=ScriptedBackend(draft=drafter_from(DRAFTS)))
-    judge = next(b for b in target.bodies if "token_ids_logprob" in b)["text"]
+    judge = body_text(next(b for b in target.bodies if "token_ids_logprob" in b))
     assert judge.startswith("<|im_start|>system\n") and judge.endswith("<|im_start|>assistant\n" + THINK_OFF)
     other = InProcessEndpoint(model="meta-llama/Llama-3.1-8B-Instruct")
     assert other.assistant_prefix == ""

@@ -58,7 +58,7 @@ class InProcessEndpoint(SpecCompactEndpoint):
     def __init__(self, judge, summary="", model_path="Qwen/Qwen3-8B"):
         self.judge_fn, self.summary, self.model_path = judge, summary, model_path
         self.bodies: list[tuple[str, dict | None]] = []
-        super().__init__("http://in-process")
+        super().__init__("http://in-process", token_ids=False)  # its ids cannot be decoded back
 
     def _request(self, method, path, body=None):
         self.bodies.append((path, body))

@@ -9,7 +9,7 @@ from sgl_speccompact.compactor import compact
 from sgl_speccompact.config import OPTIMIZATIONS, CompactConfig
 
 from scripted import LINE_RE, ScriptedBackend
-from test_endpoint import InProcessEndpoint, assert_server_accepts
+from test_endpoint import InProcessEndpoint, assert_server_accepts, body_text
 from test_programs import DRAFTS, MESSAGES, backends, drafter_from
 
 RECOMMENDED = {name: CompactConfig.model_fields[name].default for name in OPTIMIZATIONS}
@@ -75,11 +75,11 @@ class PlainSelectEndpoint(InProcessEndpoint):
     """Also answers sglang's plain select: a prefill, then one item per choice."""
 
     def _request(self, method, path, body=None):
-        if path == "/generate" and isinstance(body.get("text"), list) and "token_ids_logprob" not in body:
+        if path == "/generate" and isinstance(body_text(body), list) and "token_ids_logprob" not in body:
             with self.lock:
                 self.bodies.append(body)
             out = []
-            for text in body["text"]:
+            for text in body_text(body):
                 line = LINE_RE.findall(text)[-1]
                 p = self.judge(line) if text.endswith("positive") else 1 - self.judge(line)
                 lps = [[None, 1, "<"], [math.log(p), 2, "x"]]
@@ -95,7 +95,7 @@ def test_one_request_judging_switch_on_speccompact_endpoint(one_request):
     drafter = ScriptedBackend(draft=drafter_from(DRAFTS))
     res = compact(MESSAGES, target=target, drafter=drafter, config={"one_request_judging": one_request})
     one = [b for b in target.bodies if "token_ids_logprob" in b]
-    plain = [b for b in target.bodies if isinstance(b.get("text"), list)]
+    plain = [b for b in target.bodies if isinstance(body_text(b), list)]
     judged = res.stats.proposed_lines
     assert judged > 0
     assert (len(one), len(plain)) == ((judged, 0) if one_request else (0, judged))

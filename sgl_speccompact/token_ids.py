@@ -1,0 +1,125 @@
+"""Prompts as token ids: each distinct piece of text is tokenized once.
+
+A compaction sends about a hundred ``/generate`` requests that all carry the
+same long history.  Sent as text, SGLang's tokenizer process would encode
+that history for every one of them.  Sent as ``input_ids``, it is encoded
+once: the prompt is cut into segments at points where tokenization provably
+restarts, each new segment is tokenized once (by the server's own
+``/tokenize``) and remembered, and a prompt's ids are its segments' ids in
+order.
+
+Where tokenization restarts.  A cut goes after a ``"\\n"`` that follows a
+non-whitespace character and precedes a printable ASCII character other than
+a space.  For the byte-level BPE tokenizers of Qwen2/Qwen3 (and Llama 3 and
+GPT-2, which share the regex design), no pre-tokenizer chunk contains both
+that newline and the next character, no chunk before the cut depends on what
+follows it (the only look-ahead, ``\\s+(?!\\S)``, cannot reach past the
+newline), no added token contains a newline, and NFC normalization does not
+compose across a newline.  So ``ids(a + b) == ids(a) + ids(b)``.  The rule is
+checked against the live server (:func:`concatenates`) before it is used; a
+tokenizer that fails (SentencePiece's leading-space marker, for one) keeps
+getting text.
+
+Example (with a toy tokenizer, one id per character)::
+
+    >>> segments("[user]\\nfix a.py\\n\\n- done\\n")
+    ['[user]\\n', 'fix a.py\\n\\n- done\\n']
+    >>> cache = TokenIdCache(lambda texts: [[ord(c) for c in t] for t in texts])
+    >>> cache.ids("ab\\ncd") == [ord(c) for c in "ab\\ncd"], cache.tokenized_segments
+    (True, 2)
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+from collections import OrderedDict
+from typing import Callable
+
+# a cut: after "<non-space>\n", before a printable ASCII character that is not a space
+# (the newline comes first so the scan jumps from newline to newline)
+CUT = re.compile(r"\n(?<=\S\n)(?=[!-~])")
+
+# Texts the rule is checked on: ChatML markup, lists, code, numbers, unicode,
+# blank lines, odd lengths.
+PROBES = (
+    "<|im_start|>system\nYou summarize.<|im_end|>\n<|im_start|>user\n[tool result bash id=c1]\n"
+    "Traceback (most recent call last):\n  File \"a.py\", line 3\nValueError: bad\n\n[assistant]\nFix it.\n"
+    "<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n- Goal: fix a.py\n- Done: 12 tests\n",
+    "def f(x):\n    return x\n# café naïve 東京\n'quoted'\n\"double\"\n1234567\n(a)\n{b}\n",
+)
+
+Tokenize = Callable[[list[str]], list[list[int]]]  # texts -> ids of each (no special tokens added)
+
+
+def segments(text: str) -> list[str]:
+    """``text`` cut where tokenization restarts (see the module docstring)."""
+    cuts = [m.end() for m in CUT.finditer(text)]
+    return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+
+
+def concatenates(tokenize_full: Callable[[str], list[int]], tokenize: Tokenize,
+                 prefix: list[int], probes: tuple[str, ...] = PROBES) -> bool:
+    """Whether ``prefix + ids of the segments == ids of the whole text`` on every probe.
+
+    ``tokenize_full`` tokenizes as ``/generate`` does (special tokens added);
+    ``prefix`` is what it adds in front (``[]`` for Qwen3, a BOS elsewhere).
+    """
+    for probe in probes:
+        parts = segments(probe)
+        if len(parts) < 2:
+            continue
+        joined = list(prefix)
+        for ids in tokenize(parts):
+            joined.extend(ids)
+        if joined != tokenize_full(probe):
+            return False
+    return True
+
+
+class TokenIdCache:
+    """``text -> token ids``, tokenizing each distinct segment once.
+
+    Parameters
+    ----------
+    tokenize
+        ``texts -> ids`` without special tokens added (the server's ``/tokenize``).
+    prefix
+        Ids the server's ``/generate`` tokenization adds in front of a prompt.
+    max_tokens
+        Remembered ids, at most (least recently used segments go first).
+
+    Thread-safe: concurrent prompts wait while one tokenizes, so a history two
+    branches share is tokenized once.
+    """
+
+    def __init__(self, tokenize: Tokenize, prefix: list[int] | None = None, max_tokens: int = 4_000_000):
+        self._tokenize = tokenize
+        self._prefix = list(prefix or [])
+        self._max_tokens = max_tokens  # remembered ids (tokens)
+        self._memo: OrderedDict[str, list[int]] = OrderedDict()
+        self._held = 0  # ids currently remembered (tokens)
+        self._lock = threading.Lock()
+        self.tokenized_segments = 0  # segments sent to tokenize, over the cache's life
+        self.tokenized_chars = 0  # characters sent to tokenize, over the cache's life
+
+    def ids(self, text: str) -> list[int]:
+        """Token ids of ``text`` exactly as the server tokenizes the whole of it."""
+        parts = segments(text)
+        with self._lock:
+            missing = [p for p in dict.fromkeys(parts) if p not in self._memo]
+            if missing:
+                for part, ids in zip(missing, self._tokenize(missing), strict=True):
+                    self._memo[part] = list(ids)
+                    self._held += len(ids)
+                self.tokenized_segments += len(missing)
+                self.tokenized_chars += sum(map(len, missing))
+            out = list(self._prefix)
+            memo = self._memo
+            for part in parts:
+                out.extend(memo[part])
+                memo.move_to_end(part)
+            while self._held > self._max_tokens and len(memo) > len(parts):
+                _, dropped = memo.popitem(last=False)
+                self._held -= len(dropped)
+        return out

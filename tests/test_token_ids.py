@@ -1,0 +1,192 @@
+"""Prompts sent as token ids: the ids equal the tokenization of the full text, the history is
+tokenized once per compaction, and a tokenizer that cannot be cut keeps getting text."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import pytest
+
+from sgl_speccompact.endpoint import SpecCompactEndpoint
+from sgl_speccompact.errors import ConfigError
+from sgl_speccompact.token_ids import PROBES, TokenIdCache, concatenates, segments
+
+from test_endpoint import assert_server_accepts
+
+TRAJECTORIES = Path(__file__).resolve().parents[2] / "shared" / "data" / "trajectories"
+FILES = sorted(p for p in TRAJECTORIES.glob("*") if p.suffix in (".json", ".traj")) if TRAJECTORIES.is_dir() else []
+needs_data = pytest.mark.skipif(not FILES, reason=f"shared trajectories absent ({TRAJECTORIES})")
+
+
+class RecordingEndpoint(SpecCompactEndpoint):
+    """The real endpoint, recording each prompt text beside the ids it sent, and every body."""
+
+    def __init__(self, *args, **kw):
+        self.sent: list[tuple[str, list[int]]] = []  # (prompt text, input_ids sent for it)
+        self.bodies: list[dict] = []
+        self._rec = threading.Lock()
+        super().__init__(*args, **kw)
+
+    def as_token_ids(self, body):
+        out = super().as_token_ids(body)
+        if "input_ids" in out:
+            texts = body["text"] if isinstance(body["text"], list) else [body["text"]]
+            ids = out["input_ids"] if isinstance(body["text"], list) else [out["input_ids"]]
+            with self._rec:
+                self.sent.extend(zip(texts, ids))
+        return out
+
+    def _request(self, method, path, body=None):
+        if path == "/generate":
+            with self._rec:
+                self.bodies.append(body)
+        return super()._request(method, path, body)
+
+
+# ---------------------------------------------------------------- the cut rule, offline
+
+
+def test_cuts_only_after_a_non_blank_line_before_visible_ascii():
+    assert segments("a\nb\n\nc\n d\n-e\n\u00e9") == ["a\n", "b\n\nc\n d\n", "-e\n\u00e9"]
+    assert "".join(segments(PROBES[0])) == PROBES[0] and len(segments(PROBES[0])) > 5
+
+
+def test_cache_tokenizes_each_distinct_segment_once():
+    calls = []
+
+    def tokenize(texts):
+        calls.append(list(texts))
+        return [[ord(c) for c in t] for t in texts]
+
+    cache = TokenIdCache(tokenize, prefix=[1])
+    history = "[user]\nfix a.py\n[assistant]\nok\n"
+    for line in ("- one\n", "- two\n", "- one\n"):
+        text = history + line + "Is it supported?"
+        assert cache.ids(text) == [1] + [ord(c) for c in text]
+    flat = [t for call in calls for t in call]
+    assert len(flat) == len(set(flat)) == cache.tokenized_segments
+    assert flat.count("fix a.py\n") == 1
+
+
+def test_a_tokenizer_that_marks_each_text_start_is_refused():
+    # SentencePiece-style: every encoded text starts with a word-start marker
+    def tokenize(texts):
+        return [[9999] + [ord(c) for c in t] for t in texts]
+
+    def full(text):
+        return tokenize([text])[0]
+
+    assert not concatenates(full, tokenize, [])
+    assert concatenates(lambda t: [ord(c) for c in t], lambda ts: [[ord(c) for c in t] for t in ts], [])
+
+
+class _MarkerServer(SpecCompactEndpoint):
+    """In-process server whose tokenizer puts a marker before every text."""
+
+    def __init__(self, **kw):
+        self.bodies = []
+        super().__init__("http://in-process", **kw)
+
+    def _request(self, method, path, body=None):
+        if path == "/get_model_info":
+            return {"model_path": "Qwen/Qwen3-8B"}
+        if path == "/tokenize":
+            return {"tokens": [[9999] + [ord(c) for c in p] for p in body["prompt"]]}
+        self.bodies.append(body)
+        return {"text": "", "meta_info": {"prompt_tokens": 1, "cached_tokens": 0, "completion_tokens": 0}}
+
+
+def test_endpoint_keeps_text_for_such_a_tokenizer_and_refuses_when_ids_are_required():
+    auto = _MarkerServer()
+    auto.cache_prefix("line one\nline two\n")
+    assert auto.bodies == [{"text": "line one\nline two\n", "sampling_params": {"max_new_tokens": 0}}]
+    with pytest.raises(ConfigError, match="token_ids=False"):
+        _MarkerServer(token_ids=True).cache_prefix("line one\nline two\n")
+
+
+# ---------------------------------------------------------------- every shared trajectory, end to end
+
+
+def _compact_recorded(url_target, url_drafter, path, send_token_ids=True):
+    from sgl_speccompact.formats import load_history
+    from sgl_speccompact.methods import run_method
+
+    target = RecordingEndpoint(url_target)
+    drafter = RecordingEndpoint(url_drafter, lora_path="drafter")
+    try:
+        messages = load_history(path)
+    except Exception as exc:  # e.g. the tau2 task list, which is not a conversation
+        pytest.skip(f"{path.name}: {exc}")
+    res = run_method("speccompact", messages, target=target, drafter=drafter, source_judge=True,
+                     config={"send_token_ids": send_token_ids})
+    return res, target, drafter
+
+
+def _check_invariant(endpoint, tokenizer):
+    assert endpoint.sent, "nothing was sent as token ids"
+    for text, ids in endpoint.sent:
+        assert ids == tokenizer.encode(text, add_special_tokens=True)
+    for body in endpoint.bodies:
+        assert "text" not in body and body["input_ids"]
+        assert_server_accepts(body)
+    # each distinct segment of every prompt went to /tokenize exactly once
+    distinct = {seg for text, _ in endpoint.sent for seg in segments(text)}
+    assert endpoint._ids.tokenized_segments == len(distinct)
+    longest = max(len(text) for text, _ in endpoint.sent)
+    total = sum(len(text) for text, _ in endpoint.sent)
+    assert endpoint._ids.tokenized_chars < longest + total // 5  # the history once, not per request
+
+
+@pytest.fixture
+def emulators(make_emulated_server):
+    from sgl_speccompact.testing import ControlledAcceptancePolicy
+
+    target = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7, seed=0), model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7, seed=1), model_path="Qwen/Qwen3-0.6B")
+    return target, drafter
+
+
+@needs_data
+@pytest.mark.parametrize("path", FILES, ids=lambda p: p.name.rsplit("__", 1)[-1][:40])
+def test_ids_sent_equal_the_full_texts_tokenization(emulators, emulator_tokenizer, path):
+    target, drafter = emulators
+    res, t, d = _compact_recorded(target.url, drafter.url, path)
+    assert res.summary
+    _check_invariant(t, emulator_tokenizer)
+    _check_invariant(d, emulator_tokenizer)
+    # the emulator counted the same prompt tokens the ids carry
+    sent = sum(len(ids) for _, ids in t.sent)
+    assert target.stats()["total"]["prompt_tokens"] == sent
+
+
+@needs_data
+def test_switch_off_sends_text(emulators):
+    target, drafter = emulators
+    res, t, d = _compact_recorded(target.url, drafter.url, FILES[0], send_token_ids=False)
+    assert res.summary and t.bodies and d.bodies
+    assert not t.sent and not d.sent
+    for body in t.bodies + d.bodies:
+        assert "input_ids" not in body and body["text"]
+        assert_server_accepts(body)
+
+
+@needs_data
+@pytest.mark.slow
+def test_ids_equal_qwen3_tokenization_on_every_trajectory(qwen3_tokenizer_path, qwen3_tokenizer):
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
+
+    with EmulatedServer(qwen3_tokenizer_path, ControlledAcceptancePolicy(p_accept=0.7, seed=0),
+                        model_path="Qwen/Qwen3-8B") as target, \
+            EmulatedServer(qwen3_tokenizer_path, ControlledAcceptancePolicy(p_accept=0.7, seed=1),
+                           model_path="Qwen/Qwen3-0.6B") as drafter:
+        checked = 0
+        for path in FILES:
+            try:
+                res, t, d = _compact_recorded(target.url, drafter.url, path)
+            except pytest.skip.Exception:
+                continue
+            _check_invariant(t, qwen3_tokenizer)
+            _check_invariant(d, qwen3_tokenizer)
+            checked += 1
+        assert checked >= 8
