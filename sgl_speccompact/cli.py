@@ -34,7 +34,10 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--drafter-url", default=os.environ.get(DRAFTER_ENV),
                    help=f"drafter SGLang server (default ${DRAFTER_ENV}); needed by speccompact")
     p.add_argument("--drafter-lora-name", help="LoRA adapter name to send as lora_path on drafter requests")
-    p.add_argument("--chat-template", help="frontend chat template name (default: by model path)")
+    p.add_argument("--chat-template", help="frontend chat template name of both servers (default: decided "
+                   "from the model type each server reports; an error if it cannot be)")
+    p.add_argument("--target-chat-template", help="the target's template (overrides --chat-template)")
+    p.add_argument("--drafter-chat-template", help="the drafter's template (overrides --chat-template)")
     p.add_argument("--api-key", help="bearer token of the SGLang servers")
     p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds (default 120)")
     p.add_argument("--trial", type=int, default=0, help="which trial of a multi-trial (tau2) file (default 0)")
@@ -152,11 +155,12 @@ class Progress:
             self.stream.flush()
 
 
-def connect(url: str, args: argparse.Namespace, *, lora_name: str | None = None) -> Any:
+def connect(url: str, args: argparse.Namespace, *, lora_name: str | None = None, role: str = "target") -> Any:
     """A SpecCompactEndpoint for ``url`` (raises BackendUnavailableError if it is down)."""
     from .endpoint import SpecCompactEndpoint
 
-    return SpecCompactEndpoint(url, api_key=args.api_key, chat_template=args.chat_template,
+    template = getattr(args, f"{role}_chat_template", None) or args.chat_template
+    return SpecCompactEndpoint(url, api_key=args.api_key, chat_template=template,
                                lora_path=lora_name, timeout_s=args.timeout)
 
 
@@ -177,7 +181,8 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     if args.method == "speccompact" and not args.drafter_url:
         raise SpecCompactError(f"speccompact needs a drafter: pass --drafter-url URL or set ${DRAFTER_ENV}")
     target = connect(args.target_url, args)
-    drafter = connect(args.drafter_url, args, lora_name=args.drafter_lora_name) if args.drafter_url else None
+    drafter = (connect(args.drafter_url, args, lora_name=args.drafter_lora_name, role="drafter")
+               if args.drafter_url else None)
     run = runner or _default_runner()
     layout = {k: v for k, v in (("layout", args.layout), ("chat_template", args.target_tokenizer),
                                 ("tools", _read_tools(args.tools))) if v is not None}

@@ -36,10 +36,11 @@ import requests
 import urllib3
 from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
-from sglang.lang.chat_template import get_chat_template, get_chat_template_by_model_path
+from sglang.lang.chat_template import get_chat_template
 from sglang.lang.choices import ChoicesDecision, ChoicesSamplingMethod
 from sglang.lang.global_config import global_config
 
+from .chat_format import ChatFormat, decide
 from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError,
                      HistoryTooLongError, SpecCompactError)
 from .judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
@@ -115,20 +116,6 @@ def decision(choices: list[str], j: Judgement, meta: dict) -> ChoicesDecision:
     return ChoicesDecision(choices[0] if j.accepted else choices[1], {**meta, "judgement": asdict(j)})
 
 
-def pick_chat_template(model_path: str, name: str | None = None):
-    """The frontend chat template for a model: ``name`` if given, else by path.
-
-    sglang matches templates by regex on the path, and ``Qwen/Qwen3-8B`` falls
-    through to ``default``; any Qwen path gets the ChatML ``qwen`` template.
-    """
-    if name:
-        return get_chat_template(name)
-    tmpl = get_chat_template_by_model_path(model_path)
-    if tmpl.name == "default" and "qwen" in model_path.lower():
-        return get_chat_template("qwen")
-    return tmpl
-
-
 def next_token_logprobs(meta: dict, what: str) -> dict[int, float]:
     """``{token id: logprob}`` of the requested ids at the first output position.
 
@@ -151,7 +138,10 @@ class SpecCompactEndpoint(RuntimeEndpoint):
     api_key : str, optional
         Bearer token of the SGLang server.
     chat_template : str, optional
-        sglang frontend template name; chosen from the model path if omitted.
+        sglang frontend template name.  Default: decided from the served
+        model (:func:`~sgl_speccompact.chat_format.decide`: its
+        ``model_type``, else its tokenizer); ``ChatTemplateError`` when it
+        cannot be.
     lora_path : str, optional
         Adapter name sent with every request (a LoRA drafter).  One name for
         all requests keeps them in one radix-cache namespace.
@@ -159,7 +149,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         Per-request timeout in seconds.
     disable_thinking : bool, optional
         Open assistant turns with an empty ``<think>`` block.  Default: on
-        for Qwen3 model paths.
+        for Qwen3 models (as the server reports them).
     token_ids : bool, optional
         Send prompts as ``input_ids``.  ``None`` (default): when the server's
         tokenizer passes :func:`~sgl_speccompact.token_ids.concatenates`
@@ -189,11 +179,11 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         self._http.mount("http://", pool)
         self._http.mount("https://", pool)
         self.model_info = self._request("GET", "/get_model_info")
-        path = self.model_info.get("model_path", "")
-        self.chat_template = pick_chat_template(path, chat_template)
-        if disable_thinking is None:
-            disable_thinking = "qwen3" in path.lower()
-        self.assistant_prefix = THINK_OFF if disable_thinking else ""
+        self._one_token: dict[str, bool] = {}
+        self.chat_format: ChatFormat = decide(self.model_info, self.single_token, name=chat_template,
+                                              disable_thinking=disable_thinking)
+        self.chat_template = get_chat_template(self.chat_format.template)
+        self.assistant_prefix = THINK_OFF if self.chat_format.disable_thinking else ""
         self._labels: dict[tuple[str, str], LabelTokens] = {}
         self._tokenize_base: str | None = None  # where /tokenize goes (a worker when base_url is a router)
         self.token_ids = token_ids  # None: if the tokenizer allows; True: required; False: never
@@ -459,6 +449,14 @@ class SpecCompactEndpoint(RuntimeEndpoint):
             out = self._request("POST", "/tokenize", body, base=self._tokenize_base)
         tokens = out["tokens"]
         return tokens if texts and isinstance(tokens[0], list) else [tokens]
+
+    def single_token(self, text: str) -> bool:
+        """Whether the server's tokenizer encodes ``text`` as one token (the chat markers asked together)."""
+        if text not in self._one_token:
+            asked = list(dict.fromkeys([text, "<|im_start|>", "<|im_end|>", "<think>", "</think>"]))
+            for t, ids in zip(asked, self.tokenize(asked)):
+                self._one_token[t] = len(ids) == 1
+        return self._one_token[text]
 
     def count_tokens(self, texts: list[str]) -> list[int]:
         """Length of each text in target tokens."""

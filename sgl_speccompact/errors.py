@@ -41,6 +41,12 @@ class LabelTokenError(ConfigError):
     code = "label_token_error"
 
 
+class ChatTemplateError(ConfigError):
+    """The chat template of a served model cannot be decided, or the given name is unknown."""
+
+    code = "chat_template_error"
+
+
 class InvalidHistoryError(_FieldError, ValueError):
     """The history is malformed: names the offending field, e.g. ``messages[3].role``."""
 

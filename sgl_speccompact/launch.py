@@ -149,7 +149,10 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--dp-size", "--data-parallel-size", dest="dp_size", type=int, help="target data parallel")
     g.add_argument("--context-length", type=int, help="both servers' --context-length")
     g.add_argument("--attention-backend", help="both servers' --attention-backend")
-    g.add_argument("--chat-template", help="frontend chat template name (default: by model path)")
+    g.add_argument("--chat-template", help="both servers' frontend chat template name (default: decided from "
+                   "the model type each server reports; an error if it cannot be)")
+    g.add_argument("--target-chat-template", help="the target's frontend chat template (overrides --chat-template)")
+    g.add_argument("--drafter-chat-template", help="the drafter's frontend chat template (overrides --chat-template)")
     g.add_argument("--target-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
     g.add_argument("--drafter-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
     g.add_argument("--python", help="interpreter that runs sglang.launch_server (default: this one)")

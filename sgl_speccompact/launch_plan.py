@@ -59,7 +59,7 @@ class LaunchPlan:
     target_urls: tuple[str, ...]  # target server(s) the service uses
     drafter_url: str | None  # drafter server (None: target-only methods)
     drafter_lora_name: str | None  # sent as `lora_path` on drafter requests
-    target_chat_template: str | None  # frontend template name (by model path when None)
+    target_chat_template: str | None  # frontend template name (None: from the served model's type)
     drafter_chat_template: str | None  # same, drafter
     service: dict  # host, port, method, limits, timeouts
     compact: dict  # CompactConfig overrides
@@ -119,6 +119,7 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
     for sec in (t, d):
         pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
                   (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template)]
+    pairs += [(t, "chat_template", a.target_chat_template), (d, "chat_template", a.drafter_chat_template)]
     for sec, key, value in pairs:
         if value is not None:
             sec[key] = value

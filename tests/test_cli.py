@@ -50,7 +50,7 @@ class Recorder:
         return res
 
 
-def fake_connect(url, args, *, lora_name=None):
+def fake_connect(url, args, *, lora_name=None, role="target"):
     return {"url": url, "lora": lora_name}
 
 

@@ -39,15 +39,17 @@ def body_text(body: dict):
 class InProcessEndpoint(SpecCompactEndpoint):
     """The real endpoint with its HTTP transport answered in-process."""
 
-    def __init__(self, *, model="Qwen/Qwen3-8B", judge=lambda line: 0.9, repair="- repaired", **kw):
+    def __init__(self, *, model="Qwen/Qwen3-8B", model_type="qwen3", judge=lambda line: 0.9, repair="- repaired",
+                 **kw):
         self.bodies, self.judge, self.repair = [], judge, repair
         self.lock = threading.Lock()
-        self.model = model
+        self.model, self.model_type = model, model_type
         super().__init__("http://in-process", **kw)
 
     def _request(self, method, path, body=None):
-        if path == "/get_model_info":
-            return {"model_path": self.model, "tokenizer_path": self.model, "is_generation": True}
+        if path == "/get_model_info":  # what sglang reports from the checkpoint's config.json
+            return {"model_path": self.model, "tokenizer_path": self.model, "is_generation": True,
+                    "model_type": self.model_type}
         if path == "/tokenize":
             toks = [[VOCAB[p]] if p in VOCAB else [ord(c) for c in p]
                     for p in body["prompt"]]
@@ -90,8 +92,9 @@ def test_qwen3_gets_chatml_and_thinking_disabled():
     compact(MESSAGES, target=target, drafter=ScriptedBackend(draft=drafter_from(DRAFTS)))
     judge = body_text(next(b for b in target.bodies if "token_ids_logprob" in b))
     assert judge.startswith("<|im_start|>system\n") and judge.endswith("<|im_start|>assistant\n" + THINK_OFF)
-    other = InProcessEndpoint(model="meta-llama/Llama-3.1-8B-Instruct")
-    assert other.assistant_prefix == ""
+    other = InProcessEndpoint(model="meta-llama/Llama-3.1-8B-Instruct", model_type="llama",
+                              chat_template="llama-3-instruct")
+    assert other.chat_template.name == "llama-3-instruct" and other.assistant_prefix == ""
 
 
 def test_lora_path_sent_on_every_drafter_request():

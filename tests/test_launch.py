@@ -196,7 +196,7 @@ FAKE_SERVER = textwrap.dedent('''\
             if self.path == "/health":
                 code, body = (200 if mode == "ok" else 503), b""
             elif self.path == "/get_model_info":
-                code, body = 200, json.dumps({"model_path": "fake/Qwen3-0.6B"}).encode()
+                code, body = 200, json.dumps({"model_path": "fake/Qwen3-0.6B", "model_type": "qwen3"}).encode()
             else:
                 code, body = 404, b""
             self.send_response(code)

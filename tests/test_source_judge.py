@@ -55,15 +55,15 @@ class InProcessEndpoint(SpecCompactEndpoint):
     the text of every other generation.
     """
 
-    def __init__(self, judge, summary="", model_path="Qwen/Qwen3-8B"):
-        self.judge_fn, self.summary, self.model_path = judge, summary, model_path
+    def __init__(self, judge, summary="", model_path="Qwen/Qwen3-8B", model_type="qwen3"):
+        self.judge_fn, self.summary, self.model_path, self.model_type = judge, summary, model_path, model_type
         self.bodies: list[tuple[str, dict | None]] = []
         super().__init__("http://in-process", token_ids=False)  # its ids cannot be decoded back
 
     def _request(self, method, path, body=None):
         self.bodies.append((path, body))
         if path == "/get_model_info":
-            return {"model_path": self.model_path}
+            return {"model_path": self.model_path, "model_type": self.model_type}
         if path == "/tokenize":
             return {"tokens": [self._tokens(t) for t in body["prompt"]]}
         assert path == "/generate", path
@@ -146,7 +146,7 @@ def test_batch_prompts_share_sources_as_a_prefix_and_use_the_chat_template():
 
 
 def test_endpoint_and_fallback_send_the_same_prompts():
-    batch = InProcessEndpoint(by_source, model_path="Qwen/Qwen2.5-7B-Instruct")  # qwen template, no think
+    batch = InProcessEndpoint(by_source, model_path="Qwen/Qwen2.5-7B-Instruct", model_type="qwen2")  # qwen template, no think
     source_judge(SUMMARY, MESSAGES, target=batch)
     scripted = ScriptedBackend(source_judge=lambda entry, section: 0.9)
     source_judge(SUMMARY, MESSAGES, target=scripted)
