@@ -128,6 +128,22 @@ def next_token_logprobs(meta: dict, what: str) -> dict[int, float]:
     return {int(tok): lp for lp, tok, *_ in positions[0]}
 
 
+class _TokenIds:
+    """Whether a server gets ``input_ids``, and its token-id cache (shared by an endpoint's views)."""
+
+    def __init__(self, mode: bool | None):
+        self.mode = mode  # None: if the tokenizer allows; True: required; False: never
+        self.cache: TokenIdCache | None = None  # built on first use
+        self.lock = threading.Lock()  # guards the fields; never held across a request
+        self.deciding: threading.Event | None = None  # set while one thread checks the tokenizer
+
+    def forget(self) -> None:
+        """Drop the remembered segments; the tokenizer check stands (call with no request in flight)."""
+        with self.lock:
+            if self.cache is not None:
+                self.cache.clear()
+
+
 class SpecCompactEndpoint(RuntimeEndpoint):
     """``RuntimeEndpoint`` with one-request judging, LoRA, timeouts and typed errors.
 
@@ -178,6 +194,7 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
         self._http.mount("http://", pool)
         self._http.mount("https://", pool)
+        self._tokenize_base: str | None = None  # where /tokenize goes (a worker when base_url is a router)
         self.model_info = self._request("GET", "/get_model_info")
         self._one_token: dict[str, bool] = {}
         self.chat_format: ChatFormat = decide(self.model_info, self.single_token, name=chat_template,
@@ -185,11 +202,8 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         self.chat_template = get_chat_template(self.chat_format.template)
         self.assistant_prefix = THINK_OFF if self.chat_format.disable_thinking else ""
         self._labels: dict[tuple[str, str], LabelTokens] = {}
-        self._tokenize_base: str | None = None  # where /tokenize goes (a worker when base_url is a router)
-        self.token_ids = token_ids  # None: if the tokenizer allows; True: required; False: never
         self.send_token_ids = True  # the compaction's preference (CompactConfig.send_token_ids)
-        self._ids: TokenIdCache | None = None  # built on first use
-        self._ids_lock = threading.Lock()
+        self._token_ids = _TokenIds(token_ids)  # shared by every view of this endpoint
 
     def with_cancel(self, scope) -> "SpecCompactEndpoint":
         """A view of this endpoint for one compaction, bound to ``scope``.
@@ -261,30 +275,65 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         out["input_ids"] = ids
         return out
 
+    def with_token_ids(self, on: bool) -> "SpecCompactEndpoint":
+        """A view that sends prompts as ``input_ids`` (``on``, when the tokenizer allows) or as text.
+
+        Views share the token-id cache, so concurrent compactions with
+        different settings do not change each other's requests.
+        """
+        if on == self.send_token_ids:
+            return self
+        view = copy.copy(self)
+        view.send_token_ids = on
+        return view
+
+    def forget_token_ids(self) -> None:
+        """Forget every remembered segment, so the next prompts are tokenized afresh (all views)."""
+        self._token_ids.forget()
+
+    @property
+    def token_id_cache(self) -> TokenIdCache | None:
+        """The token-id cache, once built (None before the first prompt, or when text is sent)."""
+        return self._token_ids.cache
+
     def _token_id_cache(self) -> TokenIdCache | None:
-        """The token-id cache, or None when this server's tokenizer cannot be cut (checked once)."""
-        if self.token_ids is False:
-            return None
-        with self._ids_lock:
-            if self._ids is None:
-                prefix = self.tokenize([""], add_special_tokens=True)[0]
+        """The token-id cache, or None when this server's tokenizer cannot be cut (checked once).
 
-                def full(text: str) -> list[int]:
-                    return self.tokenize([text], add_special_tokens=True)[0]
+        The check calls ``/tokenize``; no lock is held across it: other
+        threads wait on an event until the first one has decided.
+        """
+        state = self._token_ids
+        while True:
+            with state.lock:
+                if state.mode is False or state.cache is not None:
+                    return state.cache
+                gate, mine = state.deciding, state.deciding is None
+                if mine:
+                    gate = state.deciding = threading.Event()
+            if not mine:
+                gate.wait()
+                continue
+            try:
+                built = self._build_token_id_cache(state.mode)
+                with state.lock:
+                    state.cache = built
+                    if built is None:
+                        state.mode = False
+            finally:
+                with state.lock:
+                    state.deciding = None
+                gate.set()
 
-                if self._tokenize_base is not None and not self.token_ids:
-                    # behind sglang-router: its cache-aware policy routes on the prompt text
-                    self.token_ids = False
-                    return None
-                if concatenates(full, self.tokenize, prefix):
-                    self._ids = TokenIdCache(self.tokenize, prefix)
-                elif self.token_ids:
-                    raise ConfigError(f"{self.base_url}: this tokenizer does not split at line starts; "
-                                      "send text (token_ids=False)")
-                else:
-                    self.token_ids = False
-                    return None
-            return self._ids
+    def _build_token_id_cache(self, mode: bool | None) -> TokenIdCache | None:
+        prefix = self.tokenize([""], add_special_tokens=True)[0]
+        if self._tokenize_base is not None and not mode:
+            return None  # behind sglang-router: its cache-aware policy routes on the prompt text
+        if concatenates(lambda text: self.tokenize([text], add_special_tokens=True)[0], self.tokenize, prefix):
+            return TokenIdCache(self.tokenize, prefix)
+        if mode:
+            raise ConfigError(f"{self.base_url}: this tokenizer does not split at line starts; "
+                              "send text (token_ids=False)")
+        return None
 
     # ------------------------------------------------------------------ sglang backend API
 

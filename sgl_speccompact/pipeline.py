@@ -126,6 +126,11 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     return result
 
 
+def token_ids_view(backend, on: bool):
+    """``backend`` sending prompts as input_ids (``on``) or text, when it can (SpecCompactEndpoint)."""
+    return backend.with_token_ids(on) if hasattr(backend, "with_token_ids") else backend
+
+
 def start(method: Method, messages: list[dict], *, target, drafter, config, schema, previous_summary,
           on_event, source_judge: bool) -> Job:
     """Validate and render once; connect the backends; resolve labels before any generation."""
@@ -140,11 +145,8 @@ def start(method: Method, messages: list[dict], *, target, drafter, config, sche
             redactions = add_counts(redactions, found)
     if previous_summary:
         previous_summary = neutralise(previous_summary)  # untrusted too (render_history does the turns)
-    target = connect(target)
-    drafter = connect(drafter) if method.needs_drafter else None
-    for backend in (target, drafter):
-        if hasattr(backend, "send_token_ids"):  # SpecCompactEndpoint: prompts as input_ids or text
-            backend.send_token_ids = cfg.send_token_ids
+    target = token_ids_view(connect(target), cfg.send_token_ids)
+    drafter = token_ids_view(connect(drafter), cfg.send_token_ids) if method.needs_drafter else None
     if method.judges or source_judge:
         check_labels(target, cfg)  # a bad label fails at start-up, not mid-way
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),

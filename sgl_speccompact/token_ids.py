@@ -89,8 +89,13 @@ class TokenIdCache:
     max_tokens
         Remembered ids, at most (least recently used segments go first).
 
-    Thread-safe: concurrent prompts wait while one tokenizes, so a history two
-    branches share is tokenized once.
+    Thread-safe, and no lock is held across ``tokenize`` (a network call):
+    the thread that first needs a segment claims it and tokenizes it; a
+    thread needing a claimed segment waits on that claim's
+    ``threading.Event`` (a plain condition wait, which the one-clock
+    simulator recognises as blocked).  So a history two branches share is
+    tokenized once.  If the claiming call fails, its waiters claim the
+    segments again.
     """
 
     def __init__(self, tokenize: Tokenize, prefix: list[int] | None = None, max_tokens: int = 4_000_000):
@@ -98,28 +103,60 @@ class TokenIdCache:
         self._prefix = list(prefix or [])
         self._max_tokens = max_tokens  # remembered ids (tokens)
         self._memo: OrderedDict[str, list[int]] = OrderedDict()
+        self._claims: dict[str, threading.Event] = {}  # segment -> set when its tokenization ends
         self._held = 0  # ids currently remembered (tokens)
-        self._lock = threading.Lock()
+        self._lock = threading.Lock()  # guards the dicts and counters only, never held across I/O
         self.tokenized_segments = 0  # segments sent to tokenize, over the cache's life
         self.tokenized_chars = 0  # characters sent to tokenize, over the cache's life
 
     def ids(self, text: str) -> list[int]:
         """Token ids of ``text`` exactly as the server tokenizes the whole of it."""
         parts = segments(text)
+        distinct = list(dict.fromkeys(parts))
+        while True:
+            with self._lock:
+                if all(p in self._memo for p in distinct):
+                    return self._assemble(parts)
+                waits = {id(e): e for p in distinct if (e := self._claims.get(p)) is not None}
+                mine = [p for p in distinct if p not in self._memo and p not in self._claims]
+                claim = threading.Event()
+                for part in mine:
+                    self._claims[part] = claim
+            if mine:
+                self._fill(mine, claim)
+            for event in waits.values():
+                event.wait()
+
+    def clear(self) -> None:
+        """Forget every segment and zero the counters (call with no ``ids`` call in flight)."""
         with self._lock:
-            missing = [p for p in dict.fromkeys(parts) if p not in self._memo]
-            if missing:
-                for part, ids in zip(missing, self._tokenize(missing), strict=True):
+            self._memo.clear()
+            self._held = self.tokenized_segments = self.tokenized_chars = 0
+
+    def _fill(self, mine: list[str], claim: threading.Event) -> None:
+        """Tokenize the claimed segments ``mine`` (no lock held), remember them, release the claim."""
+        try:
+            got = self._tokenize(mine)
+            with self._lock:
+                for part, ids in zip(mine, got, strict=True):
                     self._memo[part] = list(ids)
                     self._held += len(ids)
-                self.tokenized_segments += len(missing)
-                self.tokenized_chars += sum(map(len, missing))
-            out = list(self._prefix)
-            memo = self._memo
-            for part in parts:
-                out.extend(memo[part])
-                memo.move_to_end(part)
-            while self._held > self._max_tokens and len(memo) > len(parts):
-                _, dropped = memo.popitem(last=False)
-                self._held -= len(dropped)
+                self.tokenized_segments += len(mine)
+                self.tokenized_chars += sum(map(len, mine))
+        finally:
+            with self._lock:
+                for part in mine:
+                    self._claims.pop(part, None)
+            claim.set()
+
+    def _assemble(self, parts: list[str]) -> list[int]:
+        """The prompt's ids from remembered segments (lock held); drop the least recently used."""
+        out = list(self._prefix)
+        memo = self._memo
+        for part in parts:
+            out.extend(memo[part])
+            memo.move_to_end(part)
+        while self._held > self._max_tokens and len(memo) > len(parts):
+            _, dropped = memo.popitem(last=False)
+            self._held -= len(dropped)
         return out

@@ -133,10 +133,10 @@ def _check_sent(endpoint, tokenizer):
         assert "text" not in body and body["input_ids"]
     # each distinct segment of every prompt went to /tokenize exactly once
     distinct = {seg for text, _ in endpoint.sent for seg in segments(text)}
-    assert endpoint._ids.tokenized_segments == len(distinct)
+    assert endpoint.token_id_cache.tokenized_segments == len(distinct)
     longest = max(len(text) for text, _ in endpoint.sent)
     total = sum(len(text) for text, _ in endpoint.sent)
-    assert endpoint._ids.tokenized_chars < longest + total // 5  # the history once, not per request
+    assert endpoint.token_id_cache.tokenized_chars < longest + total // 5  # the history once, not per request
 
 
 @pytest.fixture(scope="module")

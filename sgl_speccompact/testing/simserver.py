@@ -11,6 +11,7 @@ for the clock.
 from __future__ import annotations
 
 import copy
+import hashlib
 import json
 import threading
 from dataclasses import dataclass, field
@@ -78,6 +79,8 @@ class Requests:
             return srv.model_info()
         if path == "/flush_cache":
             return {"flushed": srv.sched.flush()}
+        if path == "/tokenize" and not self._active:  # setting an endpoint up, before any run
+            return _tokenize(srv, body or {})
         ticket = Ticket(srv, path, body or {})
         if path == "/v1/chat/completions":  # the chat route: render, then the /generate admission
             self._prepare_chat(ticket, url)
@@ -136,6 +139,25 @@ class Requests:
         return update
 
     # ------------------------------------------------------------ monitor side
+
+    def _admit_tokenize(self, tickets: list[Ticket]) -> None:
+        """One server's ``/tokenize`` requests of this instant: one tokenizer batch, one record."""
+        srv = tickets[0].server
+        prompts = sorted({(p, _adds(t.body)) for t in tickets for p in _prompts(t.body)})
+        canonical = json.dumps(prompts)
+        rec = RequestRecord(seq=len(self.requests), server=srv.name, path="/tokenize", kind="tokenize",
+                            items=len(prompts), issued=self.clock,
+                            digest=hashlib.sha256(canonical.encode()).hexdigest()[:12])
+        if self.labeler is not None:
+            rec.lane, rec.role = self.labeler(srv.name, "/tokenize", {"prompt": [p for p, _ in prompts]})
+        rec.tokenized = sum(len(srv.model.encode(p, add_special_tokens=a)) for p, a in prompts)
+        self.requests.append(rec)
+        ready = self.clock + srv.cost.request_overhead_s
+        srv.tokenizer_free = max(srv.tokenizer_free, ready) + srv.scheduling.tokenize_s(rec.tokenized)
+        for t in tickets:
+            t.record, t.bundle, t.response = rec, tickets, _tokenize(srv, t.body)
+            self._tickets.append(t)
+            self._push(srv.tokenizer_free, "answer", t)
 
     def _warmup(self, ticket: Ticket, samples: list[Job]) -> Job:
         """sglang's n > 1 path: a prefill-only copy first, the samples once it is answered."""
@@ -214,3 +236,29 @@ def _kind(ticket: Ticket) -> str:
     params = body.get("sampling_params") or {}
     params = params[0] if isinstance(params, list) and params else params
     return "prefill" if isinstance(params, dict) and params.get("max_new_tokens") == 0 else "generate"
+
+
+def _tokenizes(ticket: Ticket) -> bool:
+    """Whether the server's tokenizer encodes this request's prompts (not given as ``input_ids``)."""
+    return ticket.path != "/generate" or ticket.body.get("input_ids") is None
+
+
+def _adds(body: dict) -> bool:
+    return bool(body.get("add_special_tokens", True))  # TokenizeRequest's default
+
+
+def _tokenize(srv: SimServer, body: dict) -> dict:
+    """The ``/tokenize`` answer (sglang's ``TokenizeResponse`` fields) for ``prompt`` (str or list)."""
+    ids = [srv.model.encode(p, add_special_tokens=_adds(body)) for p in _prompts(body)]
+    single = isinstance(body.get("prompt"), str)
+    return {"tokens": ids[0] if single else ids, "count": len(ids[0]) if single else [len(i) for i in ids],
+            "max_model_len": srv.served.context_length}
+
+
+def _with_text(ticket: Ticket) -> dict:
+    """The body as the labeler reads it: prompts given as ``input_ids`` shown as their text."""
+    body = ticket.body
+    if body.get("input_ids") is None or not ticket.jobs:
+        return body
+    texts = [g[0].prompt for g in _by_text(ticket.jobs)]
+    return {**{k: v for k, v in body.items() if k != "input_ids"}, "text": texts[0] if ticket.single else texts}

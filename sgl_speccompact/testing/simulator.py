@@ -36,7 +36,9 @@ Method: a conservative discrete-event simulation on ONE virtual clock.
   the last of them is done.
 * A request reaches its server's tokenizer process ``o_req`` after it was
   issued; the tokenizer (one per server, serial) spends
-  ``tokens / rate`` on each item; the item then joins the scheduler's
+  ``tokens / rate`` on each item given as text (an item given as
+  ``input_ids`` skips it, as in sglang's ``TokenizerManager``
+  ``_tokenize_one_request``); the item then joins the scheduler's
   waiting queue.  ``n`` > 1 sends one prefill-only warm-up per text first and
   the samples when it finishes (sglang's TokenizerManager).
 * Each GPU runs one forward pass at a time; a server with work starts its
@@ -47,6 +49,14 @@ Method: a conservative discrete-event simulation on ONE virtual clock.
 * Events at one instant are all applied before any pass starts.  Between
   answers the simulator never waits on real time, so results do not depend
   on the machine's load.
+
+* ``/tokenize`` requests to one server issued at one instant are one
+  tokenizer batch (the distinct prompts of all of them, ``o_req`` after
+  issue), answered together when it ends and logged as one record: which
+  client thread asks for which piece of a shared text depends on thread
+  timing (:class:`~sgl_speccompact.token_ids.TokenIdCache`), their union
+  does not.  Outside :meth:`Simulation.run` (setting an endpoint up)
+  ``/tokenize`` is answered at once, off the clock.
 
 ``/v1/chat/completions`` bodies are rendered as the emulator's chat route
 renders them (:mod:`.chat`), then admitted like ``/generate``.  The request
@@ -63,6 +73,7 @@ import heapq
 import json
 import threading
 import time
+import weakref
 from typing import Any, Callable
 
 from .cost import CostModel, Deployment, Scheduling
@@ -70,7 +81,7 @@ from .frontend import ServedModel
 from .model import EmulatedModel, EmulatorError
 from .quiescence import ThreadWatch
 from .scheduler import Batch
-from .simserver import Requests, SimServer, Ticket, _by_text, _kind, _prompts
+from .simserver import Requests, SimServer, Ticket, _by_text, _kind, _tokenizes, _with_text
 from .timeline import PassRecord, RequestRecord, check
 
 STALL_S = 60.0  # real seconds without any progress before a run is declared stuck
@@ -117,10 +128,14 @@ class Simulation(Requests):
         self._lock = threading.Lock()  # guards queues and clock; client waits use it too
         self._cv = threading.Condition(self._lock)  # the monitor waits on it
         self._active = False
+        self._endpoints = weakref.WeakSet()  # SimulatedEndpoints on this simulation
         self.reset()
 
     def reset(self, keep_cache: bool = False) -> None:
-        """Clock to 0, empty logs and counters, and empty caches unless ``keep_cache`` (between runs)."""
+        """Clock to 0, empty logs and counters, and empty caches unless ``keep_cache`` (between runs).
+
+        The endpoints' token-id caches are emptied always: they belong to the client, not the server.
+        """
         self.clock = 0.0
         self.requests: list[RequestRecord] = []
         self.passes: list[PassRecord] = []
@@ -136,6 +151,8 @@ class Simulation(Requests):
                 s.tree.reset()
             s.sched.reset_stats()
             s.tokenizer_free, s.in_pass = 0.0, False
+        for ep in self._endpoints:  # every run's client starts with a cold token-id cache
+            ep.forget_token_ids()
 
     def endpoint(self, server: str, **kw) -> "SimulatedEndpoint":
         """A :class:`SimulatedEndpoint` on ``server`` (``kw``: SpecCompactEndpoint options)."""
@@ -237,6 +254,8 @@ class Simulation(Requests):
     def _admit_epoch(self) -> None:
         """Stamp the requests issued at this instant, in canonical order, and send them."""
         epoch, self._epoch = self._epoch, []
+        tokenize = [t for t in epoch if t.path == "/tokenize"]
+        epoch = [t for t in epoch if t.path != "/tokenize"]
         # identical bodies get identical answers, so their relative order does not matter
         keyed = sorted((((t.server.name, t.path, json.dumps(t.body, sort_keys=True, default=str)), i)
                         for i, t in enumerate(epoch)), key=lambda k: k[0])
@@ -253,26 +272,21 @@ class Simulation(Requests):
                                 kind=_kind(ticket), items=len(ticket.jobs), issued=self.clock,
                                 digest=hashlib.sha256(canonical.encode()).hexdigest()[:12])
             if self.labeler is not None:
-                rec.lane, rec.role = self.labeler(srv.name, ticket.path, ticket.body)
+                rec.lane, rec.role = self.labeler(srv.name, ticket.path, _with_text(ticket))
             ticket.record = rec
             self.requests.append(rec)
             ready = self.clock + srv.cost.request_overhead_s
-            if ticket.path == "/tokenize":
-                ids = [srv.model.encode(p) for p in _prompts(ticket.body)]
-                rec.tokenized = sum(map(len, ids))
-                srv.tokenizer_free = max(srv.tokenizer_free, ready) + srv.scheduling.tokenize_s(rec.tokenized)
-                ticket.response = {"tokens": ids if isinstance(ticket.body.get("prompt"), list) else ids[0],
-                                   "count": [len(i) for i in ids], "max_model_len": srv.served.context_length}
-                self._push(srv.tokenizer_free, "answer", ticket)
-                continue
             for job in ticket.jobs:
                 job.sim_arrival = self.clock
                 self._owner[id(job)] = ticket
             for group in _by_text(ticket.jobs):
-                rec.tokenized += len(group[0].input_ids)
-                srv.tokenizer_free = max(srv.tokenizer_free, ready) + srv.scheduling.tokenize_s(len(group[0].input_ids))
+                n = len(group[0].input_ids) if _tokenizes(ticket) else 0  # input_ids skip the tokenizer
+                rec.tokenized += n
+                srv.tokenizer_free = max(srv.tokenizer_free, ready) + srv.scheduling.tokenize_s(n)
                 first = group if len(group) == 1 else [self._warmup(ticket, group)]
                 self._push(srv.tokenizer_free, "arrive", (srv, first))
+        for name in sorted({t.server.name for t in tokenize}):
+            self._admit_tokenize([t for t in tokenize if t.server.name == name])
 
     def _advance(self) -> bool:
         """Apply events in time order until a client is answered; False when none is pending."""
@@ -354,6 +368,9 @@ class SimulatedEndpoint(_endpoint_base()):
     def __init__(self, sim: Simulation, server: str, **kw):
         self.sim, self.server_name = sim, server
         super().__init__(f"http://simulated-{server}", **kw)
+        sim._endpoints.add(self)
+        if not sim._active:  # the tokenizer check is set-up: answered off the clock, never inside a run
+            self._token_id_cache()
 
     def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
         return self.sim.call(self.server_name, method, path, body, base or self.base_url)
