@@ -85,12 +85,30 @@ def test_requests_are_greedy_and_capped(tmp_path):
 
 
 def test_think_block_follows_the_target_model(tmp_path):
-    _, _, llama = _run(tmp_path / "a", 1, backend=ScriptedTarget(model="meta-llama/Llama-3.1-8B-Instruct"))
-    assert not any(THINK_OFF in p for p in llama.prompts)
-    _, _, forced = _run(tmp_path / "b", 1, "--no-think", backend=ScriptedTarget(model="meta-llama/Llama-3.1-8B"))
+    llama = lambda: ScriptedTarget(model="meta-llama/Llama-3.1-8B-Instruct", model_type="llama")  # noqa: E731
+    _, _, plain = _run(tmp_path / "a", 1, "--chat-template", "llama-3-instruct", backend=llama())
+    assert not any(THINK_OFF in p for p in plain.prompts)
+    assert all(p.startswith("<|start_header_id|>system") for p in plain.prompts)  # the explicit template
+    _, _, forced = _run(tmp_path / "b", 1, "--chat-template", "llama-3-instruct", "--no-think", backend=llama())
     assert all(p.endswith(THINK_OFF) for p in forced.prompts)
     _, _, qwen = _run(tmp_path / "c", 1, "--think", backend=ScriptedTarget())
     assert not any(THINK_OFF in p for p in qwen.prompts)
+
+
+def test_template_comes_from_the_model_type_not_the_path(tmp_path):
+    merged = ScriptedTarget(model="runs/target-merged", model_type="qwen3")
+    _, _, target = _run(tmp_path / "a", 1, backend=merged)
+    assert target.prompts and all(p.startswith("<|im_start|>system") and p.endswith(THINK_OFF)
+                                  for p in target.prompts)
+    manifest = json.loads((tmp_path / "a" / "out" / "manifest.json").read_text())
+    assert manifest["chat_template"] == "qwen" and manifest["think_off"] is True
+    # a Qwen3 path reporting no model_type, with no tokenizer to ask: undecidable, a typed error
+    from sgl_speccompact.errors import ChatTemplateError
+
+    with pytest.raises(ChatTemplateError, match="--chat-template"):
+        _run(tmp_path / "b", 1, backend=ScriptedTarget(model="Qwen/Qwen3-8B", model_type=None))
+    with pytest.raises(ChatTemplateError, match="--chat-template"):
+        _run(tmp_path / "c", 1, backend=ScriptedTarget(model="meta-llama/Llama-3.1-8B", model_type="llama"))
 
 
 def test_truncated_completion_loses_its_cut_line(tmp_path):

@@ -87,10 +87,11 @@ class ScriptedTarget(BaseBackend):
     """
 
     def __init__(self, model: str = "Qwen/Qwen3-8B", truncate_slot: str | None = None,
-                 fail_slot: str | None = None):
+                 fail_slot: str | None = None, model_type: str | None = "qwen3"):
         super().__init__()
         self.chat_template = get_chat_template("qwen")
         self.model = model
+        self.model_info = {"model_path": model, "model_type": model_type}  # as /get_model_info reports it
         self.truncate_slot = truncate_slot
         self.fail_slot = fail_slot
         self.prompts: list[str] = []

@@ -49,6 +49,7 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import sglang as sgl
 
+from ..chat_format import ChatFormat, decide
 from ..errors import BackendError, ConfigError
 from ..history import parse_messages, render_history
 from ..prompts import THINK_OFF, assemble, drafter_messages
@@ -244,19 +245,37 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--out", required=True, help="output directory (train.jsonl, validation.jsonl, manifest.json)")
     p.add_argument("--val-fraction", type=float, default=0.1, help="share of trajectories for validation")
     p.add_argument("--seed", type=int, default=42, help="seed of the train/validation split")
-    p.add_argument("--chat-template", default="qwen",
-                   help="SGLang frontend chat template of the target ('auto': pick by model path)")
+    p.add_argument("--chat-template", default=None,
+                   help="SGLang frontend chat template of the target (default: decided from the served model: "
+                        "the model_type it reports, else its tokenizer; an error when undecidable)")
     think = p.add_mutually_exclusive_group()
     think.add_argument("--no-think", dest="think_off", action="store_const", const=True,
-                       help="open the answer with an empty <think> block (default for Qwen3 targets)")
+                       help="open the answer with an empty <think> block (default for Qwen3 models)")
     think.add_argument("--think", dest="think_off", action="store_const", const=False,
-                       help="let the target's template decide (default for non-Qwen3 targets)")
+                       help="let the target's template decide (default for other models)")
     p.add_argument("--max-tokens", type=int, default=512, help="generation cap per slot (target tokens)")
     p.add_argument("--histories-per-batch", type=int, default=16, help="histories whose slots run concurrently")
     p.add_argument("--incremental-fraction", type=float, default=0.25,
                    help="share of histories that also give incremental examples (previous summary in the prompt)")
     p.add_argument("--api-key", default=None, help="API key of the SGLang server, if it needs one")
     return p
+
+
+def target_chat_format(backend, name: str | None, think_off: bool | None) -> ChatFormat:
+    """The target's chat format, decided as the compactor decides it (:mod:`..chat_format`).
+
+    From ``name`` if given, else the ``model_type`` in the backend's
+    ``model_info`` (what the server reports), else its tokenizer
+    (``single_token``); never from the model path.  Sets the backend's
+    template.  Raises ``ChatTemplateError`` when it cannot be decided.
+    """
+    from sglang.lang.chat_template import get_chat_template
+
+    info = getattr(backend, "model_info", None) or {"model_path": str(backend.get_model_name())}
+    single = getattr(backend, "single_token", None) or (lambda text: False)
+    fmt = decide(info, single, name=name, disable_thinking=think_off, flag="--chat-template")
+    backend.chat_template = get_chat_template(fmt.template)
+    return fmt
 
 
 def _print_progress(done: int, total: int, start: float) -> None:
@@ -267,12 +286,14 @@ def main(argv: list[str] | None = None, backend=None) -> DataSummary:
     """Command-line entry point; ``backend`` replaces the server (tests)."""
     args = _parser().parse_args(argv)
     if backend is None:
-        from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+        from ..endpoint import SpecCompactEndpoint
 
-        template = None if args.chat_template == "auto" else args.chat_template
-        backend = RuntimeEndpoint(args.target_url, api_key=args.api_key, chat_template_name=template)
+        backend = SpecCompactEndpoint(args.target_url, api_key=args.api_key, chat_template=args.chat_template,
+                                      disable_thinking=args.think_off)
     model = str(backend.get_model_name())
-    think_off = args.think_off if args.think_off is not None else "qwen3" in model.lower()
+    fmt = target_chat_format(backend, args.chat_template, args.think_off)
+    think_off = fmt.disable_thinking
+    args.chat_template = fmt.template
     histories, skipped = load_trajectories(args.histories)
     if not histories:
         raise ConfigError("no histories found in " + ", ".join(args.histories))
