@@ -73,14 +73,16 @@ def test_a_failed_tokenization_lets_the_waiters_claim_it_again():
         except ConnectionError as exc:
             errors.append(exc)
 
-    a = threading.Thread(target=first)
-    a.start()
-    _wait_until(lambda: calls, "the first call started")
-    b = threading.Thread(target=lambda: out.append(cache.ids(TEXT)))
-    b.start()
-    _wait_until(lambda: any(isinstance(v, threading.Event) for v in cache._claims.values()), "a claim")
-    release.set()
-    a.join(), b.join()
+    with ThreadWatch() as watch:
+        a = threading.Thread(target=first)
+        a.start()
+        _wait_until(lambda: calls, "the first call started")
+        b = threading.Thread(target=lambda: out.append(cache.ids(TEXT)))
+        b.start()
+        _wait_until(lambda: watch.snapshot().threads == 2 and watch.snapshot().quiescent,
+                    "the second thread waits on the first one's claim")
+        release.set()
+        a.join(), b.join()
     assert len(errors) == 1 and out == [[ord(c) for c in TEXT]] and len(calls) == 2
 
 
@@ -145,3 +147,22 @@ def test_each_run_starts_cold_and_is_deterministic(emulator_tokenizer_path, both
     _, _, again, _ = _compaction(emulator_tokenizer_path, True)
     assert [r.to_json() for r in again["requests"]] == [r.to_json() for r in first["requests"]]
     assert again["e2e_s"] == first["e2e_s"]
+
+
+def test_n_sample_repairs_go_as_ids_and_validate(emulator_tokenizer_path):
+    policies = {"target": ControlledAcceptancePolicy(p_accept=0.3, seed=0),
+                "drafter": ControlledAcceptancePolicy(p_accept=0.3, seed=1)}
+    sim = build_simulation(emulator_tokenizer_path, policies, COSTS, DEPLOYMENTS["one-gpu"], Scheduling())
+    target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
+    bodies = []
+    for ep in (target, drafter):
+        ep._request = _recording(ep._request, bodies)
+    result, _ = sim.run(lambda: run_method("speccompact", MESSAGES, target=target, drafter=drafter,
+                                           source_judge=True, config={"repair_candidates": True}))
+    assert result.summary
+    sampled = [b for b in bodies if (b.get("sampling_params") or {}).get("n", 1) > 1]
+    batched = [b for b in bodies if isinstance(b["input_ids"][0], list)]
+    assert sampled and batched  # drafter candidates in one request; batched judges (SJC, candidates)
+    for body in bodies:
+        assert "text" not in body
+        assert_server_accepts(body)
