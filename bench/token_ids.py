@@ -142,6 +142,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--all", action="store_true", help="every shared trajectory")
     p.add_argument("--no-trajectories", action="store_true", help="synthetic histories only")
     p.add_argument("--synthetic-tokens", type=int, nargs="*", default=[16000], help="synthetic history sizes")
+    p.add_argument("--synthetic-count", type=int, default=1, help="synthetic histories per size (seed + k)")
     p.add_argument("--out", default=None, help="JSON output path")
     return p
 

@@ -268,11 +268,12 @@ class SpecCompactEndpoint(RuntimeEndpoint):
         cache = self._token_id_cache()
         if cache is None:
             return body
-        ids = [cache.ids(t) for t in text] if isinstance(text, list) else cache.ids(text)
-        if any(not x for x in (ids if isinstance(text, list) else [ids])):
+        # through this view's own connection: the cache may have been built by another compaction's view
+        batch = [cache.ids(t, self.tokenize) for t in (text if isinstance(text, list) else [text])]
+        if not all(batch):
             return body  # sglang refuses empty input_ids; an empty prompt goes as text
         out = {k: v for k, v in body.items() if k != "text"}
-        out["input_ids"] = ids
+        out["input_ids"] = batch if isinstance(text, list) else batch[0]
         return out
 
     def with_token_ids(self, on: bool) -> "SpecCompactEndpoint":

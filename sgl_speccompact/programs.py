@@ -40,6 +40,8 @@ from .prompts import SUMMARIZER_SYSTEM, drafter_slot_request, target_slot_reques
 from .result import StatsRecorder
 from .schema import Slot
 
+ERROR_WAIT_S = 10.0  # longest wait for sglang's executor thread to store a request's error, s
+
 
 @dataclass
 class SlotContext:
@@ -211,6 +213,13 @@ def result_of(s, name: str) -> tuple[Any, dict]:
     """Value and meta_info of variable ``name``, raising the request's error if it failed."""
     s.sync()
     err = s.error()
+    if err is None and name not in s.stream_executor.variables:
+        # sglang 0.5.23's worker releases sync() before it stores its error (interpreter.py
+        # _thread_worker_func); it ends right after, so wait for it and look again
+        worker = getattr(s.stream_executor, "worker", None)
+        if worker is not None:
+            worker.join(ERROR_WAIT_S)
+        err = s.error()
     if err is not None:
         if isinstance(err, SpecCompactError):
             raise err

@@ -109,8 +109,12 @@ class TokenIdCache:
         self.tokenized_segments = 0  # segments sent to tokenize, over the cache's life
         self.tokenized_chars = 0  # characters sent to tokenize, over the cache's life
 
-    def ids(self, text: str) -> list[int]:
-        """Token ids of ``text`` exactly as the server tokenizes the whole of it."""
+    def ids(self, text: str, tokenize: Tokenize | None = None) -> list[int]:
+        """Token ids of ``text`` exactly as the server tokenizes the whole of it.
+
+        ``tokenize`` replaces the cache's own for this call (the caller's
+        connection, with its cancellation and timeout).
+        """
         parts = segments(text)
         distinct = list(dict.fromkeys(parts))
         while True:
@@ -123,7 +127,7 @@ class TokenIdCache:
                 for part in mine:
                     self._claims[part] = claim
             if mine:
-                self._fill(mine, claim)
+                self._fill(mine, claim, tokenize or self._tokenize)
             for event in waits.values():
                 event.wait()
 
@@ -133,10 +137,10 @@ class TokenIdCache:
             self._memo.clear()
             self._held = self.tokenized_segments = self.tokenized_chars = 0
 
-    def _fill(self, mine: list[str], claim: threading.Event) -> None:
+    def _fill(self, mine: list[str], claim: threading.Event, tokenize: Tokenize) -> None:
         """Tokenize the claimed segments ``mine`` (no lock held), remember them, release the claim."""
         try:
-            got = self._tokenize(mine)
+            got = tokenize(mine)
             with self._lock:
                 for part, ids in zip(mine, got, strict=True):
                     self._memo[part] = list(ids)

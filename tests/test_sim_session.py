@@ -36,11 +36,11 @@ def make_sim(tok, deployment="two-gpu"):
     return build_simulation(tok, policies, COSTS, DEPLOYMENTS[deployment])
 
 
-def session_then(sim, method, layout, tok, keep_cache=True):
+def session_then(sim, method, layout, tok, keep_cache=True, **extra):
     """The session in a run of its own, then the compaction; ``(session, result, report)``."""
     target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
     session, _ = sim.run(lambda: replay_session(lambda path, body: target._request("POST", path, body), MESSAGES))
-    kw = {"layout": layout, **({"chat_template": tok} if layout == "agent" else {})}
+    kw = {"layout": layout, **({"chat_template": tok} if layout == "agent" else {}), **extra}
     result, report = sim.run(lambda: run_method(method, MESSAGES, target=target, drafter=drafter, **kw),
                              keep_cache=keep_cache)
     return session, result, report
@@ -59,11 +59,14 @@ def target_counts(result) -> dict:
 def test_cached_tokens_equal_the_emulators_radix_tree_for_the_same_replay(emulator_tokenizer_path,
                                                                           make_emulated_server, layout):
     assert len(session_bodies(MESSAGES)) == 3
+    # prompts as text on both sides: with ids each branch's /tokenize round trip spreads the HTTP
+    # emulator's arrivals in real time, and what one branch finds cached then depends on thread timing
+    text = {"config": {"send_token_ids": False}}
     session, result, report = session_then(make_sim(emulator_tokenizer_path), "target_self", layout,
-                                           emulator_tokenizer_path)
+                                           emulator_tokenizer_path, **text)
     srv = make_emulated_server(policy=ControlledAcceptancePolicy(seed=0), model_path=COSTS["target"].model.name)
     http_session = replay_session(http_post(srv.url, timeout=60), MESSAGES)
-    kw = {"layout": layout, **({"chat_template": emulator_tokenizer_path} if layout == "agent" else {})}
+    kw = {"layout": layout, **({"chat_template": emulator_tokenizer_path} if layout == "agent" else {}), **text}
     http_result = run_method("target_self", MESSAGES, target=srv.url, **kw)
     assert session == http_session and session["cached_tokens"] > 0  # later turns reuse earlier ones
     assert target_counts(result) == target_counts(http_result)

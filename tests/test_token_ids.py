@@ -69,6 +69,17 @@ def test_cache_tokenizes_each_distinct_segment_once():
     assert flat.count("fix a.py\n") == 1
 
 
+def test_a_call_can_tokenize_through_its_own_connection():
+    def dead(texts):  # the connection of a compaction that has been cancelled
+        raise AssertionError("the cache's own tokenize was used")
+
+    own = []
+    cache = TokenIdCache(dead)
+    text = "a\nb\n"
+    assert cache.ids(text, lambda ts: own.extend(ts) or [[ord(c) for c in t] for t in ts]) == [ord(c) for c in text]
+    assert own == ["a\n", "b\n"]
+
+
 def test_a_tokenizer_that_marks_each_text_start_is_refused():
     # SentencePiece-style: every encoded text starts with a word-start marker
     def tokenize(texts):
