@@ -165,7 +165,7 @@ def test_a_kept_alive_connection_closed_under_a_request_is_sent_again():
     def serve():
         first, _ = srv.accept()
         seen.append(_read_request(first).split(b" ")[1])
-        _answer(first, b'{"model_path": "Qwen/Qwen3-8B"}')  # kept alive
+        _answer(first, b'{"model_path": "Qwen/Qwen3-8B", "model_type": "qwen3"}')  # kept alive
         seen.append(_read_request(first).split(b" ")[1])
         first.close()  # ... and closed before any answer to the next request
         second, _ = srv.accept()

@@ -96,7 +96,9 @@ def session_then_compaction(url, msgs, set_policy, drafter_url, headers=None, ro
                           json={"model": "agent", "messages": msgs[:i], "max_tokens": 4096}, timeout=READY_S)
         assert r.status_code == 200, r.text
     target = SpecCompactEndpoint(url).with_routing_key(routing_key)
-    return compact(msgs, target=target, drafter=drafter_url, layout="agent",
+    # text prompts: a router gets text anyway, and the runs compared below must arrive alike
+    # (a /tokenize round trip per branch would spread the arrivals with thread timing)
+    return compact(msgs, target=target, drafter=drafter_url, layout="agent", config={"send_token_ids": False},
                    chat_template=target.model_info["tokenizer_path"]), len(turns)
 
 
