@@ -25,7 +25,8 @@ from typing import Any, Callable
 
 from .assembly import Assembled, OneShot, from_slots, from_text, section_events
 from .config import CompactConfig, make_config
-from .endpoint import connect, token_counter
+from .endpoint import connect
+from .endpoint_http import token_counter
 from .errors import ConfigError, UnknownMethodError
 from .history import Turn, parse_messages, render_history
 from .layout import LayoutPlan, plan_layout

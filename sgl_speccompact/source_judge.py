@@ -42,7 +42,8 @@ from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.global_config import global_config
 
 from .config import CompactConfig, make_config
-from .endpoint import LabelJudgement, connect, token_counter
+from .endpoint import LabelJudgement, connect
+from .endpoint_http import token_counter
 from .history import Turn, environment_outputs, parse_messages
 from .judge import Judgement
 from .programs import result_of

@@ -6,7 +6,7 @@ import importlib
 import pytest
 
 MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "judge_prompts", "history", "result",
-           "endpoint", "plain_select", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "formats_convert", "launch", "servers", "testing.policy", "testing.workload",
+           "endpoint", "endpoint_http", "plain_select", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "formats_convert", "launch", "servers", "testing.policy", "testing.workload",
            "hermes_prompt", "layout", "chat_render",
            "train.data", "train.incremental",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",

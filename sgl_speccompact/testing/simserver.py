@@ -101,7 +101,7 @@ class Requests:
         return ticket.response
 
     def _prepare_generate(self, ticket: Ticket, url: str) -> None:
-        from ..endpoint import http_error
+        from ..endpoint_http import http_error
 
         try:
             obj = parse_generate(ticket.body)
@@ -114,7 +114,7 @@ class Requests:
         ticket.left = len(ticket.jobs)
 
     def _prepare_chat(self, ticket: Ticket, url: str) -> None:
-        from ..endpoint import http_error
+        from ..endpoint_http import http_error
         from .chat import generate_body, parse_chat
 
         try:
@@ -178,7 +178,7 @@ class Requests:
 
     def _answer_generate(self, ticket: Ticket) -> None:
         """All jobs finished (inside a pass's settle): shape the answer as the HTTP route does."""
-        from ..endpoint import http_error
+        from ..endpoint_http import http_error
 
         rec = ticket.record
         for out in ticket.results:
