@@ -43,11 +43,7 @@ def plot(report: dict, stem: Path) -> list[Path]:
         ax.grid(alpha=0.3)
     axes[0][0].legend(fontsize=7)
     fig.suptitle("SIMULATED speedup over Hermes-style (one-clock simulator, H200 cost model)", fontsize=10)
-    fig.tight_layout()
-    path = Path(f"{stem}-speedup.png")
-    fig.savefig(path, dpi=110)
-    plt.close(fig)
-    out.append(path)
+    out.append(_save(fig, Path(f"{stem}-speedup.png")))
 
     ps = sorted({s["p_accept"] for s in summary})
     mid = ps[len(ps) // 2] if ps else None
@@ -65,9 +61,15 @@ def plot(report: dict, stem: Path) -> list[Path]:
         ax.set_ylabel("critical path (s)")
     axes[0][-1].legend(fontsize=7)
     fig.suptitle("SIMULATED critical-path time per method (one-clock simulator, H200 cost model)", fontsize=10)
+    out.append(_save(fig, Path(f"{stem}-critical.png")))
+    return out
+
+
+def _save(fig, path: Path) -> Path:
+    """Lay out, write and close ``fig``; the path written."""
+    import matplotlib.pyplot as plt
+
     fig.tight_layout()
-    path = Path(f"{stem}-critical.png")
     fig.savefig(path, dpi=110)
     plt.close(fig)
-    out.append(path)
-    return out
+    return path

@@ -86,15 +86,18 @@ def test_a_failed_tokenization_lets_the_waiters_claim_it_again():
     assert len(errors) == 1 and out == [[ord(c) for c in TEXT]] and len(calls) == 2
 
 
-def _compaction(tok, send_token_ids: bool):
-    policies = {"target": ControlledAcceptancePolicy(seed=0), "drafter": ControlledAcceptancePolicy(seed=1)}
-    sim = build_simulation(tok, policies, COSTS, DEPLOYMENTS["two-gpu"], Scheduling())
+def _compaction(tok, send_token_ids: bool, deployment="two-gpu", p_accept=None, **config):
+    """A SpecCompact + SJC run on the simulator; ``(sim, result, report, bodies sent)``."""
+    p = {} if p_accept is None else {"p_accept": p_accept}
+    policies = {"target": ControlledAcceptancePolicy(seed=0, **p), "drafter": ControlledAcceptancePolicy(seed=1, **p)}
+    sim = build_simulation(tok, policies, COSTS, DEPLOYMENTS[deployment], Scheduling())
     target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
     bodies = []
     for ep in (target, drafter):
         ep._request = _recording(ep._request, bodies)
     result, report = sim.run(lambda: run_method("speccompact", MESSAGES, target=target, drafter=drafter,
-                                                source_judge=True, config={"send_token_ids": send_token_ids}))
+                                                source_judge=True,
+                                                config={"send_token_ids": send_token_ids, **config}))
     return sim, result, report, bodies
 
 
@@ -150,15 +153,8 @@ def test_each_run_starts_cold_and_is_deterministic(emulator_tokenizer_path, both
 
 
 def test_n_sample_repairs_go_as_ids_and_validate(emulator_tokenizer_path):
-    policies = {"target": ControlledAcceptancePolicy(p_accept=0.3, seed=0),
-                "drafter": ControlledAcceptancePolicy(p_accept=0.3, seed=1)}
-    sim = build_simulation(emulator_tokenizer_path, policies, COSTS, DEPLOYMENTS["one-gpu"], Scheduling())
-    target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
-    bodies = []
-    for ep in (target, drafter):
-        ep._request = _recording(ep._request, bodies)
-    result, _ = sim.run(lambda: run_method("speccompact", MESSAGES, target=target, drafter=drafter,
-                                           source_judge=True, config={"repair_candidates": True}))
+    _, result, _, bodies = _compaction(emulator_tokenizer_path, True, "one-gpu", p_accept=0.3,
+                                       repair_candidates=True)
     assert result.summary
     sampled = [b for b in bodies if (b.get("sampling_params") or {}).get("n", 1) > 1]
     batched = [b for b in bodies if isinstance(b["input_ids"][0], list)]
