@@ -132,7 +132,7 @@ def run_cell_set(args, seed: int, methods: list[str], config: dict | None, layou
 
 def run(args) -> dict:
     from sgl_speccompact.config import OPTIMIZATIONS
-    from sgl_speccompact.testing.workload import decisions_digest
+    from sgl_speccompact.testing.sim.workload import decisions_digest
 
     _, runner, runner_src = rc.resolve_methods()
     print("Method: SpecCompact end-to-end latency with none, each one, all but one and all of the optimizations "

@@ -46,7 +46,7 @@ TURN = "<|im_end|>\n<|im_start|>user\n"  # where a verification's suffix starts 
 
 def recording_endpoint(url: str):
     """A ``SpecCompactEndpoint`` that keeps the text of every judge it sends."""
-    from sgl_speccompact.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
     class Recording(SpecCompactEndpoint):
         def __init__(self, *a, **kw):
@@ -74,10 +74,10 @@ def entry_of(prompt: str) -> str:
 
 
 def measure(messages, urls, short: bool) -> dict:
-    from sgl_speccompact.endpoint import SpecCompactEndpoint
-    from sgl_speccompact.methods import run_method
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.methods.registry import run_method
     from sgl_speccompact.result import StatsRecorder
-    from sgl_speccompact.source_judge import source_judge
+    from sgl_speccompact.methods.source_judge import source_judge
 
     target = recording_endpoint(urls["target"])
     res = run_method("speccompact", messages, target=target, drafter=SpecCompactEndpoint(urls["drafter"]),
@@ -106,7 +106,7 @@ def measure(messages, urls, short: bool) -> dict:
 
 def main(argv: list[str] | None = None) -> int:
     from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
-    from sgl_speccompact.testing.qwen3 import default_tokenizer
+    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trajectories", nargs="*", help="history files (default: three shared trajectories)")

@@ -72,7 +72,7 @@ def log(msg: str) -> None:
 
 def labeler():
     """``(server, path, body) -> (lane, role)`` for the event log: the slot and what the request is for."""
-    from sgl_speccompact.prompts import DRAFTER_SLOT_REQUEST, TARGET_SLOT_REQUEST
+    from sgl_speccompact.core.prompts import DRAFTER_SLOT_REQUEST, TARGET_SLOT_REQUEST
 
     def pattern(template):
         head, _, tail = template.partition("{slot}")
@@ -128,7 +128,7 @@ def breakdown(report: dict) -> dict:
     forward passes) and ``other_requests`` (requests the slot waits on
     whole: token counts, prefills).
     """
-    from sgl_speccompact.testing.timeline import critical_path
+    from sgl_speccompact.testing.sim.timeline import critical_path
 
     end = report["e2e_s"]
     chain = critical_path(report["requests"], end)
@@ -175,13 +175,13 @@ def server_numbers(report: dict, server: str) -> dict:
 
 
 def workload_lines():
-    from sgl_speccompact.testing.workload import trajectory_lines
+    from sgl_speccompact.testing.sim.workload import trajectory_lines
 
     return trajectory_lines(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
 
 
 def histories(args, lines, count) -> list:
-    from sgl_speccompact.testing.workload import synthetic_history
+    from sgl_speccompact.testing.sim.workload import synthetic_history
 
     trajs, skipped = [], []
     if not args.no_trajectories:
@@ -201,13 +201,13 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
     from sgl_speccompact.config import make_config
     from sgl_speccompact.schema import OPENCLAW_SLOTS
     from sgl_speccompact.testing import CostModel
-    from sgl_speccompact.testing.cost import DEPLOYMENTS, Scheduling
-    from sgl_speccompact.testing.simulator import build_simulation
-    from sgl_speccompact.testing.workload import SummaryWorkload
+    from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
+    from sgl_speccompact.testing.sim.simulator import build_simulation
+    from sgl_speccompact.testing.sim.workload import SummaryWorkload
 
     tok, tok_kind = args.tokenizer, "given"
     if not tok:
-        from sgl_speccompact.testing.qwen3 import default_tokenizer
+        from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
 
         tok, tok_kind = default_tokenizer()
     sched = Scheduling(schedule_policy=args.schedule_policy, chunked_prefill_size=args.chunked_prefill_size or None,
@@ -291,7 +291,7 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
 
 
 def measure(args, methods, runner) -> tuple[list[dict], dict]:
-    from sgl_speccompact.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
     eps = {"target": SpecCompactEndpoint(args.target_url, api_key=args.api_key, timeout_s=args.timeout),
            "drafter": SpecCompactEndpoint(args.drafter_url, api_key=args.api_key, timeout_s=args.timeout,
@@ -525,7 +525,7 @@ def run(args) -> dict:
 
 
 def _model_path(preset: str) -> str:
-    from sgl_speccompact.testing.cost import PRESETS
+    from sgl_speccompact.testing.emulator.cost import PRESETS
 
     return PRESETS[preset].name if preset in PRESETS else preset
 

@@ -3,7 +3,7 @@
 * **Cases.** A slot method (``speccompact``, ``target_self``: a shared target
   prefix) runs once per ``--layouts`` entry (``classic``: our own rendering;
   ``agent``: the agent's chat-templated conversation,
-  ``sgl_speccompact/layout.py``).  Hermes-style runs once per ``--hermes-tokens`` value and
+  ``sgl_speccompact/backends/layout.py``).  Hermes-style runs once per ``--hermes-tokens`` value and
   always on its own fresh summarisation prompt (what Hermes Agent sends: a
   transcript inside one new user message), so its rows are ``classic``.
   OpenClaw-style is a one-shot prompt too.
@@ -60,7 +60,7 @@ def runner_kwargs(case: dict, tokenizer_path: str) -> dict:
 
 def run_session(sim, messages: list[dict]) -> dict:
     """The agent's session on the simulated target, in a run of its own (fresh caches); its numbers."""
-    from sgl_speccompact.testing.session import replay_session
+    from sgl_speccompact.testing.sim.session import replay_session
 
     target = sim.endpoint("target")
     numbers, report = sim.run(lambda: replay_session(lambda path, body: target._request("POST", path, body),

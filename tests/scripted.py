@@ -13,8 +13,8 @@ import threading
 from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.chat_template import get_chat_template
 
-from sgl_speccompact.endpoint import LabelJudgement, decision
-from sgl_speccompact.judge import verdict
+from sgl_speccompact.backends.endpoint import LabelJudgement, decision
+from sgl_speccompact.core.judge import verdict
 
 SLOT_RE = re.compile(r"(?:Generate only the|write only the) (\w+) (?:slot|section)")
 LINE_RE = re.compile(r"<line>\n(.*)\n</line>", re.S)

@@ -14,7 +14,7 @@ from procs import READY_S
 
 from sgl_speccompact import cli
 from sgl_speccompact.errors import BackendUnavailableError
-from sgl_speccompact.formats import load_history
+from sgl_speccompact.history.formats import load_history
 from sgl_speccompact.result import CompactionResult, RequestCount
 
 REPO = Path(__file__).resolve().parents[1]

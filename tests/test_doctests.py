@@ -5,13 +5,13 @@ import importlib
 
 import pytest
 
-MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "judge_prompts", "history", "result",
-           "endpoint", "endpoint_http", "plain_select", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "formats_convert", "launch", "servers", "testing.policy", "testing.workload",
-           "hermes_prompt", "layout", "chat_render",
+MODULES = ["__init__", "errors", "config", "schema", "core.judge", "core.lines", "core.prompts", "core.judge_prompts", "history.messages", "result",
+           "backends.endpoint", "backends.http", "backends.plain_select", "methods.baselines", "methods.assembly", "methods.pipeline", "core.entries", "methods.source_judge", "history.formats", "history.convert", "launch.cli", "launch.servers", "launch.router", "testing.emulator.policy", "testing.sim.workload",
+           "core.hermes_prompt", "backends.layout", "backends.chat_render",
            "train.data", "train.incremental",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",
            "evaluation.continuation", "evaluation.sjc", "evaluation.frontier", "evaluation.runner",
-           "testing.evaluator"]
+           "testing.emulator.evaluator"]
 
 
 @pytest.mark.parametrize("name", MODULES)
@@ -19,5 +19,5 @@ def test_docstring_examples(name):
     mod = importlib.import_module("sgl_speccompact" if name == "__init__" else f"sgl_speccompact.{name}")
     failed, attempted = doctest.testmod(mod, optionflags=doctest.ELLIPSIS)
     assert failed == 0
-    if name in ("judge", "lines", "history", "prompts"):
+    if name in ("core.judge", "core.lines", "history.messages", "core.prompts"):
         assert attempted > 0

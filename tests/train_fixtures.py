@@ -16,7 +16,7 @@ from pathlib import Path
 from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.chat_template import get_chat_template
 
-from sgl_speccompact import prompts
+from sgl_speccompact.core import prompts
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
 QWEN_SPLIT = (

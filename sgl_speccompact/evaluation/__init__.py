@@ -17,5 +17,5 @@ Pure functions, one idea per module; ``bench/retention.py`` does the I/O.
 * :mod:`.frontier`: the quality-latency plot from a latency report.
 
 The emulator's scripted reader of these questions is
-:mod:`sgl_speccompact.testing.evaluator`.
+:mod:`sgl_speccompact.testing.emulator.evaluator`.
 """

@@ -14,7 +14,7 @@ from typing import Any, Sequence
 import sglang as sgl
 
 from ..errors import BackendError, BackendTimeoutError, BackendUnavailableError
-from ..programs import result_of
+from ..programs.steps import result_of
 
 ANSWER_TOKENS = 256  # default reply budget (tokens)
 MAX_PARALLEL = 16  # questions in flight at once

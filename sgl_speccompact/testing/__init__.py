@@ -23,9 +23,9 @@ Without ``--tokenizer`` the emulator counts with Qwen3's real tokenizer
 the small test tokenizer, which unit tests use because it loads fast.
 """
 
-from .cost import QWEN3_0_6B, QWEN3_8B, QWEN3_32B, CostModel, Hardware, ModelCost
-from .model import Distribution, EmulatedModel, EmulatorError
-from .policy import (
+from .emulator.cost import QWEN3_0_6B, QWEN3_8B, QWEN3_32B, CostModel, Hardware, ModelCost
+from .emulator.model import Distribution, EmulatedModel, EmulatorError
+from .emulator.policy import (
     ANY,
     ControlledAcceptancePolicy,
     Policy,
@@ -34,10 +34,10 @@ from .policy import (
     label_logprobs,
     last_segment,
 )
-from .radix import RadixTree
-from .server import EmulatedServer, free_port, load_tokenizer
-from .qwen3 import build_qwen3_tokenizer, default_tokenizer
-from .tokenizer import build_test_tokenizer
+from .emulator.radix import RadixTree
+from .emulator.server import EmulatedServer, free_port, load_tokenizer
+from .emulator.qwen3 import build_qwen3_tokenizer, default_tokenizer
+from .emulator.tokenizer import build_test_tokenizer
 
 __all__ = [
     "ANY",

@@ -11,10 +11,10 @@ from __future__ import annotations
 import argparse
 import time
 
-from .cost import CostModel
-from .policy import ControlledAcceptancePolicy, ScriptedPolicy
-from .server import EmulatedServer
-from .qwen3 import default_tokenizer
+from .emulator.cost import CostModel
+from .emulator.policy import ControlledAcceptancePolicy, ScriptedPolicy
+from .emulator.server import EmulatedServer
+from .emulator.qwen3 import default_tokenizer
 
 
 def parse_args(argv: list[str] | None = None) -> argparse.Namespace:

@@ -49,10 +49,10 @@ from typing import Callable, Iterable, Iterator, Sequence
 
 import sglang as sgl
 
-from ..chat_format import ChatFormat, decide
+from ..backends.chat_format import ChatFormat, decide
 from ..errors import BackendError, ConfigError
 from ..history import parse_messages, render_history
-from ..prompts import THINK_OFF, assemble, drafter_messages
+from ..core.prompts import THINK_OFF, assemble, drafter_messages
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from .incremental import cut_point, pick_incremental, split_history
 from .output import SPLITS, DataSummary, Example, write_dataset  # noqa: F401 - SPLITS: public here too
@@ -286,7 +286,7 @@ def main(argv: list[str] | None = None, backend=None) -> DataSummary:
     """Command-line entry point; ``backend`` replaces the server (tests)."""
     args = _parser().parse_args(argv)
     if backend is None:
-        from ..endpoint import SpecCompactEndpoint
+        from ..backends.endpoint import SpecCompactEndpoint
 
         backend = SpecCompactEndpoint(args.target_url, api_key=args.api_key, chat_template=args.chat_template,
                                       disable_thinking=args.think_off)

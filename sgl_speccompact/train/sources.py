@@ -1,6 +1,6 @@
 """History files in, validated conversations out, for SFT data generation.
 
-Files are read with :func:`sgl_speccompact.formats.load_history` (every
+Files are read with :func:`sgl_speccompact.history.formats.load_history` (every
 supported agent format, several trials per tau2 file); without that module a
 plain JSON list of OpenAI messages, or ``{"messages": [...]}``, still works.
 
@@ -70,7 +70,7 @@ def _plain_messages(path: Path) -> list[list[dict]]:
 def _conversations(path: Path) -> list[list[dict]]:
     """Every conversation a history file holds (several for tau2 result files)."""
     try:  # the multi-format reader is optional: plain OpenAI JSON works without it
-        from .. import formats
+        from ..history import formats
     except ModuleNotFoundError as exc:
         if exc.name != f"{__package__.rsplit('.', 1)[0]}.formats":
             raise

@@ -1,0 +1,267 @@
+"""An SGLang ``RuntimeEndpoint`` that judges a line with one request.
+
+``sgl.select(choices=[positive, negative], choices_method=LabelJudgement(...))``
+is the verification step of every program.  On sglang's plain
+``RuntimeEndpoint`` it costs two requests (a prefill, then one scoring
+request per choice).  :class:`SpecCompactEndpoint` serves the same select
+with ONE prefill-only ``/generate`` request::
+
+    {"text": ..., "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+     "return_logprob": true, "token_ids_logprob": [ids of every label variant]}
+
+and reads ``meta_info.output_token_ids_logprobs[0]``: exact next-token
+probabilities of every variant, no top-k truncation.  It also judges many
+prompts in one batch request, draws n samples of one prompt in one request,
+and picks the chat template (Qwen3 thinking disabled).
+
+The transport under it (pooled connections, timeouts, typed errors,
+``lora_path``, ``/tokenize``, prompts as ``input_ids``) is
+:class:`sgl_speccompact.backends.http.HttpEndpoint`.
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import asdict
+
+from sglang.lang.chat_template import get_chat_template
+from sglang.lang.choices import ChoicesDecision, ChoicesSamplingMethod
+from sglang.lang.global_config import global_config
+
+from .chat_format import ChatFormat, decide
+from .http import HttpEndpoint, http_error, token_counter  # noqa: F401 - public here too
+from ..errors import BackendError
+from ..core.judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
+from .plain_select import plain_select
+from ..core.prompts import THINK_OFF
+
+
+class LabelJudgement(ChoicesSamplingMethod):
+    """``choices_method`` for the judge select: r = p+/(p+ + p-) >= eta.
+
+    On a plain ``RuntimeEndpoint`` it scores each choice by the probability
+    of its tokens (prefix tokens shared by both choices cancel in r).
+    :class:`SpecCompactEndpoint` recognizes it and uses every single-token
+    variant of both labels instead.
+    """
+
+    def __init__(self, eta: float, one_request: bool = True):
+        self.eta = eta  # acceptance threshold on r
+        self.one_request = one_request  # False: SpecCompactEndpoint uses sglang's plain select too
+
+    def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
+                 output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
+        probs = [math.exp(sum(t[0] for t in toks if t[0] is not None)) for toks in input_token_logprobs]
+        j = verdict(probs[0], probs[1], self.eta)
+        # the plain endpoint's select is a prefill plus one scoring request
+        return decision(choices, j, {"requests": 2})
+
+
+def decision(choices: list[str], j: Judgement, meta: dict) -> ChoicesDecision:
+    """The select result for a judgement: choices[0] if accepted else choices[1]."""
+    return ChoicesDecision(choices[0] if j.accepted else choices[1], {**meta, "judgement": asdict(j)})
+
+
+def next_token_logprobs(meta: dict, what: str) -> dict[int, float]:
+    """``{token id: logprob}`` of the requested ids at the first output position.
+
+    >>> next_token_logprobs({"output_token_ids_logprobs": [[[-0.1, 7, None], [-2.3, 9, None]]]}, "x")
+    {7: -0.1, 9: -2.3}
+    """
+    positions = meta.get("output_token_ids_logprobs") or []
+    if not positions or not positions[0]:
+        raise BackendError(f"server returned no output_token_ids_logprobs for the {what}")
+    return {int(tok): lp for lp, tok, *_ in positions[0]}
+
+
+class SpecCompactEndpoint(HttpEndpoint):
+    """``RuntimeEndpoint`` with one-request judging, LoRA, timeouts and typed errors.
+
+    Parameters
+    ----------
+    base_url : str
+        SGLang server, e.g. ``http://127.0.0.1:30000``.
+    api_key : str, optional
+        Bearer token of the SGLang server.
+    chat_template : str, optional
+        sglang frontend template name.  Default: decided from the served
+        model (:func:`~sgl_speccompact.backends.chat_format.decide`: its
+        ``model_type``, else its tokenizer); ``ChatTemplateError`` when it
+        cannot be.
+    lora_path : str, optional
+        Adapter name sent with every request (a LoRA drafter).  One name for
+        all requests keeps them in one radix-cache namespace.
+    timeout_s : float
+        Per-request timeout in seconds.
+    disable_thinking : bool, optional
+        Open assistant turns with an empty ``<think>`` block.  Default: on
+        for Qwen3 models (as the server reports them).
+    token_ids : bool, optional
+        Send prompts as ``input_ids``.  ``None`` (default): when the server's
+        tokenizer passes :func:`~sgl_speccompact.backends.token_ids.concatenates`
+        (checked on first use); ``True``: the same, but a tokenizer that
+        fails raises ``ConfigError``; ``False``: always text.  Behind
+        sglang-router (no ``/tokenize`` of its own) the default sends text,
+        which the router's cache-aware policy routes on.
+    """
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, chat_template: str | None = None,
+                 lora_path: str | None = None, timeout_s: float = 120.0,
+                 disable_thinking: bool | None = None, token_ids: bool | None = None):
+        super().__init__(base_url, api_key=api_key, lora_path=lora_path, timeout_s=timeout_s, token_ids=token_ids)
+        self.chat_format: ChatFormat = decide(self.model_info, self.single_token, name=chat_template,
+                                              disable_thinking=disable_thinking)
+        self.chat_template = get_chat_template(self.chat_format.template)
+        self.assistant_prefix = THINK_OFF if self.chat_format.disable_thinking else ""
+        self._labels: dict[tuple[str, str], LabelTokens] = {}
+
+    # ------------------------------------------------------------------ sglang backend API
+
+    def get_server_info(self):
+        return self._request("GET", "/server_info")
+
+    def flush_cache(self):
+        self._request("POST", "/flush_cache")
+
+    def cache_prefix(self, prefix_str: str):
+        self._generate({"text": prefix_str, "sampling_params": {"max_new_tokens": 0}})
+
+    def _generate_http_request(self, s, data):
+        # sglang's plain select posts through here: use this endpoint's session, timeout and errors
+        return self._generate(data)
+
+    def commit_lazy_operations(self, s):
+        t0 = time.perf_counter()
+        out = self._generate({"text": s.text_, "sampling_params": {"max_new_tokens": 0}})
+        # fork() discards the result; keep it so the caller can count this prefill
+        s.meta_info["prefill"] = {**out["meta_info"], "wall_s": time.perf_counter() - t0}
+
+    def generate(self, s, sampling_params):
+        self._handle_dtype_to_regex(sampling_params)
+        body = {
+            "text": s.text_,
+            "sampling_params": {
+                "skip_special_tokens": global_config.skip_special_tokens_in_output,
+                "spaces_between_special_tokens": global_config.spaces_between_special_tokens_in_out,
+                **{k: v for k, v in sampling_params.to_srt_kwargs().items() if v is not None},
+            },
+        }
+        for item in ("return_logprob", "logprob_start_len", "top_logprobs_num", "return_text_in_logprobs"):
+            value = getattr(sampling_params, item, None)
+            if value is not None:
+                body[item] = value
+        out = self._generate(body)
+        return out["text"], out["meta_info"]
+
+    def generate_stream(self, s, sampling_params):
+        raise NotImplementedError("SpecCompactEndpoint does not stream; use generate")
+
+    def select(self, s, choices, temperature, choices_method=None):
+        if not isinstance(choices_method, LabelJudgement) or not choices_method.one_request:
+            return plain_select(self, s, choices, temperature, choices_method)  # sglang's two requests
+        labels = self.label_tokens(choices[0], choices[1])
+        out = self._generate({
+            "text": s.text_,
+            "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+            "return_logprob": True,
+            "token_ids_logprob": labels.all_ids,
+        })
+        meta = out["meta_info"]
+        j = judge_exact(next_token_logprobs(meta, "judge request"), labels, choices_method.eta)
+        keep = {k: meta.get(k) for k in ("prompt_tokens", "cached_tokens", "completion_tokens")}
+        return decision(choices, j, {**keep, "completion_tokens": 0, "requests": 1})
+
+    def judge_batch(self, texts: list[str], positive: str, negative: str,
+                    eta: float) -> tuple[list[Judgement], dict]:
+        """Judge many complete prompts with ONE prefill-only ``/generate`` batch.
+
+        Each text must end where the label word would be generated.  The
+        server schedules the items together, and items sharing a prefix
+        share it in the radix cache.
+
+        Parameters
+        ----------
+        texts : list of str
+            Full prompts (chat template applied).
+        positive, negative : str
+            Label words.
+        eta : float
+            A judgement is accepted when r = p+/(p+ + p-) >= eta.
+
+        Returns
+        -------
+        judgements : list of Judgement
+            One per text, in order.
+        meta : dict
+            ``prompt_tokens`` and ``cached_tokens`` summed over the items,
+            ``completion_tokens`` 0, ``requests`` 1 (0 for no texts).
+        """
+        meta = {"prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "requests": 0}
+        if not texts:
+            return [], meta
+        labels = self.label_tokens(positive, negative)
+        out = self._generate({
+            "text": list(texts),
+            "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+            "return_logprob": True,
+            "token_ids_logprob": labels.all_ids,
+        })
+        if not isinstance(out, list) or len(out) != len(texts):
+            raise BackendError(f"batch judge: expected {len(texts)} results, got {type(out).__name__}")
+        meta["requests"] = 1
+        judgements = []
+        for i, item in enumerate(out):
+            info = item.get("meta_info") or {}
+            judgements.append(judge_exact(next_token_logprobs(info, f"batch judge item {i}"), labels, eta))
+            for k in ("prompt_tokens", "cached_tokens"):
+                meta[k] += int(info.get(k) or 0)
+        return judgements, meta
+
+    def sample_n(self, text: str, sampling_params: dict) -> tuple[list[tuple[str, dict | None]], dict]:
+        """``sampling_params["n"]`` samples of one prompt with ONE ``/generate`` request.
+
+        sglang's parallel sampling: ``SamplingParams.n``, which
+        ``GenerateReqInput._handle_parallel_sampling`` (sglang 0.5.23
+        ``srt/managers/io_struct.py``) turns into ``parallel_sample_num``
+        copies of the prompt sharing one prefill; the answer is a list of n
+        results.
+
+        Returns
+        -------
+        samples : list of (str, dict)
+            Each sample's text and ``meta_info.finish_reason``.
+        meta : dict
+            Token counts summed over the samples, ``requests`` 1.
+        """
+        n = int(sampling_params.get("n", 1))
+        out = self._generate({"text": text, "sampling_params": dict(sampling_params)})
+        items = out if isinstance(out, list) else [out]
+        if len(items) != n:
+            raise BackendError(f"parallel sampling: expected {n} results, got {len(items)}")
+        meta = {"prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "requests": 1}
+        for item in items:
+            info = item.get("meta_info") or {}
+            for k in ("prompt_tokens", "cached_tokens", "completion_tokens"):
+                meta[k] += int(info.get(k) or 0)
+        return [(item.get("text", ""), (item.get("meta_info") or {}).get("finish_reason")) for item in items], meta
+
+    # ------------------------------------------------------------------ label words
+
+    def label_tokens(self, positive: str, negative: str) -> LabelTokens:
+        """Single-token variants of both labels (cached); LabelTokenError if none."""
+        key = (positive, negative)
+        if key not in self._labels:
+            forms = label_variants(positive) + label_variants(negative)
+            ids = dict(zip(forms, self.tokenize(forms)))
+            self._labels[key] = resolve_label_tokens(positive, negative, ids.__getitem__)
+        return self._labels[key]
+
+
+def connect(backend, *, lora_path: str | None = None, timeout_s: float = 120.0, api_key: str | None = None):
+    """A backend from a base URL (``SpecCompactEndpoint``) or the backend itself."""
+    if isinstance(backend, str):
+        return SpecCompactEndpoint(backend, lora_path=lora_path, timeout_s=timeout_s, api_key=api_key)
+    if backend is None:
+        raise BackendError("no backend given")
+    return backend

@@ -1,0 +1,336 @@
+"""An SGLang server over HTTP, as an sglang frontend backend: the transport under :mod:`sgl_speccompact.backends.endpoint`.
+
+:class:`HttpEndpoint` is a ``RuntimeEndpoint`` that sends every request
+through one pooled ``requests`` session with a timeout, maps transport
+failures and error answers to :mod:`sgl_speccompact.errors`, adds what
+sglang's frontend cannot send (``lora_path`` for LoRA drafters, a routing
+key), and tokenizes with the server's ``/tokenize``.
+
+Prompts go out as ``input_ids`` when the server's tokenizer allows it
+(:mod:`sgl_speccompact.backends.token_ids`): the shared history is then tokenized once
+per compaction instead of once per request, and the ids are exactly those of
+tokenizing the whole prompt text.
+
+Views (:meth:`~HttpEndpoint.with_cancel`, :meth:`~HttpEndpoint.with_routing_key`,
+:meth:`~HttpEndpoint.with_token_ids`) are shallow copies for one
+compaction: they share the connection pool and the token-id cache.
+"""
+
+from __future__ import annotations
+
+import copy
+import http.client
+import threading
+
+import requests
+import urllib3
+from sglang.lang.backend.base_backend import BaseBackend
+from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+
+from ..errors import (BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError,
+                     HistoryTooLongError, SpecCompactError)
+from .router import ROUTING_KEY_HEADER, tokenize_base
+from .token_ids import TokenIdCache, concatenates
+
+
+POOL_SIZE = 64  # kept-alive connections per server: six slots, each with copies in flight
+
+# sglang's tokenizer_manager rejects prompts over the context window with these words
+CONTEXT_ERRORS = ("longer than the model's context length", "exceeds the model's maximum context length")
+
+
+def closed_before_answer(exc: requests.ConnectionError) -> bool:
+    """Whether the server closed the connection before it sent any answer.
+
+    That is what a kept-alive connection looks like when the server's idle
+    timeout (uvicorn's keep-alive, 5 s in sglang) closes it while a request
+    goes out on it; the request is then sent once more, on a new connection.
+    A refused connection is not this case.
+
+    >>> closed_before_answer(requests.ConnectionError(urllib3.exceptions.ProtocolError(
+    ...     "Connection aborted.", http.client.RemoteDisconnected("closed"))))
+    True
+    >>> closed_before_answer(requests.ConnectionError(ConnectionRefusedError(111, "refused")))
+    False
+    """
+    inner = exc.args[0] if exc.args else None
+    return (isinstance(inner, urllib3.exceptions.ProtocolError) and len(inner.args) > 1
+            and isinstance(inner.args[1], (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)))
+
+
+def http_error(url: str, status: int, body: str) -> SpecCompactError:
+    """The typed error for a non-200 answer of an SGLang server.
+
+    >>> type(http_error("u", 400, "The input (9 tokens) is longer than the model's context length (8 tokens).")).__name__
+    'HistoryTooLongError'
+    >>> type(http_error("u", 503, "")).__name__
+    'BackendUnavailableError'
+    """
+    if status == 400 and any(words in body for words in CONTEXT_ERRORS):
+        return HistoryTooLongError(f"the prompt does not fit the model served at {url}: {body[:300]}",
+                                   field="messages")
+    kind = BackendUnavailableError if status >= 500 else BackendError
+    return kind(f"{url} returned HTTP {status}: {body[:300]}")
+
+
+class _TokenIds:
+    """Whether a server gets ``input_ids``, and its token-id cache (shared by an endpoint's views)."""
+
+    def __init__(self, mode: bool | None):
+        self.mode = mode  # None: if the tokenizer allows; True: required; False: never
+        self.cache: TokenIdCache | None = None  # built on first use
+        self.lock = threading.Lock()  # guards the fields; never held across a request
+        self.deciding: threading.Event | None = None  # set while one thread checks the tokenizer
+
+    def forget(self) -> None:
+        """Drop the remembered segments; the tokenizer check stands (call with no request in flight)."""
+        with self.lock:
+            if self.cache is not None:
+                self.cache.clear()
+
+
+class HttpEndpoint(RuntimeEndpoint):
+    """``RuntimeEndpoint`` with pooled connections, timeouts, typed errors, LoRA and token ids.
+
+    Parameters are those of :class:`~sgl_speccompact.backends.endpoint.SpecCompactEndpoint`
+    that concern the connection: ``base_url``, ``api_key``, ``lora_path``,
+    ``timeout_s`` and ``token_ids``.  Construction asks the server for
+    ``/get_model_info`` (kept as ``model_info``).
+    """
+
+    cancel_scope = None  # a CancelScope checked before every request (set on views, see with_cancel)
+
+    def __init__(self, base_url: str, *, api_key: str | None = None, lora_path: str | None = None,
+                 timeout_s: float = 120.0, token_ids: bool | None = None):
+        BaseBackend.__init__(self)  # RuntimeEndpoint.__init__ would call the server without a timeout
+        self.support_concate_and_append = False
+        self.base_url = base_url.rstrip("/")
+        self.api_key = api_key
+        self.verify = None
+        self.lora_path = lora_path
+        self.routing_key: str | None = None  # sent as X-SMG-Routing-Key (see with_routing_key)
+        self.timeout_s = timeout_s
+        # one pooled session for all threads: sglang runs every fork and every
+        # verification copy on a fresh thread, and each should reuse a kept-alive connection
+        self._http = requests.Session()
+        pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
+        self._http.mount("http://", pool)
+        self._http.mount("https://", pool)
+        self._tokenize_base: str | None = None  # where /tokenize goes (a worker when base_url is a router)
+        self.model_info = self._request("GET", "/get_model_info")
+        self._one_token: dict[str, bool] = {}
+        self.send_token_ids = True  # the compaction's preference (CompactConfig.send_token_ids)
+        self._token_ids = _TokenIds(token_ids)  # shared by every view of this endpoint
+
+    def with_cancel(self, scope) -> "HttpEndpoint":
+        """A view of this endpoint for one compaction, bound to ``scope``.
+
+        It shares the connection pool and caches; before each request
+        it raises the scope's error once the scope is cancelled or past its
+        deadline, and caps the request's timeout by the time left.
+        """
+        view = copy.copy(self)
+        view.cancel_scope = scope
+        return view
+
+    def with_routing_key(self, key: str | None) -> "HttpEndpoint":
+        """This endpoint, sending ``X-SMG-Routing-Key: key`` with every request.
+
+        Behind sglang-router's ``manual`` policy, requests with one key land
+        on one worker: give a compaction the key its agent's session uses.
+        The copy shares the connection pool and caches.
+        """
+        if not key:
+            return self
+        other = copy.copy(self)
+        other.routing_key = key
+        return other
+
+    def with_token_ids(self, on: bool) -> "HttpEndpoint":
+        """A view that sends prompts as ``input_ids`` (``on``, when the tokenizer allows) or as text.
+
+        Views share the token-id cache, so concurrent compactions with
+        different settings do not change each other's requests.
+        """
+        if on == self.send_token_ids:
+            return self
+        view = copy.copy(self)
+        view.send_token_ids = on
+        return view
+
+    def forget_token_ids(self) -> None:
+        """Forget every remembered segment, so the next prompts are tokenized afresh (all views)."""
+        self._token_ids.forget()
+
+    # ------------------------------------------------------------------ transport
+
+    def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
+        headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
+        if self.routing_key:  # sglang-router's manual policy pins one key to one worker
+            headers[ROUTING_KEY_HEADER] = self.routing_key
+        url = (base or self.base_url) + path
+        timeout = self.timeout_s
+        if self.cancel_scope is not None:
+            self.cancel_scope.check()
+            timeout = self.cancel_scope.timeout(timeout)
+        try:
+            try:
+                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout)
+            except requests.ConnectionError as exc:
+                if not closed_before_answer(exc):
+                    raise
+                # the server closed a kept-alive connection (its idle timeout) as this request went out
+                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout)
+        except requests.Timeout as exc:
+            if self.cancel_scope is not None and self.cancel_scope.cancelled:
+                raise self.cancel_scope.error() from exc
+            raise BackendTimeoutError(f"{url} did not answer within {timeout:g} s") from exc
+        except requests.RequestException as exc:
+            raise BackendUnavailableError(f"{url} unreachable: {exc.__class__.__name__}") from exc
+        if res.status_code != 200:
+            raise http_error(url, res.status_code, res.text)
+        try:
+            return res.json()
+        except ValueError as exc:
+            raise BackendError(f"{url} returned invalid JSON") from exc
+
+    def _generate(self, body: dict):
+        body = self.as_token_ids(body)
+        if self.lora_path is not None:
+            prompt = body.get("text", body.get("input_ids"))
+            n = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else None
+            body["lora_path"] = [self.lora_path] * n if n else self.lora_path
+        return self._request("POST", "/generate", body)
+
+    def as_token_ids(self, body: dict) -> dict:
+        """``body`` with its ``text`` (one or a batch) replaced by ``input_ids``, when enabled.
+
+        The ids are exactly the server's tokenization of each full text; only
+        segments not seen before are sent to ``/tokenize``.
+        """
+        text = body.get("text")
+        if text is None or not self.send_token_ids or not text:
+            return body
+        cache = self._token_id_cache()
+        if cache is None:
+            return body
+        # through this view's own connection: the cache may have been built by another compaction's view
+        batch = [cache.ids(t, self.tokenize) for t in (text if isinstance(text, list) else [text])]
+        if not all(batch):
+            return body  # sglang refuses empty input_ids; an empty prompt goes as text
+        out = {k: v for k, v in body.items() if k != "text"}
+        out["input_ids"] = batch if isinstance(text, list) else batch[0]
+        return out
+
+    @property
+    def token_id_cache(self) -> TokenIdCache | None:
+        """The token-id cache, once built (None before the first prompt, or when text is sent)."""
+        return self._token_ids.cache
+
+    def _token_id_cache(self) -> TokenIdCache | None:
+        """The token-id cache, or None when this server's tokenizer cannot be cut (checked once).
+
+        The check calls ``/tokenize``; no lock is held across it: other
+        threads wait on an event until the first one has decided.
+        """
+        state = self._token_ids
+        while True:
+            with state.lock:
+                if state.mode is False or state.cache is not None:
+                    return state.cache
+                gate, mine = state.deciding, state.deciding is None
+                if mine:
+                    gate = state.deciding = threading.Event()
+            if not mine:
+                gate.wait()
+                continue
+            try:
+                built = self._build_token_id_cache(state.mode)
+                with state.lock:
+                    state.cache = built
+                    if built is None:
+                        state.mode = False
+            finally:
+                with state.lock:
+                    state.deciding = None
+                gate.set()
+
+    def _build_token_id_cache(self, mode: bool | None) -> TokenIdCache | None:
+        prefix = self.tokenize([""], add_special_tokens=True)[0]
+        if self._tokenize_base is not None and not mode:
+            return None  # behind sglang-router: its cache-aware policy routes on the prompt text
+        if concatenates(lambda text: self.tokenize([text], add_special_tokens=True)[0], self.tokenize, prefix):
+            return TokenIdCache(self.tokenize, prefix)
+        if mode:
+            raise ConfigError(f"{self.base_url}: this tokenizer does not split at line starts; "
+                              "send text (token_ids=False)")
+        return None
+
+    # ------------------------------------------------------------------ tokenizer
+
+    def tokenize(self, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]:
+        """Token ids of each text in the server's tokenizer (by default no special tokens added)."""
+        if not texts:
+            return []
+        body = {"prompt": list(texts), "add_special_tokens": add_special_tokens}
+        if self._tokenize_base is None:
+            try:
+                out = self._request("POST", "/tokenize", body)
+            except BackendError as exc:  # sglang-router has no /tokenize: one of its workers tokenizes
+                if "returned HTTP 404" not in str(exc):
+                    raise
+                self._tokenize_base = tokenize_base(self.base_url, self._http, self.api_key, self.timeout_s)
+                if self._tokenize_base == self.base_url:
+                    raise
+        if self._tokenize_base is not None:
+            out = self._request("POST", "/tokenize", body, base=self._tokenize_base)
+        tokens = out["tokens"]
+        return tokens if texts and isinstance(tokens[0], list) else [tokens]
+
+    def single_token(self, text: str) -> bool:
+        """Whether the server's tokenizer encodes ``text`` as one token (the chat markers asked together)."""
+        if text not in self._one_token:
+            asked = list(dict.fromkeys([text, "<|im_start|>", "<|im_end|>", "<think>", "</think>"]))
+            for t, ids in zip(asked, self.tokenize(asked)):
+                self._one_token[t] = len(ids) == 1
+        return self._one_token[text]
+
+    def count_tokens(self, texts: list[str]) -> list[int]:
+        """Length of each text in target tokens."""
+        return [len(t) for t in self.tokenize(texts)]
+
+
+def approx_token_count(texts: list[str]) -> list[int]:
+    """Rough length in tokens (4 characters each) for backends without a tokenizer.
+
+    >>> approx_token_count(["abcdefgh", ""])
+    [2, 0]
+    """
+    return [(len(t) + 3) // 4 for t in texts]
+
+
+def token_counter(backend):
+    """``texts -> token lengths`` in ``backend``'s tokenizer.
+
+    ``count_tokens`` of the backend if it has one; the server's ``/tokenize``
+    for a plain ``RuntimeEndpoint``; otherwise :func:`approx_token_count`.
+    """
+    if hasattr(backend, "count_tokens"):
+        return backend.count_tokens
+    if isinstance(backend, RuntimeEndpoint):
+        url = backend.base_url.rstrip("/") + "/tokenize"
+        headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else {}
+
+        def count(texts: list[str]) -> list[int]:
+            if not texts:
+                return []
+            try:
+                res = requests.post(url, json={"prompt": list(texts), "add_special_tokens": False},
+                                    headers=headers, timeout=60)
+                res.raise_for_status()
+            except requests.RequestException as exc:
+                raise BackendUnavailableError(f"{url}: {exc}") from exc
+            return [int(c) for c in res.json()["count"]]
+
+        return count
+    return approx_token_count

@@ -1,0 +1,11 @@
+"""The pure core, no I/O: prompts (ours, Hermes's, the judge's), the judgement, lines and entries.
+
+``prompts`` builds the drafter's Figure 5 prompt and the target's shared
+prefix, ``hermes_prompt`` Hermes Agent's compressor prompt, ``judge_prompts``
+the rubric and questions, ``judge`` turns label logprobs into a verdict,
+``lines`` checks proposed lines and budgets, ``entries`` splits a summary
+into SJC entries.
+
+May import: ``history`` and the vocabulary.  Must not import: backends,
+programs, methods, service, launch; nothing here sends a request.
+"""

@@ -1,0 +1,161 @@
+"""Label probabilities -> acceptance score -> verdict (SpecCompact eq. 3).
+
+Pure functions only.  The target answers a verification question with one
+token; we read the probability of each label word and compute
+
+    r = p+ / (p+ + p-)            accept iff r >= eta
+
+Each label may have several token forms ("positive", " positive",
+"Positive", ...); a label's probability is its best variant's.  When the
+backend returns only the top-k tokens and a label is missing, the paper's
+rule substitutes min(1 - sum of returned p, smallest returned p).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Callable, Hashable, Iterable, Mapping
+
+from ..errors import LabelTokenError
+
+
+@dataclass(frozen=True)
+class LabelTokens:
+    """Single-token variants of the two judge labels in one tokenizer."""
+
+    positive: tuple[Hashable, ...]  # token ids (or token strings) meaning "supported"
+    negative: tuple[Hashable, ...]  # token ids (or token strings) meaning "unsupported"
+
+    @property
+    def all_ids(self) -> list:
+        """Every variant, positive first: the ``token_ids_logprob`` list."""
+        return [*self.positive, *self.negative]
+
+
+@dataclass(frozen=True)
+class Judgement:
+    """The target's verdict on one proposed line."""
+
+    p_pos: float  # probability of the best positive variant (possibly substituted)
+    p_neg: float  # probability of the best negative variant (possibly substituted)
+    score: float  # r = p_pos / (p_pos + p_neg), 0.0 when both are 0
+    accepted: bool  # score >= eta
+    substituted: tuple[str, ...] = ()  # labels filled in by the missing-label rule
+
+
+def label_variants(word: str) -> list[str]:
+    """Surface forms of a label word, most likely first, without duplicates.
+
+    >>> label_variants("positive")
+    ['positive', ' positive', 'Positive', ' Positive', 'POSITIVE', ' POSITIVE']
+    """
+    w = word.strip()
+    forms = [w, " " + w, w.capitalize(), " " + w.capitalize(), w.upper(), " " + w.upper()]
+    return list(dict.fromkeys(forms))
+
+
+def resolve_label_tokens(
+    positive: str, negative: str, encode: Callable[[str], list[int]]
+) -> LabelTokens:
+    """Find each label's single-token variants with ``encode`` (text -> ids).
+
+    Variants that encode to more than one token are skipped.  A label with no
+    single-token variant, or a token shared by both labels, is a
+    :class:`~sgl_speccompact.errors.LabelTokenError`.
+
+    >>> vocab = {"positive": [5], " positive": [6], "negative": [7], "Positive": [8, 9]}
+    >>> resolve_label_tokens("positive", "negative", lambda t: vocab.get(t, [1, 2]))
+    LabelTokens(positive=(5, 6), negative=(7,))
+    """
+    found = {}
+    for label in (positive, negative):
+        ids = []
+        for form in label_variants(label):
+            toks = list(encode(form))
+            if len(toks) == 1 and toks[0] not in ids:
+                ids.append(toks[0])
+        if not ids:
+            raise LabelTokenError(
+                f"label {label!r} has no single-token variant in the target tokenizer; "
+                "choose another label word",
+                field="config.positive_label" if label == positive else "config.negative_label",
+            )
+        found[label] = tuple(ids)
+    shared = set(found[positive]) & set(found[negative])
+    if shared:
+        raise LabelTokenError(f"labels {positive!r} and {negative!r} share tokens {sorted(shared)}",
+                              field="config.negative_label")
+    return LabelTokens(found[positive], found[negative])
+
+
+def acceptance_score(p_pos: float, p_neg: float) -> float:
+    """r = p+ / (p+ + p-); 0.0 when neither label has mass.
+
+    >>> acceptance_score(0.6, 0.3)
+    0.6666666666666667
+    """
+    total = p_pos + p_neg
+    return p_pos / total if total > 0 else 0.0
+
+
+def verdict(p_pos: float, p_neg: float, eta: float, substituted=()) -> Judgement:
+    """Judgement from two label probabilities.
+
+    >>> verdict(0.2, 0.6, eta=0.7).accepted
+    False
+    """
+    r = acceptance_score(p_pos, p_neg)
+    return Judgement(p_pos, p_neg, r, r >= eta, tuple(substituted))
+
+
+def judge_exact(logprobs: Mapping[Hashable, float], labels: LabelTokens, eta: float) -> Judgement:
+    """Verdict from exact logprobs of every label variant (``token_ids_logprob``).
+
+    >>> j = judge_exact({5: math.log(0.5), 6: math.log(0.3), 7: math.log(0.1)},
+    ...                 LabelTokens((5, 6), (7,)), eta=0.7)
+    >>> round(j.score, 4), j.accepted
+    (0.8333, True)
+    """
+    def best(ids):
+        vals = [math.exp(logprobs[i]) for i in ids if logprobs.get(i) is not None]
+        return max(vals, default=0.0)
+
+    return verdict(best(labels.positive), best(labels.negative), eta)
+
+
+def missing_label_substitute(returned_probs: Iterable[float]) -> float:
+    """The paper's stand-in probability for a label absent from the top-k.
+
+    min(1 - sum of returned p, smallest returned p), never below 0.
+
+    >>> missing_label_substitute([0.5, 0.3, 0.05])
+    0.05
+    >>> round(missing_label_substitute([0.6, 0.35]), 2)
+    0.05
+    """
+    probs = list(returned_probs)
+    if not probs:
+        return 0.0
+    return max(0.0, min(1.0 - sum(probs), min(probs)))
+
+
+def judge_top_k(top: Iterable[tuple[Hashable, float]], labels: LabelTokens, eta: float) -> Judgement:
+    """Verdict from top-k ``(token, logprob)`` pairs, with the missing-label rule.
+
+    >>> top = [(5, math.log(0.6)), (9, math.log(0.3))]
+    >>> j = judge_top_k(top, LabelTokens((5,), (7,)), eta=0.7)
+    >>> round(j.p_neg, 2), j.substituted, j.accepted
+    (0.1, ('negative',), True)
+    """
+    probs = {tok: math.exp(lp) for tok, lp in top if lp is not None}
+    sub = missing_label_substitute(probs.values())
+    p, missing = {}, []
+    for name, ids in (("positive", labels.positive), ("negative", labels.negative)):
+        vals = [probs[i] for i in ids if i in probs]
+        if vals:
+            p[name] = max(vals)
+        else:
+            p[name] = sub
+            missing.append(name)
+    return verdict(p["positive"], p["negative"], eta, missing)

@@ -1,0 +1,193 @@
+"""Line checks, the draft buffer and slot budgets (pure).
+
+These are the "Checks and termination" and "Draft buffering" rules of the
+SpecCompact paper's "Efficient Slot-Parallel Execution" section:
+
+- a line duplicating an accepted line, or longer than the character limit,
+  goes straight to repair (no judge call);
+- a heading (``#...``) or an empty-slot marker such as ``(none)`` is
+  accepted without a judge call; blank lines are kept as formatting;
+- a buffered draft line is used only while the accepted prefix is the one it
+  was drafted from;
+- a slot stops when a proposed addition would exceed its line or token budget.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import Enum
+
+from ..config import CompactConfig
+
+
+class LineKind(str, Enum):
+    """What the checks decide about a proposed line."""
+
+    BLANK = "blank"  # kept as formatting, never judged
+    DUPLICATE = "duplicate"  # same as an accepted line -> repair
+    TOO_LONG = "too_long"  # over max_line_chars -> repair
+    UNJUDGED = "unjudged"  # heading or empty marker -> accept without judge
+    JUDGE = "judge"  # needs the target's verdict
+
+
+def _norm(line: str) -> str:
+    return " ".join(line.split()).lower()
+
+
+def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig) -> LineKind:
+    """Apply the paper's checks, in its order, to one proposed line.
+
+    >>> cfg = CompactConfig()
+    >>> classify_line("- fix bug", ["- fix bug"], cfg).value
+    'duplicate'
+    >>> classify_line("### Done", [], cfg).value, classify_line("(none)", [], cfg).value
+    ('unjudged', 'unjudged')
+    >>> classify_line("- read config.py", [], cfg).value
+    'judge'
+    """
+    if not line.strip():
+        return LineKind.BLANK
+    if _norm(line) in {_norm(a) for a in accepted if a.strip()}:
+        return LineKind.DUPLICATE
+    if len(line) > cfg.max_line_chars:
+        return LineKind.TOO_LONG
+    stripped = line.strip()
+    if stripped.startswith("#") or stripped.lower() in {m.lower() for m in cfg.empty_markers}:
+        return LineKind.UNJUDGED
+    return LineKind.JUDGE
+
+
+def split_draft(text: str, finished: bool) -> tuple[list[str], bool]:
+    """Split one draft completion into complete lines.
+
+    Returns ``(lines, truncated_tail)``.  When the draft hit its token limit
+    (``finished=False``) the text after the last newline is an incomplete line
+    and is dropped; if no newline exists at all, the whole text is returned as
+    one line flagged ``truncated_tail=True`` (too long for one request).
+
+    >>> split_draft("- a\\n- b\\n- c", finished=False)
+    (['- a', '- b'], False)
+    >>> split_draft("- a\\n- b", finished=True)
+    (['- a', '- b'], False)
+    >>> split_draft("- a very long line with no end", finished=False)
+    (['- a very long line with no end'], True)
+    """
+    parts = text.split("\n")
+    if finished:
+        while parts and not parts[-1].strip():
+            parts.pop()
+        return parts, False
+    if len(parts) == 1:
+        return ([parts[0]] if parts[0].strip() else []), bool(parts[0].strip())
+    return parts[:-1], False
+
+
+def split_line(text: str, finish_reason: dict | None) -> tuple[list[str], bool, bool]:
+    """Read a one-line request (``stop="\\n"``) from its ``meta_info.finish_reason``.
+
+    Returns ``(lines, ended, truncated)``.  sglang reports which stop
+    matched: ``"\\n"`` means a complete line, possibly blank (a paragraph
+    break, not the end); an EOS id means the answer ended, after any text;
+    ``length`` means the line was cut off by the token limit.
+
+    >>> split_line("", {"type": "stop", "matched": "\\n"})
+    ([''], False, False)
+    >>> split_line("", {"type": "stop", "matched": 151645}), split_line("- a", {"type": "stop", "matched": 2})
+    (([], True, False), (['- a'], True, False))
+    >>> split_line("- a very long li", {"type": "length", "length": 64})
+    (['- a very long li'], False, True)
+    """
+    reason = finish_reason or {}
+    if reason.get("type") == "length":
+        return ([text] if text.strip() else []), False, bool(text.strip())
+    if reason.get("matched") == "\n":
+        return [text], False, False
+    return ([text] if text.strip() else []), True, False
+
+
+@dataclass(frozen=True)
+class RepairLine:
+    """What a target repair gave, read from its text and ``finish_reason``."""
+
+    line: str | None  # the next line ("" is a paragraph break); None if the answer ended
+    ended: bool  # the answer ended after ``line``
+    truncated: bool  # cut off by the token limit: not a line, never stored
+
+
+def read_repair(text: str, finish_reason: dict | None) -> RepairLine:
+    """Read a repair: the first line of ``text``, told apart by the stop that matched.
+
+    Works with and without line-aware stopping (then the text may hold
+    several lines, and only the first counts).
+
+    >>> read_repair("- a", {"type": "stop", "matched": "\\n"})
+    RepairLine(line='- a', ended=False, truncated=False)
+    >>> read_repair("", {"type": "stop", "matched": "\\n"}).line, read_repair("", {"type": "stop", "matched": 2}).line
+    ('', None)
+    >>> read_repair("- a\\n- b", {"type": "length"}), read_repair("- a lo", {"type": "length"}).truncated
+    (RepairLine(line='- a', ended=False, truncated=False), True)
+    >>> read_repair("- last", {"type": "stop", "matched": 151645})
+    RepairLine(line='- last', ended=True, truncated=False)
+    """
+    if "\n" in text:
+        return RepairLine(text.split("\n", 1)[0], False, False)
+    reason = finish_reason or {}
+    if reason.get("type") == "length":
+        return RepairLine(None, False, True)
+    if reason.get("matched") == "\n":
+        return RepairLine(text, False, False)
+    return RepairLine(text if text.strip() else None, True, False)
+
+
+@dataclass
+class DraftBuffer:
+    """Lines drafted in one call, valid only for the prefix they came from."""
+
+    prefix: tuple[str, ...] = ()  # accepted lines the next buffered line continues
+    lines: list[str] = field(default_factory=list)  # complete lines not yet proposed
+    exhausted: bool = False  # the drafter ended the slot after these lines
+
+    def take(self, accepted: tuple[str, ...]) -> str | None:
+        """Next buffered line if ``accepted`` is still the buffer's prefix.
+
+        >>> b = DraftBuffer((), ["- a", "- b"])
+        >>> b.take(()), b.take(("- a",)), b.take(("- a",))
+        ('- a', '- b', None)
+        """
+        if accepted != self.prefix or not self.lines:
+            return None
+        line = self.lines.pop(0)
+        self.prefix = accepted + (line,)
+        return line
+
+    def done(self, accepted: tuple[str, ...]) -> bool:
+        """True if the drafter finished the slot exactly at ``accepted``."""
+        return self.exhausted and not self.lines and accepted == self.prefix
+
+
+@dataclass
+class SlotBudget:
+    """Lines and tokens a slot has used against its limits."""
+
+    max_lines: int  # non-blank lines allowed (lines)
+    max_tokens: int  # tokens allowed, blank lines included (target tokens)
+    lines: int = 0  # non-blank lines used
+    tokens: int = 0  # tokens used
+
+    def check(self, line: str, tokens: int) -> str | None:
+        """Which limit adding ``line`` (``tokens`` long) would break, if any.
+
+        >>> b = SlotBudget(max_lines=1, max_tokens=10)
+        >>> b.check("- a", 4), b.add("- a", 4), b.check("- b", 1), b.check("", 1), b.check("", 7)
+        (None, None, 'line_budget', None, 'token_budget')
+        """
+        if line.strip() and self.lines + 1 > self.max_lines:
+            return "line_budget"
+        if self.tokens + tokens > self.max_tokens:
+            return "token_budget"
+        return None
+
+    def add(self, line: str, tokens: int) -> None:
+        """Charge ``line`` to the budget."""
+        self.lines += 1 if line.strip() else 0
+        self.tokens += tokens

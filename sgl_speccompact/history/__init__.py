@@ -1,0 +1,15 @@
+"""The input edge, pure: an agent's history in, canonical turns and text out.
+
+``formats`` reads the agent frameworks' files, ``convert`` turns their
+messages into OpenAI messages, ``messages`` validates and renders them,
+``untrusted`` keeps untrusted text data, ``redaction`` removes secrets.
+
+May import: the vocabulary (``config``, ``errors``, ``schema``, ``result``).
+Must not import: any other layer; nothing here sends a request.
+"""
+
+from .formats import list_trials, load_history
+from .messages import ROLES, ToolCall, Turn, environment_outputs, parse_messages, render_history
+
+__all__ = ["ROLES", "ToolCall", "Turn", "environment_outputs", "list_trials", "load_history", "parse_messages",
+           "render_history"]

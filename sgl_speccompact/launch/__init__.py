@@ -1,0 +1,15 @@
+"""``python -m sgl_speccompact.launch``: SGLang servers, an optional sglang-router, and the service.
+
+``cli`` parses the flags, ``plan`` turns defaults, a config file and flags
+into a :class:`~sgl_speccompact.launch.plan.LaunchPlan`, ``run`` starts,
+serves and stops it, ``servers`` starts SGLang servers, ``router`` starts
+sglang-router.
+
+May import: ``service`` and every layer below it.  One exception,
+``launch --emulate``: ``run`` imports the SGLang-API emulator of
+``sgl_speccompact.testing`` lazily, only when asked to emulate.
+"""
+
+from .cli import build_parser, main
+
+__all__ = ["build_parser", "main"]

@@ -1,0 +1,258 @@
+"""``python -m sgl_speccompact.launch``: SGLang servers plus the compaction service.
+
+Starts a target and a drafter SGLang server as child processes, waits for
+each one's ``/health``, then serves :func:`sgl_speccompact.service.app.create_app`
+with uvicorn.  Ctrl-C or SIGTERM stops the service and then every child
+(each runs in its own process group, which is signalled as a whole, so no
+SGLang scheduler or detokenizer process is left behind).
+
+Memory on one GPU
+-----------------
+SGLang sizes weights plus KV cache as ``--mem-fraction-static`` times the GPU
+memory *free when that server starts* (``pre_model_load_memory`` in
+``sglang/srt/distributed/bootstrap.py``; the KV budget is computed in
+``mem_cache/kv_cache_configurator.py``).  So the servers start one after the
+other: the target first, taking its fraction of the whole GPU, then the
+drafter, taking its fraction of what the target left.  The defaults (0.60,
+then 0.45) leave about a fifth of the GPU for both servers' activations
+and CUDA graphs; ``launch/*.toml`` work the arithmetic out per model pair.
+
+Running servers
+---------------
+``--target-url`` / ``--drafter-url`` use servers that already run; a role
+with a URL is not started.  ``--target-url`` may be repeated: the service
+then pins each compaction to one target, chosen round-robin, because all of
+a compaction's requests share one prefix that should stay in one radix
+cache.  An sglang-router URL counts as one target; its cache-aware policy
+keeps requests with a shared prefix on one worker.  (``--dp-size`` replicas
+behind one server balance requests without regard to prefixes, so several
+servers behind ``--target-url`` or a router keep the cache better.)
+
+Scale-out
+---------
+``--target-workers N`` starts N target servers (worker i on GPU i, port
+``target-port + 10 + i``) and then ``sglang-router`` on the target port in
+front of them (``[router]`` in a config file); ``--router-url`` uses a running
+router.  The policy is ``cache_aware``; :mod:`sgl_speccompact.backends.router` says
+what it guarantees and when to use ``manual`` with routing keys instead.
+
+Configuration comes from defaults, then ``--config FILE`` (TOML or JSON, see
+``launch/``), then flags.  ``--dry-run`` prints the server commands and the
+service config and exits.
+
+Without a GPU
+-------------
+``--emulate`` serves the real API on two in-process SGLang-API emulators
+(:mod:`sgl_speccompact.testing`) whose model is scripted: summaries are lines
+echoed from the input, judgements are seeded coin flips.  It is for
+developing clients (such as the Hermes Agent plugin) against the real
+service; nothing it returns is model output.
+
+Modules
+-------
+This module is the command line: flags, pre-start checks, :func:`main`.
+:mod:`sgl_speccompact.launch.plan` turns defaults, the config file and the
+flags into a :class:`LaunchPlan` (and its ``--dry-run`` text);
+:mod:`sgl_speccompact.launch.run` starts, serves and stops it.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import os
+import shutil
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+from ..errors import ConfigError
+from .plan import LaunchPlan, build_plan, format_dry_run, load_config_file  # noqa: F401  (public API)
+from .run import run, run_emulated
+from .router import ROUTER_POLICIES
+from .servers import server_command
+
+
+# -------------------------------------------------------------- checks
+
+
+def cuda_available() -> bool:
+    """Whether a CUDA device is visible: ``nvidia-smi -L``, else ``torch.cuda``.
+
+    torch is imported only here, only when nvidia-smi is missing or fails.
+    """
+    smi = shutil.which("nvidia-smi")
+    if smi:
+        try:
+            res = subprocess.run([smi, "-L"], capture_output=True, text=True, timeout=30)
+            if res.returncode == 0 and "GPU" in res.stdout:
+                return True
+        except (OSError, subprocess.TimeoutExpired):
+            pass
+    try:
+        import torch
+
+        return bool(torch.cuda.is_available())
+    except Exception:  # no torch, or a torch that cannot load its CUDA libraries
+        return False
+
+
+def check_server_flags(argv: list[str]) -> list[str]:
+    """Flags in a launch_server argv that the installed sglang does not know.
+
+    Parses with sglang's own argument parser (``ServerArgs.add_cli_args``);
+    values are not checked beyond what argparse does.
+    """
+    try:
+        from sglang.srt.server_args import ServerArgs
+    except ImportError:  # servers run by another interpreter (--python): it will check them itself
+        return []
+
+    parser = argparse.ArgumentParser(add_help=False)
+    ServerArgs.add_cli_args(parser)
+    tail = argv[argv.index("sglang.launch_server") + 1:] if "sglang.launch_server" in argv else argv
+    with open(os.devnull, "w") as devnull, contextlib.redirect_stderr(devnull):
+        try:
+            _, unknown = parser.parse_known_args(tail)
+        except SystemExit:  # argparse rejected a value; sglang's own message says which
+            return ["(invalid value: run the command for sglang's message)"]
+    return [u for u in unknown if u.startswith("-")]
+
+
+# ------------------------------------------------------------------ CLI
+
+
+def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.ArgumentParser:
+    """Command-line flags (every value defaults to None so the config file can set it)."""
+    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter,
+                                epilog="Extra SGLang flags: --target-arg=--kv-cache-dtype=fp8_e5m2 or "
+                                       "--target-arg '--chunked-prefill-size 8192' (split like a shell).")
+    p.add_argument("--config", help="launch config, TOML or JSON (see launch/)")
+    p.add_argument("--dry-run", action="store_true", help="print the server commands and service config, exit")
+    p.add_argument("--emulate", action="store_true",
+                   help="no GPU: serve on two in-process SGLang-API emulators with a scripted model")
+    g = p.add_argument_group("SGLang servers to start")
+    g.add_argument("--target-model", help="target model path (default Qwen/Qwen3-8B)")
+    g.add_argument("--drafter-model", help="drafter model path (default Qwen/Qwen3-0.6B)")
+    g.add_argument("--drafter-lora", metavar="PATH", help="LoRA adapter for the drafter (--enable-lora --lora-paths)")
+    g.add_argument("--drafter-lora-name", metavar="NAME",
+                   help="adapter name sent as lora_path (default 'drafter'); give it with --drafter-url too")
+    g.add_argument("--server-host", help="interface the SGLang servers bind (default 127.0.0.1)")
+    g.add_argument("--target-port", type=int, help="default 30000")
+    g.add_argument("--drafter-port", type=int, help="default 30001")
+    g.add_argument("--target-mem-fraction", type=float, help="--mem-fraction-static of the target (default 0.60)")
+    g.add_argument("--drafter-mem-fraction", type=float,
+                   help="--mem-fraction-static of the drafter, of the memory the target left (default 0.45)")
+    g.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, help="target tensor parallel")
+    g.add_argument("--dp-size", "--data-parallel-size", dest="dp_size", type=int, help="target data parallel")
+    g.add_argument("--context-length", type=int, help="both servers' --context-length")
+    g.add_argument("--attention-backend", help="both servers' --attention-backend")
+    g.add_argument("--chat-template", help="both servers' frontend chat template name (default: decided from "
+                   "the model type each server reports; an error if it cannot be)")
+    g.add_argument("--target-chat-template", help="the target's frontend chat template (overrides --chat-template)")
+    g.add_argument("--drafter-chat-template", help="the drafter's frontend chat template (overrides --chat-template)")
+    g.add_argument("--target-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
+    g.add_argument("--drafter-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
+    g.add_argument("--python", help="interpreter that runs sglang.launch_server (default: this one)")
+    g.add_argument("--log-dir", help="write each server's output to DIR/<role>.log instead of the terminal")
+    g.add_argument("--no-gpu-check", action="store_true", help="start servers even if no CUDA device is visible")
+    g = p.add_argument_group("scale-out with sglang-router")
+    g.add_argument("--target-workers", type=int, metavar="N",
+                   help="start N target servers (one per GPU, ports target-port+10+i) behind sglang-router")
+    g.add_argument("--router-port", type=int, help="the router's port (default: --target-port)")
+    g.add_argument("--router-policy", choices=ROUTER_POLICIES,
+                   help="routing policy (default cache_aware; manual for X-SMG-Routing-Key sessions)")
+    g.add_argument("--router-arg", action="append", metavar="ARGS", help="extra launch_router flags (repeatable)")
+    g.add_argument("--router-url", help="use this running sglang-router as the target")
+    g.add_argument("--target-tokenizer", metavar="PATH_OR_NAME",
+                   help="the target's tokenizer: its chat template renders the agent-aligned layout")
+    g = p.add_argument_group("running SGLang servers")
+    g.add_argument("--target-url", action="append",
+                   help="use this target server (repeatable: each compaction goes to one, round-robin)")
+    g.add_argument("--drafter-url", help="use this drafter server")
+    g.add_argument("--no-drafter", action="store_true", help="no drafter: serve hermes/openclaw/target_self only")
+    g.add_argument("--upstream-api-key", help="bearer token of the SGLang servers")
+    g = p.add_argument_group("compaction service")
+    g.add_argument("--service-host", help="default 127.0.0.1")
+    g.add_argument("--service-port", type=int, help="default 8000")
+    g.add_argument("--api-key", help="require this bearer token (default: $SGL_SPECCOMPACT_API_KEY, else none)")
+    g.add_argument("--method", help="default method: speccompact | hermes | openclaw | target_self")
+    g.add_argument("--max-body-mb", type=float, help="request body limit in MiB (default 32)")
+    g.add_argument("--max-workers", type=int, help="compactions run at once (default 32)")
+    g.add_argument("--request-timeout", type=float, help="per SGLang request, seconds (default 120)")
+    g.add_argument("--health-wait", type=float, help="seconds to wait for each server's /health (default 1200)")
+    g.add_argument("--compaction-timeout", type=float,
+                   help="whole-compaction deadline in seconds, 0 for none (default 300)")
+    g.add_argument("--upstream-detail", action="store_true",
+                   help="show upstream URLs in error bodies and /health (default: roles only)")
+    return p
+
+
+def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
+    """Entry point of ``python -m sgl_speccompact.launch`` (and ``... serve``).
+
+    With ``serve_only`` no server is started: ``--target-url`` is required.
+    """
+    args = build_parser("python -m sgl_speccompact serve" if serve_only else
+                        "python -m sgl_speccompact.launch").parse_args(argv)
+    if serve_only and not args.target_url:
+        print("serve needs --target-url URL (and --drafter-url URL, or --no-drafter)", file=sys.stderr)
+        return 2
+    if serve_only and not args.drafter_url:
+        args.no_drafter = True
+    if args.emulate:
+        if args.target_url or args.drafter_url or args.dry_run:
+            print("--emulate starts its own emulated servers: drop --target-url/--drafter-url/--dry-run",
+                  file=sys.stderr)
+            return 2
+        return run_emulated(args)
+    try:
+        plan = build_plan(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if args.dry_run:
+        print(format_dry_run(plan))
+        return 0
+    if plan.servers and not args.no_gpu_check and not cuda_available():
+        roles = " and ".join(s.role for s in plan.servers) + (" servers" if len(plan.servers) > 1 else " server")
+        print(f"error: no CUDA device found, so the {roles} cannot start here. Pass --target-url URL and "
+              "--drafter-url URL (or --no-drafter) to use SGLang servers running elsewhere, or use --dry-run "
+              "to see the commands.", file=sys.stderr)
+        return 2
+    for spec in plan.servers:
+        unknown = check_server_flags(server_command(spec, plan.python))
+        if unknown:
+            print(f"error: {spec.role} flags unknown to the installed sglang: {unknown}", file=sys.stderr)
+            return 2
+        if "--disable-radix-cache" in spec.extra_args:
+            print(f"warning: radix cache disabled on the {spec.role}; every request re-prefills the history",
+                  file=sys.stderr)
+    rc = run(plan, log_dir=Path(args.log_dir) if args.log_dir else None)
+    _exit_if_stuck(rc)
+    return rc
+
+
+def _exit_if_stuck(rc: int) -> None:
+    """End the process now if a compaction is still blocked in an upstream request.
+
+    Every compaction was cancelled and given ``shutdown_grace_s`` at
+    shutdown; a request already on the wire still blocks its threads until
+    its timeout, and the interpreter joins thread-pool workers at exit.
+    Stopping within seconds matters more to an operator.
+    """
+    from ..service.runtime import THREAD_NAME
+
+    stuck = [t for t in threading.enumerate() if t is not threading.main_thread() and t.is_alive()
+             and (t.name == THREAD_NAME or not t.daemon)]
+    if stuck:
+        print(f"[launch] {len(stuck)} thread(s) still inside an upstream request; exiting without them",
+              file=sys.stderr, flush=True)
+        sys.stdout.flush()
+        os._exit(rc)
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,288 @@
+"""Launch planning: defaults, then ``--config FILE``, then flags, into a :class:`LaunchPlan`.
+
+Everything :mod:`sgl_speccompact.launch` will start is decided here, before
+anything starts, so ``--dry-run`` can print it (:func:`format_dry_run`).
+Nothing here starts a process; the only I/O is reading the config file.
+
+Config files are TOML or JSON with the sections of :data:`SECTIONS`
+(``launch/*.toml`` are ready ones).  A flag the user gave overrides the
+file, which overrides :data:`DEFAULTS`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shlex
+import sys
+import tomllib
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any
+
+from ..errors import ConfigError
+from .router import ROUTER_POLICIES, RouterSpec, router_command
+from .servers import ServerSpec, server_command
+
+SECTIONS = {
+    "target": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
+               "attention_backend", "chat_template", "extra_args", "urls", "tokenizer"},
+    "router": {"workers", "port", "policy", "url", "cache_threshold", "balance_abs_threshold",
+               "balance_rel_threshold", "extra_args"},
+    "drafter": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
+                "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled"},
+    "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
+                "compaction_timeout_s", "upstream_detail"},
+    "compact": None,  # CompactConfig fields, checked by make_config
+}
+
+DEFAULTS: dict[str, dict[str, Any]] = {
+    "target": {"model_path": "Qwen/Qwen3-8B", "host": "127.0.0.1", "port": 30000, "mem_fraction_static": 0.60,
+               "tp_size": 1, "dp_size": 1, "extra_args": [], "urls": []},
+    "drafter": {"model_path": "Qwen/Qwen3-0.6B", "host": "127.0.0.1", "port": 30001, "mem_fraction_static": 0.45,
+                "tp_size": 1, "dp_size": 1, "extra_args": [], "enabled": True},
+    "router": {"workers": 1, "policy": "cache_aware", "cache_threshold": 0.3, "balance_abs_threshold": 64,
+               "balance_rel_threshold": 1.5, "extra_args": []},
+    "service": {"host": "127.0.0.1", "port": 8000, "method": "speccompact", "max_body_mb": 32.0,
+                "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
+                "compaction_timeout_s": 300.0, "upstream_detail": False},
+    "compact": {},
+}
+
+
+@dataclass(frozen=True)
+class LaunchPlan:
+    """Everything main() will do, decided before anything starts."""
+
+    servers: tuple[ServerSpec, ...]  # servers to start, in start order
+    target_urls: tuple[str, ...]  # target server(s) the service uses
+    drafter_url: str | None  # drafter server (None: target-only methods)
+    drafter_lora_name: str | None  # sent as `lora_path` on drafter requests
+    target_chat_template: str | None  # frontend template name (None: from the served model's type)
+    drafter_chat_template: str | None  # same, drafter
+    service: dict  # host, port, method, limits, timeouts
+    compact: dict  # CompactConfig overrides
+    target_tokenizer: str | None = None  # the target's HF tokenizer (path or hub name): agent-aligned layout
+    router: RouterSpec | None = None  # sglang-router to start in front of the target workers, last
+    api_key: str | None = field(default=None, repr=False)  # service bearer token
+    upstream_api_key: str | None = field(default=None, repr=False)  # SGLang servers' --api-key
+    python: str = sys.executable  # interpreter that runs sglang.launch_server
+
+
+def load_config_file(path: str | os.PathLike) -> dict:
+    """Read a launch config (``.toml`` or ``.json``) and check its keys.
+
+    Raises
+    ------
+    ConfigError
+        Unreadable file, bad syntax, unknown section or key.
+    """
+    p = Path(path)
+    try:
+        text = p.read_text(encoding="utf-8")
+        data = json.loads(text) if p.suffix == ".json" else tomllib.loads(text)
+    except OSError as exc:
+        raise ConfigError(f"cannot read config {p}: {exc.strerror or exc}") from exc
+    except (tomllib.TOMLDecodeError, json.JSONDecodeError) as exc:
+        raise ConfigError(f"config {p} is not valid {p.suffix.lstrip('.') or 'TOML'}: {exc}") from exc
+    for section, values in data.items():
+        if section not in SECTIONS:
+            raise ConfigError(f"config {p}: unknown section [{section}]; known: {sorted(SECTIONS)}")
+        if not isinstance(values, dict):
+            raise ConfigError(f"config {p}: [{section}] must be a table")
+        allowed = SECTIONS[section]
+        unknown = sorted(set(values) - allowed) if allowed is not None else []
+        if unknown:
+            raise ConfigError(f"config {p}: unknown key(s) {unknown} in [{section}]; known: {sorted(allowed)}")
+    return data
+
+
+def _merge(base: dict, override: dict) -> dict:
+    out = {k: dict(v) for k, v in base.items()}
+    for section, values in override.items():
+        out.setdefault(section, {}).update(values)
+    return out
+
+
+def _flag_overrides(a: argparse.Namespace) -> dict:
+    """Sections from command-line flags (only flags the user gave)."""
+    t, d, s = {}, {}, {}
+    pairs = [(t, "model_path", a.target_model), (d, "model_path", a.drafter_model), (d, "lora_path", a.drafter_lora),
+             (d, "lora_name", a.drafter_lora_name), (t, "port", a.target_port), (d, "port", a.drafter_port),
+             (t, "mem_fraction_static", a.target_mem_fraction), (d, "mem_fraction_static", a.drafter_mem_fraction),
+             (t, "tp_size", a.tp_size), (t, "dp_size", a.dp_size), (d, "url", a.drafter_url),
+             (s, "host", a.service_host), (s, "port", a.service_port), (s, "method", a.method),
+             (s, "max_body_mb", a.max_body_mb), (s, "max_workers", a.max_workers),
+             (s, "request_timeout_s", a.request_timeout), (s, "health_wait_s", a.health_wait),
+             (s, "compaction_timeout_s", a.compaction_timeout), (s, "upstream_detail", a.upstream_detail or None)]
+    for sec in (t, d):
+        pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
+                  (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template)]
+    pairs += [(t, "chat_template", a.target_chat_template), (d, "chat_template", a.drafter_chat_template)]
+    for sec, key, value in pairs:
+        if value is not None:
+            sec[key] = value
+    if a.target_url:
+        t["urls"] = list(a.target_url)
+    if a.target_tokenizer:
+        t["tokenizer"] = a.target_tokenizer
+    r = {}
+    for key, value in (("workers", a.target_workers), ("url", a.router_url), ("port", a.router_port),
+                       ("policy", a.router_policy)):
+        if value is not None:
+            r[key] = value
+    if a.no_drafter:
+        d["enabled"] = False
+    return {"target": t, "drafter": d, "service": s, "router": r}
+
+
+def _split_extra(values: list[str]) -> list[str]:
+    return [tok for v in values for tok in shlex.split(v)]
+
+
+def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
+    try:
+        spec = ServerSpec(
+            role=role, model_path=str(sec["model_path"]), host=str(sec["host"]), port=int(sec["port"]),
+            mem_fraction_static=float(sec["mem_fraction_static"]), tp_size=int(sec["tp_size"]),
+            dp_size=int(sec["dp_size"]),
+            context_length=int(sec["context_length"]) if sec.get("context_length") else None,
+            attention_backend=sec.get("attention_backend") or None,
+            lora_path=str(sec["lora_path"]) if sec.get("lora_path") else None,
+            lora_name=str(sec.get("lora_name") or "drafter"),
+            extra_args=tuple(_split_extra(list(sec.get("extra_args") or [])) + extra_cli),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[{role}]: {exc}") from exc
+    if not 0.0 < spec.mem_fraction_static < 1.0:
+        raise ConfigError(f"[{role}] mem_fraction_static must be in (0, 1), got {spec.mem_fraction_static}")
+    return spec
+
+
+def build_plan(args: argparse.Namespace) -> LaunchPlan:
+    """Turn defaults, ``--config`` and flags into a :class:`LaunchPlan`.
+
+    Raises
+    ------
+    ConfigError
+        On an invalid value, a port clash or a bad config file.
+    """
+    from ..config import make_config
+    from ..service.app import resolve_api_key
+
+    if args.upstream_api_key is not None and not args.upstream_api_key.strip():
+        raise ConfigError("is empty; omit it when the SGLang servers need no key", field="--upstream-api-key")
+    merged = DEFAULTS
+    if args.config:
+        merged = _merge(merged, load_config_file(args.config))
+    merged = _merge(merged, _flag_overrides(args))
+    t, d, svc = merged["target"], merged["drafter"], merged["service"]
+    make_config(merged.get("compact") or {})  # fail now, not on the first request
+    target = _spec("target", t, _split_extra(args.target_arg or []))
+    drafter = _spec("drafter", d, _split_extra(args.drafter_arg or []))
+    target_urls = tuple(u.rstrip("/") for u in (t.get("urls") or []))
+    rsec = merged["router"]
+    if rsec.get("url"):
+        target_urls = target_urls or (str(rsec["url"]).rstrip("/"),)
+    drafter_on = bool(d.get("enabled", True))
+    drafter_url = (d.get("url") or "").rstrip("/") or None
+    servers, router = [], None
+    if not target_urls:
+        workers = _int(rsec.get("workers", 1), "router.workers")
+        if workers > 1:
+            servers += target_workers(target, workers)
+            router = _router(rsec, target, servers, _split_extra(args.router_arg or []))
+            target_urls = (router.url,)
+        else:
+            servers.append(target)
+            target_urls = (target.url,)
+    if drafter_on and drafter_url is None:
+        servers.append(drafter)
+        drafter_url = drafter.url
+    ports = [s.port for s in servers] + ([router.port] if router else [])
+    if len(set(ports)) != len(ports):
+        raise ConfigError(f"two servers share a port ({sorted(ports)}); give them distinct ports")
+    if int(svc["port"]) in ports:
+        raise ConfigError(f"service port {svc['port']} clashes with an SGLang server port")
+    lora_named = bool(d.get("lora_path") or d.get("lora_name"))  # an adapter to address by name
+    return LaunchPlan(
+        servers=tuple(servers), router=router, target_urls=target_urls, drafter_url=drafter_url if drafter_on else None,
+        drafter_lora_name=drafter.lora_name if drafter_on and lora_named else None,
+        target_chat_template=t.get("chat_template"), drafter_chat_template=d.get("chat_template"),
+        service={k: svc[k] for k in sorted(SECTIONS["service"])}, compact=dict(merged.get("compact") or {}),
+        api_key=resolve_api_key(args.api_key), upstream_api_key=args.upstream_api_key,
+        python=args.python or sys.executable, target_tokenizer=t.get("tokenizer"),
+    )
+
+
+def _int(value, what: str) -> int:
+    try:
+        n = int(value)
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"{what} must be an integer, got {value!r}") from exc
+    if n < 1:
+        raise ConfigError(f"{what} must be >= 1, got {n}")
+    return n
+
+
+WORKER_PORT_OFFSET = 10  # worker i of the target listens on target.port + 10 + i; the router on target.port
+
+
+def target_workers(target: ServerSpec, n: int) -> list[ServerSpec]:
+    """N copies of the target server, one per GPU (``--base-gpu-id i``), on ports target.port + 10 + i."""
+    return [replace(target, role=f"target{i}", port=target.port + WORKER_PORT_OFFSET + i,
+                    extra_args=target.extra_args + ("--base-gpu-id", str(i * target.tp_size)))
+            for i in range(n)]
+
+
+def _router(sec: dict, target: ServerSpec, workers: list[ServerSpec], extra_cli: list[str]) -> RouterSpec:
+    policy = str(sec.get("policy") or "cache_aware")
+    if policy not in ROUTER_POLICIES:
+        raise ConfigError(f"[router] policy must be one of {list(ROUTER_POLICIES)}, got {policy!r}")
+    try:
+        return RouterSpec(
+            worker_urls=tuple(w.url for w in workers), host=target.host,
+            port=int(sec.get("port") or target.port), policy=policy,
+            cache_threshold=float(sec["cache_threshold"]), balance_abs_threshold=int(sec["balance_abs_threshold"]),
+            balance_rel_threshold=float(sec["balance_rel_threshold"]),
+            model_path=target.model_path if Path(target.model_path).is_dir() else None,
+            extra_args=tuple(_split_extra(list(sec.get("extra_args") or [])) + extra_cli),
+        )
+    except (TypeError, ValueError) as exc:
+        raise ConfigError(f"[router]: {exc}") from exc
+
+
+def service_config(plan: LaunchPlan) -> dict:
+    """The service side of a plan as JSON-ready data (secrets redacted)."""
+    from ..config import make_config
+
+    return {
+        "service": plan.service,
+        "target_urls": list(plan.target_urls),
+        "target_tokenizer": plan.target_tokenizer,
+        "drafter_url": plan.drafter_url,
+        "drafter_lora_name": plan.drafter_lora_name,
+        "chat_template": {"target": plan.target_chat_template, "drafter": plan.drafter_chat_template},
+        "auth": "bearer" if plan.api_key else None,
+        "upstream_auth": "bearer" if plan.upstream_api_key else None,
+        "compact": make_config(plan.compact).model_dump(mode="json"),
+    }
+
+
+def format_dry_run(plan: LaunchPlan) -> str:
+    """What ``--dry-run`` prints: one shell command per server, then the service JSON."""
+    out = []
+    for i, spec in enumerate(plan.servers):
+        when = "starts first" if i == 0 else "starts once the one above is healthy"
+        out.append(f"# {spec.role} server: {when}; ready when {spec.url}/health answers 200")
+        out.append(shlex.join(server_command(spec, plan.python)))
+    if plan.router is not None:
+        out.append(f"# sglang-router ({plan.router.policy}): starts once the workers are healthy; "
+                   f"the service's target is {plan.router.url}")
+        out.append(shlex.join(router_command(plan.router, plan.python)))
+    if not plan.servers:
+        out.append("# no servers to start: using running servers")
+    out.append("# service config")
+    out.append(json.dumps(service_config(plan), indent=2))
+    return "\n".join(out)

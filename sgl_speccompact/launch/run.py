@@ -1,0 +1,154 @@
+"""Running a :class:`~sgl_speccompact.launch.plan.LaunchPlan`: servers up, service, servers down.
+
+:func:`run` starts the plan's SGLang servers one after the other (each
+waits for the previous one's ``/health``, see "Memory on one GPU" in
+:mod:`sgl_speccompact.launch`), then the router if any, then serves the
+compaction service with uvicorn until Ctrl-C, SIGTERM or a server's death,
+and stops every child it started on the way out.  :func:`run_emulated`
+does the same on two in-process SGLang-API emulators.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import signal
+import subprocess
+import sys
+import threading
+import time
+from pathlib import Path
+
+from ..errors import BackendError, ConfigError, LaunchError
+from .plan import LaunchPlan, build_plan
+from .router import start_router
+from .servers import start_server, stop_servers, wait_healthy
+
+
+SHUTDOWN_GRACE_S = 3  # uvicorn's limit on draining open connections at shutdown (seconds)
+
+
+class _Terminated(BaseException):
+    """SIGTERM arrived; unwinds to the cleanup in run()."""
+
+
+def _on_sigterm(signum, frame):
+    raise _Terminated()
+
+
+def _build_app(plan: LaunchPlan, http):
+    from ..backends.endpoint import SpecCompactEndpoint
+    from ..service.app import ServiceLimits, create_app, http_probe
+
+    svc = plan.service
+    timeout = float(svc["request_timeout_s"])
+    targets = [SpecCompactEndpoint(u, api_key=plan.upstream_api_key, chat_template=plan.target_chat_template,
+                                   timeout_s=timeout) for u in plan.target_urls]
+    drafter = None
+    if plan.drafter_url:
+        drafter = SpecCompactEndpoint(plan.drafter_url, api_key=plan.upstream_api_key,
+                                      chat_template=plan.drafter_chat_template,
+                                      lora_path=plan.drafter_lora_name, timeout_s=timeout)
+    deadline = float(svc["compaction_timeout_s"])
+    limits = ServiceLimits(max_body_bytes=int(float(svc["max_body_mb"]) * 2**20),
+                           max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
+                           expose_upstream_urls=bool(svc["upstream_detail"]))
+    return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
+                      default_config=plan.compact, default_method=svc["method"],
+                      health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer)
+
+
+def _watch(procs: list[subprocess.Popen], server, died: list) -> None:
+    while not server.should_exit:
+        for p in procs:
+            if p.poll() is not None:
+                print(f"[launch] an SGLang server (pid {p.pid}) exited with code {p.returncode}; stopping",
+                      file=sys.stderr, flush=True)
+                died.append(p)
+                server.should_exit = True
+                return
+        time.sleep(1.0)
+
+
+def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
+    """Start the plan's servers, serve until stopped, stop the servers.
+
+    Returns
+    -------
+    int
+        Exit status: 0 after a clean stop, 1 on failure, 143 on SIGTERM,
+        130 on Ctrl-C.
+    """
+    import httpx
+    import uvicorn
+
+    procs: list[subprocess.Popen] = []
+    old_term = signal.signal(signal.SIGTERM, _on_sigterm)
+    http = httpx.Client(timeout=10.0)
+    try:
+        for spec in plan.servers:
+            procs.append(start_server(spec, plan.python, log_dir))
+            wait_healthy(spec.url, procs[-1], timeout_s=float(plan.service["health_wait_s"]),
+                         get=http.get, label=spec.role)
+        if plan.router is not None:
+            log = (log_dir / "router.log") if log_dir else None
+            if log_dir:
+                log_dir.mkdir(parents=True, exist_ok=True)
+            procs.append(start_router(plan.router, plan.python, log))
+            wait_healthy(plan.router.url, procs[-1], timeout_s=float(plan.service["health_wait_s"]),
+                         get=http.get, label="router")
+        app = _build_app(plan, http)
+        # a bounded graceful shutdown: open streams and stuck clients do not hold SIGTERM up
+        server = uvicorn.Server(uvicorn.Config(app, host=plan.service["host"], port=int(plan.service["port"]),
+                                               log_level="info", timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+        died: list = []
+        threading.Thread(target=_watch, args=(procs, server, died), daemon=True).start()
+        print(f"[launch] service on http://{plan.service['host']}:{plan.service['port']} "
+              f"(POST /v1/compact, GET /health, GET /metrics)", file=sys.stderr, flush=True)
+        server.run()
+        return 1 if died else 0
+    except (LaunchError, BackendError, ConfigError) as exc:
+        print(f"[launch] error: {exc}", file=sys.stderr, flush=True)
+        return 1
+    except KeyboardInterrupt:
+        return 130
+    except _Terminated:
+        return 143
+    finally:
+        if procs:
+            print("[launch] stopping SGLang servers", file=sys.stderr, flush=True)
+            stop_servers(procs)
+        http.close()
+        signal.signal(signal.SIGTERM, old_term)
+
+
+# ------------------------------------------------------------------ emulated servers
+
+EMULATE_BANNER = (
+    "[launch] EMULATED: target and drafter are SGLang-API emulators on this CPU with a SCRIPTED model "
+    "(ControlledAcceptancePolicy): summaries are lines echoed from the input and judgements are seeded "
+    "coin flips, not model output. Use it to develop clients against the real API."
+)
+EMULATED_MODELS = (("target", "Qwen/Qwen3-8B", 0), ("drafter", "Qwen/Qwen3-0.6B", 1))  # role, reported path, seed
+
+
+def run_emulated(args: argparse.Namespace) -> int:
+    """``--emulate``: the service on a target and a drafter emulator started in this process."""
+    from ..testing import ControlledAcceptancePolicy, EmulatedServer, default_tokenizer
+
+    print(EMULATE_BANNER, file=sys.stderr, flush=True)
+    with contextlib.ExitStack() as stack:
+        tokenizer, name = default_tokenizer()
+        urls = {role: stack.enter_context(EmulatedServer(tokenizer, policy=ControlledAcceptancePolicy(seed=seed),
+                                                         model_path=path)).url
+                for role, path, seed in EMULATED_MODELS}
+        print(f"[launch] emulated target on {urls['target']}, drafter on {urls['drafter']} ({name} tokenizer)",
+              file=sys.stderr, flush=True)
+        args.target_url, args.drafter_url, args.no_drafter = [urls["target"]], urls["drafter"], False
+        args.drafter_lora_name = args.drafter_lora_name or "drafter"
+        try:
+            plan = build_plan(args)
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
+        return run(plan)

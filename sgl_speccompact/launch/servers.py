@@ -1,0 +1,150 @@
+"""SGLang servers as child processes: the command line, start, health, stop.
+
+Each server runs in its own session, so it leads a process group holding
+SGLang's scheduler and detokenizer too; :func:`stop_servers` signals the
+whole group, and a Linux parent-death signal covers a launcher that is
+killed outright.  :mod:`sgl_speccompact.launch` decides what to start.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import ctypes
+import os
+import shlex
+import signal
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+from ..errors import LaunchError
+
+
+@dataclass(frozen=True)
+class ServerSpec:
+    """One SGLang server to start."""
+
+    role: str  # "target" or "drafter"
+    model_path: str  # Hugging Face id or local directory
+    host: str  # interface the server binds
+    port: int  # its HTTP port
+    mem_fraction_static: float  # weights + KV cache, as a share of GPU memory free at its start
+    tp_size: int = 1  # tensor-parallel GPUs
+    dp_size: int = 1  # data-parallel replicas
+    context_length: int | None = None  # max tokens per request (model default when None)
+    attention_backend: str | None = None  # SGLang attention kernels (SGLang's choice when None)
+    lora_path: str | None = None  # LoRA adapter directory, served as `lora_name`
+    lora_name: str = "drafter"  # adapter name the service sends as `lora_path`
+    extra_args: tuple[str, ...] = ()  # further launch_server flags, verbatim
+
+    @property
+    def url(self) -> str:
+        host = "127.0.0.1" if self.host in ("0.0.0.0", "::") else self.host
+        return f"http://{host}:{self.port}"
+
+
+def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
+    """The ``sglang.launch_server`` argv for one server.
+
+    Radix caching stays on (no ``--disable-radix-cache``): every SpecCompact
+    request reuses the history prefix.  The schedule policy is ``lpm`` unless
+    the extras set one: under sglang's cache-aware policies, requests in one
+    batch that share a prefix not yet cached are held back until one of them
+    has cached it (``_compute_prefix_matches`` in ``managers/schedule_policy.py``),
+    which SJC's batched judge request and the first drafts rely on.  A LoRA
+    drafter is served under ``spec.lora_name``, the name the service sends as
+    ``lora_path``.
+
+    >>> server_command(ServerSpec("target", "Qwen/Qwen3-8B", "127.0.0.1", 30000, 0.55), "python")[:5]
+    ['python', '-m', 'sglang.launch_server', '--model-path', 'Qwen/Qwen3-8B']
+    """
+    cmd = [python, "-m", "sglang.launch_server", "--model-path", spec.model_path, "--host", spec.host,
+           "--port", str(spec.port), "--mem-fraction-static", f"{spec.mem_fraction_static:g}"]
+    if spec.tp_size != 1:
+        cmd += ["--tp-size", str(spec.tp_size)]
+    if spec.dp_size != 1:
+        cmd += ["--dp-size", str(spec.dp_size)]
+    if spec.context_length:
+        cmd += ["--context-length", str(spec.context_length)]
+    if spec.attention_backend:
+        cmd += ["--attention-backend", spec.attention_backend]
+    if spec.lora_path:
+        cmd += ["--enable-lora", "--lora-paths", f"{spec.lora_name}={spec.lora_path}"]
+    if not any(a.split("=")[0] == "--schedule-policy" for a in spec.extra_args):
+        cmd += ["--schedule-policy", "lpm"]
+    return cmd + list(spec.extra_args)
+
+
+def _die_with_parent() -> None:  # runs in the child between fork and exec
+    with contextlib.suppress(Exception):  # Linux only: SIGTERM the child even if the launcher is SIGKILLed
+        ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
+
+
+def start_server(spec: ServerSpec, python: str, log_dir: Path | None = None) -> subprocess.Popen:
+    """Start one SGLang server in its own process group."""
+    cmd = server_command(spec, python)
+    print(f"[launch] starting {spec.role}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
+    # a new session makes the child a process-group leader: stop_servers signals the whole
+    # group (SGLang's scheduler and detokenizer too), and the terminal's Ctrl-C reaches only us
+    popen = dict(stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
+    if log_dir is None:
+        return subprocess.Popen(cmd, **popen)
+    log_dir.mkdir(parents=True, exist_ok=True)
+    with open(log_dir / f"{spec.role}.log", "ab") as out:  # the child keeps its own copy
+        return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, **popen)
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None, *, timeout_s: float, get: Callable,
+                 label: str, poll_s: float = 2.0) -> None:
+    """Poll ``url/health`` until it answers 200.
+
+    Raises
+    ------
+    LaunchError
+        When ``proc`` exits first or ``timeout_s`` passes.
+    """
+    t0 = time.monotonic()
+    last_note = t0
+    while True:
+        if proc is not None and proc.poll() is not None:
+            raise LaunchError(f"{label} server exited with code {proc.returncode} before it became healthy "
+                              "(its output is above, or in --log-dir)")
+        try:
+            if get(f"{url}/health").status_code == 200:
+                print(f"[launch] {label} healthy at {url} after {time.monotonic() - t0:.0f} s",
+                      file=sys.stderr, flush=True)
+                return
+        except Exception:  # not listening yet
+            pass
+        now = time.monotonic()
+        if now - t0 > timeout_s:
+            raise LaunchError(f"{label} server at {url} not healthy after {timeout_s:g} s")
+        if now - last_note >= 30:
+            print(f"[launch] waiting for {label} at {url}/health ({now - t0:.0f} s)", file=sys.stderr, flush=True)
+            last_note = now
+        time.sleep(poll_s)
+
+
+def stop_servers(procs: list[subprocess.Popen], grace_s: float = 30.0) -> None:
+    """SIGTERM each child's process group, then SIGKILL what is left after ``grace_s``."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        for p in procs:
+            with contextlib.suppress(ProcessLookupError, PermissionError):
+                os.killpg(p.pid, sig)  # the group: SGLang's scheduler and detokenizer too
+        deadline = time.monotonic() + grace_s
+        for p in procs:
+            with contextlib.suppress(subprocess.TimeoutExpired):
+                p.wait(timeout=max(0.1, deadline - time.monotonic()))
+        if all(p.poll() is not None and not _group_alive(p.pid) for p in procs):
+            return
+
+
+def _group_alive(pgid: int) -> bool:
+    try:
+        os.killpg(pgid, 0)
+        return True
+    except (ProcessLookupError, PermissionError):
+        return False

@@ -1,0 +1,15 @@
+"""Where methods are chosen: one pipeline, its registry, SpecCompact, the baselines and SJC.
+
+``pipeline`` validates and renders once, runs the method's program and
+assembles the summary; ``registry`` selects a method by name
+(:func:`run_method`); ``speccompact`` and ``baselines`` are the registered
+methods; ``assembly`` checks budgets and builds the result;
+``source_judge`` is the SJC post-filter.
+
+May import: ``programs``, ``backends``, ``core``, ``history`` and the
+vocabulary.  Must not import: service, launch, cli.
+"""
+
+from .registry import METHODS, run_method
+
+__all__ = ["METHODS", "run_method"]

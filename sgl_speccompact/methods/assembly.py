@@ -1,0 +1,151 @@
+"""From what a method wrote to a checked summary.
+
+Two shapes reach this module: slot results (SpecCompact, Target-self),
+assembled in schema order, and one generated text (Hermes-style,
+OpenClaw-style), whose ``## `` sections are reported as slots.  Either
+way the summary is checked against ``max_summary_tokens`` here and only
+here; an over-budget or cut-off summary raises
+:class:`~sgl_speccompact.errors.SummaryBudgetError`, never returns.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Callable
+
+from ..config import CompactConfig
+from ..errors import BackendError, SummaryBudgetError
+from ..core.prompts import assemble
+from ..result import LineOrigin, SlotResult, SummaryLine
+from ..schema import Slot
+
+Counter = Callable[[list[str]], list[int]]  # texts -> length in target tokens
+
+
+@dataclass(frozen=True)
+class OneShot:
+    """A whole summary written by one target generation."""
+
+    text: str  # the generated text, as returned
+    meta: dict = field(default_factory=dict)  # its meta_info (finish_reason, completion_tokens)
+    names: dict[str, str] | None = None  # section title -> slot name; other titles are slugged
+    max_tokens: int | None = None  # the generation cap it ran under (None: cfg.monolithic_max_tokens)
+    budget: int | None = None  # its summary token budget (None: cfg.max_summary_tokens)
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """A summary within budget and the slots it is reported as."""
+
+    summary: str  # the full summary, ending in a newline
+    tokens: int  # its length in target tokens
+    slots: list[SlotResult]  # one per section, in summary order
+    truncated: bool = False  # cut off by the generation cap (only with cfg.report_cut_off)
+
+
+def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactConfig,
+               count: Counter) -> Assembled:
+    """Assemble slot results in schema order and enforce the summary budget."""
+    bodies = {r.name: [line.text for line in r.lines] for r in results}
+    summary = assemble(slots, bodies)
+    tokens = count([summary])[0]
+    if tokens > cfg.max_summary_tokens:
+        raise SummaryBudgetError(tokens, cfg.max_summary_tokens)
+    return Assembled(summary, tokens, list(results))
+
+
+def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled:
+    """Check a one-shot summary against the budgets and split it into sections.
+
+    A generation cut off by its cap is incomplete: it raises like an
+    over-budget summary, or with ``cfg.report_cut_off`` comes back marked
+    ``truncated`` (benchmarks report it instead of failing).  An empty one
+    is a backend error.
+    """
+    cut = (written.meta.get("finish_reason") or {}).get("type") == "length"
+    if cut and not cfg.report_cut_off:
+        used = int(written.meta.get("completion_tokens") or 0) or count([written.text])[0]
+        raise SummaryBudgetError(used, written.max_tokens or cfg.monolithic_max_tokens)
+    summary = written.text.strip()
+    if not summary:
+        raise BackendError("the target returned an empty summary")
+    summary += "\n"
+    tokens = count([summary])[0]
+    budget = written.budget or cfg.max_summary_tokens
+    if tokens > budget and not cut:
+        raise SummaryBudgetError(tokens, budget)
+    parts = sections(summary, written.names)
+    sizes = count(["".join(line + "\n" for line in body) for _, _, body in parts])
+    slots = [SlotResult(name=name, title=title, stop_reason="complete", tokens=n,
+                        lines=[SummaryLine(text=line, origin=LineOrigin.TARGET) for line in body])
+             for (name, title, body), n in zip(parts, sizes)]
+    return Assembled(summary, tokens, slots, truncated=cut)
+
+
+def section_events(slots: list[SlotResult]) -> list[dict]:
+    """The progress events of finished sections: each one's lines, then its ``slot_done``.
+
+    >>> s = SlotResult(name="goal", title="Goal", stop_reason="complete",
+    ...                lines=[SummaryLine(text="- a", origin=LineOrigin.TARGET)])
+    >>> [e["type"] for e in section_events([s])]
+    ['line', 'slot_done']
+    """
+    events = []
+    for slot in slots:
+        content = [line for line in slot.lines if line.text.strip()]
+        events += [{"type": "line", "slot": slot.name, "text": line.text, "origin": line.origin.value,
+                    "score": line.score} for line in content]
+        events.append({"type": "slot_done", "slot": slot.name, "stop_reason": slot.stop_reason,
+                       "lines": len(content)})
+    return events
+
+
+# ---------------------------------------------------------------- sections of a text (pure)
+
+
+def slug(title: str) -> str:
+    """A slot-style name for a section title.
+
+    >>> slug("Constraints & Preferences")
+    'constraints_preferences'
+    """
+    return re.sub(r"[^a-z0-9]+", "_", title.lower()).strip("_") or "section"
+
+
+def sections(summary: str, names: dict[str, str] | None = None) -> list[tuple[str, str, list[str]]]:
+    """``(name, title, body lines)`` of each ``## `` section of a summary, in order.
+
+    ``names`` maps known titles to slot names; other titles are slugged.
+    Text before the first heading is a section titled ``Preamble``; a
+    summary without headings is one section titled ``Summary``.
+
+    >>> sections("## Goal\\n- a\\n\\n## Next Steps\\n1. b\\n", {"Goal": "goal"})
+    [('goal', 'Goal', ['- a']), ('next_steps', 'Next Steps', ['1. b'])]
+    """
+    names = names or {}
+    parts: list[tuple[str | None, list[str]]] = [(None, [])]
+    for line in summary.split("\n"):
+        if line.startswith("## "):
+            parts.append((line[3:].strip(), []))
+        else:
+            parts[-1][1].append(line)
+    out = []
+    for title, body in parts:
+        body = trim(body)
+        if title is None:
+            if not body:
+                continue
+            title = "Summary" if len(parts) == 1 else "Preamble"
+        out.append((names.get(title, slug(title)), title, body))
+    return out
+
+
+def trim(lines: list[str]) -> list[str]:
+    """Without leading and trailing blank lines.
+
+    >>> trim(["", "- a", "", "- b", " "])
+    ['- a', '', '- b']
+    """
+    keep = [i for i, line in enumerate(lines) if line.strip()]
+    return lines[keep[0]:keep[-1] + 1] if keep else []

@@ -1,0 +1,299 @@
+"""Baselines on SpecCompact's interface (paper "Experiments", Tables 1-3).
+
+* **Hermes**: one target generation with hermes-agent 0.19.0's compressor
+  prompt (:mod:`~sgl_speccompact.core.hermes_prompt`: its transcript format,
+  thirteen sections, length target and date rule, in our words), sent as
+  one user message like Hermes sends it.
+* **OpenClaw-style**: one target generation of the six-slot summary (any
+  schema), conversation wrapped in ``<conversation>`` tags.
+* **Target-self**: SpecCompact's slot-parallel layout -- the same shared
+  prefix, prefilled once by the fork, and one branch per slot -- but the
+  target writes each slot itself in one generation: no drafter, no judge.
+
+All three return a :class:`~sgl_speccompact.result.CompactionResult`, take
+a previous summary (the monolithic ones switch to their update prompt;
+Target-self puts it in the shared prefix) and a focus topic, and can run
+Source-Judged Compaction afterwards.  OpenClaw-style and Target-self keep
+the 2,048-token summary budget.  Hermes, like hermes-agent, has only its
+prompt's length target (``max(2000, min(20% of the turns, 5% of
+cfg.agent_context_tokens, 10000))`` tokens); SGLang needs a generation cap,
+so it gets ``hermes_cap_ratio`` times that target.
+
+A monolithic summary cut off by its cap is incomplete, so it raises
+:class:`~sgl_speccompact.errors.SummaryBudgetError`, or with
+``report_cut_off`` comes back with ``truncated=True`` (the benchmarks
+report it instead of failing).  Its ``## `` sections are reported as slots
+(lines origin ``target_written``).  Progress events for the monolithic
+methods are sent after the single generation: each section's ``line``
+events, then its ``slot_done``.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any, Callable
+
+import sglang as sgl
+
+from .assembly import OneShot, sections, slug, trim  # noqa: F401 - sections, slug: public here too
+from .speccompact import run_slots, slot_context
+from ..config import CompactConfig
+from ..core.lines import SlotBudget, split_draft
+from .pipeline import Job, register, run
+from ..core.hermes_prompt import hermes_prompt, rough_tokens, summary_target, transcript
+from ..programs.steps import SlotContext, end_states, fork_slots, open_slot, result_of, run_concurrently
+from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
+from ..result import CompactionResult, LineOrigin, SlotResult, SummaryLine
+from ..schema import Slot
+
+# ---------------------------------------------------------------- sampling, defined once
+
+
+def monolithic_sampling(cfg: CompactConfig, max_tokens: int | None = None) -> dict:
+    """``gen`` arguments of a one-shot summary: greedy, up to ``max_tokens`` (``monolithic_max_tokens``)."""
+    return {"max_tokens": max_tokens or cfg.monolithic_max_tokens, "temperature": 0.0}
+
+
+def hermes_cap(target_tokens: int, cfg: CompactConfig) -> int:
+    """Hermes's generation cap: hermes-agent sends none, SGLang needs one; ``hermes_cap_ratio`` x the target.
+
+    >>> from ..config import make_config
+    >>> hermes_cap(2000, make_config())
+    4000
+    """
+    return int(target_tokens * cfg.hermes_cap_ratio)
+
+
+def slot_sampling(cfg: CompactConfig) -> dict:
+    """``gen`` arguments of a Target-self slot: greedy, up to the slot's token budget."""
+    return {"max_tokens": cfg.max_tokens_per_slot, "temperature": 0.0}
+
+
+# ---------------------------------------------------------------- programs
+
+
+def answer(s, system: str, prompt: str, assistant_prefix: str, sampling: dict) -> None:
+    """System and user turn, then the assistant writes ``summary``."""
+    s += sgl.system(system)
+    s += sgl.user(prompt)
+    s += sgl.assistant_begin()
+    s += assistant_prefix
+    s += sgl.gen("summary", **sampling)
+
+
+@sgl.function
+def hermes_program(s, prompt, assistant_prefix, sampling):
+    """Hermes: one user message and no system turn, as hermes-agent sends it; one generation."""
+    s += sgl.user(prompt)
+    s += sgl.assistant_begin()
+    s += assistant_prefix
+    s += sgl.gen("summary", **sampling)
+
+
+@sgl.function
+def openclaw_program(s, history, slots, previous_summary, focus, assistant_prefix, sampling):
+    """OpenClaw-style: every slot of the schema in one generation."""
+    answer(s, SUMMARIZER_SYSTEM, openclaw_prompt(history, slots, previous_summary, focus), assistant_prefix,
+           sampling)
+
+
+@sgl.function
+def target_self_program(s, shared, ctx):
+    """Target-self: shared prefix, one fork per slot, one generation per slot.
+
+    Returns the :class:`SlotResult` of every slot in schema order.
+    """
+    branches = fork_slots(s, shared, ctx)
+    try:
+        return run_concurrently(
+            [lambda b=b, slot=slot: write_slot(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
+            ctx.cancel,
+        )
+    finally:
+        end_states(branches)
+
+
+def write_slot(s, slot: Slot, ctx: SlotContext) -> SlotResult:
+    """The target writes one slot in one generation, capped at the slot budget."""
+    open_slot(s, slot, ctx)
+    if ctx.cancel.is_set():
+        return SlotResult(name=slot.name, title=slot.title, stop_reason="cancelled")
+    t0 = time.perf_counter()
+    s += sgl.gen("slot", **slot_sampling(ctx.cfg))
+    text, meta = result_of(s, "slot")
+    ctx.recorder.time("generate", time.perf_counter() - t0)
+    ctx.recorder.request("target", "generate", meta)
+    finished = (meta.get("finish_reason") or {}).get("type") != "length"
+    lines, truncated = split_draft(text, finished)
+    result = cap_slot(slot, [] if truncated else lines, ctx.count_tokens, ctx.cfg)
+    if not finished and result.stop_reason == "complete":
+        result.stop_reason = "token_budget"  # the generation itself hit the slot's token cap
+    for line in result.lines:
+        if line.text.strip():
+            ctx.emit(type="line", slot=slot.name, text=line.text, origin=LineOrigin.TARGET.value, score=None)
+    ctx.emit(type="slot_done", slot=slot.name, stop_reason=result.stop_reason,
+             lines=sum(1 for line in result.lines if line.text.strip()))
+    return result
+
+
+def cap_slot(slot: Slot, lines: list[str], count: Callable[[list[str]], list[int]],
+             cfg: CompactConfig) -> SlotResult:
+    """Keep the leading lines that fit the slot's line and token budgets.
+
+    Leading and trailing blank lines are dropped; ``stop_reason`` names the
+    budget that cut the slot, or ``complete``.
+    """
+    lines = trim(lines)
+    tokens = count([line + "\n" for line in lines]) if lines else []
+    budget = SlotBudget(cfg.max_lines_per_slot, cfg.max_tokens_per_slot)
+    result = SlotResult(name=slot.name, title=slot.title, stop_reason="complete")
+    kept: list[int] = []  # tokens of each kept line
+    for line, n in zip(lines, tokens):
+        over = budget.check(line, n)
+        if over:
+            result.stop_reason = over
+            break
+        budget.add(line, n)
+        kept.append(n)
+        result.lines.append(SummaryLine(text=line, origin=LineOrigin.TARGET))
+    while result.lines and not result.lines[-1].text.strip():  # cut right after a blank line
+        result.lines.pop()
+        kept.pop()
+    result.tokens = sum(kept)
+    return result
+
+
+# ---------------------------------------------------------------- registered methods
+
+
+def hermes_request(job: Job, today: str | None = None) -> tuple[str, int]:
+    """The prompt of a Hermes compaction and its summary length target (tokens).
+
+    The target is hermes-agent's, from the rough size of the turns and the
+    agent's context window ``cfg.agent_context_tokens``.
+    """
+    target_tokens = summary_target(rough_tokens(job.turns), job.cfg.agent_context_tokens)
+    prompt = hermes_prompt(transcript(job.turns), job.previous_summary, target_tokens=target_tokens,
+                           today=today, focus=job.focus)
+    return prompt, target_tokens
+
+
+def _one_shot(job: Job, program, names: dict[str, str] | None = None, max_tokens: int | None = None,
+              budget: int | None = None, **kwargs) -> OneShot:
+    """Run a one-shot program and count its single generation."""
+    t0 = time.perf_counter()
+    state = program.run(assistant_prefix=getattr(job.target, "assistant_prefix", ""),
+                        sampling=monolithic_sampling(job.cfg, max_tokens), backend=job.target, **kwargs)
+    text, meta = result_of(state, "summary")
+    job.recorder.time("generate", time.perf_counter() - t0)
+    job.recorder.request("target", "generate", meta)
+    return OneShot(text=text, meta=meta, names=names, max_tokens=max_tokens, budget=budget)
+
+
+@register("hermes", fixed_sections="Hermes Agent's fixed sections")
+def hermes_method(job: Job) -> OneShot:
+    """Hermes: hermes-agent's prompt and length target, the whole summary in one generation.
+
+    Like hermes-agent, no summary budget beyond the prompt's target; the
+    generation cap is :func:`hermes_cap`.
+    """
+    prompt, target_tokens = hermes_request(job)
+    cap = hermes_cap(target_tokens, job.cfg)
+    return _one_shot(job, hermes_program, max_tokens=cap, budget=cap, prompt=prompt)
+
+
+@register("openclaw")
+def openclaw_method(job: Job) -> OneShot:
+    """OpenClaw-style: every slot of the schema in one generation."""
+    return _one_shot(job, openclaw_program, names={s.title: s.name for s in job.slots}, slots=job.slots,
+                     history=job.history, previous_summary=job.previous_summary, focus=job.focus)
+
+
+@register("target_self")
+def target_self_method(job: Job) -> list[SlotResult]:
+    """Target-self: the shared prefix, one fork per slot, the target writes each slot."""
+    return run_slots(job, target_self_program, slot_context(job))
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
+                 previous_summary: str | None = None, source_judge: bool = False,
+                 on_event: Callable[[dict], None] | None = None, focus: str | None = None) -> CompactionResult:
+    """Compact a history the way Hermes Agent's compressor does: one generation.
+
+    Parameters
+    ----------
+    messages : list of dict
+        OpenAI chat messages; read only.
+    target : sglang backend or str
+        The target model (a backend or a base URL).
+    config : CompactConfig or dict, optional
+        ``agent_context_tokens`` sets the length target, ``hermes_cap_ratio``
+        the generation cap; ``report_cut_off`` returns a cut-off summary
+        marked ``truncated`` instead of raising.
+    previous_summary : str, optional
+        Summary of earlier turns: the prompt becomes Hermes's update form.
+    source_judge : bool
+        Run Source-Judged Compaction on the summary.
+    on_event : callable, optional
+        ``line`` and ``slot_done`` events per section, sent after the generation.
+    focus : str, optional
+        Focus topic (untrusted text, quoted); Hermes's focus block ends the prompt.
+
+    Returns
+    -------
+    CompactionResult
+        ``method="hermes"``; one target request (kind ``generate``), plus
+        the judge request with ``source_judge``.
+
+    Raises
+    ------
+    InvalidHistoryError, ConfigError, BackendError, SummaryBudgetError
+    """
+    return run("hermes", messages, target=target, config=config, previous_summary=previous_summary,
+               source_judge=source_judge, on_event=on_event, focus=focus)
+
+
+def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
+                   schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
+                   source_judge: bool = False, on_event: Callable[[dict], None] | None = None,
+                   focus: str | None = None) -> CompactionResult:
+    """Compact a history with OpenClaw's six-slot summary in one generation.
+
+    Parameters are those of :func:`hermes_style`, plus ``schema`` (the
+    summary sections; the six OpenClaw slots when omitted).  Sections whose
+    heading matches a slot title get that slot's name.
+
+    Returns
+    -------
+    CompactionResult
+        ``method="openclaw"``; one target request (kind ``generate``), plus
+        the judge request with ``source_judge``.
+    """
+    return run("openclaw", messages, target=target, config=config, schema=schema,
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event, focus=focus)
+
+
+def target_self(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
+                schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
+                source_judge: bool = False, on_event: Callable[[dict], None] | None = None,
+                focus: str | None = None) -> CompactionResult:
+    """Compact a history slot-parallel with the target alone.
+
+    Same shared prefix and fork as SpecCompact; each slot is one target
+    generation of at most ``max_tokens_per_slot`` tokens, kept up to the
+    slot's line and token budgets (a line cut by the cap is dropped).
+
+    Parameters are those of :func:`openclaw_style`; ``on_event`` gets
+    ``line`` and ``slot_done`` events as each slot finishes.
+
+    Returns
+    -------
+    CompactionResult
+        ``method="target_self"``; one prefill (the fork) plus one
+        ``generate`` per slot, plus the judge request with ``source_judge``.
+    """
+    return run("target_self", messages, target=target, config=config, schema=schema,
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event, focus=focus)

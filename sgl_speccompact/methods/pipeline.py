@@ -1,0 +1,173 @@
+"""One path for every compaction method.
+
+::
+
+    messages -> validate + render once -> method program -> assemble + budget -> [SJC]
+                (Job)                      (registered)     (assembly.py)        (source_judge.py)
+
+A method is a small program registered by name: it reads a :class:`Job`
+(config, schema, rendered history, connected backends, stats) and returns
+either its slot results or one generated text (:class:`~.assembly.OneShot`).
+Everything else -- argument checks, history parsing, label resolution,
+assembly, the summary budget, Source-Judged Compaction and the wall time --
+happens here, once, the same way for every method.
+
+A slot-parallel method records its shared target prefix in
+``Job.shared_prefix``; SJC then judges on branches of that prefix (already
+in the target's radix cache) instead of prefilling the record again.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any, Callable
+
+from .assembly import Assembled, OneShot, from_slots, from_text, section_events
+from ..config import CompactConfig, make_config
+from ..backends.endpoint import connect
+from ..backends.http import token_counter
+from ..errors import ConfigError, UnknownMethodError
+from ..history.messages import Turn, parse_messages, render_history
+from ..backends.layout import LayoutPlan, plan_layout
+from ..history.redaction import add_counts, redact, redact_messages, redact_turns
+from ..result import CompactionResult, SlotResult, StatsRecorder
+from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
+from .source_judge import SharedPrefix, check_labels, source_judge_result
+from ..history.untrusted import neutralise
+
+
+@dataclass
+class Job:
+    """One compaction's inputs, validated and rendered once; what a method program reads."""
+
+    method: str  # registered name of the method
+    cfg: CompactConfig  # budgets, thresholds, labels
+    slots: tuple[Slot, ...]  # the schema, in summary order (the OpenClaw slots by default)
+    turns: tuple[Turn, ...]  # the parsed history
+    history: str  # the rendered history, as every prompt embeds it
+    target: Any  # connected target backend
+    drafter: Any  # connected drafter backend, or None
+    previous_summary: str | None  # summary of earlier turns (incremental compaction)
+    count: Callable[[list[str]], list[int]]  # texts -> length in target tokens
+    recorder: StatsRecorder  # this compaction's stats
+    on_event: Callable[[dict], None] | None = None  # progress callback
+    shared_prefix: SharedPrefix | None = None  # the prefix the method's target branches share, if any
+    layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
+    redactions: dict[str, int] | None = None  # secrets replaced in turns and previous summary, per kind
+    focus: str | None = None  # topic the summary should favour (untrusted text; prompts quote it)
+
+    def emit(self, event: dict) -> None:
+        if self.on_event is not None:
+            self.on_event(event)
+
+
+Written = list[SlotResult] | OneShot  # what a method program returns
+
+
+@dataclass(frozen=True)
+class Method:
+    """A registered compaction method."""
+
+    name: str  # as given to run_method, the service and the CLI
+    program: Callable[[Job], Written]  # writes the summary
+    needs_drafter: bool = False  # refuse to run without a drafter backend
+    fixed_sections: str = ""  # non-empty: the method's own sections (named here); takes no schema
+    judges: bool = False  # uses the judge labels itself: resolve them before any request
+
+
+REGISTRY: dict[str, Method] = {}
+
+
+def register(name: str, **flags) -> Callable[[Callable[[Job], Written]], Callable[[Job], Written]]:
+    """Register ``program`` as the method ``name`` (flags: :class:`Method` fields).
+
+    >>> @register("echo", fixed_sections="one Summary section")
+    ... def echo(job):
+    ...     return OneShot(job.history)
+    >>> REGISTRY.pop("echo").fixed_sections
+    'one Summary section'
+    """
+    def wrap(program: Callable[[Job], Written]) -> Callable[[Job], Written]:
+        REGISTRY[name] = Method(name=name, program=program, **flags)
+        return program
+    return wrap
+
+
+def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
+        config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
+        previous_summary: str | None = None, source_judge: bool = False,
+        on_event: Callable[[dict], None] | None = None, layout: str | None = None,
+        tools: list[dict] | None = None, chat_template: Any = None,
+        chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
+    """Run the registered method ``name``; see :func:`~.methods.run_method`."""
+    method = REGISTRY.get(name)
+    if method is None:
+        raise UnknownMethodError(f"unknown method {name!r}; one of {list(REGISTRY)}")
+    if method.needs_drafter and drafter is None:
+        raise ConfigError(f"{name} needs a drafter backend")
+    if method.fixed_sections and schema is not None:
+        raise ConfigError(f"{name} uses {method.fixed_sections} and takes no schema")
+    t0 = time.perf_counter()
+    job = start(method, messages, target=target, drafter=drafter, config=config, schema=schema,
+                previous_summary=previous_summary, on_event=on_event, source_judge=source_judge)
+    # the agent layout renders the messages themselves: redacted copies where a secret was found
+    shown = redact_messages(messages) if job.redactions else messages
+    job.layout = plan_layout(layout, shown, target=job.target, tools=tools, chat_template=chat_template,
+                             chat_template_kwargs=chat_template_kwargs)
+    if focus and job.cfg.redact_secrets:  # the focus is the user's text too
+        focus, found = redact(focus)
+        job.redactions = add_counts(job.redactions or {}, found)
+    job.focus = neutralise(focus) if focus else None
+    written = method.program(job)
+    result = finish(job, written, t0)
+    if source_judge:
+        result = source_judge_result(result, job.turns, target=job.target, config=job.cfg,
+                                     previous_summary=job.previous_summary, shared_prefix=job.shared_prefix)
+    return result
+
+
+def token_ids_view(backend, on: bool):
+    """``backend`` sending prompts as input_ids (``on``) or text, when it can (SpecCompactEndpoint)."""
+    return backend.with_token_ids(on) if hasattr(backend, "with_token_ids") else backend
+
+
+def start(method: Method, messages: list[dict], *, target, drafter, config, schema, previous_summary,
+          on_event, source_judge: bool) -> Job:
+    """Validate and render once; connect the backends; resolve labels before any generation."""
+    cfg = make_config(config)
+    slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
+    turns = parse_messages(messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
+    redactions: dict[str, int] = {}
+    if cfg.redact_secrets:  # before anything is rendered, so no prompt of any method sees a secret
+        turns, redactions = redact_turns(turns)
+        if previous_summary:
+            previous_summary, found = redact(previous_summary)
+            redactions = add_counts(redactions, found)
+    if previous_summary:
+        previous_summary = neutralise(previous_summary)  # untrusted too (render_history does the turns)
+    target = token_ids_view(connect(target), cfg.send_token_ids)
+    drafter = token_ids_view(connect(drafter), cfg.send_token_ids) if method.needs_drafter else None
+    if method.judges or source_judge:
+        check_labels(target, cfg)  # a bad label fails at start-up, not mid-way
+    return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),
+               target=target, drafter=drafter, previous_summary=previous_summary,
+               count=token_counter(target), recorder=StatsRecorder(), on_event=on_event, redactions=redactions)
+
+
+def finish(job: Job, written: Written, t0: float) -> CompactionResult:
+    """Assemble what the program wrote, check the budget, time the compaction.
+
+    A one-shot text's sections are reported as slots; its progress events
+    are sent now, after the single generation.
+    """
+    if isinstance(written, OneShot):
+        done: Assembled = from_text(written, job.cfg, job.count)
+        for event in section_events(done.slots):
+            job.emit(event)
+    else:
+        done = from_slots(job.slots, written, job.cfg, job.count)
+    job.recorder.stats.total_wall_s = time.perf_counter() - t0
+    return CompactionResult(method=job.method, summary=done.summary, summary_tokens=done.tokens,
+                            slots=done.slots, stats=job.recorder.stats, redactions=dict(job.redactions or {}),
+                            truncated=done.truncated)

@@ -1,0 +1,109 @@
+"""One entry point for every compaction method (HTTP service, CLI, benchmarks).
+
+``run_method(name, messages, ...)`` runs SpecCompact or a baseline and,
+with ``source_judge=True``, Source-Judged Compaction on its summary.  Every
+method returns the same :class:`~sgl_speccompact.result.CompactionResult`.
+
+Target requests per compaction (``stats.requests["target"]``; n = slots,
+six by default, e entries of the summary):
+
+=============  =====================================================  ========
+method         target                                                 drafter
+=============  =====================================================  ========
+speccompact    1 prefill + 1 per judged line + 1 per repair           drafts
+hermes         1 generate                                             --
+openclaw       1 generate                                             --
+target_self    1 prefill + n generate                                 --
++ SJC          + 1 judge (one batch of e prompts)                     --
+=============  =====================================================  ========
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from . import baselines, speccompact  # noqa: F401 - importing them registers the methods
+from ..config import CompactConfig
+from .pipeline import run
+from ..result import CompactionResult
+from ..schema import Slot
+
+METHODS = ("speccompact", "hermes", "openclaw", "target_self")
+
+
+def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any = None,
+               config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
+               previous_summary: str | None = None, source_judge: bool = False,
+               on_event: Callable[[dict], None] | None = None, layout: str | None = None,
+               tools: list[dict] | None = None, chat_template: Any = None,
+               chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
+    """Compact ``messages`` with the named method.
+
+    Parameters
+    ----------
+    method : str
+        One of :data:`METHODS`, or a name added with
+        :func:`~sgl_speccompact.methods.pipeline.register`.
+    messages : list of dict
+        OpenAI chat messages; read only, never modified.
+    target : sglang backend or str
+        The target model: a backend (``SpecCompactEndpoint`` for one-request
+        judging) or a base URL.
+    drafter : sglang backend or str, optional
+        The drafter; required by ``speccompact``, ignored by the baselines.
+    config : CompactConfig or dict, optional
+        Budgets, thresholds and labels; the paper's defaults when omitted.
+    schema : tuple of Slot, optional
+        Summary sections for ``speccompact``, ``openclaw`` and
+        ``target_self``; ``hermes`` has its own fixed sections and takes none.
+    previous_summary : str, optional
+        Summary of earlier turns (incremental compaction): part of the
+        source for verification and for SJC; the monolithic methods use
+        their update prompts.
+    source_judge : bool
+        Delete summary entries without a source (Source-Judged Compaction);
+        the result's ``summary`` is the filtered one and ``source_judge``
+        holds the report.
+    on_event : callable, optional
+        Progress events ``{"type": "line" | "slot_done", "slot": ..., ...}``.
+        Slot-parallel methods (``speccompact``, ``target_self``) send them
+        as slots progress, from worker threads; the monolithic ones send
+        each section's events once their single generation is done.  SJC
+        sends none.
+    layout : {"agent", "classic"}, optional
+        Layout of the target's shared prefix (slot-parallel methods):
+        ``agent`` renders the agent's conversation with the target's chat
+        template, exactly as SGLang's chat endpoint did for the agent, so
+        the compaction reuses the agent's radix cache (see
+        :mod:`~sgl_speccompact.backends.layout`); ``classic`` is our own rendering.
+        Default: ``agent`` when ``chat_template`` is given, else ``classic``.
+    tools : list of dict, optional
+        The agent's OpenAI ``tools``, as it sent them (agent layout).
+    chat_template : str or tokenizer, optional
+        The target's Hugging Face tokenizer, or its local path or hub name;
+        its chat template renders the agent layout.  With
+        ``layout="agent"`` and no ``chat_template``, the tokenizer the
+        target server reports is loaded if it is local.
+    chat_template_kwargs : dict, optional
+        What the agent sent as ``chat_template_kwargs``.
+    focus : str, optional
+        What the summary should favour (Hermes's ``/compress <focus>``).
+        Untrusted text: quoted into every method's prompt as a label.
+
+    Returns
+    -------
+    CompactionResult
+
+    Raises
+    ------
+    UnknownMethodError
+        ``method`` is not registered (:data:`METHODS` are the built-in ones).
+    ConfigError
+        ``speccompact`` without a drafter, ``hermes`` with a schema, or an
+        invalid config.
+    InvalidHistoryError, LabelTokenError, BackendError, SummaryBudgetError
+    """
+    return run(method, messages, target=target, drafter=drafter, config=config, schema=schema,
+               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event,
+               layout=layout, tools=tools, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs,
+               focus=focus)

@@ -1,0 +1,293 @@
+"""Source-Judged Compaction (SJC, seed 002): a post-filter for any summary.
+
+A compaction summary mixes facts the environment established with the
+compressor's own plans and guesses, and the agent cannot tell them apart
+later.  SJC splits the summary into entries, asks the target whether each
+entry has a source in the environment outputs (user messages, tool calls,
+tool results: :func:`~sgl_speccompact.history.messages.environment_outputs`) or in
+the previous summary, and deletes the entries whose probability
+r = p+/(p+ + p-) is below ``config.source_judge_threshold``.
+
+Entries (:mod:`~sgl_speccompact.core.entries`) are list items and plain lines
+under a heading; headings, blank lines and empty markers are never judged
+or deleted, and order is kept.
+
+The seed paper judges with Jev, a non-generative decision model; here the
+target's label probabilities play that role (the same exact judge as
+SpecCompact's verification), since the target is already served.  All
+entries of one compaction go to the target in ONE batched request whose
+prompts share the system turn, the environment outputs and the previous
+summary as a radix prefix.  Two forms::
+
+    stand-alone:   system | user[ record + previous summary | entry i + question ] | assistant -> label
+    on the prefix: system | user[ compaction's shared prefix | entry i + question ] | assistant -> label
+                   `------------- identical for every entry ------------'
+
+The stand-alone form is for any compressor's summary.  After a slot method
+(SpecCompact, Target-self) the pipeline passes the compaction's shared
+prefix, which the target already holds in its radix cache: the judgements
+branch from it like one more slot, and the record is not prefilled again.
+The question then names which parts of the conversation are sources.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Any
+
+import sglang as sgl
+from pydantic import BaseModel, Field, computed_field
+from sglang.lang.backend.base_backend import BaseBackend
+from sglang.lang.global_config import global_config
+
+from ..config import CompactConfig, make_config
+from ..backends.endpoint import LabelJudgement, connect
+from ..backends.http import token_counter
+from ..history.messages import Turn, environment_outputs, parse_messages
+from ..core.judge import Judgement
+from ..programs.steps import result_of
+from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
+from ..core.judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context, source_judge_question
+from ..result import CompactionResult, StatsRecorder
+
+# run_batch lets this many fallback judge programs run at once
+FALLBACK_THREADS = 64
+
+
+@dataclass(frozen=True)
+class Sources:
+    """What every judge prompt of one summary starts with."""
+
+    system: str | None  # the system turn; None: ``context`` is chat-templated and opens its own turns
+    context: str  # text before each entry's question, identical for every entry; ends inside a user turn
+    in_conversation: bool  # True: the compaction's shared prefix, whole conversation included
+    short: bool = False  # the criterion is in ``context``: each question is only the entry
+
+
+@dataclass(frozen=True)
+class SharedPrefix:
+    """The target prefix a slot method's branches share, as ``fork_slots`` opens it."""
+
+    system: str | None  # our system turn, then a user turn opens; None: ``user`` opens its own turns
+    user: str  # the text every branch starts with (ends inside a user turn)
+    rubric: bool = False  # it states the judge rubric (short judge suffix)
+
+
+def sources(turns: tuple[Turn, ...], previous_summary: str | None, cfg: CompactConfig,
+            shared: SharedPrefix | None = None) -> Sources:
+    """The judge prompts' common start: on ``shared`` if given, else the environment record.
+
+    With ``short_judge_suffix`` the stand-alone record ends with the rubric,
+    so each entry's question is the entry alone.
+    """
+    if shared is not None:
+        return Sources(shared.system, shared.user, in_conversation=True, short=shared.rubric)
+    short = cfg.short_judge_suffix
+    context = source_judge_context(environment_outputs(turns), previous_summary, cfg.positive_label,
+                                   cfg.negative_label, short=short)
+    return Sources(SOURCE_JUDGE_SYSTEM, context, in_conversation=False, short=short)
+
+
+class EntryVerdict(BaseModel):
+    """The judge's answer about one entry."""
+
+    text: str  # the entry, verbatim
+    section: str  # heading it sits under
+    score: float  # r = p+/(p+ + p-): probability that the entry has a source
+    kept: bool  # score >= threshold
+
+
+class SourceJudgeReport(BaseModel):
+    """Every entry of one summary with its score and verdict (JSON-able)."""
+
+    threshold: float  # entries scoring below this were deleted
+    entries: list[EntryVerdict] = Field(default_factory=list)  # in summary order
+    requests: int = 0  # target requests the judging took
+
+    @computed_field
+    @property
+    def deleted(self) -> int:
+        """How many entries were removed."""
+        return sum(not e.kept for e in self.entries)
+
+
+# ---------------------------------------------------------------- programs
+
+
+def judge_turn(s, system: str | None, context: str, question: str, assistant_prefix: str) -> None:
+    """System turn, then sources + question as one user turn, then the opened answer.
+
+    ``system`` None: ``context`` is already chat-templated text that ends
+    inside a user turn (the agent layout's shared prefix).
+    """
+    if system is not None:
+        s += sgl.system(system)
+        s += sgl.user_begin()
+    s += context  # shared by every entry: keep it first
+    s += question
+    s += sgl.user_end()
+    s += sgl.assistant_begin()
+    s += assistant_prefix
+
+
+@sgl.function
+def source_judge_prompt(s, system, context, question, assistant_prefix):
+    """The judge prompt up to the label token; text only, sends no request."""
+    judge_turn(s, system, context, question, assistant_prefix)
+
+
+@sgl.function
+def source_judge_entry(s, system, context, question, assistant_prefix, positive, negative, eta):
+    """One entry's judgement as a select (the fallback for backends without ``judge_batch``)."""
+    judge_turn(s, system, context, question, assistant_prefix)
+    s += sgl.select("verdict", choices=[positive, negative], choices_method=LabelJudgement(eta))
+
+
+def judge_entries(entries: list[Entry], src: Sources, *, target: Any, cfg: CompactConfig,
+                  has_previous: bool, recorder: StatsRecorder) -> list[Judgement]:
+    """Judge every entry; counts the requests in ``recorder`` (kind ``judge``).
+
+    On a backend with ``judge_batch`` (``SpecCompactEndpoint``) this is ONE
+    prefill-only ``/generate`` with all prompts.  Any other sglang backend
+    (a plain ``RuntimeEndpoint``, a scripted test backend) runs
+    :func:`source_judge_entry` for each entry with ``run_batch``: one select
+    per entry, concurrently (two requests each on a plain ``RuntimeEndpoint``),
+    after sglang's batch precache of the shared sources (one more request).
+    """
+    if not entries:
+        return []
+    prefix = getattr(target, "assistant_prefix", "")
+    pos, neg, eta = cfg.positive_label, cfg.negative_label, cfg.source_judge_threshold
+    questions = [source_judge_question(e.text, e.section, pos, neg, has_previous, src.in_conversation, src.short)
+                 for e in entries]
+    common = dict(system=src.system, context=src.context, assistant_prefix=prefix)
+    if hasattr(target, "judge_batch"):
+        texts = [source_judge_prompt.run(question=q, backend=target, **common).text() for q in questions]
+        judgements, meta = target.judge_batch(texts, pos, neg, eta)
+        recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
+        return judgements
+    program = source_judge_entry.bind(positive=pos, negative=neg, eta=eta, **common)
+    if _precaches(target, len(questions)):
+        recorder.request("target", "judge", None)
+    states = program.run_batch([{"question": q} for q in questions], backend=target,
+                               num_threads=min(FALLBACK_THREADS, len(questions)))
+    out = []
+    for state in states:
+        _, meta = result_of(state, "verdict")
+        recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
+        out.append(Judgement(**meta["judgement"]))
+    return out
+
+
+def _precaches(backend: Any, n: int) -> bool:
+    # sglang's run_batch traces the program and sends its constant prefix
+    # (here: system turn and sources) once before the batch, via cache_prefix
+    return (n > 1 and global_config.enable_precache_with_tracing
+            and type(backend).cache_prefix is not BaseBackend.cache_prefix)
+
+
+# ---------------------------------------------------------------- entry points
+
+
+def _turns(messages_or_turns: Any, cfg: CompactConfig) -> tuple[Turn, ...]:
+    if isinstance(messages_or_turns, (list, tuple)) and messages_or_turns and all(
+            isinstance(t, Turn) for t in messages_or_turns):
+        return tuple(messages_or_turns)
+    return parse_messages(messages_or_turns, max_messages=cfg.max_history_messages,
+                          max_chars=cfg.max_history_chars)
+
+
+def source_judge(summary: str, messages_or_turns: Any, *, target: Any,
+                 config: CompactConfig | dict | None = None, previous_summary: str | None = None,
+                 recorder: StatsRecorder | None = None,
+                 shared_prefix: SharedPrefix | None = None) -> tuple[str, SourceJudgeReport]:
+    """Delete the summary entries that have no source.
+
+    Parameters
+    ----------
+    summary : str
+        Any structured summary (ours or a baseline's).
+    messages_or_turns : list of dict or tuple of Turn
+        The history the summary was made from (OpenAI chat messages, or
+        turns from :func:`~sgl_speccompact.history.messages.parse_messages`).
+    target : sglang backend or str
+        The judge: a ``SpecCompactEndpoint`` (one batched request), any
+        sglang backend (one select per entry), or a base URL.
+    config : CompactConfig or dict, optional
+        ``source_judge_threshold`` and the label words.
+    previous_summary : str, optional
+        Summary of earlier turns; counts as a source.
+    recorder : StatsRecorder, optional
+        Receives the judge requests (kind ``judge``).
+    shared_prefix : SharedPrefix, optional
+        The shared target prefix of the slot-parallel compaction that wrote
+        ``summary`` (it must hold the same history and previous summary):
+        the judgements branch from it instead of prefilling the record.
+
+    Returns
+    -------
+    filtered : str
+        ``summary`` without the deleted entries, order and structure kept.
+    report : SourceJudgeReport
+        Every entry with its score and verdict.
+
+    Raises
+    ------
+    InvalidHistoryError, ConfigError, LabelTokenError, BackendError
+    """
+    cfg = make_config(config)
+    turns = _turns(messages_or_turns, cfg)
+    target = connect(target)
+    recorder = recorder if recorder is not None else StatsRecorder()
+    before = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
+    entries = split_entries(summary, cfg.empty_markers)
+    src = sources(turns, previous_summary, cfg, shared_prefix)
+    judgements = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
+                               recorder=recorder)
+    keep = [j.accepted for j in judgements]
+    after = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
+    report = SourceJudgeReport(
+        threshold=cfg.source_judge_threshold, requests=after - before,
+        entries=[EntryVerdict(text=e.text, section=e.section, score=j.score, kept=j.accepted)
+                 for e, j in zip(entries, judgements)],
+    )
+    return drop_entries(summary, entries, keep), report
+
+
+def check_labels(target: Any, cfg: CompactConfig) -> None:
+    """Resolve the judge labels now, so a bad label fails before any generation."""
+    if hasattr(target, "label_tokens"):
+        target.label_tokens(cfg.positive_label, cfg.negative_label)
+
+
+def source_judge_result(result: CompactionResult, messages_or_turns: Any, *, target: Any,
+                        config: CompactConfig | dict | None = None, previous_summary: str | None = None,
+                        shared_prefix: SharedPrefix | None = None) -> CompactionResult:
+    """Apply SJC to a finished compaction (``shared_prefix``: see :func:`source_judge`).
+
+    Returns a copy whose ``summary`` is the filtered one, whose ``slots``
+    no longer hold the deleted lines, whose ``source_judge`` is the report
+    (as a dict), and whose stats include the judge request(s) and the
+    ``source_judge`` wall time.
+    """
+    t0 = time.perf_counter()
+    cfg = make_config(config)
+    target = connect(target)
+    out = result.model_copy(deep=True)
+    recorder = StatsRecorder(stats=out.stats)
+    filtered, report = source_judge(out.summary, messages_or_turns, target=target, config=cfg,
+                                    previous_summary=previous_summary, recorder=recorder,
+                                    shared_prefix=shared_prefix)
+    count = token_counter(target)
+    if report.deleted:
+        entries = split_entries(out.summary, cfg.empty_markers)
+        gone = {i for e, v in zip(entries, report.entries) if not v.kept for i in range(e.start, e.end)}
+        out.slots = prune_slots(out.slots, out.summary.split("\n"), gone, count)
+        out.summary_tokens = count([filtered])[0]
+    out.summary = filtered
+    out.source_judge = report.model_dump(mode="json")
+    elapsed = time.perf_counter() - t0
+    recorder.time("source_judge", elapsed)
+    out.stats.total_wall_s += elapsed
+    return out

@@ -1,0 +1,113 @@
+"""``compact()``: SpecCompact as a registered method of the one pipeline.
+
+The public entry point of SpecCompact (paper Figure 3): history in,
+complete structured summary out.  :mod:`~sgl_speccompact.methods.pipeline`
+validates, renders, assembles and checks the budget; this module holds the
+method's program: build the slot context, prefill the shared prefix, run
+the slot streams.  Input is only read; any failure raises a typed
+:mod:`~sgl_speccompact.errors` error and returns no summary.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..config import CompactConfig
+from ..errors import BackendError, SpecCompactError
+from ..core.judge_prompts import judge_rubric
+from .pipeline import Job, register, run
+from ..programs.steps import SlotContext
+from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
+from ..result import CompactionResult, SlotResult
+from ..schema import Slot
+from ..programs.slot_stream import speccompact
+from .source_judge import SharedPrefix
+
+
+def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
+    """The :class:`SlotContext` of a slot-parallel method, from the job."""
+    return SlotContext(
+        cfg=job.cfg, slots=job.slots, drafter=job.drafter, drafter_context=drafter_text,
+        count_tokens=job.count, recorder=job.recorder,
+        target_prefix=getattr(job.target, "assistant_prefix", ""),
+        drafter_prefix=getattr(job.drafter, "assistant_prefix", ""),
+        has_previous=bool(job.previous_summary), on_event=job.on_event,
+        chat_prefix=job.layout.chat_prefix,
+    )
+
+
+def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
+    """Run a slot-parallel program on the shared prefix; record the prefix for SJC to branch from.
+
+    Only a prefix the branches really shared is recorded (``shared_prefix``),
+    and only when ``source_judge_on_prefix`` asks SJC to use it.
+    """
+    cfg = job.cfg
+    rubric = (judge_rubric(cfg.positive_label, cfg.negative_label, bool(job.previous_summary))
+              if cfg.short_judge_suffix else "")
+    classic = target_shared(job.history, job.slots, job.previous_summary, rubric, focus=job.focus)
+    shared, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary,
+                                             focus_block(job.focus) + rubric)
+    state = program.run(shared=shared, ctx=ctx, backend=job.target)
+    err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
+    if err is not None:
+        raise err if isinstance(err, SpecCompactError) else BackendError(f"SGLang request failed: {err}")
+    job.recorder.agent_reuse(job.layout.name, agent_tokens)
+    if cfg.shared_prefix and cfg.source_judge_on_prefix:
+        # opened as fork_slots opens it: the agent layout's text carries its own chat turns
+        system = None if job.layout.chat_prefix else SUMMARIZER_SYSTEM
+        job.shared_prefix = SharedPrefix(system=system, user=shared, rubric=bool(rubric))
+    return state.ret_value
+
+
+@register("speccompact", needs_drafter=True, judges=True)
+def speccompact_method(job: Job) -> list[SlotResult]:
+    """SpecCompact: drafter drafts, target judges and repairs, one branch per slot."""
+    ctx = slot_context(job, drafter_context(job.history, job.slots, job.previous_summary, job.focus))
+    return run_slots(job, speccompact, ctx)
+
+
+def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactConfig | dict | None = None,
+            schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
+            on_event: Callable[[dict], None] | None = None, layout: str | None = None,
+            tools: list[dict] | None = None, chat_template: Any = None,
+            chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
+    """Compact an agent history with SpecCompact.
+
+    Parameters
+    ----------
+    messages : list of dict
+        OpenAI chat messages (system/user/assistant/tool, ``tool_calls``,
+        ``tool_call_id``).  Read only, never modified.
+    target, drafter : sglang backend or str
+        The target and drafter: SGLang backends (``SpecCompactEndpoint``
+        for one-request judging, or any ``RuntimeEndpoint``) or base URLs.
+    config : CompactConfig or dict, optional
+        Budgets and threshold; the paper's defaults when omitted.
+    schema : tuple of Slot, optional
+        Summary sections; the six OpenClaw slots when omitted.
+    previous_summary : str, optional
+        Summary of earlier turns; part of the source for verification.
+    on_event : callable, optional
+        Called with ``{"type": "line" | "slot_done", ...}`` as slots progress.
+    layout, tools, chat_template, chat_template_kwargs
+        The target prefix's layout; see :func:`~.methods.run_method`.
+        ``layout="agent"`` reuses the agent's own radix cache;
+        ``stats.agent_cached_tokens`` reports how much of it.
+    focus : str, optional
+        Focus topic (untrusted text, quoted): the shared prefixes of target
+        and drafter ask every slot to give it priority.
+
+    Returns
+    -------
+    CompactionResult
+        The complete summary, each line's origin and score, and stats.
+
+    Raises
+    ------
+    InvalidHistoryError, ConfigError, LabelTokenError, BackendError, SummaryBudgetError
+    """
+    return run("speccompact", messages, target=target, drafter=drafter, config=config, schema=schema,
+               previous_summary=previous_summary, on_event=on_event, layout=layout, tools=tools,
+               chat_template=chat_template, chat_template_kwargs=chat_template_kwargs,
+               focus=focus)

@@ -1,0 +1,333 @@
+"""The slot stream: draft, check, verify, repair, line by line (paper sections
+"SpecCompact" and "Efficient Slot-Parallel Execution").
+
+``speccompact`` forks one branch per slot (per sub-section for a slot with
+``sections`` when ``sub_slot_branches`` is on) and runs one
+:class:`SlotStream` per branch, concurrently.  Each stream loops::
+
+    take the next drafted line (buffered, prefetched, or drafted now)
+      -> checks (duplicate / too long -> repair; heading, marker, blank -> accept)
+      -> budget check
+      -> judge (while it is judged, the drafter already drafts the next line:
+         pipelined drafting; dropped if this line is rejected)
+      -> accept, or repair: drafter candidates judged in one batch
+         (``repair_candidates``), else the target writes the line.
+
+Decisions depend only on the drafted lines and the verdicts, so they are the
+same with and without pipelining.
+"""
+
+from __future__ import annotations
+
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+
+import sglang as sgl
+
+from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, read_repair, split_line
+from .steps import (Draft, SlotContext, check_backends, draft, end_states, fork_slots, judge_lines,
+                       open_slot, prefill_drafter, repair_line, run_concurrently, sample_candidates,
+                       verify_line)
+from ..result import LineOrigin, SlotResult, SummaryLine
+from ..schema import Slot
+
+HEADING = "### {}"  # how a sub-section heading line looks
+
+
+@sgl.function
+def speccompact(s, shared, ctx):
+    """Target: shared prefix, one fork per branch, concurrent slot streams.
+
+    Returns the :class:`SlotResult` of every slot in schema order.
+    """
+    ctx.target = s.stream_executor.backend
+    check_backends(ctx)
+    units = [(slot, section) for slot in ctx.slots for section in branches_of(slot, ctx)]
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
+        forks = fork_slots(s, shared, ctx, n=len(units))
+    try:
+        warm.result()
+        jobs, i = [], 0
+        for slot in ctx.slots:
+            k = len(branches_of(slot, ctx))
+            jobs.append(lambda slot=slot, mine=forks[i:i + k]: run_slot(mine, slot, ctx))
+            i += k
+        return run_concurrently(jobs, ctx.cancel)
+    finally:
+        end_states(forks)
+
+
+def run_slot(forks: list, slot: Slot, ctx: SlotContext) -> SlotResult:
+    """One slot: its branches (concurrently if several), joined; reports ``slot_done``."""
+    sections = branches_of(slot, ctx)
+    if len(forks) == 1:
+        parts = [SlotStream(forks[0], slot, ctx, sections[0]).run()]
+    else:
+        parts = run_concurrently([lambda b=b, sec=sec: SlotStream(b, slot, ctx, sec).run()
+                                  for b, sec in zip(forks, sections)], ctx.cancel)
+    return join_sections(slot, parts, ctx)
+
+
+def branches_of(slot: Slot, ctx: SlotContext) -> list[str | None]:
+    """The sub-sections a slot runs as separate branches, or ``[None]`` for one branch."""
+    return list(slot.sections) if slot.sections and ctx.cfg.sub_slot_branches else [None]
+
+
+def join_sections(slot: Slot, parts: list[SlotResult], ctx: SlotContext) -> SlotResult:
+    """One slot's result from its branches, in order, a blank line between sub-sections."""
+    out = parts[0].model_copy(deep=True) if len(parts) == 1 else SlotResult(name=slot.name, title=slot.title)
+    if len(parts) > 1:
+        for i, part in enumerate(parts):
+            if i and part.lines:
+                out.lines.append(SummaryLine(text="", origin=LineOrigin.UNJUDGED))
+                out.tokens += ctx.count_tokens(["\n"])[0]
+            out.lines += part.lines
+            out.tokens += part.tokens
+        reasons = [p.stop_reason for p in parts if p.stop_reason != "complete"]
+        out.stop_reason = reasons[0] if reasons else "complete"
+    ctx.emit(type="slot_done", slot=slot.name, stop_reason=out.stop_reason,
+             lines=sum(1 for line in out.lines if line.text.strip()))
+    return out
+
+
+class SlotStream:
+    """One branch: its accepted lines, budget, draft buffer and prefetched draft.
+
+    Parameters
+    ----------
+    s : ProgramState
+        The branch forked from the shared prefix.
+    slot : Slot
+        The slot this branch writes.
+    ctx : SlotContext
+        The compaction's context.
+    section : str, optional
+        The sub-section this branch writes; it opens with its heading, gets
+        its share of the slot's budget and ends at the next heading.
+    """
+
+    def __init__(self, s, slot: Slot, ctx: SlotContext, section: str | None = None):
+        self.s, self.slot, self.ctx, self.section = s, slot, ctx, section
+        cfg, k = ctx.cfg, max(1, len(slot.sections) if section is not None else 1)
+        self.result = SlotResult(name=slot.name, title=slot.title)
+        self.accepted: list[str] = []  # the branch's lines so far, blank lines included
+        self.budget = SlotBudget(max(1, cfg.max_lines_per_slot // k), max(1, cfg.max_tokens_per_slot // k))
+        self.buffer = DraftBuffer()
+        self.cut: str | None = None  # a drafted line cut off by the token limit
+        self.capped = False  # ... by the slot's remaining tokens
+        self.tokens: dict[str, int] = {}  # line -> target tokens (with its newline)
+        self.pending: tuple[tuple[str, ...], Future] | None = None  # prefetched draft and its prefix
+        self.dropped: list[Future] = []  # prefetched drafts sent, then dropped
+        self.pool = ThreadPoolExecutor(max_workers=1)
+
+    # ------------------------------------------------------------ bookkeeping
+
+    def timed(self, phase: str, fn, *args):
+        t0 = time.perf_counter()
+        try:
+            return fn(*args)
+        finally:
+            self.ctx.recorder.time(phase, time.perf_counter() - t0)
+
+    def count(self, lines: list[str]) -> None:
+        new = [line for line in dict.fromkeys(lines) if line not in self.tokens]
+        if new:
+            self.tokens.update(zip(new, self.ctx.count_tokens([line + "\n" for line in new])))
+
+    def accept(self, line: str, origin: LineOrigin, score: float | None = None,
+               rejected: str | None = None) -> None:
+        self.s += line + "\n"
+        self.budget.add(line, self.tokens[line])
+        self.accepted.append(line)
+        self.result.lines.append(SummaryLine(text=line, origin=origin, score=score, rejected_draft=rejected))
+        if origin is not LineOrigin.DRAFTED:
+            self.ctx.recorder.line(origin, line)
+        if line.strip():
+            self.ctx.emit(type="line", slot=self.slot.name, text=line, origin=origin.value, score=score)
+
+    def stop(self, reason: str) -> SlotResult:
+        lines = self.result.lines
+        for end in (-1, 0):  # blank lines at either end are not content
+            while lines and not lines[end].text.strip():
+                self.budget.tokens -= self.tokens[lines.pop(end).text]
+        self.result.stop_reason = reason
+        self.result.tokens = self.budget.tokens
+        return self.result
+
+    def room(self, extra: int = 0) -> int:
+        """Tokens a draft may still ask for: the slot's remaining tokens, at most max_new_tokens."""
+        return min(self.ctx.cfg.max_new_tokens, self.budget.max_tokens - self.budget.tokens - extra)
+
+    # ------------------------------------------------------------ drafts
+
+    def next_draft(self, prefix: tuple[str, ...]) -> Draft:
+        """The draft continuing ``prefix``: the prefetched one if it matches, else a new call."""
+        pending, self.pending = self.pending, None
+        if pending is not None and pending[0] == prefix:
+            d = self.timed("draft_wait", pending[1].result)
+        else:
+            if pending is not None:
+                self.drop(pending[1])
+            d = self.timed("draft", draft, self.slot, prefix, self.ctx, self.room())
+        self.ctx.recorder.request("drafter", "draft", d.meta)
+        return d
+
+    def prefetch(self, prefix: tuple[str, ...], line: str) -> None:
+        """Draft what follows ``line`` while the target judges it (pipelined drafting)."""
+        buf = self.buffer
+        if not self.ctx.cfg.pipelined_drafting or self.pending is not None or buf.lines or buf.exhausted:
+            return
+        room = self.room(self.tokens[line])
+        if room <= 0 or self.budget.lines + 1 >= self.budget.max_lines:
+            return  # accepting the line fills the slot: nothing to draft
+        nxt = prefix + (line,)
+        self.pending = (nxt, self.pool.submit(draft, self.slot, nxt, self.ctx, room))
+
+    def drop(self, fut: Future) -> None:
+        """Drop a prefetched draft whose line was rejected (counted once answered, in ``settle``)."""
+        if not fut.cancel():  # already sent
+            self.dropped.append(fut)
+
+    def settle(self) -> None:
+        """Wait for dropped drafts still in flight and count them, so no request outlives the slot."""
+        for fut in self.dropped:
+            exc = fut.exception()  # waits; a failed speculative draft decides nothing
+            self.ctx.recorder.dropped()
+            self.ctx.recorder.request("drafter", "draft_dropped", fut.result().meta if exc is None else {})
+
+    # ------------------------------------------------------------ the loop
+
+    def run(self) -> SlotResult:
+        """Write the branch until it stops; returns its :class:`SlotResult`."""
+        open_slot(self.s, self.slot, self.ctx)
+        if self.section is not None:
+            heading = HEADING.format(self.section)
+            self.count([heading])
+            self.accept(heading, LineOrigin.UNJUDGED)
+        try:
+            return self.stop(self.loop())
+        finally:
+            if self.pending is not None:
+                self.drop(self.pending[1])
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.settle()
+
+    def loop(self) -> str:
+        while True:
+            if self.ctx.cancel.is_set():
+                return "cancelled"
+            if self.budget.lines >= self.budget.max_lines:
+                return "line_budget"  # full: no drafter call
+            prefix = tuple(self.accepted)
+            line = self.buffer.take(prefix)
+            if line is not None:
+                reason = self.step(prefix, line)
+                if reason:
+                    return reason
+                continue
+            if self.buffer.done(prefix):
+                return "complete"
+            if self.room() <= 0:
+                return "token_budget"
+            d = self.next_draft(prefix)
+            lines = list(d.lines)
+            while not any(a.strip() for a in prefix) and lines and not lines[0].strip():
+                lines.pop(0)  # a slot does not open with blank lines
+            if not lines:
+                return "complete"
+            self.buffer = DraftBuffer(prefix, lines, d.ended)
+            self.cut, self.capped = (lines[-1] if d.truncated else None), d.capped
+            self.count(lines)
+
+    def ends_section(self, line: str) -> bool:
+        """A heading in a sub-section branch starts the next sub-section: this one is done."""
+        return self.section is not None and line.strip().startswith("#")
+
+    def step(self, prefix: tuple[str, ...], line: str) -> str | None:
+        """Handle one proposed line; returns a stop reason or None to go on."""
+        ctx, cfg = self.ctx, self.ctx.cfg
+        if self.ends_section(line):
+            return "complete"
+        kind = classify_line(line, self.accepted, cfg)
+        if kind is LineKind.JUDGE and line == self.cut:
+            if self.capped:
+                return "token_budget"  # the line did not fit the slot's remaining tokens
+            kind = LineKind.TOO_LONG
+        if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG):
+            return self.repair(line, score=None)
+        over = self.budget.check(line, self.tokens[line])
+        if over:
+            return over
+        if kind in (LineKind.UNJUDGED, LineKind.BLANK):
+            self.accept(line, LineOrigin.UNJUDGED)
+            return None
+        self.prefetch(prefix, line)
+        meta = self.timed("verify", verify_line, self.s, self.slot, line, ctx)
+        judgement = meta.get("judgement") or {}
+        ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
+        ctx.recorder.judged(bool(judgement.get("accepted")))
+        if judgement.get("accepted"):
+            self.accept(line, LineOrigin.DRAFTED, score=judgement.get("score"))
+            return None
+        return self.repair(line, score=judgement.get("score"))
+
+    # ------------------------------------------------------------ repairs
+
+    def repair(self, rejected: str, score: float | None) -> str | None:
+        """Replace ``rejected``: a judged drafter candidate, else a target-written line."""
+        if self.ctx.cfg.repair_candidates:
+            done, reason = self.candidates(rejected)
+            if done:
+                return reason
+        text, meta = self.timed("repair", repair_line, self.s, self.ctx)
+        self.ctx.recorder.request("target", "repair", meta)
+        # no explicit discard: buffered lines continue a prefix that now differs, so take() refuses them
+        out = read_repair(text, meta.get("finish_reason"))
+        if out.truncated:
+            return "repair_truncated"  # an unfinished line is neither stored nor built upon
+        if out.line is None:
+            return "target_ended"
+        if self.ends_section(out.line):
+            return "complete"
+        if classify_line(out.line, self.accepted, self.ctx.cfg) in (LineKind.DUPLICATE, LineKind.TOO_LONG):
+            return "repair_failed"
+        self.count([out.line])
+        over = self.budget.check(out.line, self.tokens[out.line])
+        if over:
+            return over
+        self.accept(out.line, LineOrigin.REPAIRED, score=score, rejected=rejected)
+        return "target_ended" if out.ended else None
+
+    def candidates(self, rejected: str) -> tuple[bool, str | None]:
+        """Drafter samples n lines in one request, the target judges them in one batch.
+
+        Returns ``(handled, stop reason)``; not handled when no candidate is
+        accepted (the target repairs then).
+        """
+        ctx, prefix = self.ctx, tuple(self.accepted)
+        if self.room() <= 0:
+            return False, None
+        samples, meta = self.timed("candidates", sample_candidates, self.slot, prefix, ctx, self.room())
+        ctx.recorder.request("drafter", "candidates", meta)
+        lines: list[str] = []
+        for text, reason in samples:
+            got, _, truncated = split_line(text, reason)
+            if got and not truncated and got[0] != rejected and got[0] not in lines \
+                    and classify_line(got[0], self.accepted, ctx.cfg) is LineKind.JUDGE:
+                lines.append(got[0])
+        if not lines:
+            return False, None
+        verdicts, jmeta = self.timed("verify_candidates", judge_lines, self.s, self.slot, lines, ctx)
+        ctx.recorder.request("target", "verify_candidates", jmeta, n=int(jmeta.get("requests", 1)))
+        ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if v.accepted)
+        if not ranked:
+            return False, None
+        best = ranked[0][1]
+        line = lines[best]
+        self.count([line])
+        over = self.budget.check(line, self.tokens[line])
+        if over:
+            return True, over
+        self.accept(line, LineOrigin.CANDIDATE, score=verdicts[best].score, rejected=rejected)
+        return True, None

@@ -1,0 +1,10 @@
+"""The compaction HTTP service: app, request body, runtime, metrics, cancellation.
+
+``app`` is the FastAPI application (:func:`create_app`), ``body`` reads and
+validates a request, ``runtime`` runs compactions on worker threads with
+deadlines, ``metrics`` counts them for Prometheus, ``cancel`` stops a
+compaction's upstream requests.
+
+May import: ``methods`` and every layer below it.  Must not import: launch,
+cli, testing.
+"""

@@ -1,0 +1,307 @@
+"""The compaction HTTP service (FastAPI).
+
+``create_app(target, drafter, ...)`` builds the app around backends made by
+the caller (``launch.main`` makes :class:`~sgl_speccompact.backends.endpoint.SpecCompactEndpoint`
+objects); nothing here opens a connection of its own except the ``/health``
+probes, which go through ``http`` when one is passed.
+
+Routes
+------
+``POST /v1/compact``
+    Body ``{messages, previous_summary?, method?, source_judge?, config?, stream?,
+    focus?, tools?, layout?, chat_template_kwargs?, routing_key?}``
+    (validated by :mod:`sgl_speccompact.service.body`).  Returns
+    ``CompactionResult.to_json_dict()``, or with ``stream: true``
+    Server-Sent Events: one event per runner event (``line``, ``slot_done``),
+    then ``result``, then ``data: [DONE]``.  A failure after the stream
+    started ends it with one ``error`` event and no ``result`` or ``[DONE]``.
+``GET /health``
+    200 when every SGLang server answers its ``/health``, else 503.
+``GET /metrics``
+    Prometheus text from a registry private to this app.
+
+Errors are typed bodies ``{"error": {"type", "message", "field"?}}`` with the
+status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
+502/504 and never carries a partial summary.  Upstreams are named by role
+(``target``, ``drafter``), not by URL, unless the operator asks for detail.
+
+Each compaction runs on a daemon thread the app owns, bound to a
+:class:`~sgl_speccompact.service.cancel.CancelScope`: a client that disconnects
+(stream or not), the whole-compaction deadline and the app's shutdown all
+cancel it, and its backends send no further request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import hmac
+import json
+import logging
+import os
+from typing import Any, Callable, Sequence
+
+from fastapi import FastAPI, Request
+from fastapi.responses import JSONResponse, Response
+from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
+from sse_starlette.sse import EventSourceResponse
+
+from ..config import CompactConfig, make_config
+from ..errors import (
+    CompactionCancelledError,
+    ConfigError,
+    InvalidRequestError,
+    RequestTooLargeError,
+    ServiceStoppingError,
+    SpecCompactError,
+    UnauthorizedError,
+    UnknownMethodError,
+    http_status,
+)
+from ..history.messages import parse_messages
+from .body import CompactRequest, openapi_body, parse_json, parse_request, request_config
+from .metrics import Metrics
+from .runtime import (
+    Compactions,
+    RoundRobin,
+    ServiceLimits,
+    Upstreams,
+    as_typed_error,
+    http_probe,
+)
+
+log = logging.getLogger(__name__)
+
+API_KEY_ENV = "SGL_SPECCOMPACT_API_KEY"
+DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
+SSE_PING_S = 15  # keep-alive comment interval on event streams (seconds)
+
+__all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
+           "error_status", "http_probe", "resolve_api_key"]
+
+
+def resolve_api_key(cli_value: str | None) -> str | None:
+    """The service token: the flag's value, else ``$SGL_SPECCOMPACT_API_KEY``, else None.
+
+    An empty or blank key is a :class:`ConfigError`, never "auth off".
+
+    >>> resolve_api_key("")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --api-key: is empty; omit it to run without auth
+    """
+    for value, where in ((cli_value, "--api-key"), (os.environ.get(API_KEY_ENV), f"${API_KEY_ENV}")):
+        if value is None:
+            continue
+        if not value.strip():
+            raise ConfigError("is empty; omit it to run without auth", field=where)
+        return value
+    return None
+
+
+def error_body(err: SpecCompactError) -> dict:
+    """``{"error": {...}}`` for a typed error."""
+    return {"error": err.to_dict()}
+
+
+def error_status(err: SpecCompactError) -> int:
+    """HTTP status of a typed error."""
+    return http_status(err)
+
+
+def _event(data: dict, kind: str | None = None) -> dict:
+    """One SSE event (encoded by sse-starlette with the response's separator)."""
+    return {"event": kind or str(data.get("type", "event")), "data": json.dumps(data, ensure_ascii=False)}
+
+
+def _default_runner() -> tuple[Callable, tuple[str, ...]]:
+    from ..methods.registry import METHODS, run_method  # imported late: pulls in sglang's frontend
+
+    return run_method, tuple(METHODS)
+
+
+async def _read_body(request: Request, limits: ServiceLimits) -> dict:
+    limit = limits.max_body_bytes
+    declared = request.headers.get("content-length")
+    if declared and declared.isdigit() and int(declared) > limit:
+        raise RequestTooLargeError(f"is {declared} bytes, limit is {limit}", field="body")
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:  # stop reading: a lying or absent Content-Length
+            raise RequestTooLargeError(f"exceeds {limit} bytes", field="body")
+        chunks.append(chunk)
+    return parse_json(b"".join(chunks), limits)
+
+
+def create_app(
+    target: Any,
+    drafter: Any,
+    *,
+    api_key: str | None = None,
+    limits: ServiceLimits = ServiceLimits(),
+    default_config: CompactConfig | dict | None = None,
+    default_method: str = "speccompact",
+    runner: Callable[..., Any] | None = None,
+    methods: Sequence[str] | None = None,
+    health_probe: Callable[[Any], dict] | None = None,
+    chat_template: Any = None,
+) -> FastAPI:
+    """Build the compaction service around existing backends.
+
+    Parameters
+    ----------
+    target : backend or sequence of backends
+        Target SGLang backend(s).  With several, each compaction is pinned to
+        one, chosen round-robin, so its shared prefix stays in one radix cache.
+    drafter : backend or None
+        Drafter backend; None serves only the target-only methods.
+    api_key : str, optional
+        Bearer token required on ``/v1/*``; no auth when None.  An empty
+        string is a :class:`ConfigError`.
+    limits : ServiceLimits
+        Body bounds, workers, deadline, probe timeout, upstream detail.
+    default_config : CompactConfig or dict, optional
+        Config every request starts from; its ``max_*`` limits cap requests.
+    default_method : str
+        Method when a request names none.
+    runner : callable, optional
+        ``run_method``-compatible function; ``sgl_speccompact.methods.registry.run_method``
+        when omitted.
+    methods : sequence of str, optional
+        Accepted method names; ``methods.METHODS`` with the default runner.
+    health_probe : callable, optional
+        ``probe(backend) -> {"ok": bool, ...}``; :func:`http_probe` when omitted.
+    chat_template : str or tokenizer, optional
+        The target's tokenizer (path or hub name): with it, compactions use
+        the agent-aligned layout unless a request asks for ``classic``.
+
+    Returns
+    -------
+    fastapi.FastAPI
+    """
+    if api_key is not None and not api_key.strip():
+        raise ConfigError("is empty; pass None to run without auth", field="api_key")
+    if runner is None:
+        runner, default_names = _default_runner()
+        methods = methods or default_names
+    method_names = tuple(methods or DEFAULT_METHODS)
+    if default_method not in method_names:
+        raise UnknownMethodError(f"default method {default_method!r} is not one of {list(method_names)}")
+    base_config = make_config(default_config)
+    targets = RoundRobin(list(target) if isinstance(target, (list, tuple)) else [target])
+    upstreams = Upstreams(targets.backends, drafter, show_urls=limits.expose_upstream_urls)
+    probe = health_probe or http_probe(timeout_s=limits.health_timeout_s)
+    metrics = Metrics()
+    compactions = Compactions(limits, metrics)
+
+    app = FastAPI(title="sgl_speccompact", version="0.1.0")
+    app.state.metrics = metrics
+    app.state.compactions = compactions
+    app.router.add_event_handler("shutdown", compactions.shutdown)
+
+    def check_auth(request: Request) -> None:
+        if api_key is None:
+            return
+        given = request.headers.get("authorization", "")
+        scheme, _, token = given.partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+            raise UnauthorizedError("missing or invalid bearer token")
+
+    def prepare(body: dict) -> tuple[CompactRequest, str, CompactConfig]:
+        req = parse_request(body, limits)
+        method = req.method or default_method
+        if method not in method_names:
+            raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names)}", field="method")
+        if method == "speccompact" and drafter is None:
+            raise InvalidRequestError("speccompact needs a drafter; this service has none", field="method")
+        cfg = request_config(base_config, req.config)
+        parse_messages(req.messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
+        return req, method, cfg
+
+    def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None):
+        layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools), ("chat_template", chat_template),
+                                    ("chat_template_kwargs", req.chat_template_kwargs), ("focus", req.focus))
+                  if v is not None}
+
+        def run(target_backend, drafter_backend):
+            return runner(method, req.messages, target=target_backend, drafter=drafter_backend, config=cfg,
+                          previous_summary=req.previous_summary, source_judge=req.source_judge,
+                          on_event=on_event, **layout)
+        target = targets.pick()
+        if req.routing_key and hasattr(target, "with_routing_key"):  # sglang-router manual policy
+            target = target.with_routing_key(req.routing_key)
+        return run, target, drafter
+
+    def fail(err: SpecCompactError) -> JSONResponse:
+        headers = {"WWW-Authenticate": "Bearer"} if isinstance(err, UnauthorizedError) else None
+        return JSONResponse(upstreams.scrub(error_body(err)), status_code=error_status(err), headers=headers)
+
+    @app.post("/v1/compact", openapi_extra=openapi_body())
+    async def compact(request: Request):
+        try:
+            check_auth(request)
+            req, method, cfg = prepare(await _read_body(request, limits))
+        except SpecCompactError as err:
+            metrics.compactions.labels("-", "rejected").inc()
+            return fail(err)
+        if req.stream:
+            return EventSourceResponse(_stream(req, method, cfg), ping=SSE_PING_S, sep="\n",
+                                       headers={"Cache-Control": "no-cache"})
+        task = compactions.start(method, *job(req, method, cfg))
+        try:
+            result = await task.wait(request)
+        except asyncio.CancelledError:  # the server is stopping and cancels open requests
+            task.scope.cancel("shutdown")
+            return fail(task.scope.error())
+        except SpecCompactError as err:
+            if isinstance(err, CompactionCancelledError) and not isinstance(err, ServiceStoppingError):
+                return Response(status_code=error_status(err))  # nobody is listening
+            return fail(err)
+        return JSONResponse(result.to_json_dict())
+
+    async def _stream(req: CompactRequest, method: str, cfg: CompactConfig):
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+
+        def on_event(event: dict) -> None:  # called from the runner's worker threads
+            loop.call_soon_threadsafe(queue.put_nowait, dict(event))
+
+        task = compactions.start(method, *job(req, method, cfg, on_event))
+        try:
+            done = asyncio.ensure_future(task.wait(None))
+            while True:
+                getter = asyncio.ensure_future(queue.get())
+                await asyncio.wait({getter, done}, return_when=asyncio.FIRST_COMPLETED)
+                if getter.done():
+                    item = getter.result()
+                    yield _event(item)
+                    continue
+                getter.cancel()
+                while not queue.empty():  # events sent before the result
+                    yield _event(queue.get_nowait())
+                try:
+                    result = done.result()
+                except SpecCompactError as err:
+                    yield _event({**upstreams.scrub(error_body(err)), "status": error_status(err)}, "error")
+                    return
+                yield _event(result.to_json_dict(), "result")
+                yield {"data": "[DONE]"}
+                return
+        finally:
+            task.scope.cancel("cancelled")  # the client left (or the stream ended): stop the work
+
+    @app.get("/health")
+    async def health():
+        loop = asyncio.get_running_loop()
+        named = upstreams.named()
+        results = await asyncio.gather(*(loop.run_in_executor(None, probe, b) for _, b in named))
+        report = {name: upstreams.health_entry(r) for (name, _), r in zip(named, results)}
+        ok = all(r.get("ok") for r in results)
+        return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": report},
+                            status_code=200 if ok else 503)
+
+    @app.get("/metrics")
+    async def prometheus_metrics():
+        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+    return app

@@ -1,0 +1,232 @@
+"""The ``POST /v1/compact`` body: read, bounded, parsed and validated strictly.
+
+Everything here runs before a compaction starts and raises a typed
+:mod:`~sgl_speccompact.errors` error naming the field:
+
+* the raw body is bounded in bytes, nesting depth and digits per number
+  *before* ``json.loads`` runs, so no input reaches Python's recursion or
+  integer-conversion limits (which would be untyped 500s);
+* the body model is strict: no string or bool is coerced into a number, no
+  empty method name, no unknown field;
+* config overrides are validated strictly too and may only lower the
+  operator's limits (every ``max_*`` field), never raise them;
+* every string must be encodable as UTF-8 (a lone surrogate is a 422 naming
+  its field, not a backend error later).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from dataclasses import dataclass
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError
+
+from ..config import CompactConfig
+from ..errors import HistoryTooLongError, InvalidRequestError, MalformedJSONError, RequestTooLargeError
+
+
+@dataclass(frozen=True)
+class BodyLimits:
+    """Bounds checked on the raw body and on fields without a config limit."""
+
+    max_body_bytes: int = 32 * 2**20  # larger request bodies get 413 (bytes)
+    max_json_depth: int = 64  # deeper nesting of arrays/objects gets 400 (levels)
+    max_number_digits: int = 64  # a longer run of digits in one number gets 400 (digits)
+    max_previous_summary_chars: int = 1_000_000  # longer previous_summary gets 413 (chars)
+
+
+class CompactRequest(BaseModel):
+    """Body of ``POST /v1/compact``; strict types, unknown fields are rejected."""
+
+    model_config = ConfigDict(extra="forbid", strict=True)
+
+    messages: list[Any]  # OpenAI chat messages, validated by parse_messages
+    previous_summary: str | None = None  # summary of turns before `messages`
+    method: str | None = Field(None, min_length=1)  # speccompact | hermes | openclaw | target_self
+    source_judge: bool = False  # run the Source-Judged post-filter
+    config: dict[str, Any] | None = None  # CompactConfig overrides (may only tighten limits)
+    stream: bool = False  # answer with Server-Sent Events
+    focus: str | None = None  # topic the summary should favour (untrusted; redacted and quoted into prompts)
+    tools: list[dict[str, Any]] | None = None  # the agent's OpenAI tool schemas (agent-aligned layout)
+    layout: Literal["agent", "classic"] | None = None  # target prefix layout (agent when the service has the template)
+    chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent as chat_template_kwargs
+    routing_key: str | None = Field(None, min_length=1, max_length=256)  # X-SMG-Routing-Key of the agent's session
+
+
+# a JSON string, unrolled so the regex engine does not backtrack
+_JSON_STRING = re.compile(rb'"[^"\\]*(?:\\.[^"\\]*)*"', re.S)
+_NOT_BRACKET = re.compile(rb"[^\[\]{}]")
+_OPEN = frozenset(b"[{")
+
+
+def check_json_shape(raw: bytes, limits: BodyLimits) -> None:
+    """Refuse a body nested deeper or with longer numbers than ``limits`` allow.
+
+    Runs on the bytes, before any parser: strings are blanked out, then
+    digit runs and bracket depth are measured.
+
+    >>> check_json_shape(b'{"a": [[1]], "b": "[[[[[["}', BodyLimits(max_json_depth=3))
+    >>> check_json_shape(b'[[[[1]]]]', BodyLimits(max_json_depth=3))
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.MalformedJSONError: body: nests deeper than 3 levels
+    """
+    skeleton = _JSON_STRING.sub(b'""', raw)
+    if re.search(rb"[0-9]{%d}" % (limits.max_number_digits + 1), skeleton):
+        raise MalformedJSONError(f"has a number with more than {limits.max_number_digits} digits", field="body")
+    depth = 0
+    for ch in _NOT_BRACKET.sub(b"", skeleton):
+        depth += 1 if ch in _OPEN else -1
+        if depth > limits.max_json_depth:
+            raise MalformedJSONError(f"nests deeper than {limits.max_json_depth} levels", field="body")
+
+
+def _no_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _finite_float(text: str) -> float:
+    value = float(text)
+    if value in (float("inf"), float("-inf")):
+        raise ValueError(f"number {text[:20]}... is out of range")
+    return value
+
+
+def parse_json(raw: bytes, limits: BodyLimits) -> dict:
+    """Bounded JSON object from raw bytes (400/413/422 typed errors, never a 500)."""
+    if len(raw) > limits.max_body_bytes:
+        raise RequestTooLargeError(f"exceeds {limits.max_body_bytes} bytes", field="body")
+    check_json_shape(raw, limits)
+    try:
+        body = json.loads(raw or b"null", parse_constant=_no_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, our hooks
+        raise MalformedJSONError(f"is not valid JSON: {exc}", field="body") from None
+    if not isinstance(body, dict):
+        raise InvalidRequestError("must be a JSON object", field="body")
+    check_encodable(body)
+    return body
+
+
+def _path(parent: str, key: Any) -> str:
+    if isinstance(key, int):
+        return f"{parent}[{key}]"
+    return f"{parent}.{key}" if parent else str(key)
+
+
+def check_encodable(value: Any, where: str = "") -> None:
+    """Raise a 422 naming the first string (or key) that UTF-8 cannot encode.
+
+    >>> check_encodable({"messages": [{"content": "ok"}, {"content": "bad \\ud800"}]})
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.InvalidRequestError: messages[1].content: contains a lone surrogate \
+or other text that is not valid Unicode
+    """
+    stack = [(where, value)]
+    while stack:
+        path, v = stack.pop()
+        if isinstance(v, str):
+            try:
+                v.encode("utf-8")
+            except UnicodeEncodeError:
+                raise InvalidRequestError("contains a lone surrogate or other text that is not valid Unicode",
+                                          field=path or "body") from None
+        elif isinstance(v, dict):
+            for k in reversed(list(v)):
+                check_encodable(k, _path(path, "<key>"))
+                stack.append((_path(path, k), v[k]))
+        elif isinstance(v, list):
+            stack.extend((_path(path, i), item) for i, item in reversed(list(enumerate(v))))
+
+
+def _field(loc: tuple, prefix: str = "") -> str:
+    parts = ""
+    for p in loc:
+        parts = _path(parts, p)
+    return (prefix + "." + parts if parts else prefix) if prefix else (parts or "body")
+
+
+def parse_request(body: dict, limits: BodyLimits) -> CompactRequest:
+    """The strict body model; the first error names its field."""
+    try:
+        req = CompactRequest.model_validate(body)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
+        raise InvalidRequestError(msg, field=_field(e["loc"])) from None
+    if req.previous_summary is not None and len(req.previous_summary) > limits.max_previous_summary_chars:
+        raise HistoryTooLongError(f"has {len(req.previous_summary)} characters, limit is "
+                                  f"{limits.max_previous_summary_chars}", field="previous_summary")
+    return req
+
+
+def limit_fields() -> tuple[str, ...]:
+    """Config fields that are operator limits: every ``max_*`` number.
+
+    >>> "max_history_messages" in limit_fields(), "eta" in limit_fields()
+    (True, False)
+    """
+    return tuple(n for n, f in CompactConfig.model_fields.items()
+                 if "max_" in n and f.annotation in (int, float))
+
+
+def request_config(base: CompactConfig, overrides: dict | None) -> CompactConfig:
+    """``base`` with a request's overrides, validated strictly; limits may only go down.
+
+    >>> base = CompactConfig(max_history_messages=5)
+    >>> request_config(base, {"max_history_messages": 3}).max_history_messages
+    3
+    >>> request_config(base, {"max_history_messages": "100"})
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.InvalidRequestError: config.max_history_messages: Input should be a valid integer
+    """
+    if not overrides:
+        return base
+    unknown = sorted(set(overrides) - set(CompactConfig.model_fields))
+    if unknown:
+        raise InvalidRequestError("unknown config field", field=f"config.{unknown[0]}")
+    merged = {**base.model_dump(mode="json"), **overrides}
+    try:
+        # JSON mode: arrays are accepted for tuples; strict: no "0.8" or true for numbers
+        cfg = CompactConfig.model_validate_json(json.dumps(merged), strict=True)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise InvalidRequestError(e["msg"], field=_field(e["loc"], "config")) from None
+    for name in limit_fields():
+        if name in overrides and getattr(cfg, name) > getattr(base, name):
+            raise InvalidRequestError(f"may not exceed the service limit {getattr(base, name)}",
+                                      field=f"config.{name}")
+    return cfg
+
+
+_MESSAGE_SCHEMA = {
+    "type": "object",
+    "properties": {
+        "role": {"enum": ["system", "developer", "user", "assistant", "tool"]},
+        "content": {"anyOf": [{"type": "string"}, {"type": "null"},
+                              {"type": "array", "items": {"type": "object", "properties": {
+                                  "type": {"const": "text"}, "text": {"type": "string"}}, "required": ["text"]}}]},
+        "name": {"type": "string"},
+        "tool_call_id": {"type": "string"},
+        "tool_calls": {"type": "array", "items": {"type": "object", "properties": {
+            "id": {"type": "string"}, "type": {"const": "function"},
+            "function": {"type": "object", "properties": {"name": {"type": "string", "minLength": 1},
+                                                          "arguments": {"type": "string"}},
+                         "required": ["name"]}}, "required": ["function"]}},
+    },
+    "required": ["role"],
+    "additionalProperties": False,
+}
+
+
+def openapi_body() -> dict:
+    """``openapi_extra`` of ``POST /v1/compact``: the body schema (the route reads raw bytes)."""
+    schema = CompactRequest.model_json_schema()
+    schema["properties"]["messages"] = {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1}
+    config = CompactConfig.model_json_schema()
+    schema["properties"]["config"] = {"anyOf": [{"type": "object", "properties": config["properties"],
+                                                 "additionalProperties": False}, {"type": "null"}]}
+    return {"requestBody": {"required": True, "content": {"application/json": {"schema": schema}}}}

@@ -1,0 +1,116 @@
+"""Cancellation and deadlines of one compaction.
+
+A :class:`CancelScope` belongs to one compaction.  The service cancels it
+when the client goes away, when the whole-compaction deadline passes, or
+when the service stops.  Backends bound to the scope (see
+:meth:`SpecCompactEndpoint.with_cancel`) check it before every request they
+send, so every slot thread stops at its next request and no further request
+reaches a server; the request in flight ends at the latest when the
+deadline does, because its timeout is capped by the time left.
+
+Nothing here is specific to HTTP: the CLI and library callers can bind a
+scope in the same way.
+
+>>> scope = CancelScope(deadline_s=None)
+>>> scope.check()
+>>> scope.cancel("cancelled")
+>>> scope.check()
+Traceback (most recent call last):
+...
+sgl_speccompact.errors.CompactionCancelledError: compaction cancelled
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+from typing import Any
+
+from ..errors import CompactionCancelledError, CompactionTimeoutError, ServiceStoppingError
+
+
+class CancelScope:
+    """A cancel flag plus an optional deadline, shared by every thread of one compaction.
+
+    Parameters
+    ----------
+    deadline_s : float or None
+        Seconds from now after which the compaction counts as timed out;
+        None for no deadline.
+    """
+
+    def __init__(self, deadline_s: float | None = None):
+        self.deadline_s = deadline_s  # whole-compaction limit (seconds), None = none
+        self._deadline = None if deadline_s is None else time.monotonic() + deadline_s  # monotonic clock
+        self._event = threading.Event()  # set once cancelled or timed out
+        self._lock = threading.Lock()  # orders cancel() against finish()
+        self.reason: str | None = None  # "cancelled" | "timeout" once set
+        self.finished = False  # the compaction ended before any cancel
+
+    def cancel(self, reason: str = "cancelled") -> bool:
+        """Cancel (first reason wins); every later :meth:`check` raises.
+
+        Returns False when the compaction had already finished (or was
+        already cancelled), so the caller knows its result stands.
+        """
+        with self._lock:
+            if self.finished or self._event.is_set():
+                return False
+            self.reason = reason
+            self._event.set()
+            return True
+
+    def finish(self) -> bool:
+        """Mark the compaction done; False if it was cancelled first."""
+        with self._lock:
+            if self._event.is_set():
+                return False
+            self.finished = True
+            return True
+
+    @property
+    def cancelled(self) -> bool:
+        """True once cancelled or past the deadline."""
+        if not self._event.is_set() and self._deadline is not None and time.monotonic() >= self._deadline:
+            self.cancel("timeout")  # no-op once finished
+        return self._event.is_set()
+
+    def remaining(self) -> float | None:
+        """Seconds left before the deadline (None without one, never below 0)."""
+        if self._deadline is None:
+            return None
+        return max(0.0, self._deadline - time.monotonic())
+
+    def timeout(self, per_request_s: float) -> float:
+        """A request's timeout: ``per_request_s`` capped by the time left (at least 1 ms)."""
+        left = self.remaining()
+        return per_request_s if left is None else max(0.001, min(per_request_s, left))
+
+    def error(self) -> Exception:
+        """The typed error that stands for this scope's end."""
+        if self.reason == "timeout":
+            return CompactionTimeoutError(f"the compaction did not finish within {self.deadline_s:g} s")
+        if self.reason == "shutdown":
+            return ServiceStoppingError("compaction cancelled: the service is stopping")
+        return CompactionCancelledError("compaction cancelled")
+
+    def check(self) -> None:
+        """Raise the scope's error if it is cancelled or past its deadline."""
+        if self.cancelled:
+            raise self.error()
+
+    def wait(self, timeout: float) -> bool:
+        """Block up to ``timeout`` seconds or until cancelled; True if cancelled."""
+        return self._event.wait(timeout)
+
+
+def bind(backend: Any, scope: CancelScope) -> Any:
+    """``backend`` bound to ``scope`` when it supports it (``with_cancel``), else itself.
+
+    A backend without ``with_cancel`` (an in-process stand-in) is returned
+    unchanged; the service still answers at the deadline, but that backend
+    keeps running until its compaction returns.
+    """
+    if backend is not None and hasattr(backend, "with_cancel"):
+        return backend.with_cancel(scope)
+    return backend

@@ -1,0 +1,63 @@
+"""Prometheus metrics of the compaction service, in a registry owned by one app.
+
+Outcomes counted in ``speccompact_compactions_total``: ``ok``,
+``rejected`` (refused before it started), ``client_error``,
+``upstream_error`` (502), ``upstream_timeout`` (504 from one request),
+``timeout`` (the whole-compaction deadline), ``cancelled`` (the client went
+away or the service stopped) and ``error``.  ``speccompact_in_flight`` is
+raised when a compaction's thread starts and lowered when that thread
+returns, so it counts work that is really running, abandoned or not.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+
+from ..errors import CompactionCancelledError, CompactionTimeoutError, SpecCompactError, http_status
+
+
+def outcome(err: SpecCompactError) -> str:
+    """The ``outcome`` label of a failed compaction.
+
+    >>> outcome(CompactionTimeoutError("late")), outcome(CompactionCancelledError("gone"))
+    ('timeout', 'cancelled')
+    """
+    if isinstance(err, CompactionTimeoutError):
+        return "timeout"
+    if isinstance(err, CompactionCancelledError):
+        return "cancelled"
+    status = http_status(err)
+    return {502: "upstream_error", 504: "upstream_timeout"}.get(status, "client_error" if status < 500 else "error")
+
+
+class Metrics:
+    """The service's metrics."""
+
+    def __init__(self):
+        self.registry = CollectorRegistry()  # private to one app
+        r = self.registry
+        self.compactions = Counter("speccompact_compactions_total", "Compactions by method and outcome",
+                                   ["method", "outcome"], registry=r)
+        self.latency = Histogram("speccompact_compaction_seconds", "End-to-end compaction latency",
+                                 ["method"], registry=r,
+                                 buckets=(0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30, 60, 120, 300))
+        ratio_buckets = (0.1, 0.2, 0.3, 0.4, 0.5, 0.6, 0.7, 0.8, 0.9, 0.95, 1.0)
+        self.acceptance = Histogram("speccompact_acceptance_rate", "Judged draft lines accepted per compaction",
+                                    ["method"], registry=r, buckets=ratio_buckets)
+        self.cached = Histogram("speccompact_target_cached_ratio", "Target cached/prompt tokens per compaction",
+                                ["method"], registry=r, buckets=ratio_buckets)
+        self.in_flight = Gauge("speccompact_in_flight", "Compactions whose thread is running now", registry=r)
+
+    def observe(self, method: str, result_outcome: str, seconds: float, result: Any = None) -> None:
+        """Count one finished compaction."""
+        self.compactions.labels(method, result_outcome).inc()
+        self.latency.labels(method).observe(seconds)
+        if result is None:
+            return
+        if result.stats.acceptance_rate is not None:
+            self.acceptance.labels(method).observe(result.stats.acceptance_rate)
+        cached = result.stats.cached_ratio("target")
+        if cached is not None:
+            self.cached.labels(method).observe(cached)

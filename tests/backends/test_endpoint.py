@@ -1,0 +1,195 @@
+"""SpecCompactEndpoint: one request per judgement, LoRA, typed transport errors,
+and every /generate body valid for sglang 0.5.23's own server classes."""
+
+import math
+import socket
+import threading
+
+import pytest
+from sglang.srt.entrypoints.api_contract import generate_contract_error
+from sglang.srt.managers.io_struct import GenerateReqInput
+
+from sgl_speccompact.methods.speccompact import compact
+from sgl_speccompact.backends.endpoint import LabelJudgement, SpecCompactEndpoint
+from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError, LabelTokenError
+from sgl_speccompact.core.prompts import THINK_OFF
+
+from scripted import LINE_RE, ScriptedBackend
+from test_programs import DRAFTS, MESSAGES, drafter_from
+
+VOCAB = {"positive": 101, " positive": 102, "Positive": 103, "negative": 201, " negative": 202}
+
+
+def assert_server_accepts(body: dict) -> None:
+    """The checks sglang's /generate route runs before serving a body."""
+    assert generate_contract_error(body) is None, generate_contract_error(body)
+    GenerateReqInput(**body).normalize_batch_and_arguments()
+
+
+def body_text(body: dict):
+    """A body's prompt as text: ``text``, or ``input_ids`` decoded (the fake tokenizer: one id per char)."""
+    if "text" in body:
+        return body["text"]
+    ids = body["input_ids"]
+    if ids and isinstance(ids[0], list):
+        return ["".join(map(chr, x)) for x in ids]
+    return "".join(map(chr, ids))
+
+
+class InProcessEndpoint(SpecCompactEndpoint):
+    """The real endpoint with its HTTP transport answered in-process."""
+
+    def __init__(self, *, model="Qwen/Qwen3-8B", model_type="qwen3", judge=lambda line: 0.9, repair="- repaired",
+                 **kw):
+        self.bodies, self.judge, self.repair = [], judge, repair
+        self.lock = threading.Lock()
+        self.model, self.model_type = model, model_type
+        super().__init__("http://in-process", **kw)
+
+    def _request(self, method, path, body=None):
+        if path == "/get_model_info":  # what sglang reports from the checkpoint's config.json
+            return {"model_path": self.model, "tokenizer_path": self.model, "is_generation": True,
+                    "model_type": self.model_type}
+        if path == "/tokenize":
+            toks = [[VOCAB[p]] if p in VOCAB else [ord(c) for c in p]
+                    for p in body["prompt"]]
+            return {"tokens": toks, "count": [len(t) for t in toks], "max_model_len": 32768}
+        assert path == "/generate"
+        with self.lock:
+            self.bodies.append(body)
+        text = body_text(body)
+        meta = {"prompt_tokens": len(text), "cached_tokens": 0, "completion_tokens": 0}
+        if "token_ids_logprob" in body:
+            p = self.judge(LINE_RE.findall(text)[-1])
+            lps = [[math.log(p if t < 200 else (1 - p)) - (0 if t in (101, 201) else 3), t, None]
+                   for t in body["token_ids_logprob"]]
+            return {"text": "", "meta_info": {**meta, "output_token_ids_logprobs": [lps]}}
+        if body["sampling_params"]["max_new_tokens"] == 0:
+            return {"text": "", "meta_info": meta}
+        return {"text": self.repair, "meta_info": {**meta, "finish_reason": {"type": "stop", "matched": "\n"}}}
+
+
+def test_one_generate_request_per_verification_and_valid_bodies():
+    target = InProcessEndpoint(judge=lambda line: 0.05 if "BAD" in line else 0.9)
+    drafter = ScriptedBackend(draft=drafter_from(DRAFTS))
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    judge_bodies = [b for b in target.bodies if "token_ids_logprob" in b]
+    assert len(judge_bodies) == res.stats.proposed_lines == res.stats.requests["target"]["verify"].requests
+    for b in judge_bodies:
+        assert b["sampling_params"]["max_new_tokens"] == 0 and b["return_logprob"] is True
+        assert b["token_ids_logprob"] == [101, 102, 103, 201, 202]
+    prefills = [b for b in target.bodies if "token_ids_logprob" not in b and b["sampling_params"]["max_new_tokens"] == 0]
+    assert len(prefills) == 1
+    for b in target.bodies:
+        assert_server_accepts(b)
+    assert "2. repaired" not in res.summary and "- repaired" in res.summary  # BAD line replaced
+    assert res.stats.requests["target"]["verify"].prompt_tokens > 0
+
+
+def test_qwen3_gets_chatml_and_thinking_disabled():
+    target = InProcessEndpoint()
+    assert target.chat_template.name == "qwen" and target.assistant_prefix == THINK_OFF
+    compact(MESSAGES, target=target, drafter=ScriptedBackend(draft=drafter_from(DRAFTS)))
+    judge = body_text(next(b for b in target.bodies if "token_ids_logprob" in b))
+    assert judge.startswith("<|im_start|>system\n") and judge.endswith("<|im_start|>assistant\n" + THINK_OFF)
+    other = InProcessEndpoint(model="meta-llama/Llama-3.1-8B-Instruct", model_type="llama",
+                              chat_template="llama-3-instruct")
+    assert other.chat_template.name == "llama-3-instruct" and other.assistant_prefix == ""
+
+
+def test_lora_path_sent_on_every_drafter_request():
+    drafter = InProcessEndpoint(lora_path="drafter", repair="- a\n- b")
+    from sgl_speccompact.programs.steps import draft_slot
+    state = draft_slot.run(context="ctx ", slot_request="req", accepted="", assistant_prefix="",
+                           sampling={"max_tokens": 64, "temperature": 0.0}, backend=drafter)
+    assert state["draft"] == "- a\n- b"
+    assert drafter.bodies and all(b["lora_path"] == "drafter" for b in drafter.bodies)
+    for b in drafter.bodies:
+        assert_server_accepts(b)
+
+
+def test_label_words_without_single_token_fail_at_startup():
+    target = InProcessEndpoint()
+    with pytest.raises(LabelTokenError):
+        compact(MESSAGES, target=target, drafter=ScriptedBackend(draft=drafter_from(DRAFTS)),
+                config={"positive_label": "supported", "negative_label": "negative"})
+    assert target.bodies == []  # nothing was sent before the check
+
+
+def test_plain_endpoint_select_scores_choices_by_their_tokens():
+    # RuntimeEndpoint.select hands the choices method each choice's token logprobs;
+    # the shared prefix token cancels in r.
+    method = LabelJudgement(eta=0.7)
+    d = method(choices=["positive", "negative"], normalized_prompt_logprobs=[0, 0],
+               input_token_logprobs=[[(-1.0, 5, "\n"), (math.log(0.6), 101, "positive")],
+                                     [(-1.0, 5, "\n"), (math.log(0.2), 201, "negative")]],
+               output_token_logprobs=[[], []])
+    assert d.decision == "positive" and d.meta_info["judgement"]["score"] == pytest.approx(0.75)
+    assert d.meta_info["requests"] == 2
+
+
+def _free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def test_server_down_is_a_typed_error():
+    with pytest.raises(BackendUnavailableError):
+        SpecCompactEndpoint(f"http://127.0.0.1:{_free_port()}", timeout_s=2)
+
+
+def _read_request(conn) -> bytes:
+    data = b""
+    while b"\r\n\r\n" not in data:
+        data += conn.recv(65536)
+    head, _, rest = data.partition(b"\r\n\r\n")
+    length = next((int(line.split(b":")[1]) for line in head.split(b"\r\n") if line.lower().startswith(b"content-length")), 0)
+    while len(rest) < length:
+        rest += conn.recv(65536)
+    return head
+
+
+def _answer(conn, payload: bytes) -> None:
+    conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: application/json\r\nContent-Length: %d\r\n\r\n%s"
+                 % (len(payload), payload))
+
+
+def test_a_kept_alive_connection_closed_under_a_request_is_sent_again():
+    """The server's idle timeout closes a pooled connection just as a request goes out on it."""
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(2)
+    seen = []
+
+    def serve():
+        first, _ = srv.accept()
+        seen.append(_read_request(first).split(b" ")[1])
+        _answer(first, b'{"model_path": "Qwen/Qwen3-8B", "model_type": "qwen3"}')  # kept alive
+        seen.append(_read_request(first).split(b" ")[1])
+        first.close()  # ... and closed before any answer to the next request
+        second, _ = srv.accept()
+        seen.append(_read_request(second).split(b" ")[1])
+        _answer(second, b'{"tokens": [[7, 8]], "count": [2], "max_model_len": 100}')
+        second.close()
+
+    server = threading.Thread(target=serve, daemon=True)
+    server.start()
+    try:
+        ep = SpecCompactEndpoint(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout_s=60)
+        assert ep.tokenize(["a b"]) == [[7, 8]]
+        assert seen == [b"/get_model_info", b"/tokenize", b"/tokenize"]  # sent once more, on a new connection
+    finally:
+        server.join(timeout=60)
+        srv.close()
+
+
+def test_server_not_answering_is_a_timeout_error():
+    srv = socket.socket()
+    srv.bind(("127.0.0.1", 0))
+    srv.listen(1)  # accepts the connection, never answers
+    try:
+        with pytest.raises(BackendTimeoutError):
+            SpecCompactEndpoint(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout_s=0.5)
+    finally:
+        srv.close()

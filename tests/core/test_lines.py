@@ -1,0 +1,69 @@
+"""Line checks, draft splitting, the draft buffer and budgets (pure)."""
+
+from sgl_speccompact.config import CompactConfig
+from sgl_speccompact.errors import ConfigError
+from sgl_speccompact.config import make_config
+from sgl_speccompact.core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, split_draft
+from sgl_speccompact.core.prompts import assemble, section
+from sgl_speccompact.schema import OPENCLAW_SLOTS
+
+import pytest
+
+CFG = CompactConfig()
+
+
+def test_paper_defaults():
+    assert (CFG.eta, CFG.max_lines_per_slot, CFG.max_tokens_per_slot, CFG.max_new_tokens,
+            CFG.max_summary_tokens) == (0.7, 12, 320, 64, 2048)
+
+
+def test_bad_config_is_a_typed_error():
+    with pytest.raises(ConfigError):
+        make_config(eta=1.5)
+    with pytest.raises(ConfigError):
+        make_config({"max_lines": 3})  # unknown field
+    with pytest.raises(ConfigError):
+        make_config(positive_label="yes", negative_label="Yes")
+
+
+def test_check_order_duplicate_before_length_before_bypass():
+    long_heading = "#" + "x" * 500
+    assert classify_line(long_heading, [], CFG) is LineKind.TOO_LONG  # length check comes first
+    assert classify_line("### Done", ["### Done"], CFG) is LineKind.DUPLICATE
+    assert classify_line("  - Fix  A.py ", ["- fix a.py"], CFG) is LineKind.DUPLICATE
+    assert classify_line("(None)", [], CFG) is LineKind.UNJUDGED
+    assert classify_line("   ", [], CFG) is LineKind.BLANK
+    assert classify_line("- ran tests", ["", ""], CFG) is LineKind.JUDGE
+
+
+def test_split_draft_drops_incomplete_tail_only_when_cut():
+    assert split_draft("- a\n- b\n- c", finished=False) == (["- a", "- b"], False)
+    assert split_draft("- a\n\n- b\n", finished=True) == (["- a", "", "- b"], False)
+    assert split_draft("", finished=True) == ([], False)
+
+
+def test_buffer_reused_only_while_prefix_matches():
+    buf = DraftBuffer(("- x",), ["- a", "- b"], exhausted=True)
+    assert buf.take(()) is None  # drafted from another prefix
+    assert buf.take(("- x",)) == "- a"
+    assert buf.take(("- x", "- repaired")) is None  # a repair changed the prefix
+    assert buf.take(("- x", "- a")) == "- b"
+    assert buf.done(("- x", "- a", "- b")) and not buf.done(("- x",))
+
+
+def test_budget_counts_blank_lines_as_tokens_not_lines():
+    b = SlotBudget(max_lines=2, max_tokens=6)
+    b.add("- a", 2)
+    b.add("", 1)
+    assert b.lines == 1 and b.tokens == 3
+    assert b.check("- b", 3) is None
+    b.add("- b", 3)
+    assert b.check("- c", 0) == "line_budget" and b.check("", 1) == "token_budget"
+
+
+def test_assembly_in_schema_order_with_none_for_empty_slots():
+    text = assemble(OPENCLAW_SLOTS, {"next_steps": ["1. run tests"], "goal": ["- fix bug", ""]})
+    heads = [l for l in text.splitlines() if l.startswith("## ")]
+    assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS]
+    assert "## Goal\n- fix bug\n\n## Constraints & Preferences\n(none)" in text
+    assert section(OPENCLAW_SLOTS[4], []) == "## Next Steps\n(none)"

@@ -1,0 +1,213 @@
+"""The Hermes Agent plugin's logic, outside Hermes (its end-to-end test with Hermes: test_hermes_e2e.py).
+
+Message selection and assembly are checked on hand-made lists; the engine
+talks to ``launch --emulate`` through a recording proxy, and to a closed
+port, a slow proxy and a failing one for the failure modes.
+"""
+
+import copy
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations" / "hermes"))
+
+from speccompact_hermes import client, engine as eng, messages as msgs  # noqa: E402
+from speccompact_hermes.settings import Settings, from_sources  # noqa: E402
+
+from hermes_fakes import ServiceProxy  # noqa: E402
+from procs import READY_S  # noqa: E402
+
+M = msgs.Markers("[SUMMARY PREFIX]", "[END]", "[PRIOR]", "[DELIM]")
+
+
+def call(cid, name="terminal", args='{"cmd": "ls"}'):
+    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
+
+
+def history(n_rounds=6, big=400):
+    """user, then rounds of assistant tool call + tool result + assistant text, then a last user request."""
+    out = [{"role": "user", "content": "Fix the failing test in tests/test_io.py"}]
+    for i in range(n_rounds):
+        out += [{"role": "assistant", "content": "", "tool_calls": [call(f"c{i}")]},
+                {"role": "tool", "tool_call_id": f"c{i}", "content": f"output {i} " + "x" * big},
+                {"role": "assistant", "content": f"step {i} done"}]
+    out.append({"role": "user", "content": "Now also update the README"})
+    return out
+
+
+# ---------------------------------------------------------------- selection and assembly
+
+
+def test_split_keeps_head_tail_latest_user_and_tool_groups():
+    ms = history()
+    cut = msgs.split(ms, protect_first_n=3, protect_last_n=20, tail_budget_tokens=300, markers=M)
+    assert cut.start == 3 and ms[cut.start]["role"] != "tool"
+    assert cut.end < len(ms) and ms[cut.end]["role"] != "tool"  # never starts the tail inside a group
+    assert ms[-1] in ms[cut.end:]  # the latest user request is kept verbatim
+    assert any(m["role"] == "assistant" and m["content"] for m in ms[cut.end:])  # and the latest reply
+    assert cut.previous_summary is None and cut.summarize_from == cut.start
+
+
+def test_split_with_a_system_prompt_and_a_huge_tool_result_keeps_the_pair_together():
+    ms = [{"role": "system", "content": "sys"}] + history(n_rounds=4, big=200)
+    ms[-3]["content"] = "y" * 50_000  # the last tool result alone is far over the budget
+    cut = msgs.split(ms, protect_first_n=3, protect_last_n=20, tail_budget_tokens=200, markers=M)
+    tail = ms[cut.end:]
+    ids = {tc["id"] for m in tail for tc in m.get("tool_calls") or []}
+    assert all(m["tool_call_id"] in ids for m in tail if m["role"] == "tool")
+    assert cut.start == 4 and ms[-1] in tail
+
+
+def test_assemble_frames_the_summary_and_alternates_roles():
+    ms = history()
+    cut = msgs.split(ms, protect_first_n=3, protect_last_n=20, tail_budget_tokens=300, markers=M)
+    out = msgs.assemble(ms, cut, "## Goal\nfix it", M)
+    summary = out[cut.start]
+    assert summary["content"].startswith("[SUMMARY PREFIX]\n## Goal\nfix it") and summary["content"].endswith("[END]")
+    assert summary[msgs.SUMMARY_KEY] is True
+    assert out[:cut.start] == ms[:cut.start] and out[cut.start + 1:] == ms[cut.end:]
+    assert out[cut.start - 1]["role"] != summary["role"] != out[cut.start + 1]["role"]  # roles alternate around it
+    assert ms == history()  # the input is never changed
+
+
+def test_summary_merges_into_the_tail_when_no_role_alternates():
+    ms = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"},
+          {"role": "user", "content": "c"}, {"role": "assistant", "content": "d"}, {"role": "user", "content": "e"}]
+    assert msgs.summary_role(ms, 2, 4) is None  # the head ends with assistant, the tail starts with user
+    out = msgs.assemble(ms, msgs.Split(2, 4, None, 2), "S", M)
+    assert len(out) == 3 and out[2]["content"].startswith("[PRIOR]\ne\n\n[DELIM]\n\n[SUMMARY PREFIX]\nS")
+    assert out[2][msgs.SUMMARY_KEY]
+
+
+def test_a_previous_summary_in_the_list_is_found_and_not_resent():
+    ms = history()
+    ms.insert(1, {"role": "assistant", "content": "[SUMMARY PREFIX]\n## Goal\nold goal\n\n[END]",
+                  msgs.SUMMARY_KEY: True})
+    cut = msgs.split(ms, protect_first_n=0, protect_last_n=20, tail_budget_tokens=300, markers=M)
+    assert cut.previous_summary == "## Goal\nold goal" and cut.summarize_from == 2
+
+
+def test_pair_tools_drops_orphans():
+    ms = [{"role": "assistant", "content": "", "tool_calls": [call("a"), call("b")]},
+          {"role": "tool", "tool_call_id": "a", "content": "ok"}, {"role": "tool", "tool_call_id": "z", "content": "?"}]
+    out = msgs.pair_tools(copy.deepcopy(ms))
+    assert [tc["id"] for tc in out[0]["tool_calls"]] == ["a"] and len(out) == 2
+
+
+def test_wire_messages_keep_known_fields_and_redact():
+    ms = [{"role": "user", "content": "key sk-abcdefghijklmnopqrstuvwx", "_compressed_summary": True, "reasoning": "r"},
+          {"role": "assistant", "content": None, "tool_calls": [call("c1", args='{"token": "ghp_' + "a" * 30 + '"}')]},
+          {"role": "tool", "tool_call_id": "c1", "content": "ok"}, {"role": "tool", "tool_call_id": "gone", "content": "x"}]
+    out = client.wire_messages(ms, eng.redact)
+    assert out[0] == {"role": "user", "content": "key [REDACTED]"}
+    assert "ghp_" not in out[1]["tool_calls"][0]["function"]["arguments"] and len(out) == 3
+
+
+def test_settings_from_file_then_environment():
+    s = from_sources({"method": "hermes", "source_judge": "true", "url": "http://file:1", "bogus": 1},
+                     {"SPECCOMPACT_URL": "http://env:2", "SGL_SPECCOMPACT_API_KEY": "k"})
+    assert (s.url, s.method, s.source_judge, s.api_key) == ("http://env:2", "hermes", True, "k")
+    assert from_sources({"timeout_s": "not a number"}, {}).timeout_s == Settings().timeout_s
+
+
+# ---------------------------------------------------------------- the engine against the service
+
+
+def make_engine(url, **kw) -> eng.SpecCompactEngine:
+    e = eng.SpecCompactEngine(Settings(url=url, **kw))
+    e.update_model("fake-model", 200_000)
+    e.session_id = "s1"
+    return e
+
+
+def closed_port_url() -> str:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return f"http://127.0.0.1:{s.getsockname()[1]}"
+
+
+@pytest.mark.slow
+def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service):
+    tools = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
+    eng.remember_tools(session_id="s1", request={"body": {"tools": tools, "messages": []}})
+    with ServiceProxy(emulated_service) as proxy:
+        # the timeout is a hang guard here: the first compaction of a fresh service on a loaded machine is slow
+        e = copy.deepcopy(make_engine(proxy.url, method="speccompact", timeout_s=READY_S))  # Hermes copies it
+        ms = history()
+        out = e.compress(ms, focus_topic="the README")
+        assert out != ms and e.compression_count == 1 and e._last_compression_made_progress
+        sent = proxy.bodies[0]
+        assert sent["method"] == "speccompact" and sent["focus"] == "the README" and sent["tools"] == tools
+        assert "previous_summary" not in sent and sent["config"] == {"agent_context_tokens": 200_000}
+        assert sent["messages"][0]["role"] != "tool" and all("_compressed_summary" not in m for m in sent["messages"])
+        summary = next(m for m in out if m.get(msgs.SUMMARY_KEY))
+        assert summary["content"].startswith(eng.hermes_markers().prefix) and "## Goal" in summary["content"]
+        assert out[-1] == ms[-1]
+        status = e.get_status()["speccompact"]["last_compaction"]
+        assert status["method"] == "speccompact" and 0 <= status["acceptance_rate"] <= 1
+        assert status["target_cached_ratio"] > 0 and status["latency_s"] > 0
+
+        longer = out + history(n_rounds=4)[1:]
+        again = e.compress(longer)
+        assert again != longer and proxy.bodies[1]["previous_summary"].startswith("## Goal")
+        assert e.get_status()["speccompact"]["last_compaction"]["incremental"] is True
+
+
+def test_service_down_keeps_messages_and_cools_down():
+    e = make_engine(closed_port_url())
+    ms = history()
+    assert e.compress(ms) is ms and e._last_compress_aborted
+    assert "unreachable" in e._last_summary_error and e.last["cooldown_s"] == 60
+    assert e._automatic_compression_blocked() and not e.should_compress(190_000)
+    assert e.compress(ms) is ms and not e._last_compress_aborted  # in cooldown: not even tried
+
+
+def test_500_and_timeouts_follow_hermes_cooldowns():
+    with ServiceProxy("http://127.0.0.1:9", slow_s=3.0) as proxy:
+        e = make_engine(proxy.url, timeout_s=0.5)
+        proxy.mode = "error500"
+        ms = history()
+        assert e.compress(ms) is ms and e.last["cooldown_s"] == 60 and "HTTP 500" in e._last_summary_error
+        proxy.mode = "slow"
+        ladder = []
+        for _ in range(4):
+            assert e.compress(ms, force=True) is ms  # /compress bypasses the cooldown
+            ladder.append(e.last["cooldown_s"])
+        assert ladder == [60, 300, 900, 900]
+        assert e.get_status()["speccompact"]["failures_in_a_row"] == 5
+
+
+def test_a_cut_off_or_empty_summary_is_a_failure_never_a_summary():
+    with ServiceProxy("http://127.0.0.1:9") as proxy:
+        e = make_engine(proxy.url)
+        proxy.mode = "canned"
+        ms = history()
+        for canned, error in (({"summary": "## Goal\n- half", "truncated": True}, "truncated"),
+                              ({"summary": "  "}, "bad_response"), ({"result": 1}, "bad_response")):
+            proxy.canned = canned
+            assert e.compress(ms, force=True) is ms and e._last_compress_aborted
+            assert error in e._last_summary_error and e.compression_count == 0
+        proxy.canned = {"summary": "## Goal\n- whole", "method": "hermes", "stats": {}}
+        assert e.compress(ms, force=True) != ms and e.compression_count == 1
+
+
+def test_automatic_compaction_stops_after_two_ineffective_ones():
+    e = make_engine(closed_port_url())
+    assert e.should_compress(160_000)  # threshold 150,000 (75% of 200,000)
+    for _ in range(2):
+        e.record_completed_compaction()
+        e.update_from_response({"prompt_tokens": 170_000, "completion_tokens": 5})
+    assert not e.should_compress(170_000) and e._automatic_compression_blocked()
+    e.update_from_response({"prompt_tokens": 90_000})  # the prompt fits again: the guard resets
+    assert e.should_compress(160_000)
+
+
+def test_short_history_is_a_no_op_counted_as_ineffective():
+    e = make_engine(closed_port_url())
+    ms = history(n_rounds=1)[:4]
+    assert e.compress(ms) is ms and e._ineffective_compression_count == 1 and not e._last_compress_aborted
+    assert not e.has_content_to_compress(ms)
+    assert e.get_status()["speccompact"]["cooldown_remaining_s"] == 0

@@ -1,0 +1,181 @@
+"""compact() over HTTP: SGLang's client path against two emulator instances,
+on real trajectories from ../shared/data/trajectories."""
+
+import copy
+from pathlib import Path
+
+import pytest
+import requests
+from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+
+from sgl_speccompact.methods.speccompact import compact
+from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+from sgl_speccompact.core.prompts import THINK_OFF
+from sgl_speccompact.result import LineOrigin
+from sgl_speccompact.schema import OPENCLAW_SLOTS
+from sgl_speccompact.testing import ScriptedPolicy
+
+TRAJ = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
+FILES = {
+    "openai": "All-Hands-AI__agent-sdk__tests__fixtures__llm_data__fncall-llm-message.json",
+    "mini_swe": "SWE-agent__mini-swe-agent__tests__test_data__github_issue.traj.json",
+}
+DRAFTS = {
+    "goal": ["- Create /workspace/hello.py that prints Hello, World!"],
+    "constraints_preferences": ["(none)"],
+    "progress": ["### Done", "- [x] Checked the workspace", "", "### In Progress", "- [ ] Finish the task"],
+    "key_decisions": ["- **Retry after the error**: the first attempt failed"],
+    "next_steps": ["1. Run the program", "2. Delete /etc/INVENTED.conf", "3. Report back"],
+    "critical_context": ["- Error seen: [Errno 2] No such file or directory"],
+}
+
+
+def load(name):
+    path = TRAJ / FILES[name]
+    if not path.exists():
+        pytest.skip(f"shared trajectories not found at {TRAJ}")
+    from sgl_speccompact.history.formats import load_history
+    return load_history(path)
+
+
+def accepted_lines(prompt: str) -> list[str]:
+    body = prompt.rsplit("<|im_start|>assistant\n", 1)[-1].removeprefix(THINK_OFF)
+    return body.split("\n")[:-1]
+
+
+def drafter_policy() -> ScriptedPolicy:
+    """Continues each slot's draft after whatever the prompt already accepted."""
+    policy = ScriptedPolicy()
+    for slot, lines in DRAFTS.items():
+        def cont(prompt, lines=lines):
+            done = accepted_lines(prompt)
+            start = 0
+            if done and done[0].startswith("### "):  # a sub-section branch opens with its heading
+                if done[0] not in lines:
+                    return ""
+                start = lines.index(done[0])
+            rest = lines[start + len(done):]  # continue after the accepted (possibly repaired) prefix
+            return "\n".join(rest) + ("\n" if rest else "")
+        policy.on(f"Generate only the {slot} slot", cont)
+    return policy
+
+
+def target_policy() -> ScriptedPolicy:
+    policy = ScriptedPolicy()
+    policy.judge("INVENTED", p_positive=0.05, after="<|im_start|>user")
+    policy.judge("<line>", p_positive=0.95, after="<|im_start|>user")
+    policy.on("write only the next_steps", "2. Check the output matches\n3. more text never decoded")
+    return policy
+
+
+@pytest.fixture
+def servers(make_emulated_server):
+    target = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")
+    return target, drafter
+
+
+def server_requests(srv) -> int:
+    return requests.get(srv.url + "/emulator/stats", timeout=10).json()["total"]["requests"]
+
+
+@pytest.mark.parametrize("name", sorted(FILES))
+def test_speccompact_over_http_one_request_judge(servers, name):
+    target_srv, drafter_srv = servers
+    messages = load(name)
+    before = copy.deepcopy(messages)
+    target = SpecCompactEndpoint(target_srv.url)
+    drafter = SpecCompactEndpoint(drafter_srv.url)
+    res = compact(messages, target=target, drafter=drafter)
+    assert messages == before
+
+    heads = [line for line in res.summary.splitlines() if line.startswith("## ")]
+    assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS]
+    nxt = {s.name: s for s in res.slots}["next_steps"]
+    assert [l.text for l in nxt.lines] == ["1. Run the program", "2. Check the output matches", "3. Report back"]
+    assert nxt.lines[1].origin is LineOrigin.REPAIRED and "INVENTED" in nxt.lines[1].rejected_draft
+    assert "INVENTED" not in res.summary and "never decoded" not in res.summary
+
+    st = res.stats
+    verify, repair, prefill = (st.requests["target"][k] for k in ("verify", "repair", "prefill"))
+    assert verify.requests == st.proposed_lines  # one request per judgement
+    assert prefill.requests == 1 and repair.requests == 1
+    # every request the client counted reached the server (and no other)
+    assert server_requests(target_srv) == st.totals("target").requests
+    assert server_requests(drafter_srv) == st.totals("drafter").requests
+    # layout promise: after the one prefill, every target request reuses the whole shared prefix
+    shared = prefill.prompt_tokens
+    later = verify.requests + repair.requests
+    assert prefill.cached_tokens == 0
+    assert verify.cached_tokens + repair.cached_tokens >= later * (shared - 1)
+    promised = later * (shared - 1) / st.totals("target").prompt_tokens
+    assert st.cached_ratio("target") >= promised > 0.5
+    # drafter: the conversation precedes the slot request, so slots share it too
+    assert st.cached_ratio("drafter") > 0.5
+
+
+def test_plain_runtime_endpoint_gives_the_same_summary_with_two_requests_per_judgement(servers):
+    target_srv, drafter_srv = servers
+    messages = load("openai")
+    one = compact(messages, target=SpecCompactEndpoint(target_srv.url),
+                  drafter=SpecCompactEndpoint(drafter_srv.url))
+    target_srv.flush_cache(); drafter_srv.flush_cache()
+    plain_target = RuntimeEndpoint(target_srv.url, chat_template_name="qwen")
+    two = compact(messages, target=plain_target, drafter=SpecCompactEndpoint(drafter_srv.url))
+    # plain RuntimeEndpoint: no thinking prefix and a generic template, so compare decisions
+    assert [[l.origin for l in s.lines] for s in two.slots] == [[l.origin for l in s.lines] for s in one.slots]
+    assert two.stats.requests["target"]["verify"].requests == 2 * two.stats.proposed_lines
+    assert "INVENTED" not in two.summary
+
+
+def test_lora_drafter_requests_share_one_namespace(servers):
+    target_srv, drafter_srv = servers
+    res = compact(load("openai"), target=SpecCompactEndpoint(target_srv.url),
+                  drafter=SpecCompactEndpoint(drafter_srv.url, lora_path="drafter"))
+    per = requests.get(drafter_srv.url + "/emulator/stats", timeout=10).json()["per_lora"]
+    assert set(per) == {"drafter"}
+    assert res.stats.cached_ratio("drafter") > 0.5
+
+
+def test_history_over_the_context_window_is_a_typed_413_error(make_emulated_server):
+    from sgl_speccompact.errors import HistoryTooLongError, http_status
+    target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B", context_length=512)
+    drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")
+    messages = load("openai")
+    with pytest.raises(HistoryTooLongError) as err:
+        compact(messages, target=SpecCompactEndpoint(target_srv.url), drafter=SpecCompactEndpoint(drafter_srv.url))
+    assert http_status(err.value) == 413
+
+
+def test_repair_candidates_over_http_one_sample_request_and_one_batch_judge(make_emulated_server):
+    """n samples in one drafter request, judged in one batched target request (sglang 0.5.23 shapes)."""
+    calls = {}
+
+    def cont(prompt):
+        done = accepted_lines(prompt)
+        lines = DRAFTS["next_steps"]
+        calls[len(done)] = calls.get(len(done), 0) + 1
+        if len(done) == 1 and calls[1] > 1:  # the candidates, after the first draft of line 2
+            return "2. Check the output exists\n"
+        rest = lines[len(done):]
+        return "\n".join(rest) + ("\n" if rest else "")
+
+    drafter_pol = ScriptedPolicy()
+    drafter_pol.on("Generate only the next_steps slot", cont)
+    for slot_name, lines in DRAFTS.items():
+        if slot_name != "next_steps":
+            drafter_pol.on(f"Generate only the {slot_name} slot",
+                           lambda p, lines=lines: "\n".join(lines[len(accepted_lines(p)):]) + "\n")
+    target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B")
+    drafter_srv = make_emulated_server(drafter_pol, model_path="Qwen/Qwen3-0.6B")
+    res = compact(load("openai"), target=SpecCompactEndpoint(target_srv.url),
+                  drafter=SpecCompactEndpoint(drafter_srv.url),
+                  config={"repair_candidates": True, "repair_samples": 3})
+    nxt = {s.name: s for s in res.slots}["next_steps"]
+    assert [l.text for l in nxt.lines] == ["1. Run the program", "2. Check the output exists", "3. Report back"]
+    assert nxt.lines[1].origin is LineOrigin.CANDIDATE and "INVENTED" in nxt.lines[1].rejected_draft
+    st = res.stats
+    assert st.requests["drafter"]["candidates"].requests == 1
+    assert st.requests["target"]["verify_candidates"].requests == 1
+    assert "repair" not in st.requests["target"]
+    assert calls[1] >= 1 + 3  # the first draft, then three samples from one request

@@ -1,0 +1,158 @@
+"""``run_method``: dispatch, argument checks, flags shared by every method."""
+
+import os
+
+import pytest
+
+from sgl_speccompact.errors import ConfigError, UnknownMethodError
+from sgl_speccompact.methods.registry import METHODS, run_method
+from sgl_speccompact.schema import OPENCLAW_SLOTS, Slot
+
+from scripted import ScriptedBackend, slot_of
+from test_baselines import OPENCLAW_OUT
+from test_programs import MESSAGES, backends, drafter_from, judge_bad, repair_fixed, DRAFTS
+
+
+def complete(text, sampling_params):
+    """Target generations: a slot body for slot requests, else a whole summary."""
+    if "write only the" in text:
+        return f"- {slot_of(text)} from the target\n"
+    return OPENCLAW_OUT
+
+
+def pair(source_judge=None):
+    target = ScriptedBackend(judge=judge_bad, repair=repair_fixed, source_judge=source_judge)
+    return target, ScriptedBackend(draft=drafter_from(DRAFTS))
+
+
+def baseline_target(source_judge=None):
+    return ScriptedBackend(complete=complete, source_judge=source_judge)
+
+
+def kinds(result, server="target"):
+    return {k: c.requests for k, c in result.stats.requests.get(server, {}).items()}
+
+
+def test_method_names():
+    assert METHODS == ("speccompact", "hermes", "openclaw", "target_self")
+
+
+def test_dispatches_every_method():
+    target, drafter = pair()
+    res = run_method("speccompact", MESSAGES, target=target, drafter=drafter)
+    assert res.method == "speccompact" and kinds(res, "drafter")["draft"] >= 6
+    assert kinds(res)["prefill"] == 1 and kinds(res)["verify"] >= 1
+    expected = {"hermes": {"generate": 1}, "openclaw": {"generate": 1},
+                "target_self": {"prefill": 1, "generate": len(OPENCLAW_SLOTS)}}
+    for method, requests in expected.items():
+        target = baseline_target()
+        res = run_method(method, MESSAGES, target=target, drafter=ScriptedBackend())
+        assert res.method == method and kinds(res) == requests, method
+        assert "drafter" not in res.stats.requests and res.source_judge is None
+    assert "Historical Task Snapshot" in baseline_target_prompt("hermes")
+    assert "Historical Task Snapshot" not in baseline_target_prompt("openclaw")
+
+
+def baseline_target_prompt(method):
+    target = baseline_target()
+    run_method(method, MESSAGES, target=target)
+    return target.kinds("generate")[0]
+
+
+def test_rejects_unknown_methods_and_missing_arguments():
+    target, drafter = pair()
+    with pytest.raises(UnknownMethodError):
+        run_method("gpt_summarize", MESSAGES, target=target, drafter=drafter)
+    with pytest.raises(ConfigError):
+        run_method("speccompact", MESSAGES, target=target)
+    schema = (Slot(name="goal", title="Goal", contract="The goal.", body_format="- goal"),)
+    with pytest.raises(ConfigError):
+        run_method("hermes", MESSAGES, target=baseline_target(), schema=schema)
+    with pytest.raises(ConfigError):
+        run_method("openclaw", MESSAGES, target=baseline_target(), config={"eta": 3})
+    assert target.requests == [] and drafter.requests == []
+
+
+def test_previous_summary_reaches_every_method():
+    previous = "## Goal\n- PREVIOUS-SUMMARY-MARK"
+    target, drafter = pair()
+    run_method("speccompact", MESSAGES, target=target, drafter=drafter, previous_summary=previous)
+    assert "PREVIOUS-SUMMARY-MARK" in target.kinds("prefill")[0]
+    assert all("PREVIOUS-SUMMARY-MARK" in t for t in drafter.kinds("draft"))
+    for method in ("hermes", "openclaw", "target_self"):
+        target = baseline_target()
+        run_method(method, MESSAGES, target=target, previous_summary=previous)
+        sent = target.kinds("generate")
+        assert sent and all("PREVIOUS-SUMMARY-MARK" in t for t in sent), method
+
+
+def test_source_judge_flag_on_every_method():
+    drop = lambda entry, section: 0.1 if "/workspace/hello.py" in entry else 0.9  # noqa: E731
+    for method in METHODS:
+        if method == "speccompact":
+            target, drafter = pair(source_judge=drop)
+        else:
+            target, drafter = baseline_target(source_judge=drop), None
+        res = run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True)
+        report = res.source_judge
+        assert report is not None and kinds(res)["judge"] == report["requests"] >= 1, method
+        assert report["deleted"] == sum(not e["kept"] for e in report["entries"])
+        assert "/workspace/hello.py" not in res.summary, method
+        assert "## Goal" in res.summary
+
+
+def test_schema_reaches_slot_methods():
+    schema = (Slot(name="goal", title="Goal", contract="The goal.", body_format="- goal"),)
+    target = baseline_target()
+    res = run_method("target_self", MESSAGES, target=target, schema=schema)
+    assert [s.name for s in res.slots] == ["goal"] and len(target.kinds("generate")) == 1
+    target, drafter = backends()
+    res = run_method("speccompact", MESSAGES, target=target, drafter=drafter, schema=schema)
+    assert [s.name for s in res.slots] == ["goal"]
+
+
+def test_progress_events_for_every_method():
+    for method in METHODS:
+        events = []
+        target, drafter = pair() if method == "speccompact" else (baseline_target(), None)
+        res = run_method(method, MESSAGES, target=target, drafter=drafter, on_event=events.append)
+        done = sorted(e["slot"] for e in events if e["type"] == "slot_done")
+        assert done == sorted(s.name for s in res.slots), method
+        assert all(e["type"] in ("line", "slot_done") for e in events)
+        # slot_done counts content lines (blank lines are formatting) in every method
+        lines = {e["slot"]: e["lines"] for e in events if e["type"] == "slot_done"}
+        assert lines == {s.name: sum(1 for l in s.lines if l.text.strip()) for s in res.slots}, method
+        if method in ("speccompact", "openclaw"):  # their Progress keeps a blank line between sub-sections
+            assert any(not l.text.strip() for s in res.slots for l in s.lines), method
+
+
+def test_targets_given_as_urls(make_emulated_server):
+    from sgl_speccompact.testing import ControlledAcceptancePolicy
+
+    target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B")
+    for method in METHODS:
+        res = run_method(method, MESSAGES * 3, target=target.url, drafter=drafter.url)
+        assert res.method == method and res.summary.strip() and "judge" not in kinds(res), method
+        res = run_method(method, MESSAGES * 3, target=target.url, drafter=drafter.url, source_judge=True)
+        assert res.source_judge["entries"], method
+        assert kinds(res)["judge"] == 1, method  # SpecCompactEndpoint: one batched judge request
+        assert all(e["text"] in res.summary for e in res.source_judge["entries"] if e["kept"]), method
+        left = [line.text for s in res.slots for line in s.lines if line.text.strip()]
+        assert all(text in res.summary for text in left), method  # slots lost the deleted lines too
+    assert drafter.stats()["total"]["requests"] > 0
+
+
+@pytest.mark.sglang
+@pytest.mark.skipif(not (os.environ.get("SGLANG_TARGET_URL") and os.environ.get("SGLANG_DRAFTER_URL")),
+                    reason="needs real SGLang servers: set SGLANG_TARGET_URL and SGLANG_DRAFTER_URL")
+def test_every_method_with_source_judge_on_real_servers():
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+
+    target = SpecCompactEndpoint(os.environ["SGLANG_TARGET_URL"])
+    drafter = SpecCompactEndpoint(os.environ["SGLANG_DRAFTER_URL"],
+                                  lora_path=os.environ.get("SGLANG_DRAFTER_LORA") or None)
+    for method in METHODS:
+        res = run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True)
+        assert res.summary_tokens <= 2048 and "## " in res.summary, method
+        assert kinds(res)["judge"] == 1 and res.source_judge["entries"], method

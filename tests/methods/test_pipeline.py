@@ -1,0 +1,109 @@
+"""The one pipeline: every method validated and rendered once, assembled and checked the same way."""
+
+import copy
+
+import pytest
+
+from sgl_speccompact import history
+from sgl_speccompact.methods import pipeline, source_judge
+from sgl_speccompact.methods.assembly import OneShot
+from sgl_speccompact.errors import ConfigError, SummaryBudgetError, UnknownMethodError
+from sgl_speccompact.methods.registry import METHODS, run_method
+from sgl_speccompact.methods.pipeline import REGISTRY, register
+
+from scripted import ScriptedBackend
+from test_methods import baseline_target, pair
+from test_programs import MESSAGES
+
+
+@pytest.fixture
+def counted_parsing(monkeypatch):
+    """Count every parse and render of a history, wherever the package does it."""
+    calls = {"parse": 0, "render": 0}
+
+    def parse(*args, **kwargs):
+        calls["parse"] += 1
+        return history.parse_messages(*args, **kwargs)
+
+    def render(*args, **kwargs):
+        calls["render"] += 1
+        return history.render_history(*args, **kwargs)
+
+    for module in (pipeline, source_judge):
+        if hasattr(module, "parse_messages"):
+            monkeypatch.setattr(module, "parse_messages", parse)
+        if hasattr(module, "render_history"):
+            monkeypatch.setattr(module, "render_history", render)
+    return calls
+
+
+@pytest.fixture
+def echo_method():
+    """A method registered for one test: the rendered history as a one-section summary."""
+    seen = []
+
+    @register("echo", fixed_sections="one Summary section")
+    def echo(job):
+        seen.append(job)
+        return OneShot("## Summary\n- " + job.history.splitlines()[0] + "\n- " + job.method + "\n")
+
+    yield seen
+    REGISTRY.pop("echo")
+
+
+def test_every_built_in_method_is_registered():
+    assert set(METHODS) <= set(REGISTRY)
+    assert REGISTRY["speccompact"].needs_drafter and not REGISTRY["hermes"].needs_drafter
+    assert REGISTRY["hermes"].fixed_sections and not REGISTRY["openclaw"].fixed_sections
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_history_parsed_and_rendered_once_even_with_source_judge(method, counted_parsing):
+    sjc = lambda entry, section: 0.9  # noqa: E731
+    if method == "speccompact":
+        target, drafter = pair(source_judge=sjc)
+    else:
+        target, drafter = baseline_target(source_judge=sjc), None
+    res = run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True)
+    assert res.method == method and res.source_judge is not None
+    assert counted_parsing == {"parse": 1, "render": 1}
+
+
+def test_a_registered_method_gets_the_whole_path(echo_method):
+    target = ScriptedBackend(source_judge=lambda entry, section: 0.1 if "echo" in entry else 0.9)
+    original = copy.deepcopy(MESSAGES)
+    events = []
+    res = run_method("echo", MESSAGES, target=target, source_judge=True, on_event=events.append)
+    job = echo_method[0]
+    assert job.method == "echo" and job.drafter is None and job.history.startswith("[system]")
+    # assembled as a one-shot text: its section reported as a slot, events sent after it
+    assert [s.title for s in res.slots] == ["Summary"] and res.method == "echo"
+    assert [e["type"] for e in events] == ["line", "line", "slot_done"] and events[-1]["lines"] == 2
+    # then SJC: the entry naming the method has no source and is gone
+    assert res.source_judge["deleted"] == 1 and "- echo" not in res.summary
+    assert res.summary.startswith("## Summary\n- [system]")
+    assert MESSAGES == original
+
+
+def test_the_pipeline_refuses_before_any_request(echo_method):
+    target = ScriptedBackend()
+    with pytest.raises(UnknownMethodError, match="echo"):
+        run_method("nope", MESSAGES, target=target)
+    with pytest.raises(ConfigError, match="one Summary section"):
+        run_method("echo", MESSAGES, target=target, schema=())
+    with pytest.raises(ConfigError, match="needs a drafter"):
+        run_method("speccompact", MESSAGES, target=target)
+    assert target.requests == [] and echo_method == []
+
+
+def test_the_budget_is_checked_for_registered_methods_too(echo_method):
+    with pytest.raises(SummaryBudgetError):
+        run_method("echo", MESSAGES, target=ScriptedBackend(), config={"max_summary_tokens": 3})
+    with pytest.raises(SummaryBudgetError):  # a generation cut off by its cap is never a summary
+        @register("cut")
+        def cut(job):
+            return OneShot("## Summary\n- a", {"finish_reason": {"type": "length"}, "completion_tokens": 9})
+        try:
+            run_method("cut", MESSAGES, target=ScriptedBackend())
+        finally:
+            REGISTRY.pop("cut")

@@ -1,0 +1,231 @@
+"""SpecCompact programs on the real sglang interpreter with a scripted backend."""
+
+import copy
+import threading
+
+import pytest
+
+from sgl_speccompact.methods.speccompact import compact
+from sgl_speccompact.errors import BackendError, SummaryBudgetError
+from sgl_speccompact.result import LineOrigin
+from sgl_speccompact.schema import OPENCLAW_SLOTS, Slot
+
+from scripted import LINE_RE, ScriptedBackend, accepted_of
+
+MESSAGES = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Create hello.py that prints Hello, World!"},
+    {"role": "assistant", "content": "Creating it.", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "write", "arguments": '{"path": "/workspace/hello.py"}'}}]},
+    {"role": "tool", "tool_call_id": "c1", "name": "write", "content": "File created at /workspace/hello.py"},
+]
+
+DRAFTS = {
+    "goal": ["- Create /workspace/hello.py printing Hello, World!"],
+    "constraints_preferences": ["(none)"],
+    "progress": ["### Done", "- [x] created /workspace/hello.py", "", "### In Progress", "- [ ] verify output"],
+    "key_decisions": ["- **Use write tool**: simplest way to create the file"],
+    "next_steps": ["1. Run python /workspace/hello.py", "2. BAD deploy to production"],
+    "critical_context": ["- /workspace/hello.py"],
+}
+
+
+def drafter_from(drafts, per_call=None):
+    """Drafter that continues ``drafts[slot]`` after the accepted prefix.
+
+    A sub-section branch (its prefix opens with a ``### `` heading) continues
+    after that heading in ``drafts[slot]``, or writes nothing if it is absent.
+    """
+    def draft(slot, accepted, text):
+        lines = drafts[slot]
+        start = 0
+        if accepted and accepted[0].startswith("### "):
+            if accepted[0] not in lines:
+                return "", "stop"
+            start = lines.index(accepted[0])
+        rest = lines[start + len(accepted):]
+        if per_call is not None and len(rest) > per_call:
+            return "\n".join(rest[:per_call]) + "\n- partial li", "length"
+        return "\n".join(rest), "stop"
+    return draft
+
+
+def judge_bad(slot, line):
+    return 0.05 if "BAD" in line else 0.95
+
+
+def repair_fixed(slot, accepted):
+    return "2. Run pytest\n3. extra line never decoded"
+
+
+def backends(drafts=DRAFTS, per_call=None, judge=judge_bad, repair=repair_fixed, before=None):
+    return (ScriptedBackend(judge=judge, repair=repair, before=before),
+            ScriptedBackend(draft=drafter_from(drafts, per_call), before=before))
+
+
+def test_summary_follows_schema_with_line_origins():
+    target, drafter = backends()
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    heads = [line for line in res.summary.splitlines() if line.startswith("## ")]
+    assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS]
+    nxt = {s.name: s for s in res.slots}["next_steps"]
+    assert [l.text for l in nxt.lines] == ["1. Run python /workspace/hello.py", "2. Run pytest"]
+    assert nxt.lines[1].origin is LineOrigin.REPAIRED
+    assert nxt.lines[1].rejected_draft == "2. BAD deploy to production"
+    assert nxt.lines[1].score == pytest.approx(0.05)
+    assert nxt.lines[0].origin is LineOrigin.DRAFTED and nxt.lines[0].score == pytest.approx(0.95)
+    assert "BAD" not in res.summary and "extra line never decoded" not in res.summary
+
+
+def test_every_target_request_starts_with_one_shared_prefix_prefilled_once():
+    target, drafter = backends()
+    compact(MESSAGES, target=target, drafter=drafter)
+    prefills = target.kinds("prefill")
+    assert len(prefills) == 1
+    prefix = prefills[0]
+    assert "<conversation>" in prefix and "critical_context (Critical Context)" in prefix
+    others = target.kinds("verify") + target.kinds("repair")
+    assert others and all(t.startswith(prefix) for t in others)
+    # the prefix ends before anything slot-specific
+    assert "Slot request" not in prefix
+
+
+def test_headings_empty_markers_and_blanks_skip_the_judge():
+    target, drafter = backends()
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    judged = [LINE_RE.findall(t)[-1] for t in target.kinds("verify")]
+    assert "### Done" not in judged and "(none)" not in judged and "" not in judged
+    progress = {s.name: s for s in res.slots}["progress"]
+    origins = {l.text: l.origin for l in progress.lines}
+    assert origins["### Done"] is LineOrigin.UNJUDGED and origins[""] is LineOrigin.UNJUDGED
+    # one target request per judged line
+    assert len(judged) == res.stats.proposed_lines == res.stats.requests["target"]["verify"].requests
+
+
+BUFFER = {"draft_buffer": True, "pipelined_drafting": False}  # the paper's 64-token draft buffer
+
+
+def test_draft_buffer_reused_then_discarded_after_repair():
+    drafts = {**DRAFTS, "next_steps": ["1. a", "2. BAD b", "3. c", "4. d", "5. e"]}
+    target, drafter = backends(drafts=drafts, per_call=3)
+    res = compact(MESSAGES, target=target, drafter=drafter, config=BUFFER)
+    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the next_steps" in t]
+    # call 1 drafts a, BAD b, c: a is taken from the buffer, BAD b is repaired, and c (drafted
+    # after BAD b) is dropped: the next call continues from the repaired prefix
+    assert calls == [[], ["1. a", "2. Run pytest"]]
+    nxt = {s.name: s for s in res.slots}["next_steps"]
+    assert [l.text for l in nxt.lines] == ["1. a", "2. Run pytest", "3. c", "4. d", "5. e"]
+
+
+def test_buffered_lines_are_used_without_another_draft_call():
+    drafts = {**DRAFTS, "goal": ["- a", "- b", "- c", "- d"]}
+    target, drafter = backends(drafts=drafts, per_call=3)
+    compact(MESSAGES, target=target, drafter=drafter, config=BUFFER)
+    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the goal" in t]
+    assert calls == [[], ["- a", "- b", "- c"]]  # one call per three accepted lines
+
+
+def test_duplicates_and_overlong_lines_go_straight_to_repair():
+    long_line = "- " + "x" * 500
+    drafts = {**DRAFTS, "goal": ["- Create hello.py", "- Create hello.py", long_line]}
+    seen = []
+    target, drafter = backends(drafts=drafts, repair=lambda slot, acc: seen.append(list(acc)) or "- repaired")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    judged = [LINE_RE.findall(t)[-1] for t in target.kinds("verify")]
+    assert long_line not in judged and judged.count("- Create hello.py") == 1
+    goal = {s.name: s for s in res.slots}["goal"]
+    assert [l.text for l in goal.lines][:2] == ["- Create hello.py", "- repaired"]
+    assert goal.lines[1].rejected_draft == "- Create hello.py" and goal.lines[1].score is None
+
+
+def test_failed_replacement_stops_slot_and_keeps_prefix():
+    drafts = {**DRAFTS, "goal": ["- one", "- BAD two", "- three"]}
+    target, drafter = backends(drafts=drafts, repair=lambda slot, acc: "- one")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    goal = {s.name: s for s in res.slots}["goal"]
+    assert [l.text for l in goal.lines] == ["- one"] and goal.stop_reason == "repair_failed"
+
+
+def test_line_and_token_budgets_stop_slots():
+    drafts = {**DRAFTS, "goal": [f"- item {i}" for i in range(30)]}
+    target, drafter = backends(drafts=drafts)
+    res = compact(MESSAGES, target=target, drafter=drafter, config={"max_lines_per_slot": 4})
+    goal = {s.name: s for s in res.slots}["goal"]
+    assert len(goal.lines) == 4 and goal.stop_reason == "line_budget"
+    res = compact(MESSAGES, target=target, drafter=drafter, config={"max_tokens_per_slot": 10})
+    goal = {s.name: s for s in res.slots}["goal"]
+    # each "- item N\\n" is 4 scripted tokens: two fit in 10, a third would not
+    assert goal.tokens == 8 and goal.stop_reason == "token_budget" and len(goal.lines) == 2
+
+
+def test_summary_over_budget_raises_typed_error():
+    target, drafter = backends()
+    with pytest.raises(SummaryBudgetError):
+        compact(MESSAGES, target=target, drafter=drafter, config={"max_summary_tokens": 20})
+
+
+def test_slow_slot_does_not_hold_back_the_others():
+    others_done = threading.Event()
+    waited = {}
+    finished = []
+
+    def on_event(ev):
+        if ev["type"] == "slot_done":
+            finished.append(ev["slot"])
+            if len([s for s in finished if s != "goal"]) == 5:
+                others_done.set()
+
+    def before(kind, slot):
+        if kind == "draft" and slot == "goal" and "goal" not in waited:
+            waited["goal"] = others_done.wait(timeout=60)
+
+    target, drafter = backends(before=before)
+    res = compact(MESSAGES, target=target, drafter=drafter, on_event=on_event)
+    assert waited["goal"] is True  # the other five finished while goal's drafter was blocked
+    assert finished[-1] == "goal"
+    assert [s.name for s in res.slots] == [s.name for s in OPENCLAW_SLOTS]
+
+
+def test_six_slots_are_in_flight_at_once():
+    barrier = threading.Barrier(len(OPENCLAW_SLOTS), timeout=60)
+    passed = set()
+
+    def before(kind, slot):
+        if kind == "draft" and slot not in passed:
+            passed.add(slot)
+            barrier.wait()  # breaks (and the compaction fails) unless all six slots draft together
+
+    target, drafter = backends(before=before)
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    assert passed == {s.name for s in OPENCLAW_SLOTS} and not barrier.broken
+    assert len(res.slots) == 6
+
+
+def test_history_is_not_mutated_and_errors_are_typed():
+    before = copy.deepcopy(MESSAGES)
+
+    def broken(slot, accepted, text):
+        raise ConnectionError("drafter down")
+
+    target = ScriptedBackend(judge=judge_bad, repair=repair_fixed)
+    drafter = ScriptedBackend(draft=broken)
+    with pytest.raises(BackendError):
+        compact(MESSAGES, target=target, drafter=drafter)
+    assert MESSAGES == before
+
+
+def test_custom_schema_any_number_of_slots():
+    schema = (Slot(name="goal", title="Goal", contract="The goal.", body_format="- goal"),)
+    target, drafter = backends()
+    res = compact(MESSAGES, target=target, drafter=drafter, schema=schema)
+    assert res.summary.startswith("## Goal\n- Create") and len(res.slots) == 1
+
+
+def test_drafter_context_prefilled_once_and_shared_by_every_draft():
+    target, drafter = backends()
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    prefills = drafter.kinds("prefill")
+    assert len(prefills) == 1 and "<conversation>" in prefills[0] and "Slot request" not in prefills[0]
+    drafts = drafter.kinds("draft")
+    assert len(drafts) >= 6 and all(t.startswith(prefills[0]) for t in drafts)
+    assert res.stats.requests["drafter"]["prefill"].requests == 1

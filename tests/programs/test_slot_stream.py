@@ -1,0 +1,282 @@
+"""The slot stream on sglang's real interpreter: pipelined drafting, sub-slot
+branches, multi-candidate repair, and the repair path's edge cases."""
+
+import threading
+
+import pytest
+
+from sgl_speccompact.methods.speccompact import compact
+from sgl_speccompact.errors import ConfigError
+from sgl_speccompact.result import LineOrigin
+
+from scripted import BatchJudgeBackend, ScriptedBackend, accepted_of
+from test_programs import DRAFTS, MESSAGES, backends, drafter_from, judge_bad, repair_fixed
+
+WAIT_S = 20  # a held verdict gives up after this long and fails the compaction
+
+
+def slot(res, name):
+    return {s.name: s for s in res.slots}[name]
+
+
+def texts(res, name):
+    return [l.text for l in slot(res, name).lines]
+
+
+def decisions(res):
+    return [(s.name, s.stop_reason, [(l.text, l.origin, l.rejected_draft) for l in s.lines]) for s in res.slots]
+
+
+# ---------------------------------------------------------------- pipelined drafting
+
+
+def ordering_backends(drafts, hold: bool):
+    """Target whose verdict on goal line j waits until the drafter was asked for line j+1."""
+    asked = {}  # (slot, last accepted line) -> Event set when a draft continuing it was requested
+    lock = threading.Lock()
+    seen = []  # (line, was the next draft requested before the verdict)
+
+    def event(key):
+        with lock:
+            return asked.setdefault(key, threading.Event())
+
+    inner = drafter_from(drafts)
+
+    def draft(slot_name, accepted, text):
+        if accepted:
+            event((slot_name, accepted[-1])).set()
+        return inner(slot_name, accepted, text)
+
+    def judge(slot_name, line):
+        if slot_name == "goal" and line != drafts["goal"][-1]:
+            ev = event((slot_name, line))
+            got = ev.wait(WAIT_S) if hold else ev.is_set()
+            seen.append((line, got))
+            if hold and not got:
+                raise TimeoutError(f"no draft after {line!r} was requested while it was judged")
+        return judge_bad(slot_name, line)
+
+    return ScriptedBackend(judge=judge, repair=repair_fixed), ScriptedBackend(draft=draft), seen
+
+
+def test_next_line_is_drafted_before_the_verdict_arrives():
+    drafts = {**DRAFTS, "goal": ["- a", "- b", "- c"]}
+    target, drafter, seen = ordering_backends(drafts, hold=True)
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    assert seen == [("- a", True), ("- b", True)]
+    assert texts(res, "goal") == ["- a", "- b", "- c"]
+    assert res.stats.dropped_drafts == 0
+
+
+def test_without_pipelining_the_next_draft_waits_for_the_verdict():
+    drafts = {**DRAFTS, "goal": ["- a", "- b", "- c"]}
+    target, drafter, seen = ordering_backends(drafts, hold=False)
+    compact(MESSAGES, target=target, drafter=drafter, config={"pipelined_drafting": False})
+    assert seen == [("- a", False), ("- b", False)]
+
+
+def test_a_rejection_drops_the_speculative_draft():
+    drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c"]}
+    target, drafter = backends(drafts=drafts, repair=lambda s, acc: "- fixed\n")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the goal" in t]
+    # the draft after BAD b was sent while BAD b was judged, then dropped; drafting resumed after the repair
+    assert ["- a", "- BAD b"] in calls and ["- a", "- fixed"] in calls
+    assert calls.index(["- a", "- BAD b"]) < calls.index(["- a", "- fixed"])
+    assert texts(res, "goal") == ["- a", "- fixed", "- c"]
+    assert res.stats.dropped_drafts == res.stats.requests["drafter"]["draft_dropped"].requests == 1
+    # every request the drafter received is counted once
+    assert len(drafter.kinds("draft")) == res.stats.requests["drafter"]["draft"].requests + 1
+
+
+SCRIPTED = {**DRAFTS,
+            "goal": ["- a", "- BAD b", "- c", "- d"],
+            "key_decisions": ["- **x**: y", "- **BAD z**: w", "- **BAD q**: r", "- **k**: v"],
+            "next_steps": ["1. one", "2. BAD two", "3. three", "4. four", "5. five"]}
+
+
+@pytest.mark.parametrize("per_call", [None, 2])
+def test_same_decisions_with_and_without_pipelining(per_call):
+    out = {}
+    for pipelined in (True, False):
+        for buffer in (True, False):
+            target, drafter = backends(drafts=SCRIPTED, per_call=per_call, repair=lambda s, acc: f"- fix {len(acc)}\n")
+            res = compact(MESSAGES, target=target, drafter=drafter,
+                          config={"pipelined_drafting": pipelined, "draft_buffer": buffer})
+            out[(pipelined, buffer)] = decisions(res)
+    assert out[(True, False)] == out[(False, False)]
+    assert out[(True, True)] == out[(False, True)]
+    assert any(o is LineOrigin.REPAIRED for _, _, lines in out[(True, False)] for _, o, _ in lines)
+
+
+# ---------------------------------------------------------------- sub-slot branches
+
+
+PROGRESS = ["### Done", "- [x] created hello.py", "- [x] ran it", "", "### In Progress", "- [ ] verify output",
+            "", "### Blocked", "- (none)"]
+
+
+def test_sub_slot_branches_assemble_in_order_like_one_branch():
+    drafts = {**DRAFTS, "progress": PROGRESS}
+    target, drafter = backends(drafts=drafts)
+    split = compact(MESSAGES, target=target, drafter=drafter)
+    # three branches: each progress request's assistant turn opens with its own heading
+    firsts = {accepted_of(t)[0] for t in drafter.kinds("draft") if "Generate only the progress" in t
+              and accepted_of(t)}
+    assert firsts == {"### Done", "### In Progress", "### Blocked"}
+    target, drafter = backends(drafts=drafts)
+    whole = compact(MESSAGES, target=target, drafter=drafter, config={"sub_slot_branches": False})
+    assert texts(split, "progress") == texts(whole, "progress") == PROGRESS
+    assert split.summary == whole.summary
+    assert slot(split, "progress").tokens == slot(whole, "progress").tokens
+
+
+def test_sub_slot_branches_split_the_budget():
+    many = ["### Done"] + [f"- [x] task {i}" for i in range(10)] + ["", "### In Progress", "- [ ] now"]
+    target, drafter = backends(drafts={**DRAFTS, "progress": many})
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    lines = texts(res, "progress")
+    # 12 lines / 3 sub-sections: Done keeps its heading and three tasks
+    assert lines[:4] == ["### Done", "- [x] task 0", "- [x] task 1", "- [x] task 2"]
+    assert lines[4:] == ["", "### In Progress", "- [ ] now", "", "### Blocked"]
+    assert slot(res, "progress").stop_reason == "line_budget"
+
+
+# ---------------------------------------------------------------- multi-candidate repair
+
+
+def candidate_backends(cands):
+    def judge(slot_name, line):
+        return {"- good y": 0.8, "- good z": 0.95}.get(line, judge_bad(slot_name, line))
+    target = BatchJudgeBackend(judge=judge, repair=lambda s, acc: "- target fix\n")
+    drafter = ScriptedBackend(draft=drafter_from({**DRAFTS, "goal": ["- a", "- BAD b", "- c"],
+                                                  "next_steps": ["1. x", "2. BAD y"]}),
+                              candidates=lambda slot_name, acc, n: cands(slot_name)[:n])
+    return target, drafter
+
+
+CONFIG = {"repair_candidates": True, "repair_samples": 4}
+
+
+def test_best_accepted_candidate_replaces_a_rejected_line():
+    target, drafter = candidate_backends(lambda s: ["- BAD x", "- good y", "- good z", "- good y"]
+                                         if s == "goal" else ["3. BAD", "- BAD w", "- BAD v", "- BAD u"])
+    res = compact(MESSAGES, target=target, drafter=drafter, config=CONFIG)
+    goal = slot(res, "goal")
+    assert [l.text for l in goal.lines] == ["- a", "- good z", "- c"]
+    line = goal.lines[1]
+    assert line.origin is LineOrigin.CANDIDATE and line.score == pytest.approx(0.95)
+    assert line.rejected_draft == "- BAD b"
+    # next_steps: every candidate rejected, so the target repairs
+    assert texts(res, "next_steps") == ["1. x", "- target fix"]
+    assert slot(res, "next_steps").lines[1].origin is LineOrigin.REPAIRED
+    # one drafter request and one target request per rejection (two rejections)
+    assert len(drafter.kinds("candidates")) == 2 and len(target.kinds("verify_batch")) == 2
+    goal_batch = next(b for b in target.kinds("verify_batch") if "write only the goal" in b[0])
+    assert len(goal_batch) == 3  # duplicates dropped
+    assert len(target.kinds("repair")) == 1
+    st = res.stats
+    assert st.candidate_lines == 1 and st.repaired_lines == 1
+    assert st.requests["drafter"]["candidates"].requests == 2
+    assert st.requests["target"]["verify_candidates"].requests == 2
+
+
+class OneAtATime(ScriptedBackend):
+    sample_n = None  # like sglang's plain RuntimeEndpoint
+
+
+def test_candidates_need_batch_capable_backends():
+    target = ScriptedBackend(judge=judge_bad, repair=repair_fixed)
+    drafter = OneAtATime(draft=drafter_from(DRAFTS))
+    with pytest.raises(ConfigError, match="repair_candidates"):
+        compact(MESSAGES, target=target, drafter=drafter, config=CONFIG)
+
+
+# ---------------------------------------------------------------- repair path
+
+
+def test_a_truncated_repair_is_never_accepted_nor_built_upon():
+    drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c"]}
+    target, drafter = backends(drafts=drafts, repair=lambda s, acc: ("- a repair cut off by the li", "length"))
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    goal = slot(res, "goal")
+    assert [l.text for l in goal.lines] == ["- a"] and goal.stop_reason == "repair_truncated"
+    assert "cut off" not in res.summary
+    assert all("cut off" not in t for t in drafter.kinds("draft") + target.kinds("verify"))
+
+
+def test_without_line_aware_stopping_a_long_repair_keeps_its_complete_first_line():
+    drafts = {**DRAFTS, "goal": ["- a", "- BAD b"]}
+    target, drafter = backends(drafts=drafts, repair=lambda s, acc: ("- fixed\n- more text cut o", "length"))
+    res = compact(MESSAGES, target=target, drafter=drafter, config={"line_aware_stopping": False})
+    assert texts(res, "goal") == ["- a", "- fixed"]
+
+
+def test_a_blank_repaired_line_does_not_end_the_slot():
+    drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c"]}
+    # the target's next line is blank: it stops at the newline with no text
+    target, drafter = backends(drafts=drafts, repair=lambda s, acc: "\n- would come next")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    goal = slot(res, "goal")
+    assert [l.text for l in goal.lines] == ["- a", "", "- c"] and goal.stop_reason == "complete"
+    assert goal.lines[1].origin is LineOrigin.REPAIRED
+
+
+def test_the_end_of_the_answer_ends_the_slot():
+    drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c"]}
+    target, drafter = backends(drafts=drafts, repair=lambda s, acc: "")  # EOS right away
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    assert texts(res, "goal") == ["- a"] and slot(res, "goal").stop_reason == "target_ended"
+
+
+def test_a_full_slot_makes_no_drafter_call_and_drafts_ask_for_the_remaining_tokens():
+    drafts = {**DRAFTS, "goal": [f"- item {i}" for i in range(30)]}
+    target, drafter = backends(drafts=drafts)
+    res = compact(MESSAGES, target=target, drafter=drafter,
+                  config={"max_lines_per_slot": 4, "max_tokens_per_slot": 40})
+    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the goal" in t]
+    assert len(texts(res, "goal")) == 4 and slot(res, "goal").stop_reason == "line_budget"
+    assert max(len(c) for c in calls) == 3  # no call once four lines are in
+    # every "- item N\n" is 4 scripted tokens; each draft asks for at most what is left of 40
+    caps = [n for kind, n in drafter.max_new_tokens if kind == "draft"]
+    assert 40 - 4 * 3 in caps and all(n <= 40 for n in caps)
+
+
+def test_stats_count_content_lines_only():
+    events = []
+    target, drafter = backends(drafts={**DRAFTS, "goal": ["- a", "", "- b c d e f g h"]})
+    res = compact(MESSAGES, target=target, drafter=drafter, on_event=events.append,
+                  config={"max_tokens_per_slot": 6})
+    goal = slot(res, "goal")
+    # "- a\n" is 3 tokens, the blank 1; the third line does not fit; the trailing blank is trimmed
+    assert [l.text for l in goal.lines] == ["- a"] and goal.tokens == 3
+    assert goal.stop_reason == "token_budget"
+    unjudged = sum(1 for s in res.slots for l in s.lines if l.origin is LineOrigin.UNJUDGED and l.text.strip())
+    blanks = sum(1 for s in res.slots for l in s.lines if not l.text.strip())
+    assert blanks and res.stats.unjudged_lines == unjudged
+    done = {e["slot"]: e["lines"] for e in events if e["type"] == "slot_done"}
+    assert done == {s.name: sum(1 for l in s.lines if l.text.strip()) for s in res.slots}
+
+
+def test_sample_n_body_validates_with_sglang():
+    from sgl_speccompact.config import CompactConfig
+    from sgl_speccompact.programs.steps import candidate_sampling
+    from test_endpoint import InProcessEndpoint, assert_server_accepts
+
+    class Sampler(InProcessEndpoint):
+        def _request(self, method, path, body=None):
+            if path == "/generate" and body["sampling_params"].get("n"):
+                self.bodies.append(body)
+                return [{"text": f"- s{i}", "meta_info": {"prompt_tokens": 5, "cached_tokens": 4,
+                                                          "completion_tokens": 2,
+                                                          "finish_reason": {"type": "stop", "matched": "\n"}}}
+                        for i in range(body["sampling_params"]["n"])]
+            return super()._request(method, path, body)
+
+    ep = Sampler(lora_path="drafter")
+    samples, meta = ep.sample_n("<|im_start|>assistant\n", candidate_sampling(CompactConfig(), 30))
+    assert [t for t, _ in samples] == ["- s0", "- s1", "- s2", "- s3"]
+    assert meta == {"prompt_tokens": 20, "cached_tokens": 16, "completion_tokens": 8, "requests": 1}
+    (body,) = ep.bodies
+    assert body["sampling_params"]["n"] == 4 and body["sampling_params"]["max_new_tokens"] == 30
+    assert_server_accepts(body)

@@ -1,0 +1,489 @@
+"""The HTTP service with an injected runner (no SGLang server needed)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+import threading
+import time
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError
+from sgl_speccompact.result import CompactionResult, LineOrigin, SlotResult, SummaryLine
+from sgl_speccompact.service.app import DEFAULT_METHODS, ServiceLimits, create_app
+
+MESSAGES = [
+    {"role": "system", "content": "You are a coding agent."},
+    {"role": "user", "content": "Fix the failing test in a.py"},
+    {"role": "assistant", "content": "", "tool_calls": [
+        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"pytest\"}"}}]},
+    {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "FAILED a.py::test_x"},
+]
+
+
+class Backend:
+    """Stands in for an SGLang endpoint."""
+
+    def __init__(self, name: str, base_url: str | None = None):
+        self.name = name
+        self.base_url = base_url
+
+
+class FakeRunner:
+    """``run_method`` stand-in: one line per slot, summary names the request."""
+
+    def __init__(self, fail_with: Exception | None = None, barrier: threading.Barrier | None = None):
+        self.fail_with = fail_with
+        self.barrier = barrier
+        self.calls: list[dict] = []
+        self._lock = threading.Lock()
+
+    def __call__(self, method, messages, *, target, drafter=None, config=None, schema=None,
+                 previous_summary=None, source_judge=False, on_event=None, **given):
+        with self._lock:
+            self.calls.append({"method": method, "messages": messages, "target": target, "drafter": drafter,
+                               "config": config, "previous_summary": previous_summary,
+                               "source_judge": source_judge, **given})
+        if self.barrier is not None:
+            self.barrier.wait(timeout=30)  # every request must be in flight at once
+        goal = f"- {messages[1]['content']}"
+        if on_event:
+            on_event({"type": "line", "slot": "goal", "text": goal, "origin": "drafted_accepted"})
+        if self.fail_with is not None:
+            raise self.fail_with
+        if on_event:
+            on_event({"type": "slot_done", "slot": "goal", "stop_reason": "complete"})
+        slot = SlotResult(name="goal", title="Goal", stop_reason="complete",
+                          lines=[SummaryLine(text=goal, origin=LineOrigin.DRAFTED, score=0.9)])
+        res = CompactionResult(method=method, summary=f"## Goal\n{goal}", summary_tokens=7, slots=[slot])
+        res.stats.proposed_lines, res.stats.accepted_lines = 2, 1
+        return res
+
+
+def make_client(runner=None, **kw) -> tuple[TestClient, FakeRunner]:
+    runner = runner or FakeRunner()
+    kw.setdefault("methods", DEFAULT_METHODS)
+    app = create_app(kw.pop("target", Backend("t")), kw.pop("drafter", Backend("d")), runner=runner, **kw)
+    return TestClient(app), runner
+
+
+@pytest.mark.parametrize("method", DEFAULT_METHODS)
+def test_round_trip_each_method(method):
+    client, runner = make_client()
+    body = {"messages": MESSAGES, "method": method, "previous_summary": "earlier", "source_judge": True,
+            "config": {"eta": 0.8}}
+    res = client.post("/v1/compact", json=body)
+    assert res.status_code == 200, res.text
+    out = res.json()
+    assert out["method"] == method
+    assert out["summary"] == "## Goal\n- Fix the failing test in a.py"
+    assert out["stats"]["acceptance_rate"] == 0.5
+    call = runner.calls[0]
+    assert call["messages"] == MESSAGES and call["previous_summary"] == "earlier" and call["source_judge"]
+    assert call["config"].eta == 0.8 and call["target"].name == "t" and call["drafter"].name == "d"
+
+
+def test_focus_and_tools_reach_the_runner_only_when_given():
+    client, runner = make_client()
+    tools = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
+    assert client.post("/v1/compact", json={"messages": MESSAGES, "focus": "the db schema",
+                                            "tools": tools}).status_code == 200
+    assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 200
+    assert runner.calls[0]["focus"] == "the db schema" and runner.calls[0]["tools"] == tools
+    assert "focus" not in runner.calls[1] and "tools" not in runner.calls[1]
+    bad = client.post("/v1/compact", json={"messages": MESSAGES, "focus": ["not", "text"]})
+    assert bad.status_code == 422 and bad.json()["error"]["field"] == "focus"
+
+
+def test_default_method_and_default_config():
+    client, runner = make_client(default_method="hermes", default_config={"eta": 0.9})
+    assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 200
+    assert runner.calls[0]["method"] == "hermes" and runner.calls[0]["config"].eta == 0.9
+
+
+def _sse_events(text: str) -> list[tuple[str, str]]:
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = [line for line in block.splitlines() if not line.startswith(":")]  # keep-alive pings
+        if not lines:
+            continue
+        fields = dict(line.split(": ", 1) for line in lines)
+        out.append((fields.get("event", "message"), fields["data"]))
+    return out
+
+
+def test_stream_order_lines_then_result_then_done():
+    client, _ = make_client()
+    with client.stream("POST", "/v1/compact", json={"messages": MESSAGES, "stream": True}) as res:
+        assert res.status_code == 200
+        assert res.headers["content-type"].startswith("text/event-stream")
+        events = _sse_events(res.read().decode())
+    assert [e for e, _ in events] == ["line", "slot_done", "result", "message"]
+    assert json.loads(events[0][1])["text"] == "- Fix the failing test in a.py"
+    assert json.loads(events[2][1])["summary"].startswith("## Goal")
+    assert events[3][1] == "[DONE]"
+
+
+def test_stream_error_event_and_no_result():
+    client, _ = make_client(FakeRunner(fail_with=BackendTimeoutError("target too slow")))
+    with client.stream("POST", "/v1/compact", json={"messages": MESSAGES, "stream": True}) as res:
+        events = _sse_events(res.read().decode())
+    assert [e for e, _ in events] == ["line", "error"]
+    err = json.loads(events[1][1])
+    assert err["status"] == 504 and err["error"]["type"] == "backend_timeout"
+
+
+def test_stream_validation_errors_are_plain_responses():
+    client, _ = make_client()
+    res = client.post("/v1/compact", json={"messages": [{"content": "x"}], "stream": True})
+    assert res.status_code == 422 and res.json()["error"]["field"] == "messages[0].role"
+
+
+def test_auth_on():
+    client, runner = make_client(api_key="s3cret")
+    assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 401
+    res = client.post("/v1/compact", json={"messages": MESSAGES}, headers={"Authorization": "Bearer wrong"})
+    assert res.status_code == 401 and res.json()["error"]["type"] == "unauthorized"
+    assert res.headers["www-authenticate"] == "Bearer"
+    ok = client.post("/v1/compact", json={"messages": MESSAGES}, headers={"Authorization": "Bearer s3cret"})
+    assert ok.status_code == 200 and len(runner.calls) == 1
+
+
+def test_auth_off():
+    client, _ = make_client(api_key=None)
+    assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 200
+
+
+def test_oversized_body_is_413():
+    client, runner = make_client(limits=ServiceLimits(max_body_bytes=200))
+    res = client.post("/v1/compact", json={"messages": MESSAGES})
+    assert res.status_code == 413 and res.json()["error"]["field"] == "body"
+    # no Content-Length: the limit still holds while reading
+    res = client.post("/v1/compact", content=iter([b'{"messages": [', b" " * 300, b"]}"]))
+    assert res.status_code == 413
+    assert runner.calls == []
+
+
+def test_history_limits_413_and_request_may_not_raise_them():
+    client, _ = make_client(default_config={"max_history_messages": 3, "max_history_chars": 10_000})
+    res = client.post("/v1/compact", json={"messages": MESSAGES})
+    assert res.status_code == 413
+    assert res.json()["error"] == {"type": "history_too_long", "field": "messages",
+                                   "message": "messages: has 4 messages, limit is 3"}
+    res = client.post("/v1/compact", json={"messages": MESSAGES[:2], "config": {"max_history_messages": 50}})
+    assert res.status_code == 422 and res.json()["error"]["field"] == "config.max_history_messages"
+    res = client.post("/v1/compact", json={"messages": MESSAGES[:2], "config": {"max_history_chars": 20}})
+    assert res.status_code == 413  # lowering is allowed and applies
+
+
+@pytest.mark.parametrize("messages,field", [
+    ([{"content": "no role"}], "messages[0].role"),
+    ([{"role": "user", "content": "x"}, {"role": "tool", "tool_call_id": "zz", "content": "r"}],
+     "messages[1].tool_call_id"),
+    ([{"role": "user", "content": 42}], "messages[0].content"),
+    ([], "messages"),
+    ("not a list", "messages"),
+])
+def test_malformed_messages_name_the_field(messages, field):
+    client, runner = make_client()
+    res = client.post("/v1/compact", json={"messages": messages})
+    assert res.status_code == 422, res.text
+    assert res.json()["error"]["field"] == field
+    assert runner.calls == []
+
+
+@pytest.mark.parametrize("body,status,field", [
+    ({"messages": MESSAGES, "temperature": 1}, 422, "temperature"),
+    ({"messages": MESSAGES, "method": "magic"}, 422, "method"),
+    ({"messages": MESSAGES, "stream": "yes"}, 422, "stream"),
+    ({"messages": MESSAGES, "config": {"eta": 2.0}}, 422, "config.eta"),
+    ({"messages": MESSAGES, "config": {"nope": 1}}, 422, "config.nope"),
+    ({}, 422, "messages"),
+    ([1], 422, "body"),
+])
+def test_bad_request_fields(body, status, field):
+    client, _ = make_client()
+    res = client.post("/v1/compact", json=body)
+    assert res.status_code == status, res.text
+    assert res.json()["error"]["field"] == field
+
+
+def test_malformed_json_is_400():
+    client, _ = make_client()
+    res = client.post("/v1/compact", content=b'{"messages": [', headers={"content-type": "application/json"})
+    assert res.status_code == 400 and res.json()["error"] == {
+        "type": "malformed_json", "field": "body", "message": res.json()["error"]["message"]}
+
+
+def test_speccompact_without_drafter_is_refused():
+    client, _ = make_client(drafter=None)
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "method": "speccompact"})
+    assert res.status_code == 422 and res.json()["error"]["field"] == "method"
+    assert client.post("/v1/compact", json={"messages": MESSAGES, "method": "hermes"}).status_code == 200
+
+
+@pytest.mark.parametrize("exc,status,kind", [
+    (BackendUnavailableError("target down"), 502, "backend_unavailable"),
+    (BackendTimeoutError("target slow"), 504, "backend_timeout"),
+    (ConnectionRefusedError("refused"), 502, "backend_unavailable"),
+    (TimeoutError("timed out"), 504, "backend_timeout"),
+    (RuntimeError("bug"), 500, "speccompact_error"),
+])
+def test_upstream_failure_mid_compaction(exc, status, kind):
+    client, runner = make_client(FakeRunner(fail_with=exc))
+    sent = copy.deepcopy(MESSAGES)
+    res = client.post("/v1/compact", json={"messages": sent})
+    assert res.status_code == status
+    body = res.json()
+    assert set(body) == {"error"} and body["error"]["type"] == kind  # no partial summary
+    assert sent == MESSAGES and runner.calls[0]["messages"] == MESSAGES
+
+
+def test_concurrent_compactions_get_their_own_summaries():
+    n = 8
+    client, runner = make_client(FakeRunner(barrier=threading.Barrier(n)))
+
+    def one(i):
+        msgs = [{"role": "system", "content": "s"}, {"role": "user", "content": f"task number {i}"}]
+        return i, client.post("/v1/compact", json={"messages": msgs}).json()
+
+    with client, ThreadPoolExecutor(n) as ex:
+        results = list(ex.map(one, range(n)))
+    for i, out in results:
+        assert out["summary"] == f"## Goal\n- task number {i}"
+
+
+def test_several_targets_round_robin():
+    targets = [Backend("a"), Backend("b")]
+    client, runner = make_client(target=targets)
+    for _ in range(4):
+        client.post("/v1/compact", json={"messages": MESSAGES})
+    assert [c["target"].name for c in runner.calls] == ["a", "b", "a", "b"]
+
+
+def test_health_reports_each_upstream():
+    status = {"t": True, "d": True}
+
+    def probe(b):
+        return {"ok": status[b.name], "url": None, "detail": "fake"}
+
+    client, _ = make_client(health_probe=probe)
+    res = client.get("/health")
+    assert res.status_code == 200 and res.json()["status"] == "ok"
+    assert set(res.json()["upstreams"]) == {"target", "drafter"}
+    status["d"] = False
+    res = client.get("/health")
+    assert res.status_code == 503 and res.json()["upstreams"]["drafter"]["ok"] is False
+
+
+def test_health_http_probe_against_dead_url():
+    client, _ = make_client(target=Backend("t", "http://127.0.0.1:9"), drafter=Backend("d"),
+                            limits=ServiceLimits(health_timeout_s=2))
+    res = client.get("/health")
+    assert res.status_code == 503
+    assert res.json()["upstreams"]["target"]["ok"] is False
+    assert res.json()["upstreams"]["drafter"]["ok"] is True  # in-process backend
+
+
+def test_metrics_count_outcomes_and_are_per_app():
+    client, _ = make_client()
+    client.post("/v1/compact", json={"messages": MESSAGES, "method": "hermes"})
+    client.post("/v1/compact", json={"messages": [{"content": "x"}]})
+    text = client.get("/metrics").text
+    assert 'speccompact_compactions_total{method="hermes",outcome="ok"} 1.0' in text
+    assert 'speccompact_compactions_total{method="-",outcome="rejected"} 1.0' in text
+    assert 'speccompact_acceptance_rate_count{method="hermes"} 1.0' in text
+    assert "speccompact_in_flight 0.0" in text
+    assert "speccompact_compaction_seconds_bucket" in text
+    other, _ = make_client()
+    assert 'outcome="ok"} 1.0' not in other.get("/metrics").text
+
+    failing, _ = make_client(FakeRunner(fail_with=BackendUnavailableError("x")))
+    failing.post("/v1/compact", json={"messages": MESSAGES, "method": "openclaw"})
+    assert 'speccompact_compactions_total{method="openclaw",outcome="upstream_error"} 1.0' in failing.get(
+        "/metrics").text
+
+
+# ------------------------------------------------- end to end: real methods, SGLang-API emulator
+# The real run_method drives SpecCompactEndpoint over HTTP against emulated SGLang servers.
+
+
+@pytest.fixture
+def methods():
+    return pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
+
+
+@pytest.fixture
+def emulated_pair(make_emulated_server):
+    """(target server, drafter server) of the emulator with the benchmark policy."""
+    from sgl_speccompact.testing import ControlledAcceptancePolicy
+
+    target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B")
+    return target, drafter
+
+
+def endpoints(target_srv, drafter_srv, timeout_s: float = 60.0):
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+
+    return (SpecCompactEndpoint(target_srv.url, timeout_s=timeout_s),
+            SpecCompactEndpoint(drafter_srv.url, lora_path="drafter", timeout_s=timeout_s))
+
+
+class Recording:
+    """Wraps the real run_method and keeps the messages object it was given."""
+
+    def __init__(self, run_method):
+        self.run_method = run_method
+        self.seen: list = []
+
+    def __call__(self, method, messages, **kw):
+        self.seen.append(messages)
+        return self.run_method(method, messages, **kw)
+
+
+def test_e2e_every_method_round_trip(methods, emulated_pair):
+    target, drafter = endpoints(*emulated_pair)
+    client = TestClient(create_app(target, drafter))
+    for method in methods.METHODS:
+        res = client.post("/v1/compact", json={"messages": MESSAGES * 3, "method": method})
+        assert res.status_code == 200, (method, res.text)
+        out = res.json()
+        assert out["method"] == method and out["summary"].strip()
+        assert out["stats"]["requests"]["target"], method
+    sc = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()  # default: speccompact
+    assert sc["method"] == "speccompact" and sc["stats"]["requests"]["drafter"]
+    sjc = client.post("/v1/compact", json={"messages": MESSAGES * 3, "source_judge": True,
+                                           "previous_summary": "## Goal\n- fix a.py"})
+    assert sjc.status_code == 200 and sjc.json()["source_judge"] is not None
+    assert client.get("/health").json()["status"] == "ok"
+    assert 'speccompact_compactions_total{method="speccompact",outcome="ok"} 3.0' in client.get("/metrics").text
+
+
+def test_e2e_stream_lines_then_result_then_done(methods, emulated_pair):
+    target, drafter = endpoints(*emulated_pair)
+    client = TestClient(create_app(target, drafter))
+    with client.stream("POST", "/v1/compact", json={"messages": MESSAGES * 3, "stream": True}) as res:
+        assert res.status_code == 200
+        events = _sse_events(res.read().decode())
+    kinds = [e for e, _ in events]
+    assert kinds[-2:] == ["result", "message"] and events[-1][1] == "[DONE]"
+    assert "line" in kinds and "slot_done" in kinds
+    assert set(kinds[:-2]) <= {"line", "slot_done"}
+    result = json.loads(events[-2][1])
+    done = [json.loads(d)["slot"] for e, d in events if e == "slot_done"]
+    assert sorted(done) == sorted(s["name"] for s in result["slots"])
+
+
+def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
+
+    target_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
+    killed = threading.Event()
+
+    def draft_then_kill_target(prompt):
+        if not killed.is_set():  # the target already prefilled the shared prefix; now it goes away
+            killed.set()
+            threading.Thread(target=target_srv.close).start()
+            time.sleep(1.0)
+        return "- a drafted line about a.py\n"
+
+    drafter_policy = ScriptedPolicy()
+    drafter_policy.on("", draft_then_kill_target)
+    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B")
+    target, drafter = endpoints(target_srv, drafter_srv, timeout_s=10)
+    runner = Recording(methods.run_method)
+    client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
+    sent = copy.deepcopy(MESSAGES)
+    res = client.post("/v1/compact", json={"messages": sent})
+    assert killed.is_set()
+    assert res.status_code == 502, res.text
+    assert set(res.json()) == {"error"} and res.json()["error"]["type"] == "backend_unavailable"
+    assert runner.seen[0] == MESSAGES  # the runner left the request's messages as they were
+    assert client.get("/health").status_code == 503
+
+
+def test_e2e_slow_target_is_504(methods, make_emulated_server):
+    from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
+
+    slow = ScriptedPolicy()
+    slow.on("", lambda prompt: time.sleep(3) or "- late\n")
+    target_srv = make_emulated_server(policy=slow, model_path="Qwen/Qwen3-8B")
+    drafter_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B")
+    target, drafter = endpoints(target_srv, drafter_srv, timeout_s=0.5)
+    runner = Recording(methods.run_method)
+    client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
+    method = "hermes" if "hermes" in methods.METHODS else methods.METHODS[0]
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "method": method})
+    assert res.status_code == 504, res.text
+    assert res.json()["error"]["type"] == "backend_timeout"
+    assert runner.seen[0] == MESSAGES
+
+
+def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_server):
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    def policy():
+        p = ScriptedPolicy()
+        # every line names the task of the conversation it was written for
+        p.on("", lambda prompt: "- work on TASK-%s\n" % re.findall(r"TASK-(\d+)", prompt)[-1])
+        p.judge(".", p_positive=0.9, regex=True)
+        return p
+
+    target, drafter = endpoints(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B"),
+                                make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B"))
+    client = TestClient(create_app(target, drafter))
+    n = 4
+
+    def one(i):
+        msgs = [{"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": f"Please finish TASK-{i} in the repository today."}]
+        return i, client.post("/v1/compact", json={"messages": msgs}).json()
+
+    with client, ThreadPoolExecutor(n) as ex:
+        results = list(ex.map(one, range(n)))
+    for i, out in results:
+        found = set(re.findall(r"TASK-(\d+)", out["summary"]))
+        assert found == {str(i)}, out
+        assert out["stats"]["requests"]["drafter"]["draft"]["requests"] >= 1
+
+
+class LayoutRunner(FakeRunner):
+    """Records the layout arguments the service passes on."""
+
+    def __call__(self, method, messages, *, layout=None, tools=None, chat_template=None,
+                 chat_template_kwargs=None, **kw):
+        self.layout_args = {"layout": layout, "tools": tools, "chat_template": chat_template,
+                            "chat_template_kwargs": chat_template_kwargs, "target": kw["target"]}
+        return super().__call__(method, messages, **kw)
+
+
+class RoutedBackend(Backend):
+    routing_key = None
+
+    def with_routing_key(self, key):
+        other = RoutedBackend(self.name, self.base_url)
+        other.routing_key = key
+        return other
+
+    def with_cancel(self, scope):
+        return self
+
+
+def test_layout_fields_reach_the_runner():
+    runner = LayoutRunner()
+    client, _ = make_client(runner=runner, target=RoutedBackend("t"), chat_template="Qwen/Qwen3-8B")
+    tools = [{"type": "function", "function": {"name": "f", "parameters": {"type": "object"}}}]
+    body = {"messages": MESSAGES, "tools": tools, "layout": "agent", "chat_template_kwargs": {"enable_thinking": False},
+            "routing_key": "session-1"}
+    res = client.post("/v1/compact", json=body)
+    assert res.status_code == 200, res.text
+    got = runner.layout_args
+    assert got["layout"] == "agent" and got["tools"] == tools and got["chat_template"] == "Qwen/Qwen3-8B"
+    assert got["chat_template_kwargs"] == {"enable_thinking": False}
+    assert got["target"].routing_key == "session-1"
+    assert client.post("/v1/compact", json={"messages": MESSAGES, "layout": "agentic"}).status_code == 422

@@ -1,0 +1,123 @@
+"""The benchmark workload decides from what is judged, never from the prompt's layout.
+
+Every switch that only changes how prompts are laid out or how requests are
+sent (shared prefix, short judge suffix, draft buffering, pipelining,
+line-aware stopping, one-request judging, sub-slot branches) must make the
+same decisions on the same drafted lines; timings here are SIMULATED and
+never asserted.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from sgl_speccompact.config import OPTIMIZATIONS, CompactConfig
+from sgl_speccompact.core.judge_prompts import judge_rubric
+from sgl_speccompact.methods.registry import run_method
+from sgl_speccompact.core.prompts import target_slot_request, verify_question
+from sgl_speccompact.schema import OPENCLAW_SLOTS
+from sgl_speccompact.testing import CostModel
+from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
+from sgl_speccompact.testing.sim.simulator import build_simulation
+from sgl_speccompact.testing.sim.workload import (SummaryWorkload, decisions, decisions_digest, synthetic_history,
+                                              trajectory_lines)
+
+from test_bench_latency import TRAJECTORIES
+
+SLOTS = tuple(s.name for s in OPENCLAW_SLOTS)
+GOAL = OPENCLAW_SLOTS[0]
+COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
+# switches that change only the layout or the request pattern: decisions must not move
+LAYOUT_ONLY = ("shared_prefix", "short_judge_suffix", "draft_buffer", "pipelined_drafting", "line_aware_stopping",
+               "one_request_judging", "sub_slot_branches", "source_judge_on_prefix", "send_token_ids")
+
+
+@pytest.fixture(scope="module")
+def lines():
+    paths = sorted(p for p in TRAJECTORIES.glob("*") if p.suffix in (".json", ".traj")) if TRAJECTORIES.is_dir() else []
+    got = trajectory_lines(paths)
+    if len(got) < 200:
+        pytest.skip(f"shared trajectories absent or too few lines ({TRAJECTORIES})")
+    return got
+
+
+def turn(user: str, assistant: str = "") -> str:
+    return f"<|im_start|>user\n{user}<|im_end|>\n<|im_start|>assistant\n{assistant}"
+
+
+def test_a_repair_under_a_rubric_is_a_repair_not_a_judgement(lines):
+    # the rubric (both label words) at the end of the user turn, as with the shared prefix after the slot
+    # request: the workload must still write the slot's true line, not a label word
+    wl = SummaryWorkload(lines, SLOTS, seed=3)
+    rubric = judge_rubric("positive", "negative")
+    request = target_slot_request(GOAL) + "\n\n<conversation>\n...\n</conversation>\n\n" + rubric
+    out = wl.generate("<|im_start|>system\nS<|im_end|>\n" + turn(request), [], {"sampling_params": {"stop_strs": ["\n"]},
+                                                                                  "lora_path": None})
+    assert out == wl.true["goal"][0] + "\n"
+
+
+@pytest.mark.parametrize("short", [True, False])
+def test_verdicts_depend_on_the_line_only(lines, short):
+    wl = SummaryWorkload(lines, SLOTS, seed=3)
+    wrong = next(d for d in wl.drafted["goal"] if d in wl.wrong)
+    right = wl.true["goal"][0]
+    for line, accepted in ((wrong, False), (right, True)):
+        q = verify_question(GOAL, line, "positive", "negative", short=short)
+        for head in ("", "<|im_start|>user\n" + judge_rubric("positive", "negative") + "<|im_end|>\n"):
+            verdict = wl.generate(head + turn(q), [], {"sampling_params": {}, "lora_path": None})
+            assert verdict == ("positive" if accepted else "negative")
+
+
+def test_sections_are_counted_from_their_heading(lines):
+    wl = SummaryWorkload(lines, SLOTS, seed=3)
+    items = wl.true["progress"]
+    blocked = items.index("### Blocked")
+    params = {"sampling_params": {}, "lora_path": "drafter"}
+    whole = wl.generate(turn(target_slot_request(OPENCLAW_SLOTS[2]), "\n".join(items[:blocked + 1]) + "\n"), [],
+                        params)
+    branch = wl.generate(turn(target_slot_request(OPENCLAW_SLOTS[2]), "### Blocked\n"), [], params)
+    assert whole == branch == "".join(d + "\n" for d in wl.drafted["progress"][blocked + 1:])
+
+
+def test_repair_candidates_are_drawn_per_place_and_sample(lines):
+    wl = SummaryWorkload(lines, SLOTS, seed=3, p_accept=0.5)
+    got = {wl.candidate("goal", 0, k) for k in range(16)}
+    assert wl.true["goal"][0] in got and len(got) > 1  # some right, some wrong (p=0.5, 16 samples)
+    assert all(c in wl.wrong for c in got - {wl.true["goal"][0]})
+    assert wl.candidate("goal", 0, 5) == wl.candidate("goal", 0, 5)
+
+
+def variants() -> list[tuple[str, dict]]:
+    names = [n for n in LAYOUT_ONLY if n in OPTIMIZATIONS]
+    flips = [(f"flip {n}", {n: not CompactConfig.model_fields[n].default}) for n in names]
+    return [("defaults", {}), ("none", dict.fromkeys(names, False))] + flips + [
+        ("with repair_candidates", {"repair_candidates": True})]
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("deployment", ["two-gpu"])
+def test_every_layout_switch_makes_the_same_decisions(lines, emulator_tokenizer_path, deployment):
+    """One small history, every switch that must not change decisions flipped alone, and all off together.
+
+    The test tokenizer splits the ``\\n\\n`` after the empty think block into two tokens, so the
+    plain two-request select (``one_request_judging`` off) runs into sglang's token-healing case.
+    """
+    wl = SummaryWorkload(lines, SLOTS, seed=1)
+    sim = build_simulation(emulator_tokenizer_path, {"target": wl, "drafter": wl}, COSTS, DEPLOYMENTS[deployment],
+                           Scheduling())
+    model = sim.servers["target"].model
+    wl.bind(model)
+    history = synthetic_history(lines, 900, lambda t: len(model.encode(t)), seed=1)
+    target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
+    got = {}
+    for label, overrides in variants():
+        result, _ = sim.run(lambda o=overrides: run_method("speccompact", history, target=target, drafter=drafter,
+                                                           config=o))
+        got[label] = result
+    base = decisions(got["defaults"])
+    kinds = {k for slot in base.values() for _, k in slot}
+    assert {"accepted", "replaced"} <= kinds  # the history exercises both decisions
+    assert any(len(v) > 3 for v in base.values())
+    for label, result in got.items():
+        assert decisions(result) == base, label
+        assert decisions_digest(result) == decisions_digest(got["defaults"])
