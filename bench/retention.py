@@ -38,8 +38,9 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import radix_cache as rc  # shared helpers: trajectories, methods, servers, JSON
 
+from sgl_speccompact.testing.harness import retention as retention_report  # noqa: E402
 from sgl_speccompact.testing.harness.retention import (  # noqa: E402
-    PLUMBING_NOTE, format_rows, format_slots, format_summary, make_plots)
+    PLUMBING_NOTE, format_rows, format_slots, format_summary)
 
 REPO = rc.REPO
 
@@ -116,6 +117,11 @@ def select_trajectories(args) -> tuple[list, list, dict | None]:
 
 
 # ------------------------------------------------------------------ output
+
+
+def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
+    """One quality-latency PNG per target model, from the latency reports in ``rc.RESULTS_DIR``."""
+    return retention_report.make_plots(agg, args, stamp, emulator, rc.RESULTS_DIR)
 
 
 # ------------------------------------------------------------------ main

@@ -66,11 +66,11 @@ def _align(table: list[list[str]]) -> str:
     return "\n".join(out)
 
 
-def latency_reports(paths: list[str] | None) -> list[Path]:
+def latency_reports(paths: list[str] | None, results_dir: Path = RESULTS_DIR) -> list[Path]:
     """``--latency-json`` files, else the newest ``latency-*.json`` in bench/results/ per target model."""
     if paths:
         return [Path(p) for p in paths]
-    files = sorted(RESULTS_DIR.glob("latency-*.json"))
+    files = sorted(Path(results_dir).glob("latency-*.json"))
     newest: dict[str, Path] = {}
     for f in files:  # sorted by timestamp in the name: later files win
         try:
@@ -81,13 +81,13 @@ def latency_reports(paths: list[str] | None) -> list[Path]:
     return list(newest.values())
 
 
-def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
+def make_plots(agg: dict, args, stamp: str, emulator: bool, results_dir: Path = RESULTS_DIR) -> list[dict]:
     """One quality-latency PNG per target model; a clear message when no latency report is there."""
     from sgl_speccompact.evaluation.frontier import latency_by_model
 
-    reports = latency_reports(args.latency_json)
+    reports = latency_reports(args.latency_json, results_dir)
     if not reports:
-        msg = (f"no latency report in {RESULTS_DIR} (run bench/latency.py first, or pass --latency-json PATH); "
+        msg = (f"no latency report in {results_dir} (run bench/latency.py first, or pass --latency-json PATH); "
                "quality-latency plot skipped")
         print(f"NOTE: {msg}")
         return [{"skipped": msg}]
@@ -99,17 +99,17 @@ def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
             print(f"NOTE: latency report {path} unreadable ({exc}); its plot skipped")
             out.append({"latency_json": str(path), "skipped": str(exc)})
             continue
-        out += [_plot_one(lat, path, agg, args, stamp, emulator) for lat in cells]
+        out += [_plot_one(lat, path, agg, args, stamp, emulator, results_dir) for lat in cells]
     return out
 
 
-def _plot_one(lat: dict, path: Path, agg: dict, args, stamp: str, emulator: bool) -> dict:
+def _plot_one(lat: dict, path: Path, agg: dict, args, stamp: str, emulator: bool, results_dir: Path) -> dict:
     """One target model's quality-latency PNG."""
     from sgl_speccompact.evaluation.frontier import QUALITY_METRICS, plot_frontier, points
 
     pts = points(lat, agg, args.plot_metric)
     slug = "".join(c if c.isalnum() else "-" for c in lat["model"]).strip("-")
-    png = Path(args.plot_dir or RESULTS_DIR) / f"retention-{stamp}-{slug}.png"
+    png = Path(args.plot_dir or results_dir) / f"retention-{stamp}-{slug}.png"
     notes = [f"latency: {lat['label']} ({Path(path).name})",
              "quality: " + (PLUMBING_NOTE if emulator else "this retention run")]
     if any(lb.endswith("+sjc") for lb in agg) and not any(lb.endswith("+sjc") for lb in lat["seconds"]):
