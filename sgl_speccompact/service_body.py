@@ -31,7 +31,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
-from .chat_render import check_template_kwargs
+from .chat_render import TEMPLATE_KWARGS, check_template_kwargs
 from .config import CompactConfig
 from .errors import (HistoryTooLongError, InvalidRequestError, MalformedJSONError, RequestTooLargeError,
                      UnsupportedMediaTypeError)
@@ -301,6 +301,11 @@ def openapi_body() -> dict:
     """``openapi_extra`` of ``POST /v1/compact``: the body schema (the route reads raw bytes)."""
     schema = CompactRequest.model_json_schema()
     schema["properties"]["messages"] = {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1}
+    kwargs = {k: {"type": "boolean"} if v is bool else {"enum": list(v)} for k, v in TEMPLATE_KWARGS.items()}
+    schema["properties"]["chat_template_kwargs"] = {"anyOf": [
+        {"type": "object", "properties": kwargs, "additionalProperties": False}, {"type": "null"}]}
+    schema["properties"]["routing_key"] = {"anyOf": [
+        {"type": "string", "pattern": f"^{_ROUTING_KEY.pattern}$", "maxLength": 256}, {"type": "null"}]}
     config = CompactConfig.model_json_schema()
     schema["properties"]["config"] = {"anyOf": [{"type": "object", "properties": config["properties"],
                                                  "additionalProperties": False}, {"type": "null"}]}
