@@ -276,10 +276,10 @@ def _router(sec: dict, target: ServerSpec, workers: list[ServerSpec], extra_cli:
     policy = str(sec.get("policy") or "cache_aware")
     if policy not in ROUTER_POLICIES:
         raise ConfigError(f"[router] policy must be one of {list(ROUTER_POLICIES)}, got {policy!r}")
+    router_port = port(sec.get("port") or target.port, "[router] port")
     try:
         return RouterSpec(
-            worker_urls=tuple(w.url for w in workers), host=target.host,
-            port=int(sec.get("port") or target.port), policy=policy,
+            worker_urls=tuple(w.url for w in workers), host=target.host, port=router_port, policy=policy,
             cache_threshold=float(sec["cache_threshold"]), balance_abs_threshold=int(sec["balance_abs_threshold"]),
             balance_rel_threshold=float(sec["balance_rel_threshold"]),
             model_path=target.model_path if Path(target.model_path).is_dir() else None,
