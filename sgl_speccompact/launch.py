@@ -208,6 +208,12 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
             print("--emulate starts its own emulated servers: drop --target-url/--drafter-url/--dry-run",
                   file=sys.stderr)
             return 2
+        try:  # every other flag is checked before the emulators start
+            build_plan(argparse.Namespace(**{**vars(args), "target_url": ["http://127.0.0.1:1"],
+                                             "drafter_url": "http://127.0.0.1:2", "no_drafter": False}))
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         return run_emulated(args)
     try:
         plan = build_plan(args)

@@ -878,6 +878,15 @@ def test_probe8_service_section_of_a_config_file(tmp_path, capsys, line, word):
     _one_clear_line(err, word)
 
 
+def test_probe8_emulate_checks_flags_before_starting(monkeypatch, capsys):
+    # before: the emulators started first and the error came after their banner lines
+    from sgl_speccompact import launch
+
+    monkeypatch.setattr(launch, "run_emulated", lambda args: pytest.fail("started with a bad flag"))
+    assert launch.main(["--emulate", "--max-workers", "0"]) == 2
+    _one_clear_line(capsys.readouterr().err, "--max-workers")
+
+
 def test_probe8_no_gpu_message_names_emulate(monkeypatch, capsys):
     from sgl_speccompact import launch
 

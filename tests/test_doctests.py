@@ -7,7 +7,8 @@ import pytest
 
 MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "judge_prompts", "history", "result",
            "endpoint", "endpoint_http", "plain_select", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "formats_convert", "launch", "servers", "testing.policy", "testing.workload",
-           "hermes_prompt", "layout", "chat_render",
+           "hermes_prompt", "layout", "chat_render", "flags", "service_body", "launch_plan", "cli", "service_runtime",
+           "service", "cancel",
            "train.data", "train.incremental",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",
            "evaluation.continuation", "evaluation.sjc", "evaluation.frontier", "evaluation.runner",
