@@ -16,7 +16,8 @@ import threading
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from .errors import ConfigError, InvalidHistoryError, SpecCompactError
+from .errors import ConfigError, InvalidHistoryError, MalformedJSONError, SpecCompactError
+from .flags import OneLineParser, count, positive_number
 from .history.formats import list_trials, load_history
 from .result import CompactionResult
 
@@ -25,8 +26,8 @@ TARGET_ENV, DRAFTER_ENV = "SGLANG_TARGET_URL", "SGLANG_DRAFTER_URL"
 
 def build_parser() -> argparse.ArgumentParser:
     """Flags of the ``compact`` subcommand."""
-    p = argparse.ArgumentParser(prog="python -m sgl_speccompact compact",
-                                description="Compact one agent trajectory file on SGLang servers.")
+    p = OneLineParser(prog="python -m sgl_speccompact compact",
+                      description="Compact one agent trajectory file on SGLang servers.")
     p.add_argument("file", help="trajectory: OpenAI messages, SWE-agent .traj, mini-swe-agent, tau2-bench")
     p.add_argument("--method", default="speccompact", help="speccompact | hermes | openclaw | target_self")
     p.add_argument("--target-url", default=os.environ.get(TARGET_ENV),
@@ -39,14 +40,15 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-chat-template", help="the target's template (overrides --chat-template)")
     p.add_argument("--drafter-chat-template", help="the drafter's template (overrides --chat-template)")
     p.add_argument("--api-key", help="bearer token of the SGLang servers")
-    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds (default 120)")
-    p.add_argument("--trial", type=int, default=0, help="which trial of a multi-trial (tau2) file (default 0)")
+    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds, > 0 (default 120)")
+    p.add_argument("--trial", type=int, default=0, help="which trial of a multi-trial (tau2) file, >= 0 (default 0)")
     p.add_argument("--list-trials", action="store_true", help="list the file's trials and exit")
     p.add_argument("--previous-summary", metavar="FILE", help="summary of earlier turns (text file)")
     p.add_argument("--source-judge", action="store_true", help="run the Source-Judged post-filter")
     p.add_argument("--focus", help="topic the summary should favour (quoted into the prompts as a label)")
     p.add_argument("--set", action="append", default=[], metavar="FIELD=VALUE",
-                   help="CompactConfig override, VALUE as JSON (e.g. --set eta=0.8); repeatable")
+                   help="CompactConfig override, VALUE as JSON typed like the service's config field "
+                        "(--set eta=0.8; a bare word is a string); repeatable")
     p.add_argument("--json", action="store_true", help="print the whole result as JSON")
     p.add_argument("--layout", choices=("agent", "classic"),
                    help="target prefix layout (default: agent when --target-tokenizer is given)")
@@ -59,35 +61,45 @@ def build_parser() -> argparse.ArgumentParser:
 def parse_overrides(items: list[str]) -> dict:
     """``["eta=0.8", "positive_label=yes"]`` -> ``{"eta": 0.8, "positive_label": "yes"}``.
 
-    Every value is checked against CompactConfig here, so a bad one is one
-    clear line naming the field, not a validation report.
+    Each VALUE is parsed as JSON with the service body's bounds (no NaN,
+    infinity, huge number or deep nesting) and the result is type-checked as
+    strictly as a request's ``config``: ``--set eta='"0.8"'`` is a string,
+    not a number.  A VALUE that is not JSON is a bare-word string.  A bad one
+    is one clear line naming the field, not a validation report.
 
     >>> parse_overrides(["eta=2"])
     Traceback (most recent call last):
     ...
     sgl_speccompact.errors.ConfigError: --set eta: Input should be less than or equal to 1
     """
-    from pydantic import ValidationError
-
     from .config import CompactConfig
+    from .service.body import BodyLimits, check_json_shape, parse_json_value, strict_config
 
-    out = {}
+    limits, out = BodyLimits(), {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
             raise ConfigError(f"needs FIELD=VALUE, got {item!r}", field="--set")
         try:
-            out[key] = json.loads(raw)
-        except (json.JSONDecodeError, RecursionError):
+            value = raw.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ConfigError("is not valid text", field=f"--set {key}") from None
+        try:
+            check_json_shape(value, limits)
+        except MalformedJSONError as exc:
+            raise ConfigError(str(exc).removeprefix("body: "), field=f"--set {key}") from None
+        try:
+            out[key] = parse_json_value(value, limits)
+        except MalformedJSONError:
             out[key] = raw  # a bare word is a string
-    try:
-        CompactConfig(**out)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        where = "--set " + ".".join(str(p) for p in e["loc"]) if e["loc"] else "--set"
-        msg = "unknown config field" if e["type"] == "extra_forbidden" else e["msg"].removeprefix("Value error, ")
-        raise ConfigError(msg, field=where) from None
+    strict_config(CompactConfig(), out, prefix="--set", sep=" ", error=ConfigError)
     return out
+
+
+def check_args(args: argparse.Namespace) -> None:
+    """Numbers among the flags: a positive finite ``--timeout``, a ``--trial`` of 0 or more."""
+    positive_number(args.timeout, "--timeout")
+    count(args.trial, "--trial", minimum=0)
 
 
 def read_text_file(path: str, what: str) -> str:
@@ -208,6 +220,7 @@ def main(argv: list[str] | None = None, *, connect: Callable = connect, runner: 
     args = build_parser().parse_args(argv)
     progress = Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
     try:
+        check_args(args)
         if args.list_trials:
             for t in list_trials(args.file):
                 print(f"{t.index}\tid={t.id or '-'}\ttask={t.task_id or '-'}\ttrial={t.trial}\tmessages={t.messages}")

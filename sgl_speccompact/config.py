@@ -39,31 +39,35 @@ OPTIMIZATIONS: dict[str, str] = {
 }
 
 
+MAX_TOKENS = 2**20  # upper bound of every token budget: finite, above any model's context (tokens)
+MAX_TEMPERATURE = 2.0  # upper bound of every sampling temperature
+
+
 class CompactConfig(BaseModel):
-    """Configuration of one compaction.  Unknown fields are rejected."""
+    """Configuration of one compaction.  Unknown fields are rejected; every number has finite bounds."""
 
     model_config = ConfigDict(extra="forbid", frozen=True)
 
     eta: float = Field(0.7, gt=0.0, le=1.0)  # accept a line iff r >= eta (probability ratio)
-    max_lines_per_slot: int = Field(12, ge=1)  # lines kept per slot (lines)
-    max_tokens_per_slot: int = Field(320, ge=1)  # tokens kept per slot (target tokens)
-    max_new_tokens: int = Field(64, ge=1)  # new tokens per draft or repair request (tokens)
-    max_summary_tokens: int = Field(2048, ge=1)  # assembled summary budget (target tokens)
-    max_line_chars: int = Field(400, ge=8)  # longer lines skip the judge and go to repair (chars)
+    max_lines_per_slot: int = Field(12, ge=1, le=1_000)  # lines kept per slot (lines)
+    max_tokens_per_slot: int = Field(320, ge=1, le=MAX_TOKENS)  # tokens kept per slot (target tokens)
+    max_new_tokens: int = Field(64, ge=1, le=MAX_TOKENS)  # new tokens per draft or repair request (tokens)
+    max_summary_tokens: int = Field(2048, ge=1, le=MAX_TOKENS)  # assembled summary budget (target tokens)
+    max_line_chars: int = Field(400, ge=8, le=1_000_000)  # longer lines skip the judge and go to repair (chars)
     positive_label: str = Field("positive", min_length=1)  # judge word meaning "supported"
     negative_label: str = Field("negative", min_length=1)  # judge word meaning "unsupported"
     empty_markers: tuple[str, ...] = ("(none)", "none", "(n/a)", "n/a", "- (none)")  # accepted unjudged
-    draft_temperature: float = Field(0.0, ge=0.0)  # drafter sampling temperature (1 = model dist.)
-    repair_temperature: float = Field(0.0, ge=0.0)  # target sampling temperature for repairs
-    monolithic_max_tokens: int = Field(2048, ge=1)  # one-shot baselines' generation cap (tokens)
-    agent_context_tokens: int = Field(131_072, ge=1)  # the agent's context window: Hermes's summary target (tokens)
-    hermes_cap_ratio: float = Field(2.0, ge=1.0)  # Hermes's generation cap, in multiples of its length target
+    draft_temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE)  # drafter sampling temperature (1 = model dist.)
+    repair_temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE)  # target sampling temperature for repairs
+    monolithic_max_tokens: int = Field(2048, ge=1, le=MAX_TOKENS)  # one-shot baselines' generation cap (tokens)
+    agent_context_tokens: int = Field(131_072, ge=1, le=2**24)  # the agent's context window: Hermes's summary target (tokens)
+    hermes_cap_ratio: float = Field(2.0, ge=1.0, le=16.0)  # Hermes's generation cap, in multiples of its length target
     report_cut_off: bool = False  # a one-shot summary cut by its cap returns truncated=True, not SummaryBudgetError
     source_judge_threshold: float = Field(0.5, gt=0.0, le=1.0)  # SJC keeps entries with p >= this
-    max_history_messages: int = Field(10_000, ge=1)  # longer histories are refused (messages)
-    max_history_chars: int = Field(4_000_000, ge=1)  # longer rendered histories are refused (chars)
+    max_history_messages: int = Field(10_000, ge=1, le=10_000_000)  # longer histories are refused (messages)
+    max_history_chars: int = Field(4_000_000, ge=1, le=2**31)  # longer rendered histories are refused (chars)
     repair_samples: int = Field(4, ge=2, le=16)  # drafter candidates per rejection (lines)
-    candidate_temperature: float = Field(1.0, ge=0.0)  # drafter temperature of those candidates
+    candidate_temperature: float = Field(1.0, ge=0.0, le=MAX_TEMPERATURE)  # drafter temperature of those candidates
     # ablation switches (see OPTIMIZATIONS)
     shared_prefix: bool = True  # one target prefix for every slot
     draft_buffer: bool = False  # several lines per drafter call (the paper's 64-token buffer)

@@ -118,6 +118,12 @@ class RequestTooLargeError(InvalidRequestError):
     code = "request_too_large"
 
 
+class UnsupportedMediaTypeError(InvalidRequestError):
+    """A service request body is not declared as ``application/json``."""
+
+    code = "unsupported_media_type"
+
+
 class CompactionCancelledError(SpecCompactError):
     """The compaction was cancelled (the client went away, or the service is stopping)."""
 
@@ -153,6 +159,7 @@ HTTP_STATUS: dict[type[SpecCompactError], int] = {
     MalformedJSONError: 400,
     UnauthorizedError: 401,
     RequestTooLargeError: 413,
+    UnsupportedMediaTypeError: 415,
     InvalidRequestError: 422,
     HistoryTooLongError: 413,
     InvalidHistoryError: 422,

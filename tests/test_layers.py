@@ -2,7 +2,7 @@
 
 The floors, bottom up (README "Layout"):
 
-    vocabulary (config, errors, schema, result) < history < core < backends
+    vocabulary (config, errors, schema, result, flags) < history < core < backends
     < programs < methods < service < launch < cli / __main__ / __init__
 
 ``testing``, ``evaluation`` and ``train`` sit beside the product: they may
@@ -25,7 +25,7 @@ PKG = REPO / "sgl_speccompact"
 BENCH = REPO / "bench"
 
 FLOORS = {
-    "config": 0, "errors": 0, "schema": 0, "result": 0,
+    "config": 0, "errors": 0, "schema": 0, "result": 0, "flags": 0,
     "history": 1, "core": 2, "backends": 3, "programs": 4, "methods": 5,
     "service": 6, "launch": 7, "cli": 8, "__main__": 8, "__init__": 8,
 }

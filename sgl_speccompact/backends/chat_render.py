@@ -16,6 +16,14 @@ as ``tool.model_dump()`` unless ``tool_choice`` is ``"none"``, and
 sent as text; for tokenizers that encode the text back to the same ids
 (Qwen's: no BOS is added, ``_probe_prompt_text_round_trip`` holds) the
 server builds the same ids as its chat endpoint.
+
+The template is always the operator's (the target tokenizer's own, or one
+configured for the service); a request never brings template code.  Its
+``chat_template_kwargs`` are an allow-list of plain values
+(:data:`TEMPLATE_KWARGS`): ``apply_chat_template`` would otherwise take a
+``chat_template`` string, ``tokenize``, ``messages`` and other controls from
+them.  A template that raises, reads an undefined value or does not compile
+is a typed 4xx error, not a 500.
 """
 
 from __future__ import annotations
@@ -24,7 +32,68 @@ import copy
 import functools
 from typing import Any
 
-from ..errors import ConfigError, InvalidHistoryError
+from ..errors import ChatTemplateError, ConfigError, InvalidHistoryError, InvalidRequestError
+
+# chat_template_kwargs a request may carry: name -> accepted values (a type, or a tuple of
+# literal values).  Plain values that common chat templates read; nothing here is template code.
+TEMPLATE_KWARGS: dict[str, type | tuple] = {
+    "enable_thinking": bool,  # Qwen3 and similar templates: reasoning block on or off
+    "thinking": bool,  # DeepSeek-V3.1's template: reasoning on or off
+    "reasoning_effort": ("low", "medium", "high"),  # gpt-oss's template: reasoning effort
+}
+
+
+def check_template_kwargs(kwargs: Any, field: str = "chat_template_kwargs") -> dict:
+    """``kwargs`` as a dict when every entry is allowed by :data:`TEMPLATE_KWARGS`.
+
+    >>> check_template_kwargs({"enable_thinking": False})
+    {'enable_thinking': False}
+    >>> check_template_kwargs({"chat_template": "{{ 1 }}"})
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.InvalidRequestError: chat_template_kwargs.chat_template: is not allowed; \
+allowed: enable_thinking (bool), thinking (bool), reasoning_effort ('low' | 'medium' | 'high')
+    """
+    if kwargs is None:
+        return {}
+    if not isinstance(kwargs, dict):
+        raise InvalidRequestError("must be an object", field=field)
+    for key, value in kwargs.items():
+        allowed = TEMPLATE_KWARGS.get(key)
+        if allowed is None:
+            raise InvalidRequestError(f"is not allowed; allowed: {_allowed_text()}", field=f"{field}.{key}")
+        ok = type(value) is allowed if isinstance(allowed, type) else (isinstance(value, str) and value in allowed)
+        if not ok:
+            raise InvalidRequestError(f"must be {_one(allowed)}", field=f"{field}.{key}")
+    return dict(kwargs)
+
+
+def _one(allowed: type | tuple) -> str:
+    return allowed.__name__ if isinstance(allowed, type) else " | ".join(repr(v) for v in allowed)
+
+
+def _allowed_text() -> str:
+    return ", ".join(f"{k} ({_one(v)})" for k, v in TEMPLATE_KWARGS.items())
+
+
+def apply_template(tokenizer, messages: list[dict], **kwargs) -> str:
+    """``tokenizer.apply_chat_template(..., tokenize=False)`` with template errors made typed.
+
+    A template that raises (``raise_exception``) or reads an undefined
+    value rejects the messages (:class:`InvalidHistoryError` on
+    ``messages``); one that does not compile is a :class:`ChatTemplateError`.
+    """
+    import jinja2
+
+    try:
+        text = tokenizer.apply_chat_template(messages, tokenize=False, **kwargs)
+    except jinja2.TemplateSyntaxError as exc:
+        raise ChatTemplateError(f"the chat template does not compile: {exc}", field="chat_template") from None
+    except jinja2.TemplateError as exc:  # raise_exception(), undefined values
+        raise InvalidHistoryError(f"the chat template rejected the messages: {exc}", field="messages") from None
+    if not isinstance(text, str):
+        raise ChatTemplateError("the chat template did not render text", field="chat_template")
+    return text
 
 
 @functools.cache
@@ -107,15 +176,15 @@ def render_chat(tokenizer, messages: list[dict], tools: list[dict] | None = None
     msgs, rendered_tools = template_inputs(messages, tools, template, tool_choice)
     if add_generation_prompt:
         msgs = last_assistant_as_user(msgs)
-    return tokenizer.apply_chat_template(msgs, tokenize=False, add_generation_prompt=add_generation_prompt,
-                                         tools=rendered_tools, return_dict=False, **(chat_template_kwargs or {}))
+    return apply_template(tokenizer, msgs, add_generation_prompt=add_generation_prompt, tools=rendered_tools,
+                          return_dict=False, **check_template_kwargs(chat_template_kwargs))
 
 
 def user_turn_opening(tokenizer, chat_template_kwargs: dict | None = None) -> str:
     """The text a user turn starts with in this template (``<|im_start|>user\\n`` for ChatML)."""
     marker = "\x00slot\x00"
-    one = tokenizer.apply_chat_template([{"role": "user", "content": marker}], tokenize=False,
-                                        add_generation_prompt=False, **(chat_template_kwargs or {}))
+    one = apply_template(tokenizer, [{"role": "user", "content": marker}], add_generation_prompt=False,
+                         **check_template_kwargs(chat_template_kwargs))
     return one.split(marker)[0]
 
 

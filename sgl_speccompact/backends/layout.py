@@ -49,7 +49,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
-from .chat_render import load_chat_tokenizer, render_chat, user_turn_opening
+from .chat_render import check_template_kwargs, load_chat_tokenizer, render_chat, user_turn_opening
 from ..errors import ConfigError, InvalidHistoryError
 from ..core.prompts import slot_contracts
 from ..schema import Slot
@@ -238,7 +238,11 @@ def plan_layout(layout: str | None, messages: list[dict], *, target: Any = None,
     ------
     ConfigError
         Unknown layout, or the agent layout without a loadable chat template.
+    InvalidRequestError
+        A ``chat_template_kwargs`` entry outside
+        :data:`~sgl_speccompact.backends.chat_render.TEMPLATE_KWARGS`.
     """
+    kwargs = check_template_kwargs(chat_template_kwargs)  # before any template runs
     if tools is not None and (not isinstance(tools, list) or not all(isinstance(t, dict) for t in tools)):
         raise InvalidHistoryError("tools must be a list of OpenAI tool objects", field="tools")
     if layout not in (None, *LAYOUTS):
@@ -250,4 +254,4 @@ def plan_layout(layout: str | None, messages: list[dict], *, target: Any = None,
     name = resolve_layout(layout, tokenizer)
     if name == "classic":
         return LayoutPlan("classic")
-    return LayoutPlan("agent", tuple(messages), tuple(tools or ()), tokenizer, dict(chat_template_kwargs or {}))
+    return LayoutPlan("agent", tuple(messages), tuple(tools or ()), tokenizer, kwargs)

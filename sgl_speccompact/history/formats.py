@@ -66,6 +66,8 @@ def _read_json(path: Path) -> Any:
         raise HistoryFormatError("nests too deeply to be a history", field=str(path)) from None
     except json.JSONDecodeError as exc:
         raise HistoryFormatError(f"not JSON ({exc.msg} at line {exc.lineno})", field=str(path)) from exc
+    except ValueError as exc:  # an integer longer than Python converts (4,300 digits)
+        raise HistoryFormatError(f"has a value JSON parsing refused: {exc}", field=str(path)) from None
 
 
 def _as_object(source: Source) -> tuple[Any, str]:

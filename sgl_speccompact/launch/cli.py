@@ -68,6 +68,7 @@ import threading
 from pathlib import Path
 
 from ..errors import ConfigError
+from ..flags import OneLineParser
 from .plan import LaunchPlan, build_plan, format_dry_run, load_config_file  # noqa: F401  (public API)
 from .run import run, run_emulated
 from .router import ROUTER_POLICIES
@@ -125,10 +126,10 @@ def check_server_flags(argv: list[str]) -> list[str]:
 
 def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.ArgumentParser:
     """Command-line flags (every value defaults to None so the config file can set it)."""
-    p = argparse.ArgumentParser(prog=prog, description=__doc__.split("\n\n")[0],
-                                formatter_class=argparse.RawDescriptionHelpFormatter,
-                                epilog="Extra SGLang flags: --target-arg=--kv-cache-dtype=fp8_e5m2 or "
-                                       "--target-arg '--chunked-prefill-size 8192' (split like a shell).")
+    p = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0],
+                      formatter_class=argparse.RawDescriptionHelpFormatter,
+                      epilog="Extra SGLang flags: --target-arg=--kv-cache-dtype=fp8_e5m2 or "
+                             "--target-arg '--chunked-prefill-size 8192' (split like a shell).")
     p.add_argument("--config", help="launch config, TOML or JSON (see launch/)")
     p.add_argument("--dry-run", action="store_true", help="print the server commands and service config, exit")
     p.add_argument("--emulate", action="store_true",
@@ -179,12 +180,12 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--service-port", type=int, help="default 8000")
     g.add_argument("--api-key", help="require this bearer token (default: $SGL_SPECCOMPACT_API_KEY, else none)")
     g.add_argument("--method", help="default method: speccompact | hermes | openclaw | target_self")
-    g.add_argument("--max-body-mb", type=float, help="request body limit in MiB (default 32)")
-    g.add_argument("--max-workers", type=int, help="compactions run at once (default 32)")
-    g.add_argument("--request-timeout", type=float, help="per SGLang request, seconds (default 120)")
+    g.add_argument("--max-body-mb", type=float, help="request body limit in MiB, > 0 (default 32)")
+    g.add_argument("--max-workers", type=int, help="compactions run at once, >= 1 (default 32)")
+    g.add_argument("--request-timeout", type=float, help="per SGLang request, seconds, > 0 (default 120)")
     g.add_argument("--health-wait", type=float, help="seconds to wait for each server's /health (default 1200)")
     g.add_argument("--compaction-timeout", type=float,
-                   help="whole-compaction deadline in seconds, 0 for none (default 300)")
+                   help="whole-compaction deadline in seconds, > 0 (default 300)")
     g.add_argument("--upstream-detail", action="store_true",
                    help="show upstream URLs in error bodies and /health (default: roles only)")
     return p
@@ -207,6 +208,12 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
             print("--emulate starts its own emulated servers: drop --target-url/--drafter-url/--dry-run",
                   file=sys.stderr)
             return 2
+        try:  # every other flag is checked before the emulators start
+            build_plan(argparse.Namespace(**{**vars(args), "target_url": ["http://127.0.0.1:1"],
+                                             "drafter_url": "http://127.0.0.1:2", "no_drafter": False}))
+        except ConfigError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            return 2
         return run_emulated(args)
     try:
         plan = build_plan(args)
@@ -219,8 +226,9 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
     if plan.servers and not args.no_gpu_check and not cuda_available():
         roles = " and ".join(s.role for s in plan.servers) + (" servers" if len(plan.servers) > 1 else " server")
         print(f"error: no CUDA device found, so the {roles} cannot start here. Pass --target-url URL and "
-              "--drafter-url URL (or --no-drafter) to use SGLang servers running elsewhere, or use --dry-run "
-              "to see the commands.", file=sys.stderr)
+              "--drafter-url URL (or --no-drafter) to use SGLang servers running elsewhere, --emulate to try "
+              "the whole service on this machine with emulated servers, or --dry-run to see the commands.",
+              file=sys.stderr)
         return 2
     for spec in plan.servers:
         unknown = check_server_flags(server_command(spec, plan.python))

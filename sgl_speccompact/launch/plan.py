@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..flags import count, port, positive_number
 from .router import ROUTER_POLICIES, RouterSpec, router_command
 from .servers import ServerSpec, server_command
 
@@ -48,6 +49,17 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
                 "compaction_timeout_s": 300.0, "upstream_detail": False},
     "compact": {},
+}
+
+
+# [service] key -> (its flag, its check): every value, from a flag or a config file, is checked at start
+SERVICE_CHECKS = {
+    "port": ("--service-port", port),
+    "max_body_mb": ("--max-body-mb", positive_number),
+    "max_workers": ("--max-workers", count),
+    "request_timeout_s": ("--request-timeout", positive_number),
+    "health_wait_s": ("--health-wait", positive_number),
+    "compaction_timeout_s": ("--compaction-timeout", positive_number),
 }
 
 
@@ -141,7 +153,29 @@ def _split_extra(values: list[str]) -> list[str]:
     return [tok for v in values for tok in shlex.split(v)]
 
 
+def check_service(svc: dict, from_flags: dict) -> None:
+    """Check every number of the ``[service]`` section; an error names the flag or the config key.
+
+    >>> check_service({"max_workers": 0}, {})
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: [service] max_workers: must be an integer >= 1, got 0
+    """
+    for key, (flag, check) in SERVICE_CHECKS.items():
+        if key in svc:
+            check(svc[key], flag if key in from_flags else f"[service] {key}")
+
+
+def _check_server(role: str, sec: dict) -> None:
+    port(sec["port"], f"[{role}] port")
+    for key in ("tp_size", "dp_size"):
+        count(sec[key], f"[{role}] {key}")
+    if sec.get("context_length") is not None:
+        count(sec["context_length"], f"[{role}] context_length")
+
+
 def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
+    _check_server(role, sec)
     try:
         spec = ServerSpec(
             role=role, model_path=str(sec["model_path"]), host=str(sec["host"]), port=int(sec["port"]),
@@ -176,8 +210,10 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     merged = DEFAULTS
     if args.config:
         merged = _merge(merged, load_config_file(args.config))
-    merged = _merge(merged, _flag_overrides(args))
+    flags = _flag_overrides(args)
+    merged = _merge(merged, flags)
     t, d, svc = merged["target"], merged["drafter"], merged["service"]
+    check_service(svc, flags["service"])
     make_config(merged.get("compact") or {})  # fail now, not on the first request
     target = _spec("target", t, _split_extra(args.target_arg or []))
     drafter = _spec("drafter", d, _split_extra(args.drafter_arg or []))
@@ -240,10 +276,10 @@ def _router(sec: dict, target: ServerSpec, workers: list[ServerSpec], extra_cli:
     policy = str(sec.get("policy") or "cache_aware")
     if policy not in ROUTER_POLICIES:
         raise ConfigError(f"[router] policy must be one of {list(ROUTER_POLICIES)}, got {policy!r}")
+    router_port = port(sec.get("port") or target.port, "[router] port")
     try:
         return RouterSpec(
-            worker_urls=tuple(w.url for w in workers), host=target.host,
-            port=int(sec.get("port") or target.port), policy=policy,
+            worker_urls=tuple(w.url for w in workers), host=target.host, port=router_port, policy=policy,
             cache_threshold=float(sec["cache_threshold"]), balance_abs_threshold=int(sec["balance_abs_threshold"]),
             balance_rel_threshold=float(sec["balance_rel_threshold"]),
             model_path=target.model_path if Path(target.model_path).is_dir() else None,

@@ -58,6 +58,24 @@ def _build_app(plan: LaunchPlan, http):
                       health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer)
 
 
+def service_server(app, **config):
+    """A uvicorn server for ``app`` that stops its compactions as soon as shutdown begins.
+
+    uvicorn tells the app only after its connections drained (or were cut
+    at ``timeout_graceful_shutdown``); cancelling first lets every open
+    request answer ``service_stopping`` and every event stream end with its
+    ``error`` event within that drain.
+    """
+    import uvicorn
+
+    class _Server(uvicorn.Server):
+        async def shutdown(self, sockets=None):
+            app.state.compactions.stop()
+            await super().shutdown(sockets)
+
+    return _Server(uvicorn.Config(app, **config))
+
+
 def _watch(procs: list[subprocess.Popen], server, died: list) -> None:
     while not server.should_exit:
         for p in procs:
@@ -80,7 +98,6 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
         130 on Ctrl-C.
     """
     import httpx
-    import uvicorn
 
     procs: list[subprocess.Popen] = []
     old_term = signal.signal(signal.SIGTERM, _on_sigterm)
@@ -99,8 +116,8 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
                          get=http.get, label="router")
         app = _build_app(plan, http)
         # a bounded graceful shutdown: open streams and stuck clients do not hold SIGTERM up
-        server = uvicorn.Server(uvicorn.Config(app, host=plan.service["host"], port=int(plan.service["port"]),
-                                               log_level="info", timeout_graceful_shutdown=SHUTDOWN_GRACE_S))
+        server = service_server(app, host=plan.service["host"], port=int(plan.service["port"]),
+                                log_level="info", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
         died: list = []
         threading.Thread(target=_watch, args=(procs, server, died), daemon=True).start()
         print(f"[launch] service on http://{plan.service['host']}:{plan.service['port']} "

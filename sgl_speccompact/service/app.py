@@ -14,7 +14,9 @@ Routes
     ``CompactionResult.to_json_dict()``, or with ``stream: true``
     Server-Sent Events: one event per runner event (``line``, ``slot_done``),
     then ``result``, then ``data: [DONE]``.  A failure after the stream
-    started ends it with one ``error`` event and no ``result`` or ``[DONE]``.
+    started ends it with one ``error`` event and no ``result`` or ``[DONE]``;
+    so does the service stopping (``service_stopping``, status 503): the
+    stream then ends cleanly, not mid-chunk.
 ``GET /health``
     200 when every SGLang server answers its ``/health``, else 503.
 ``GET /metrics``
@@ -24,6 +26,8 @@ Errors are typed bodies ``{"error": {"type", "message", "field"?}}`` with the
 status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
 502/504 and never carries a partial summary.  Upstreams are named by role
 (``target``, ``drafter``), not by URL, unless the operator asks for detail.
+
+JSON bodies must be sent as ``application/json`` (415 otherwise).
 
 Each compaction runs on a daemon thread the app owns, bound to a
 :class:`~sgl_speccompact.service.cancel.CancelScope`: a client that disconnects
@@ -40,6 +44,7 @@ import logging
 import os
 from typing import Any, Callable, Sequence
 
+import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
@@ -58,7 +63,8 @@ from ..errors import (
     http_status,
 )
 from ..history.messages import parse_messages
-from .body import CompactRequest, openapi_body, parse_json, parse_request, request_config
+from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
+                           request_config)
 from .metrics import Metrics
 from .runtime import (
     Compactions,
@@ -74,6 +80,9 @@ log = logging.getLogger(__name__)
 API_KEY_ENV = "SGL_SPECCOMPACT_API_KEY"
 DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 SSE_PING_S = 15  # keep-alive comment interval on event streams (seconds)
+# once shutdown starts, how long an event stream may take to send its service_stopping event and end
+# before sse-starlette cuts it; below launch_run.SHUTDOWN_GRACE_S, uvicorn's own drain limit (seconds)
+SSE_STOP_GRACE_S = 2.0
 
 __all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
            "error_status", "http_probe", "resolve_api_key"]
@@ -240,13 +249,16 @@ def create_app(
     async def compact(request: Request):
         try:
             check_auth(request)
+            check_content_type(request.headers.get("content-type"))
             req, method, cfg = prepare(await _read_body(request, limits))
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()
             return fail(err)
         if req.stream:
-            return EventSourceResponse(_stream(req, method, cfg), ping=SSE_PING_S, sep="\n",
-                                       headers={"Cache-Control": "no-cache"})
+            stopping = anyio.Event()  # set by sse-starlette when the server begins to stop
+            return EventSourceResponse(_stream(req, method, cfg, stopping), ping=SSE_PING_S, sep="\n",
+                                       headers={"Cache-Control": "no-cache"}, shutdown_event=stopping,
+                                       shutdown_grace_period=SSE_STOP_GRACE_S)
         task = compactions.start(method, *job(req, method, cfg))
         try:
             result = await task.wait(request)
@@ -259,7 +271,7 @@ def create_app(
             return fail(err)
         return JSONResponse(result.to_json_dict())
 
-    async def _stream(req: CompactRequest, method: str, cfg: CompactConfig):
+    async def _stream(req: CompactRequest, method: str, cfg: CompactConfig, stopping: anyio.Event):
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -267,16 +279,22 @@ def create_app(
             loop.call_soon_threadsafe(queue.put_nowait, dict(event))
 
         task = compactions.start(method, *job(req, method, cfg, on_event))
+        stop = asyncio.ensure_future(stopping.wait())
         try:
             done = asyncio.ensure_future(task.wait(None))
             while True:
                 getter = asyncio.ensure_future(queue.get())
-                await asyncio.wait({getter, done}, return_when=asyncio.FIRST_COMPLETED)
+                waiting = {getter, done} if stop.done() else {getter, done, stop}
+                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
+                if stop.done():  # the service is stopping: `done` answers service_stopping within a poll
+                    task.scope.cancel("shutdown")
                 if getter.done():
                     item = getter.result()
                     yield _event(item)
                     continue
                 getter.cancel()
+                if not done.done():
+                    continue
                 while not queue.empty():  # events sent before the result
                     yield _event(queue.get_nowait())
                 try:
@@ -288,6 +306,7 @@ def create_app(
                 yield {"data": "[DONE]"}
                 return
         finally:
+            stop.cancel()
             task.scope.cancel("cancelled")  # the client left (or the stream ended): stop the work
 
     @app.get("/health")

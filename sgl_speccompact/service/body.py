@@ -8,8 +8,16 @@ Everything here runs before a compaction starts and raises a typed
   integer-conversion limits (which would be untyped 500s);
 * the body model is strict: no string or bool is coerced into a number, no
   empty method name, no unknown field;
+* the body must be declared ``application/json`` (415 otherwise), so a web
+  page cannot send one as a "simple" cross-site request without a CORS
+  preflight;
 * config overrides are validated strictly too and may only lower the
-  operator's limits (every ``max_*`` field), never raise them;
+  operator's limits (:func:`limit_fields`), never raise them;
+* ``chat_template_kwargs`` is an allow-list of plain values
+  (:data:`~sgl_speccompact.backends.chat_render.TEMPLATE_KWARGS`): no request brings
+  template code or template controls;
+* ``routing_key`` is 1-256 printable ASCII characters without spaces (it
+  becomes an HTTP header);
 * every string must be encodable as UTF-8 (a lone surrogate is a 422 naming
   its field, not a backend error later).
 """
@@ -21,10 +29,12 @@ import re
 from dataclasses import dataclass
 from typing import Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
+from ..backends.chat_render import TEMPLATE_KWARGS, check_template_kwargs
 from ..config import CompactConfig
-from ..errors import HistoryTooLongError, InvalidRequestError, MalformedJSONError, RequestTooLargeError
+from ..errors import (HistoryTooLongError, InvalidRequestError, MalformedJSONError, RequestTooLargeError,
+                     UnsupportedMediaTypeError)
 
 
 @dataclass(frozen=True)
@@ -51,8 +61,33 @@ class CompactRequest(BaseModel):
     focus: str | None = None  # topic the summary should favour (untrusted; redacted and quoted into prompts)
     tools: list[dict[str, Any]] | None = None  # the agent's OpenAI tool schemas (agent-aligned layout)
     layout: Literal["agent", "classic"] | None = None  # target prefix layout (agent when the service has the template)
-    chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent as chat_template_kwargs
+    chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent (allow-list: TEMPLATE_KWARGS)
     routing_key: str | None = Field(None, min_length=1, max_length=256)  # X-SMG-Routing-Key of the agent's session
+
+    @field_validator("routing_key")
+    @classmethod
+    def _header_safe(cls, key: str | None) -> str | None:
+        if key is not None and not _ROUTING_KEY.fullmatch(key):
+            raise ValueError("must be printable ASCII without spaces or control characters")
+        return key
+
+
+_ROUTING_KEY = re.compile(r"[!-~]+")  # visible ASCII: safe in an HTTP header value as is
+
+
+def check_content_type(header: str | None) -> None:
+    """Refuse a body not declared as ``application/json`` (parameters such as charset are fine).
+
+    >>> check_content_type("application/json; charset=utf-8")
+    >>> check_content_type("text/plain")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.UnsupportedMediaTypeError: content-type: must be application/json, got 'text/plain'
+    """
+    media = (header or "").split(";", 1)[0].strip().lower()
+    if media != "application/json":
+        raise UnsupportedMediaTypeError(f"must be application/json, got {(header or '')[:80]!r}",
+                                        field="content-type")
 
 
 # a JSON string, unrolled so the regex engine does not backtrack
@@ -94,15 +129,31 @@ def _finite_float(text: str) -> float:
     return value
 
 
+def parse_json_value(raw: bytes, limits: BodyLimits, field: str = "body") -> Any:
+    """Any JSON value, bounded as a body is: no NaN or infinity, no huge number, no deep nesting.
+
+    >>> parse_json_value(b'[1, "a"]', BodyLimits())
+    [1, 'a']
+    >>> parse_json_value(b"NaN", BodyLimits(), field="--set eta")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.MalformedJSONError: --set eta: is not valid JSON: NaN is not JSON
+    """
+    try:
+        check_json_shape(raw, limits)
+    except MalformedJSONError as exc:
+        raise MalformedJSONError(str(exc).removeprefix("body: "), field=field) from None
+    try:
+        return json.loads(raw or b"null", parse_constant=_no_constant, parse_float=_finite_float)
+    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, our hooks
+        raise MalformedJSONError(f"is not valid JSON: {exc}", field=field) from None
+
+
 def parse_json(raw: bytes, limits: BodyLimits) -> dict:
     """Bounded JSON object from raw bytes (400/413/422 typed errors, never a 500)."""
     if len(raw) > limits.max_body_bytes:
         raise RequestTooLargeError(f"exceeds {limits.max_body_bytes} bytes", field="body")
-    check_json_shape(raw, limits)
-    try:
-        body = json.loads(raw or b"null", parse_constant=_no_constant, parse_float=_finite_float)
-    except (ValueError, RecursionError) as exc:  # JSONDecodeError, UnicodeDecodeError, our hooks
-        raise MalformedJSONError(f"is not valid JSON: {exc}", field="body") from None
+    body = parse_json_value(raw, limits)
     if not isinstance(body, dict):
         raise InvalidRequestError("must be a JSON object", field="body")
     check_encodable(body)
@@ -141,11 +192,15 @@ or other text that is not valid Unicode
             stack.extend((_path(path, i), item) for i, item in reversed(list(enumerate(v))))
 
 
-def _field(loc: tuple, prefix: str = "") -> str:
+def _field(loc: tuple, prefix: str = "", sep: str = ".") -> str:
     parts = ""
     for p in loc:
         parts = _path(parts, p)
-    return (prefix + "." + parts if parts else prefix) if prefix else (parts or "body")
+    return (prefix + sep + parts if parts else prefix) if prefix else (parts or "body")
+
+
+def _message(error: dict) -> str:
+    return "unknown field" if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
 
 
 def parse_request(body: dict, limits: BodyLimits) -> CompactRequest:
@@ -154,22 +209,51 @@ def parse_request(body: dict, limits: BodyLimits) -> CompactRequest:
         req = CompactRequest.model_validate(body)
     except ValidationError as exc:
         e = exc.errors()[0]
-        msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
-        raise InvalidRequestError(msg, field=_field(e["loc"])) from None
+        raise InvalidRequestError(_message(e), field=_field(e["loc"])) from None
+    check_template_kwargs(req.chat_template_kwargs)
     if req.previous_summary is not None and len(req.previous_summary) > limits.max_previous_summary_chars:
         raise HistoryTooLongError(f"has {len(req.previous_summary)} characters, limit is "
                                   f"{limits.max_previous_summary_chars}", field="previous_summary")
     return req
 
 
-def limit_fields() -> tuple[str, ...]:
-    """Config fields that are operator limits: every ``max_*`` number.
+# limits not named max_*: each one sets how much work or output one compaction may cause
+OTHER_LIMITS = ("hermes_cap_ratio", "repair_samples")
 
-    >>> "max_history_messages" in limit_fields(), "eta" in limit_fields()
-    (True, False)
+
+def limit_fields() -> tuple[str, ...]:
+    """Config fields that are operator limits: every ``max_*`` number, and :data:`OTHER_LIMITS`.
+
+    >>> "max_history_messages" in limit_fields(), "hermes_cap_ratio" in limit_fields(), "eta" in limit_fields()
+    (True, True, False)
     """
     return tuple(n for n, f in CompactConfig.model_fields.items()
-                 if "max_" in n and f.annotation in (int, float))
+                 if ("max_" in n and f.annotation in (int, float)) or n in OTHER_LIMITS)
+
+
+def strict_config(base: CompactConfig, overrides: dict, *, prefix: str = "config", sep: str = ".",
+                  error: type = InvalidRequestError) -> CompactConfig:
+    """``base`` with ``overrides`` (JSON values), validated strictly: no "0.8" or true for a number.
+
+    ``prefix`` and ``sep`` name the field in errors (``config.eta``, ``--set eta``).
+
+    >>> strict_config(CompactConfig(), {"eta": 0.8}).eta
+    0.8
+    >>> strict_config(CompactConfig(), {"eta": "0.8"}, prefix="--set", sep=" ")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.InvalidRequestError: --set eta: Input should be a valid number
+    """
+    unknown = sorted(set(overrides) - set(CompactConfig.model_fields))
+    if unknown:
+        raise error("unknown config field", field=f"{prefix}{sep}{unknown[0]}")
+    merged = {**base.model_dump(mode="json"), **overrides}
+    try:
+        # JSON mode: arrays are accepted for tuples; strict: no "0.8" or true for numbers
+        return CompactConfig.model_validate_json(json.dumps(merged), strict=True)
+    except ValidationError as exc:
+        e = exc.errors()[0]
+        raise error(_message(e), field=_field(e["loc"], prefix, sep)) from None
 
 
 def request_config(base: CompactConfig, overrides: dict | None) -> CompactConfig:
@@ -185,16 +269,7 @@ def request_config(base: CompactConfig, overrides: dict | None) -> CompactConfig
     """
     if not overrides:
         return base
-    unknown = sorted(set(overrides) - set(CompactConfig.model_fields))
-    if unknown:
-        raise InvalidRequestError("unknown config field", field=f"config.{unknown[0]}")
-    merged = {**base.model_dump(mode="json"), **overrides}
-    try:
-        # JSON mode: arrays are accepted for tuples; strict: no "0.8" or true for numbers
-        cfg = CompactConfig.model_validate_json(json.dumps(merged), strict=True)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        raise InvalidRequestError(e["msg"], field=_field(e["loc"], "config")) from None
+    cfg = strict_config(base, overrides)
     for name in limit_fields():
         if name in overrides and getattr(cfg, name) > getattr(base, name):
             raise InvalidRequestError(f"may not exceed the service limit {getattr(base, name)}",
@@ -226,6 +301,11 @@ def openapi_body() -> dict:
     """``openapi_extra`` of ``POST /v1/compact``: the body schema (the route reads raw bytes)."""
     schema = CompactRequest.model_json_schema()
     schema["properties"]["messages"] = {"type": "array", "items": _MESSAGE_SCHEMA, "minItems": 1}
+    kwargs = {k: {"type": "boolean"} if v is bool else {"enum": list(v)} for k, v in TEMPLATE_KWARGS.items()}
+    schema["properties"]["chat_template_kwargs"] = {"anyOf": [
+        {"type": "object", "properties": kwargs, "additionalProperties": False}, {"type": "null"}]}
+    schema["properties"]["routing_key"] = {"anyOf": [
+        {"type": "string", "pattern": f"^{_ROUTING_KEY.pattern}$", "maxLength": 256}, {"type": "null"}]}
     config = CompactConfig.model_json_schema()
     schema["properties"]["config"] = {"anyOf": [{"type": "object", "properties": config["properties"],
                                                  "additionalProperties": False}, {"type": "null"}]}

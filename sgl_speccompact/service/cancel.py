@@ -14,6 +14,7 @@ scope in the same way.
 >>> scope = CancelScope(deadline_s=None)
 >>> scope.check()
 >>> scope.cancel("cancelled")
+True
 >>> scope.check()
 Traceback (most recent call last):
 ...

@@ -47,6 +47,15 @@ class ServiceLimits(BodyLimits):
     shutdown_grace_s: float = 5.0  # on shutdown, wait this long for cancelled compactions (seconds)
     expose_upstream_urls: bool = False  # show upstream URLs in errors and /health
 
+    def __post_init__(self) -> None:
+        from ..flags import count, positive_number
+
+        count(self.max_body_bytes, "max_body_bytes")
+        count(self.max_workers, "max_workers")  # 0 workers: every request would wait forever
+        positive_number(self.health_timeout_s, "health_timeout_s")
+        if self.compaction_timeout_s is not None:
+            positive_number(self.compaction_timeout_s, "compaction_timeout_s")
+
 
 def as_typed_error(exc: BaseException) -> SpecCompactError:
     """Map an exception escaping a runner onto the error hierarchy.
@@ -269,13 +278,23 @@ class Compactions:
         with self._lock:
             return len(self._active)
 
-    def shutdown(self) -> None:
-        """Cancel every compaction and wait up to ``shutdown_grace_s`` for its thread."""
+    def stop(self) -> list[tuple[threading.Thread, CancelScope]]:
+        """Refuse new compactions and cancel every running one, without waiting.
+
+        Called as soon as the server begins to stop: each open request
+        answers ``service_stopping`` (503, or an ``error`` event that ends
+        its stream) while the server still drains its connections.
+        """
         self._closed = True
         with self._lock:
             active = list(self._active.items())
         for _, scope in active:
             scope.cancel("shutdown")
+        return active
+
+    def shutdown(self) -> None:
+        """Cancel every compaction and wait up to ``shutdown_grace_s`` for its thread."""
+        active = self.stop()
         end = time.monotonic() + self.limits.shutdown_grace_s
         for thread, _ in active:
             thread.join(max(0.0, end - time.monotonic()))

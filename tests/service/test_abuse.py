@@ -180,7 +180,9 @@ def test_probe_health_names_upstreams_by_role():
 def test_probe_input_is_never_mutated_by_rejections():
     client, _ = make_client(default_config={"max_history_messages": 2})
     sent = copy.deepcopy(MESSAGES)
-    client.post("/v1/compact", content=json.dumps({"messages": sent}).encode())
+    res = client.post("/v1/compact", content=json.dumps({"messages": sent}).encode(),
+                      headers={"content-type": "application/json"})
+    assert res.status_code == 413, res.text
     assert sent == MESSAGES
 
 
@@ -537,3 +539,358 @@ def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_
     finally:
         stop(proc, signal.SIGKILL)
         gate.set()
+
+
+# ==================================================================== Hardening II: template code, limits and
+# types, shutdown of streams, command-line flags.  Every probe below failed before the matching fix (500/502,
+# 200, a traceback or a cut stream); the comment on each says what it got.
+
+from sgl_speccompact.config import CompactConfig  # noqa: E402
+
+# ------------------------------------------------------------------ template code stays the operator's
+
+_TEMPLATE_PROBES = [  # before: 200 with a recording runner, 500 with the real one
+    ("chat_template", "{% for i in range(999999) %}{% for j in range(999999) %}{% endfor %}{% endfor %}"),
+    ("chat_template", "{{ raise_exception('boom') }}"),
+    ("chat_template", "{{ nothing.here.at_all }}"),
+    ("chat_template", "{% if %}"),
+    ("tokenize", True), ("return_dict", True), ("messages", []), ("tools", []), ("conversation", []),
+    ("add_generation_prompt", True), ("continue_final_message", True), ("documents", []),
+    ("enable_thinking", "yes"), ("enable_thinking", {"a": 1}), ("reasoning_effort", "max"),
+]
+
+
+@pytest.mark.parametrize("key,value", _TEMPLATE_PROBES)
+def test_probe2_template_control_kwargs_are_refused_naming_the_field(key, value):
+    client, runner = make_client(chat_template="Qwen/Qwen3-8B")
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "layout": "agent",
+                                           "chat_template_kwargs": {key: value}})
+    assert res.status_code == 422, res.text
+    assert res.json()["error"]["field"] == f"chat_template_kwargs.{key}"
+    assert runner.calls == []
+
+
+def test_allowed_template_kwargs_are_plain_values():  # passed before too: what must keep working
+    from test_service import LayoutRunner
+
+    runner = LayoutRunner()
+    client, _ = make_client(runner=runner, chat_template="Qwen/Qwen3-8B")
+    kwargs = {"enable_thinking": False, "thinking": True, "reasoning_effort": "low"}
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "layout": "agent", "chat_template_kwargs": kwargs})
+    assert res.status_code == 200, res.text
+    assert runner.layout_args["chat_template_kwargs"] == kwargs
+
+
+@pytest.fixture
+def agent_service(make_emulated_server, emulator_tokenizer):
+    """create_app with the real methods on emulated servers; ``make(template)`` sets the operator's template."""
+    pytest.importorskip("sgl_speccompact.methods")
+    from fastapi.testclient import TestClient
+    from test_service import endpoints
+
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    policy = ScriptedPolicy()
+    policy.judge(".", p_positive=0.9, regex=True)
+    policy.on("", "- a line about a.py\n")
+    target, drafter = endpoints(make_emulated_server(policy=policy, model_path="Qwen/Qwen3-8B"),
+                                make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B"))
+
+    def make(template: str | None = None) -> TestClient:
+        tok = copy.copy(emulator_tokenizer)  # the shared tokenizer keeps its own template
+        if template is not None:
+            tok.chat_template = template
+        return TestClient(create_app(target, drafter, chat_template=tok))
+
+    return make
+
+
+@pytest.mark.parametrize("key,value", _TEMPLATE_PROBES[1:10])  # not the nested loop: it held a core for minutes
+def test_probe2_template_kwargs_on_the_real_pipeline_are_4xx(agent_service, key, value):
+    res = agent_service().post("/v1/compact", json={"messages": MESSAGES, "layout": "agent", "method": "target_self",
+                                                    "chat_template_kwargs": {key: value}})
+    assert 400 <= res.status_code < 500, res.text
+
+
+@pytest.mark.parametrize("template,field", [  # before: 500 internal error
+    ("{{ raise_exception('roles must alternate') }}", "messages"),
+    ("{% for m in messages %}{{ m.nothing.deeper }}{% endfor %}", "messages"),
+    ("{% for m in messages %}{{ m.content }", "chat_template"),
+])
+def test_probe2_operator_template_errors_are_4xx(agent_service, template, field):
+    res = agent_service(template).post("/v1/compact", json={"messages": MESSAGES, "layout": "agent",
+                                                            "method": "target_self"})
+    assert 400 <= res.status_code < 500, res.text
+    assert res.json()["error"]["field"] == field
+
+
+# ------------------------------------------------------------------ limits and types
+
+
+@pytest.mark.parametrize("field,operator,asked", [  # before: 200, the operator's limit raised
+    ("hermes_cap_ratio", 1.0, 50), ("hermes_cap_ratio", 1.0, 1e300), ("repair_samples", 2, 16),
+])
+def test_probe6_no_request_field_raises_an_operator_limit(field, operator, asked):
+    client, runner = make_client(default_config={field: operator})
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "config": {field: asked}})
+    assert res.status_code == 422 and res.json()["error"]["field"] == f"config.{field}", res.text
+    assert runner.calls == []
+
+
+_UNBOUNDED_BEFORE = ("draft_temperature", "repair_temperature", "candidate_temperature", "agent_context_tokens")
+
+
+@pytest.mark.parametrize("field", _UNBOUNDED_BEFORE)
+def test_probe6_numeric_config_fields_have_finite_bounds(field):
+    # before: 1e300 and 10**60 were accepted (200) for these fields
+    client, runner = make_client()
+    big = 10**60 if CompactConfig.model_fields[field].annotation is int else 1e300
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "config": {field: big}})
+    assert res.status_code == 422 and res.json()["error"]["field"] == f"config.{field}", res.text
+    assert runner.calls == []
+
+
+def test_every_numeric_config_field_has_an_upper_bound():
+    import annotated_types
+
+    for name, f in CompactConfig.model_fields.items():
+        if f.annotation in (int, float):
+            assert any(isinstance(m, (annotated_types.Le, annotated_types.Lt)) for m in f.metadata), name
+
+
+@pytest.mark.parametrize("key", [  # before: 200 here, 500/502 once the header reached an upstream
+    "caf\u00e9", "a\r\nX-Injected: 1", "a\nb", "nul\x00byte", "tab\there", "sp ace", "\x7f",
+    "x" * 257,  # the one case refused before too (length), kept as a guard
+])
+def test_probe6_routing_key_is_printable_ascii(key):
+    from test_service import RoutedBackend
+
+    client, runner = make_client(target=RoutedBackend("t"))
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "routing_key": key})
+    assert res.status_code == 422 and res.json()["error"]["field"] == "routing_key", res.text
+    assert runner.calls == []
+    ok = client.post("/v1/compact", json={"messages": MESSAGES, "routing_key": "session-1:a_b.C~9"})
+    assert ok.status_code == 200 and runner.calls[0]["target"].routing_key == "session-1:a_b.C~9"
+
+
+@pytest.mark.parametrize("content_type", [  # before: 200, a cross-site form could start a compaction
+    None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
+    "application/jsonp", "text/json",
+])
+def test_probe6_json_endpoint_requires_application_json(content_type):
+    client, runner = make_client()
+    headers = {"content-type": content_type} if content_type else {}
+    res = client.post("/v1/compact", content=json.dumps({"messages": MESSAGES}).encode(), headers=headers)
+    assert res.status_code == 415, res.text
+    assert res.json()["error"]["type"] == "unsupported_media_type"
+    assert runner.calls == []
+    for ok in ("application/json", "Application/JSON; charset=utf-8"):
+        res = client.post("/v1/compact", content=json.dumps({"messages": MESSAGES}).encode(),
+                          headers={"content-type": ok})
+        assert res.status_code == 200, (ok, res.text)
+
+
+# ------------------------------------------------------------------ shutdown ends streams cleanly
+
+
+@pytest.mark.slow
+def test_probe7_sigterm_ends_open_streams_with_an_error_event(make_emulated_server):
+    # before: the stream was cut mid-chunk (httpx.RemoteProtocolError), no error event
+    import os
+    import signal
+    import subprocess
+    import sys
+
+    pytest.importorskip("sgl_speccompact.methods")
+    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.testing.emulator.server import free_port
+
+    gate, hung = threading.Event(), threading.Event()
+
+    def draft(prompt):
+        hung.set()
+        gate.wait(READY_S)
+        return "- late\n"
+
+    target_policy = ScriptedPolicy()
+    target_policy.judge(".", p_positive=0.9, regex=True)
+    drafter_policy = ScriptedPolicy()
+    drafter_policy.on("", draft)
+    target_srv = make_emulated_server(policy=target_policy, model_path="Qwen/Qwen3-8B")
+    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B")
+    port = free_port()
+    base = f"http://127.0.0.1:{port}"
+    proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,
+                             "--drafter-url", drafter_srv.url, "--service-port", str(port)],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
+                            env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
+    got: list = []
+
+    def listen() -> None:
+        try:
+            with httpx.stream("POST", base + "/v1/compact", json={"messages": MESSAGES, "stream": True},
+                              timeout=READY_S) as res:
+                got.extend(res.iter_lines())
+            got.append("<clean end>")
+        except httpx.HTTPError as exc:  # kept, so a failure says what the client saw
+            got.append(exc)
+
+    try:
+        wait_healthy(base, proc)
+        client = threading.Thread(target=listen, daemon=True)
+        client.start()
+        _wait_for(lambda: hung.is_set() or proc.poll() is not None, "the hung draft")
+        assert proc.poll() is None, proc.communicate()[1][-2000:]
+        proc.send_signal(signal.SIGTERM)
+        _, err = proc.communicate(timeout=EXIT_S)
+        assert proc.returncode in (0, 143), err[-2000:]
+        client.join(timeout=EXIT_S)
+        assert got and got[-1] == "<clean end>", got
+        events = [ln for ln in got if isinstance(ln, str) and ln.startswith(("event:", "data:"))]
+        assert "event: error" in events, got
+        data = json.loads(events[events.index("event: error") + 1].removeprefix("data:"))
+        assert data["error"]["type"] == "service_stopping" and data["status"] == 503
+        assert "event: result" not in events and "data: [DONE]" not in events
+    finally:
+        stop(proc, signal.SIGKILL)
+        gate.set()
+
+
+@pytest.mark.slow
+def test_probe7_server_stop_ends_streams_without_a_signal(gated):
+    # the launcher's server cancels compactions as shutdown begins, so a stop that is no signal (a dying
+    # SGLang child sets should_exit) ends streams the same way; before: no such server, streams were cut
+    import uvicorn
+
+    from sgl_speccompact.launch.run import service_server
+    from sgl_speccompact.testing.emulator.server import listening_socket
+
+    app = create_app(gated.endpoint(gated.target_srv.url), gated.endpoint(gated.drafter_srv.url, lora_path="drafter"))
+    sock = listening_socket("127.0.0.1", 0)
+    url = f"http://127.0.0.1:{sock.getsockname()[1]}"
+    server = service_server(app, log_level="warning", timeout_graceful_shutdown=3)
+    assert isinstance(server, uvicorn.Server)
+    runner = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    runner.start()
+    _wait_for(lambda: server.started, "uvicorn to start")
+    got: list = []
+
+    def listen() -> None:
+        try:
+            with httpx.stream("POST", url + "/v1/compact", json={"messages": MESSAGES, "stream": True},
+                              timeout=READY_S) as res:
+                got.extend(res.iter_lines())
+            got.append("<clean end>")
+        except httpx.HTTPError as exc:
+            got.append(exc)
+
+    client = threading.Thread(target=listen, daemon=True)
+    client.start()
+    _wait_for(lambda: gated.entered >= 1, "a draft request")
+    server.should_exit = True
+    runner.join(timeout=EXIT_S)
+    client.join(timeout=EXIT_S)
+    assert got and got[-1] == "<clean end>", got
+    assert "event: error" in got and any('"service_stopping"' in ln for ln in got if isinstance(ln, str)), got
+
+
+# ------------------------------------------------------------------ flags: one line, non-zero exit
+
+
+@pytest.mark.parametrize("flags,words", [  # before: 0/-1/nan/inf ran (nan/-1: a traceback on the first request)
+    (["--timeout", "0"], ["--timeout"]), (["--timeout", "-1"], ["--timeout"]),
+    (["--timeout", "nan"], ["--timeout"]), (["--timeout", "inf"], ["--timeout"]),
+    (["--trial", "-1"], ["--trial"]),
+])
+def test_probe8_cli_numeric_flags(tmp_path, capsys, flags, words):
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    rc, err = _cli([str(f), *flags], capsys)
+    assert rc != 0
+    _one_clear_line(err, *words)
+
+
+def test_probe8_cli_huge_integer_in_a_history_file(tmp_path, capsys):
+    # before: ValueError traceback (Python's integer-string conversion limit)
+    f = tmp_path / "h.json"
+    f.write_text('[{"role": "user", "content": "hi", "n": ' + "9" * 5000 + "}]")
+    rc, err = _cli([str(f)], capsys)
+    assert rc == 1
+    _one_clear_line(err, str(f))
+
+
+@pytest.mark.parametrize("item", [  # before: "0.8" became 0.8; 5000 digits was a traceback
+    'eta="0.8"', "eta=true", 'max_new_tokens="32"', "max_new_tokens=" + "9" * 5000, "draft_temperature=1e999",
+    "eta=NaN", "eta=Infinity",  # refused before too (by eta's bounds), kept as guards of the new parsing
+])
+def test_probe8_cli_set_is_typed_like_the_http_body(tmp_path, capsys, item):
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    rc, err = _cli([str(f), "--set", item], capsys)
+    assert rc == 1
+    _one_clear_line(err, "--set")
+
+
+def test_cli_set_bare_words_are_still_strings():  # passed before too: what must keep working
+    from sgl_speccompact.cli import parse_overrides
+
+    assert parse_overrides(["positive_label=yes", "eta=0.8", "empty_markers=[\"-\"]"]) == {
+        "positive_label": "yes", "eta": 0.8, "empty_markers": ["-"]}
+
+
+def _serve(argv: list[str], capsys) -> tuple[int, str]:
+    from sgl_speccompact.launch.cli import main
+
+    try:
+        rc = main(["--target-url", "http://t:1", "--drafter-url", "http://d:2", *argv, "--dry-run"],
+                  serve_only=True)
+    except SystemExit as exc:
+        rc = exc.code
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags,word", [  # before: accepted (dry run 0) or a traceback at start
+    (["--request-timeout", "0"], "--request-timeout"), (["--request-timeout", "-1"], "--request-timeout"),
+    (["--request-timeout", "nan"], "--request-timeout"), (["--request-timeout", "inf"], "--request-timeout"),
+    (["--compaction-timeout", "-5"], "--compaction-timeout"), (["--compaction-timeout", "nan"], "--compaction-timeout"),
+    (["--compaction-timeout", "inf"], "--compaction-timeout"), (["--compaction-timeout", "0"], "--compaction-timeout"),
+    (["--max-workers", "0"], "--max-workers"), (["--max-workers", "-3"], "--max-workers"),
+    (["--max-body-mb", "nan"], "--max-body-mb"), (["--max-body-mb", "inf"], "--max-body-mb"),
+    (["--max-body-mb", "-1"], "--max-body-mb"), (["--max-body-mb", "0"], "--max-body-mb"),
+    (["--health-wait", "nan"], "--health-wait"), (["--service-port", "70000"], "--service-port"),
+    (["--max-workers", "many"], "--max-workers"),
+])
+def test_probe8_serve_flags_one_line_nonzero(capsys, flags, word):
+    rc, err = _serve(flags, capsys)
+    assert rc not in (0, None)
+    _one_clear_line(err, word)
+
+
+@pytest.mark.parametrize("line,word", [  # before: accepted
+    ("max_workers = 0", "max_workers"), ("compaction_timeout_s = -5.0", "compaction_timeout_s"),
+    ("max_body_mb = nan", "max_body_mb"), ("request_timeout_s = inf", "request_timeout_s"),
+])
+def test_probe8_service_section_of_a_config_file(tmp_path, capsys, line, word):
+    path = tmp_path / "c.toml"
+    path.write_text(f"[service]\n{line}\n")
+    rc, err = _serve(["--config", str(path)], capsys)
+    assert rc not in (0, None)
+    _one_clear_line(err, word)
+
+
+def test_probe8_emulate_checks_flags_before_starting(monkeypatch, capsys):
+    # before: the emulators started first and the error came after their banner lines
+    from sgl_speccompact import launch
+
+    monkeypatch.setattr(launch, "run_emulated", lambda args: pytest.fail("started with a bad flag"))
+    assert launch.main(["--emulate", "--max-workers", "0"]) == 2
+    _one_clear_line(capsys.readouterr().err, "--max-workers")
+
+
+def test_probe8_no_gpu_message_names_emulate(monkeypatch, capsys):
+    from sgl_speccompact import launch
+
+    monkeypatch.setattr(launch, "cuda_available", lambda: False)
+    assert launch.main([]) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA device" in err and "--emulate" in err

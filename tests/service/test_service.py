@@ -163,7 +163,8 @@ def test_oversized_body_is_413():
     res = client.post("/v1/compact", json={"messages": MESSAGES})
     assert res.status_code == 413 and res.json()["error"]["field"] == "body"
     # no Content-Length: the limit still holds while reading
-    res = client.post("/v1/compact", content=iter([b'{"messages": [', b" " * 300, b"]}"]))
+    res = client.post("/v1/compact", content=iter([b'{"messages": [', b" " * 300, b"]}"]),
+                      headers={"content-type": "application/json"})
     assert res.status_code == 413
     assert runner.calls == []
 
