@@ -4,7 +4,7 @@ import copy
 
 import pytest
 
-from sgl_speccompact import history
+from sgl_speccompact.history import messages as history
 from sgl_speccompact.methods import pipeline, source_judge
 from sgl_speccompact.methods.assembly import OneShot
 from sgl_speccompact.errors import ConfigError, SummaryBudgetError, UnknownMethodError

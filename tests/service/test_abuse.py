@@ -880,7 +880,7 @@ def test_probe8_service_section_of_a_config_file(tmp_path, capsys, line, word):
 
 def test_probe8_emulate_checks_flags_before_starting(monkeypatch, capsys):
     # before: the emulators started first and the error came after their banner lines
-    from sgl_speccompact import launch
+    from sgl_speccompact.launch import cli as launch
 
     monkeypatch.setattr(launch, "run_emulated", lambda args: pytest.fail("started with a bad flag"))
     assert launch.main(["--emulate", "--max-workers", "0"]) == 2
@@ -888,7 +888,7 @@ def test_probe8_emulate_checks_flags_before_starting(monkeypatch, capsys):
 
 
 def test_probe8_no_gpu_message_names_emulate(monkeypatch, capsys):
-    from sgl_speccompact import launch
+    from sgl_speccompact.launch import cli as launch
 
     monkeypatch.setattr(launch, "cuda_available", lambda: False)
     assert launch.main([]) == 2
