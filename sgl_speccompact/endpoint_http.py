@@ -121,6 +121,7 @@ class HttpEndpoint(RuntimeEndpoint):
         self._one_token: dict[str, bool] = {}
         self.send_token_ids = True  # the compaction's preference (CompactConfig.send_token_ids)
         self._token_ids = _TokenIds(token_ids)  # shared by every view of this endpoint
+        self._context: dict[str, int | None] = {}  # "tokens" -> the served context window, once asked
 
     def with_cancel(self, scope) -> "HttpEndpoint":
         """A view of this endpoint for one compaction, bound to ``scope``.
@@ -163,6 +164,27 @@ class HttpEndpoint(RuntimeEndpoint):
         self._token_ids.forget()
 
     # ------------------------------------------------------------------ transport
+
+    def context_length(self) -> int | None:
+        """The served model's context window in tokens, asked once; None when the server does not say.
+
+        sglang 0.5.23's ``/model_info`` does not report it: ``/server_info``
+        has ``context_length`` (when given at launch, and on the emulator),
+        ``/v1/models`` has ``max_model_len`` (always, from the model config).
+        """
+        if "tokens" not in self._context:
+            found = None
+            for path, read in (("/server_info", lambda j: j.get("context_length")),
+                               ("/v1/models", lambda j: (j.get("data") or [{}])[0].get("max_model_len"))):
+                try:
+                    value = read(self._request("GET", path))
+                except (BackendError, AttributeError, IndexError, TypeError):
+                    continue
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    found = value
+                    break
+            self._context["tokens"] = found
+        return self._context["tokens"]
 
     def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

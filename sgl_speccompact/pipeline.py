@@ -23,6 +23,7 @@ import time
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .chunking import run_blocks, split_history
 from .assembly import Assembled, OneShot, from_slots, from_text, section_events
 from .config import CompactConfig, make_config
 from .endpoint import connect
@@ -30,6 +31,7 @@ from .endpoint_http import token_counter
 from .errors import ConfigError, UnknownMethodError
 from .history import Turn, parse_messages, render_history
 from .layout import LayoutPlan, plan_layout
+from .pruning import prune_tool_outputs, report_dict
 from .redaction import add_counts, redact, redact_messages, redact_turns
 from .result import CompactionResult, SlotResult, StatsRecorder
 from .schema import OPENCLAW_SLOTS, Slot, validate_schema
@@ -108,8 +110,33 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
         raise ConfigError(f"{name} needs a drafter backend")
     if method.fixed_sections and schema is not None:
         raise ConfigError(f"{name} uses {method.fixed_sections} and takes no schema")
+    cfg = make_config(config)
+    pruned = None
+    if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs
+        messages, pruned = prune_tool_outputs(messages, cfg.keep_tool_outputs)
+    target = connect(target)
+    drafter = connect(drafter) if method.needs_drafter else drafter  # once, not once per block
+    slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
+    blocks = split_history(messages, target=target, cfg=cfg, slots=slots, previous_summary=previous_summary,
+                           count=token_counter(target))
+
+    def one(block: list[dict], previous: str | None, last: bool) -> CompactionResult:
+        return run_block(method, block, target=target, drafter=drafter, cfg=cfg, schema=schema,
+                         previous_summary=previous, source_judge=source_judge, on_event=on_event if last else None,
+                         layout=layout, tools=tools, chat_template=chat_template,
+                         chat_template_kwargs=chat_template_kwargs, focus=focus)
+    result = run_blocks(blocks, previous_summary, one)
+    if pruned is not None:
+        result = result.model_copy(update={"pruning": report_dict(pruned, token_counter(target))})
+    return result
+
+
+def run_block(method: Method, messages: list[dict], *, target, drafter, cfg: CompactConfig, schema,
+              previous_summary, source_judge: bool, on_event, layout, tools, chat_template, chat_template_kwargs,
+              focus) -> CompactionResult:
+    """One compaction of ``messages`` (the whole history, or one block of a chunked one)."""
     t0 = time.perf_counter()
-    job = start(method, messages, target=target, drafter=drafter, config=config, schema=schema,
+    job = start(method, messages, target=target, drafter=drafter, config=cfg, schema=schema,
                 previous_summary=previous_summary, on_event=on_event, source_judge=source_judge)
     # the agent layout renders the messages themselves: redacted copies where a secret was found
     shown = redact_messages(messages) if job.redactions else messages
