@@ -53,6 +53,8 @@ class CompactRequest(BaseModel):
     layout: Literal["agent", "classic"] | None = None  # target prefix layout (agent when the service has the template)
     chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent as chat_template_kwargs
     routing_key: str | None = Field(None, min_length=1, max_length=256)  # X-SMG-Routing-Key of the agent's session
+    session: str | None = Field(None, min_length=1, max_length=256, pattern=r"^[\x20-\x7e]+$")  # opaque id (printable ASCII)
+    mode: Literal["compact", "prepare"] = "compact"  # prepare: answer 202, compact in the background (needs session)
 
 
 # a JSON string, unrolled so the regex engine does not backtrack
@@ -156,6 +158,10 @@ def parse_request(body: dict, limits: BodyLimits) -> CompactRequest:
         e = exc.errors()[0]
         msg = "unknown field" if e["type"] == "extra_forbidden" else e["msg"]
         raise InvalidRequestError(msg, field=_field(e["loc"])) from None
+    if req.mode == "prepare" and req.session is None:
+        raise InvalidRequestError("a prepare needs a session", field="session")
+    if req.mode == "prepare" and req.stream:
+        raise InvalidRequestError("a prepare answers 202 at once and cannot stream", field="stream")
     if req.previous_summary is not None and len(req.previous_summary) > limits.max_previous_summary_chars:
         raise HistoryTooLongError(f"has {len(req.previous_summary)} characters, limit is "
                                   f"{limits.max_previous_summary_chars}", field="previous_summary")
