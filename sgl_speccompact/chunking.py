@@ -45,6 +45,7 @@ from .schema import Slot
 
 MARGIN_TOKENS = 512  # chat-template tokens, slot request, judge question (target tokens)
 SAFETY = 0.95  # share of the computed room a block may fill
+ESTIMATE_BYTES_PER_TOKEN = 3.0  # the first guess of a history's tokens, before any tokenizer call
 MIN_BLOCK_TOKENS = 256  # less room than this: the target cannot compact anything (target tokens)
 TURN_SEPARATOR_TOKENS = 2  # the blank line between rendered turns (target tokens)
 
@@ -57,12 +58,34 @@ def context_tokens(target: Any, cfg: CompactConfig) -> int | None:
     return ask() if callable(ask) else None
 
 
+def _prompts(slots: tuple[Slot, ...], cfg: CompactConfig) -> list[str]:
+    """Every method's prompt with an empty history."""
+    rubric = judge_rubric(cfg.positive_label, cfg.negative_label, True)
+    return [SUMMARIZER_SYSTEM + target_shared("", slots, "x", rubric), openclaw_prompt("", slots, "x"),
+            hermes_prompt("", "x", today="")]
+
+
 def overhead_tokens(slots: tuple[Slot, ...], cfg: CompactConfig, count: Callable[[list[str]], list[int]]) -> int:
     """Target tokens of the longest method prompt with an empty history, plus the margin."""
-    rubric = judge_rubric(cfg.positive_label, cfg.negative_label, True)
-    prompts = [SUMMARIZER_SYSTEM + target_shared("", slots, "x", rubric), openclaw_prompt("", slots, "x"),
-               hermes_prompt("", "x", today="")]
-    return max(count(prompts)) + MARGIN_TOKENS
+    return max(count(_prompts(slots, cfg))) + MARGIN_TOKENS
+
+
+def utf8_bytes(texts: list[str]) -> list[int]:
+    """Length of each text in UTF-8 bytes: never fewer than its tokens in a byte-level BPE tokenizer.
+
+    >>> utf8_bytes(["ab", "\u00e9"])
+    [2, 2]
+    """
+    return [len(t.encode("utf-8", "replace")) for t in texts]
+
+
+def estimate(texts: list[str]) -> list[int]:
+    """A guess of each text's tokens from its bytes (English and code run above 3 bytes a token).
+
+    >>> estimate(["abcdefg"])
+    [3]
+    """
+    return [int(-(-n // ESTIMATE_BYTES_PER_TOKEN)) for n in utf8_bytes(texts)]
 
 
 def block_room(context: int, overhead: int, cfg: CompactConfig, previous_tokens: int) -> int:
@@ -100,6 +123,14 @@ def tool_groups(turns: tuple[Turn, ...]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in spans]
 
 
+def fits(texts: list[str], count: Callable[[list[str]], list[int]], context: int, slots: tuple[Slot, ...],
+         cfg: CompactConfig, previous_summary: str | None) -> bool:
+    """Whether the rendered turns ``texts`` fit one block, measured with ``count``."""
+    previous = count([previous_summary])[0] if previous_summary else 0
+    room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous)
+    return sum(count(texts)) + TURN_SEPARATOR_TOKENS * len(texts) <= room
+
+
 def pack(sizes: list[int], room: int) -> list[tuple[int, int]]:
     """Consecutive groups packed greedily into blocks of at most ``room`` (an oversized group alone).
 
@@ -131,9 +162,15 @@ def _stubbed(messages: list, turns: tuple[Turn, ...], a: int, b: int) -> list:
 
 
 def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tuple[Slot, ...],
-                  previous_summary: str | None, count: Callable[[list[str]], list[int]]) -> list[list]:
+                  previous_summary: str | None, count: Callable[[list[str]], list[int]],
+                  exact: bool = False) -> list[list]:
     """The blocks to compact one after the other; ``[messages]`` when the history fits (or the
     context is unknown).
+
+    Without ``exact``, a history whose :func:`estimate` fits is sent whole
+    with no tokenizer call, keeping counting off the compaction's critical
+    path; if the server then refuses it (:class:`~.errors.PromptTooLongError`)
+    the caller plans again with ``exact``, which counts every turn.
 
     Raises
     ------
@@ -145,12 +182,16 @@ def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tup
     if context is None:
         return [messages]
     turns = parse_messages(messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
+    texts = [_render_turn(t) for t in turns]
+    # bytes bound tokens from above: a history that fits by bytes needs no tokenizer call
+    if fits(texts, utf8_bytes if exact else estimate, context, slots, cfg, previous_summary):
+        return [messages]
     previous = count([previous_summary])[0] if previous_summary else 0
     room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous)
     if room < MIN_BLOCK_TOKENS:
         raise HistoryTooLongError(f"the target's context of {context} tokens leaves {room} for the history; "
                                   f"at least {MIN_BLOCK_TOKENS} are needed", field="messages")
-    sizes = [n + TURN_SEPARATOR_TOKENS for n in count([_render_turn(t) for t in turns])]
+    sizes = [n + TURN_SEPARATOR_TOKENS for n in count(texts)]
     if sum(sizes) <= room:
         return [messages]
     groups = tool_groups(turns)

@@ -27,8 +27,8 @@ import urllib3
 from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
-from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError,
-                     HistoryTooLongError, SpecCompactError)
+from .errors import (BackendError, BackendTimeoutError, BackendUnavailableError, CompactionCancelledError,
+                     ConfigError, PromptTooLongError, SpecCompactError)
 from .router import ROUTING_KEY_HEADER, tokenize_base
 from .token_ids import TokenIdCache, concatenates
 
@@ -62,13 +62,13 @@ def http_error(url: str, status: int, body: str) -> SpecCompactError:
     """The typed error for a non-200 answer of an SGLang server.
 
     >>> type(http_error("u", 400, "The input (9 tokens) is longer than the model's context length (8 tokens).")).__name__
-    'HistoryTooLongError'
+    'PromptTooLongError'
     >>> type(http_error("u", 503, "")).__name__
     'BackendUnavailableError'
     """
     if status == 400 and any(words in body for words in CONTEXT_ERRORS):
-        return HistoryTooLongError(f"the prompt does not fit the model served at {url}: {body[:300]}",
-                                   field="messages")
+        return PromptTooLongError(f"the prompt does not fit the model served at {url}: {body[:300]}",
+                                  field="messages")
     kind = BackendUnavailableError if status >= 500 else BackendError
     return kind(f"{url} returned HTTP {status}: {body[:300]}")
 
@@ -172,13 +172,15 @@ class HttpEndpoint(RuntimeEndpoint):
         has ``context_length`` (when given at launch, and on the emulator),
         ``/v1/models`` has ``max_model_len`` (always, from the model config).
         """
-        if "tokens" not in self._context:
+        if self._context.get("tokens") is None:  # not asked yet, or not answered: ask again
             found = None
             for path, read in (("/server_info", lambda j: j.get("context_length")),
                                ("/v1/models", lambda j: (j.get("data") or [{}])[0].get("max_model_len"))):
                 try:
                     value = read(self._request("GET", path))
-                except (BackendError, AttributeError, IndexError, TypeError):
+                except CompactionCancelledError:
+                    raise
+                except (SpecCompactError, AttributeError, IndexError, TypeError):  # not served: ask the next
                     continue
                 if isinstance(value, int) and not isinstance(value, bool) and value > 0:
                     found = value

@@ -20,6 +20,7 @@ in the target's radix cache) instead of prefilling the record again.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
@@ -28,7 +29,7 @@ from .assembly import Assembled, OneShot, from_slots, from_text, section_events
 from .config import CompactConfig, make_config
 from .endpoint import connect
 from .endpoint_http import token_counter
-from .errors import ConfigError, UnknownMethodError
+from .errors import ConfigError, PromptTooLongError, UnknownMethodError
 from .history import Turn, parse_messages, render_history
 from .layout import LayoutPlan, plan_layout
 from .pruning import prune_tool_outputs, report_dict
@@ -117,18 +118,27 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     target = connect(target)
     drafter = connect(drafter) if method.needs_drafter else drafter  # once, not once per block
     slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
-    blocks = split_history(messages, target=target, cfg=cfg, slots=slots, previous_summary=previous_summary,
-                           count=token_counter(target))
+
+    def plan(exact: bool) -> list[list[dict]]:
+        return split_history(messages, target=target, cfg=cfg, slots=slots, previous_summary=previous_summary,
+                             count=token_counter(target), exact=exact)
 
     def one(block: list[dict], previous: str | None, last: bool) -> CompactionResult:
         return run_block(method, block, target=target, drafter=drafter, cfg=cfg, schema=schema,
                          previous_summary=previous, source_judge=source_judge, on_event=on_event if last else None,
                          layout=layout, tools=tools, chat_template=chat_template,
                          chat_template_kwargs=chat_template_kwargs, focus=focus)
-    result = run_blocks(blocks, previous_summary, one)
-    if pruned is not None:
-        result = result.model_copy(update={"pruning": report_dict(pruned, token_counter(target))})
-    return result
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # the tokens pruning saved are counted beside the compaction, not before it
+        saved = pool.submit(report_dict, pruned, token_counter(target)) if pruned is not None else None
+        blocks = plan(exact=False)
+        try:
+            result = run_blocks(blocks, previous_summary, one)
+        except PromptTooLongError:
+            if len(blocks) > 1 or len(blocks := plan(exact=True)) == 1:
+                raise  # already cut by exact counts, or it fits by them: nothing smaller to try
+            result = run_blocks(blocks, previous_summary, one)
+        return result if saved is None else result.model_copy(update={"pruning": saved.result()})
 
 
 def run_block(method: Method, messages: list[dict], *, target, drafter, cfg: CompactConfig, schema,

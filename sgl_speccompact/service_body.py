@@ -53,7 +53,8 @@ class CompactRequest(BaseModel):
     layout: Literal["agent", "classic"] | None = None  # target prefix layout (agent when the service has the template)
     chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent as chat_template_kwargs
     routing_key: str | None = Field(None, min_length=1, max_length=256)  # X-SMG-Routing-Key of the agent's session
-    session: str | None = Field(None, min_length=1, max_length=256, pattern=r"^[\x20-\x7e]+$")  # opaque id (printable ASCII)
+    session: str | None = Field(None, min_length=1, max_length=256,
+                                pattern=r"^[\x20-\x7e]+$")  # opaque session id (printable ASCII): ahead-of-time reuse
     mode: Literal["compact", "prepare"] = "compact"  # prepare: answer 202, compact in the background (needs session)
 
 

@@ -96,7 +96,8 @@ def self_contained(messages: list) -> bool:
     not start with results of calls inside the prefix.
 
     >>> call = {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "ls"}}]}
-    >>> self_contained([call, {"role": "tool", "tool_call_id": "c1"}]), self_contained([{"role": "tool", "tool_call_id": "c1"}])
+    >>> result = {"role": "tool", "tool_call_id": "c1"}
+    >>> self_contained([call, result]), self_contained([result])
     (True, False)
     """
     ids: set = set()

@@ -149,3 +149,58 @@ def test_probe_a_3x_window_middle_compacts_in_chunks(small_target):
     with pytest.raises(HistoryTooLongError):
         run_method("speccompact", msgs, target=target, drafter=drafter,
                    config={**SMALL, "target_context_tokens": 10**7})
+
+
+def test_a_history_that_fits_by_bytes_asks_no_tokenizer():
+    def refuse(texts):
+        raise AssertionError("the tokenizer was asked")
+
+    msgs = tool_loop(2, lines=5)
+    assert split_history(msgs, target=Sized(32768), cfg=CompactConfig(), slots=OPENCLAW_SLOTS,
+                         previous_summary="## Goal\n- a", count=refuse) == [msgs]
+    with pytest.raises(AssertionError, match="tokenizer was asked"):  # near the window it must count
+        split_history(tool_loop(40), target=Sized(32768), cfg=CompactConfig(), slots=OPENCLAW_SLOTS,
+                      previous_summary=None, count=refuse)
+
+
+@pytest.fixture
+def strict_method():
+    """A method whose "server" refuses a history of more than 3000 target tokens, as sglang does."""
+    from sgl_speccompact.assembly import OneShot
+    from sgl_speccompact.errors import PromptTooLongError
+    from sgl_speccompact.pipeline import REGISTRY, register
+
+    seen = []
+
+    @register("strict", fixed_sections="one Summary section")
+    def strict(job):
+        n = job.count([job.history])[0]
+        seen.append((len(job.turns), n, job.previous_summary))
+        if n > 3000:
+            raise PromptTooLongError("the prompt does not fit", field="messages")
+        return OneShot(f"## Summary\n- {len(job.turns)} turns\n")
+
+    yield seen
+    REGISTRY.pop("strict")
+
+
+class SizedScripted:
+    """A target that counts like the scripted backends and reports a 6,000-token window."""
+
+    def count_tokens(self, texts):
+        return count_tokens(texts)
+
+    def context_length(self):
+        return 6000
+
+
+def test_a_history_the_estimate_underrates_is_cut_after_the_server_refuses_it(strict_method):
+    from sgl_speccompact.methods import run_method
+
+    words = " ".join(["a"] * 700)  # 1,400 bytes (an estimated 467 tokens), 700 counted tokens
+    msgs = [{"role": "user", "content": "go"}] + [
+        {"role": "assistant" if i % 2 else "user", "content": words} for i in range(6)]
+    res = run_method("strict", msgs, target=SizedScripted(), config=SMALL)
+    assert strict_method[0][1] > 3000  # the first try sent everything, as the estimate said it fits
+    assert res.chunks >= 2 and all(n <= 3000 for _, n, _ in strict_method[1:])
+    assert strict_method[-1][2] is not None  # the last block built on the one before
