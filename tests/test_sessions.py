@@ -284,3 +284,36 @@ def test_store_flags_reach_the_service_config():
     default = build_plan(build_parser("x").parse_args(base)).service
     assert (default["session_store_mb"] * 2**20, default["session_ttl_s"]) == (
         ServiceLimits().session_store_bytes, ServiceLimits().session_ttl_s)
+
+
+def test_e2e_a_compact_after_a_prepare_sends_only_the_new_turns(make_emulated_server):
+    from sgl_speccompact.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    prompts = []
+
+    def policy():
+        p = ScriptedPolicy()
+        p.on("", lambda prompt: prompts.append(prompt) or "- a line about the task\n")
+        p.judge(".", p_positive=0.9, regex=True)
+        return p
+
+    target = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B").url, timeout_s=30)
+    drafter = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B").url,
+                                  lora_path="drafter", timeout_s=30)
+    first = [{"role": "system", "content": "You are a coding agent."},
+             {"role": "user", "content": "Fix PREFIX-ONLY-MARKER in a.py"}]
+    rest = [{"role": "assistant", "content": "Done with the marker."},
+            {"role": "user", "content": "Now handle REST-ONLY-MARKER"}]
+    app = create_app(target, drafter)
+    with TestClient(app) as client:
+        assert client.post("/v1/compact", json={"messages": first, "session": "s", "mode": "prepare"}).status_code == 202
+        wait_idle(app, timeout=60)
+        assert any("PREFIX-ONLY-MARKER" in p for p in prompts)
+        prepared = len(prompts)
+        res = client.post("/v1/compact", json={"messages": first + rest, "session": "s"})
+        assert res.status_code == 200, res.text
+        assert res.json()["session"]["reused_messages"] == 2
+        later = prompts[prepared:]
+        assert later and any("REST-ONLY-MARKER" in p for p in later)
+        assert not any("PREFIX-ONLY-MARKER" in p for p in later)  # the prefix was not compacted again
