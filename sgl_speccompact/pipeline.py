@@ -2,8 +2,10 @@
 
 ::
 
-    messages -> validate + render once -> method program -> assemble + budget -> [SJC]
-                (Job)                      (registered)     (assembly.py)        (source_judge.py)
+    messages -> [prune] -> blocks -> per block: validate + render once -> method program
+                (pruning)  (chunking)            (Job)                      (registered)
+             -> assemble + budget -> [SJC]        each block on the last block's summary
+                (assembly.py)        (source_judge.py)
 
 A method is a small program registered by name: it reads a :class:`Job`
 (config, schema, rendered history, connected backends, stats) and returns
