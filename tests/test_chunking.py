@@ -204,3 +204,18 @@ def test_a_history_the_estimate_underrates_is_cut_after_the_server_refuses_it(st
     assert strict_method[0][1] > 3000  # the first try sent everything, as the estimate said it fits
     assert res.chunks >= 2 and all(n <= 3000 for _, n, _ in strict_method[1:])
     assert strict_method[-1][2] is not None  # the last block built on the one before
+
+
+@pytest.mark.parametrize("name", ["qwen3-8b.toml", "qwen3-32b.toml", "qwen3-32b-2xh100.toml"])
+def test_shipped_launch_configs_set_the_context_length(name):
+    from pathlib import Path
+
+    from sgl_speccompact.launch import build_parser
+    from sgl_speccompact.launch_plan import build_plan
+    from sgl_speccompact.servers import server_command
+
+    path = Path(__file__).resolve().parents[1] / "launch" / name
+    plan = build_plan(build_parser("x").parse_args(["--config", str(path)]))
+    for spec in plan.servers:  # the drafter sees every block too: the same window
+        cmd = server_command(spec)
+        assert cmd[cmd.index("--context-length") + 1] == "40960"
