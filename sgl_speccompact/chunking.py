@@ -46,6 +46,7 @@ from .schema import Slot
 MARGIN_TOKENS = 512  # chat-template tokens, slot request, judge question (target tokens)
 SAFETY = 0.95  # share of the computed room a block may fill
 ESTIMATE_BYTES_PER_TOKEN = 3.0  # the first guess of a history's tokens, before any tokenizer call
+SMALL_HISTORY_BYTES = 16_384  # a history this small is sent whole without asking the server's context
 MIN_BLOCK_TOKENS = 256  # less room than this: the target cannot compact anything (target tokens)
 TURN_SEPARATOR_TOKENS = 2  # the blank line between rendered turns (target tokens)
 
@@ -123,6 +124,21 @@ def tool_groups(turns: tuple[Turn, ...]) -> list[tuple[int, int]]:
     return [(a, b) for a, b in spans]
 
 
+def small(messages: list, previous_summary: str | None) -> bool:
+    """Whether the messages' texts and arguments and the previous summary hold at most
+    :data:`SMALL_HISTORY_BYTES` bytes.
+
+    >>> small([{"role": "user", "content": "hi"}], None), small([{"content": "x" * 20000}], None)
+    (True, False)
+    """
+    texts = [previous_summary or ""]
+    for m in messages:
+        if isinstance(m, dict):
+            texts.append(m.get("content") if isinstance(m.get("content"), str) else str(m.get("content") or ""))
+            texts += [str(c) for c in m.get("tool_calls") or []]
+    return sum(utf8_bytes(texts)) <= SMALL_HISTORY_BYTES
+
+
 def fits(texts: list[str], count: Callable[[list[str]], list[int]], context: int, slots: tuple[Slot, ...],
          cfg: CompactConfig, previous_summary: str | None) -> bool:
     """Whether the rendered turns ``texts`` fit one block, measured with ``count``."""
@@ -167,10 +183,12 @@ def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tup
     """The blocks to compact one after the other; ``[messages]`` when the history fits (or the
     context is unknown).
 
-    Without ``exact``, a history whose :func:`estimate` fits is sent whole
-    with no tokenizer call, keeping counting off the compaction's critical
-    path; if the server then refuses it (:class:`~.errors.PromptTooLongError`)
-    the caller plans again with ``exact``, which counts every turn.
+    Without ``exact``, a history of at most :data:`SMALL_HISTORY_BYTES`
+    (context unknown to the config), or one whose :func:`estimate` fits, is
+    sent whole with no tokenizer call, keeping counting off the compaction's
+    critical path; if the server then refuses it
+    (:class:`~.errors.PromptTooLongError`) the caller plans again with
+    ``exact``, which counts every turn.
 
     Raises
     ------
@@ -178,6 +196,8 @@ def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tup
         One message does not fit a block even with its tool outputs stubbed,
         or the target's context leaves no room for any history.
     """
+    if not exact and not cfg.target_context_tokens and small(messages, previous_summary):
+        return [messages]  # smaller than any window worth chunking for: the server is not even asked
     context = context_tokens(target, cfg)
     if context is None:
         return [messages]
