@@ -38,8 +38,8 @@ from .errors import HistoryTooLongError
 from .hermes_prompt import hermes_prompt
 from .history import Turn, _render_turn, parse_messages
 from .judge_prompts import judge_rubric
-from .pruning import stub
 from .prompts import SUMMARIZER_SYSTEM, openclaw_prompt, target_shared
+from .pruning import stub
 from .result import CompactionResult, CompactionStats
 from .schema import Slot
 
