@@ -68,6 +68,10 @@ class CompactConfig(BaseModel):
     max_history_chars: int = Field(4_000_000, ge=1, le=2**31)  # longer rendered histories are refused (chars)
     repair_samples: int = Field(4, ge=2, le=16)  # drafter candidates per rejection (lines)
     candidate_temperature: float = Field(1.0, ge=0.0, le=MAX_TEMPERATURE)  # drafter temperature of those candidates
+    prune_tool_outputs: bool = False  # replace old tool outputs by one-line stubs before compacting (pruning.py)
+    keep_tool_outputs: int = Field(4, ge=0, le=1_000_000)  # with prune_tool_outputs: the newest tool outputs kept whole (messages)
+    target_context_tokens: int | None = Field(None, ge=1, le=2**24)  # target's context window for chunking; None: ask the server
+    carry_previous_lines: bool = True  # incremental: a slot's first proposals are the previous summary's lines
     # ablation switches (see OPTIMIZATIONS)
     shared_prefix: bool = True  # one target prefix for every slot
     draft_buffer: bool = False  # several lines per drafter call (the paper's 64-token buffer)

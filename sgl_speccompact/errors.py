@@ -59,6 +59,10 @@ class HistoryTooLongError(InvalidHistoryError):
     code = "history_too_long"
 
 
+class PromptTooLongError(HistoryTooLongError):
+    """A server refused a prompt longer than its model's context (chunked compaction then cuts smaller)."""
+
+
 class HistoryFormatError(InvalidHistoryError):
     """A history file or object is not in any supported format."""
 

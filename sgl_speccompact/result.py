@@ -25,6 +25,7 @@ class LineOrigin(str, Enum):
     CANDIDATE = "drafted_candidate"  # drafter repair candidate the target judged positive
     UNJUDGED = "accepted_without_judge"  # heading, empty marker or blank line
     TARGET = "target_written"  # written by the target alone (baselines)
+    CARRIED = "carried"  # previous summary's line the target judged to still hold (no drafter decode)
 
 
 class SummaryLine(BaseModel):
@@ -65,6 +66,8 @@ class CompactionStats(BaseModel):
     candidate_lines: int = 0  # replacements chosen among drafter candidates
     unjudged_lines: int = 0  # non-blank lines accepted without a judge call
     dropped_drafts: int = 0  # speculative drafts dropped because their line was rejected
+    carried_proposed: int = 0  # previous summary's lines proposed again (incremental compaction)
+    carried_lines: int = 0  # of which judged to still hold and kept
     wall_time_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds (summed over slots)
     total_wall_s: float = 0.0  # end-to-end wall time (s)
     layout: str = "classic"  # target shared-prefix layout: classic | agent (the agent's own chat rendering)
@@ -103,6 +106,8 @@ class CompactionResult(BaseModel):
     source_judge: dict | None = None  # SJC report when the post-filter ran
     redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced before any prompt, per kind
     truncated: bool = False  # cut off by its generation cap (config report_cut_off): an incomplete summary
+    chunks: int = 1  # blocks the history was compacted in, each on the last one's summary (chunking.py)
+    pruning: dict | None = None  # tool-output pruning (prune_tool_outputs): messages_pruned, chars_saved, tokens_saved
 
     def to_json_dict(self) -> dict:
         """JSON-ready dict including the derived acceptance rate and cache ratio."""
@@ -144,6 +149,12 @@ class StatsRecorder:
             self.stats.repaired_lines += origin is LineOrigin.REPAIRED
             self.stats.candidate_lines += origin is LineOrigin.CANDIDATE
             self.stats.unjudged_lines += origin is LineOrigin.UNJUDGED and bool(text.strip())
+
+    def carried(self, accepted: bool) -> None:
+        """Count one judged line carried from the previous summary."""
+        with self._lock:
+            self.stats.carried_proposed += 1
+            self.stats.carried_lines += bool(accepted)
 
     def dropped(self) -> None:
         """Count one speculative draft dropped after its line was rejected."""

@@ -27,8 +27,8 @@ import urllib3
 from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
-from ..errors import (BackendError, BackendTimeoutError, BackendUnavailableError, ConfigError,
-                     HistoryTooLongError, SpecCompactError)
+from ..errors import (BackendError, BackendTimeoutError, BackendUnavailableError, CompactionCancelledError,
+                     ConfigError, PromptTooLongError, SpecCompactError)
 from .router import ROUTING_KEY_HEADER, tokenize_base
 from .token_ids import TokenIdCache, concatenates
 
@@ -62,13 +62,13 @@ def http_error(url: str, status: int, body: str) -> SpecCompactError:
     """The typed error for a non-200 answer of an SGLang server.
 
     >>> type(http_error("u", 400, "The input (9 tokens) is longer than the model's context length (8 tokens).")).__name__
-    'HistoryTooLongError'
+    'PromptTooLongError'
     >>> type(http_error("u", 503, "")).__name__
     'BackendUnavailableError'
     """
     if status == 400 and any(words in body for words in CONTEXT_ERRORS):
-        return HistoryTooLongError(f"the prompt does not fit the model served at {url}: {body[:300]}",
-                                   field="messages")
+        return PromptTooLongError(f"the prompt does not fit the model served at {url}: {body[:300]}",
+                                  field="messages")
     kind = BackendUnavailableError if status >= 500 else BackendError
     return kind(f"{url} returned HTTP {status}: {body[:300]}")
 
@@ -121,6 +121,7 @@ class HttpEndpoint(RuntimeEndpoint):
         self._one_token: dict[str, bool] = {}
         self.send_token_ids = True  # the compaction's preference (CompactConfig.send_token_ids)
         self._token_ids = _TokenIds(token_ids)  # shared by every view of this endpoint
+        self._context: dict[str, int | None] = {}  # "tokens" -> the served context window, once asked
 
     def with_cancel(self, scope) -> "HttpEndpoint":
         """A view of this endpoint for one compaction, bound to ``scope``.
@@ -163,6 +164,29 @@ class HttpEndpoint(RuntimeEndpoint):
         self._token_ids.forget()
 
     # ------------------------------------------------------------------ transport
+
+    def context_length(self) -> int | None:
+        """The served model's context window in tokens, asked once; None when the server does not say.
+
+        sglang 0.5.23's ``/model_info`` does not report it: ``/server_info``
+        has ``context_length`` (when given at launch, and on the emulator),
+        ``/v1/models`` has ``max_model_len`` (always, from the model config).
+        """
+        if self._context.get("tokens") is None:  # not asked yet, or not answered: ask again
+            found = None
+            for path, read in (("/server_info", lambda j: j.get("context_length")),
+                               ("/v1/models", lambda j: (j.get("data") or [{}])[0].get("max_model_len"))):
+                try:
+                    value = read(self._request("GET", path))
+                except CompactionCancelledError:
+                    raise
+                except (SpecCompactError, AttributeError, IndexError, TypeError):  # not served: ask the next
+                    continue
+                if isinstance(value, int) and not isinstance(value, bool) and value > 0:
+                    found = value
+                    break
+            self._context["tokens"] = found
+        return self._context["tokens"]
 
     def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}

@@ -4,7 +4,7 @@
 prefix, ``hermes_prompt`` Hermes Agent's compressor prompt, ``judge_prompts``
 the rubric and questions, ``judge`` turns label logprobs into a verdict,
 ``lines`` checks proposed lines and budgets, ``entries`` splits a summary
-into SJC entries.
+into SJC entries, ``carried`` reads a previous summary back into slot lines.
 
 May import: ``history`` and the vocabulary.  Must not import: backends,
 programs, methods, service, launch; nothing here sends a request.

@@ -2,7 +2,8 @@
 
 ``formats`` reads the agent frameworks' files, ``convert`` turns their
 messages into OpenAI messages, ``messages`` validates and renders them,
-``untrusted`` keeps untrusted text data, ``redaction`` removes secrets.
+``untrusted`` keeps untrusted text data, ``redaction`` removes secrets,
+``pruning`` replaces old tool outputs by one-line stubs.
 
 May import: the vocabulary (``config``, ``errors``, ``schema``, ``result``).
 Must not import: any other layer; nothing here sends a request.

@@ -188,6 +188,9 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
                    help="whole-compaction deadline in seconds, > 0 (default 300)")
     g.add_argument("--upstream-detail", action="store_true",
                    help="show upstream URLs in error bodies and /health (default: roles only)")
+    g.add_argument("--session-store-mb", type=float,
+                   help="prepared (ahead-of-time) results kept for reuse, at most, in MiB (default 64)")
+    g.add_argument("--session-ttl", type=float, help="seconds a prepared result is kept (default 1800)")
     return p
 
 

@@ -52,7 +52,9 @@ def _build_app(plan: LaunchPlan, http):
     deadline = float(svc["compaction_timeout_s"])
     limits = ServiceLimits(max_body_bytes=int(float(svc["max_body_mb"]) * 2**20),
                            max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
-                           expose_upstream_urls=bool(svc["upstream_detail"]))
+                           expose_upstream_urls=bool(svc["upstream_detail"]),
+                           session_store_bytes=int(float(svc["session_store_mb"]) * 2**20),
+                           session_ttl_s=float(svc["session_ttl_s"]))
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],
                       health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer)

@@ -3,7 +3,8 @@
 ``pipeline`` validates and renders once, runs the method's program and
 assembles the summary; ``registry`` selects a method by name
 (:func:`run_method`); ``speccompact`` and ``baselines`` are the registered
-methods; ``assembly`` checks budgets and builds the result;
+methods; ``assembly`` checks budgets and builds the result; ``chunking``
+compacts a history longer than the target's context block by block;
 ``source_judge`` is the SJC post-filter.
 
 May import: ``programs``, ``backends``, ``core``, ``history`` and the

@@ -2,8 +2,10 @@
 
 ::
 
-    messages -> validate + render once -> method program -> assemble + budget -> [SJC]
-                (Job)                      (registered)     (assembly.py)        (source_judge.py)
+    messages -> [prune] -> blocks -> per block: validate + render once -> method program
+                (pruning)  (chunking)            (Job)                      (registered)
+             -> assemble + budget -> [SJC]        each block on the last block's summary
+                (assembly.py)        (source_judge.py)
 
 A method is a small program registered by name: it reads a :class:`Job`
 (config, schema, rendered history, connected backends, stats) and returns
@@ -20,16 +22,19 @@ in the target's radix cache) instead of prefilling the record again.
 from __future__ import annotations
 
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from .chunking import run_blocks, split_history
 from .assembly import Assembled, OneShot, from_slots, from_text, section_events
 from ..config import CompactConfig, make_config
 from ..backends.endpoint import connect
 from ..backends.http import token_counter
-from ..errors import ConfigError, UnknownMethodError
+from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
 from ..history.messages import Turn, parse_messages, render_history
 from ..backends.layout import LayoutPlan, plan_layout
+from ..history.pruning import prune_tool_outputs, report_dict
 from ..history.redaction import add_counts, redact, redact_messages, redact_turns
 from ..result import CompactionResult, SlotResult, StatsRecorder
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
@@ -108,8 +113,42 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
         raise ConfigError(f"{name} needs a drafter backend")
     if method.fixed_sections and schema is not None:
         raise ConfigError(f"{name} uses {method.fixed_sections} and takes no schema")
+    cfg = make_config(config)
+    pruned = None
+    if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs
+        messages, pruned = prune_tool_outputs(messages, cfg.keep_tool_outputs)
+    target = connect(target)
+    drafter = connect(drafter) if method.needs_drafter else drafter  # once, not once per block
+    slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
+
+    def plan(exact: bool) -> list[list[dict]]:
+        return split_history(messages, target=target, cfg=cfg, slots=slots, previous_summary=previous_summary,
+                             count=token_counter(target), exact=exact)
+
+    def one(block: list[dict], previous: str | None, last: bool) -> CompactionResult:
+        return run_block(method, block, target=target, drafter=drafter, cfg=cfg, schema=schema,
+                         previous_summary=previous, source_judge=source_judge, on_event=on_event if last else None,
+                         layout=layout, tools=tools, chat_template=chat_template,
+                         chat_template_kwargs=chat_template_kwargs, focus=focus)
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        # the tokens pruning saved are counted beside the compaction, not before it
+        saved = pool.submit(report_dict, pruned, token_counter(target)) if pruned is not None else None
+        blocks = plan(exact=False)
+        try:
+            result = run_blocks(blocks, previous_summary, one)
+        except PromptTooLongError:
+            if len(blocks) > 1 or len(blocks := plan(exact=True)) == 1:
+                raise  # already cut by exact counts, or it fits by them: nothing smaller to try
+            result = run_blocks(blocks, previous_summary, one)
+        return result if saved is None else result.model_copy(update={"pruning": saved.result()})
+
+
+def run_block(method: Method, messages: list[dict], *, target, drafter, cfg: CompactConfig, schema,
+              previous_summary, source_judge: bool, on_event, layout, tools, chat_template, chat_template_kwargs,
+              focus) -> CompactionResult:
+    """One compaction of ``messages`` (the whole history, or one block of a chunked one)."""
     t0 = time.perf_counter()
-    job = start(method, messages, target=target, drafter=drafter, config=config, schema=schema,
+    job = start(method, messages, target=target, drafter=drafter, config=cfg, schema=schema,
                 previous_summary=previous_summary, on_event=on_event, source_judge=source_judge)
     # the agent layout renders the messages themselves: redacted copies where a secret was found
     shown = redact_messages(messages) if job.redactions else messages

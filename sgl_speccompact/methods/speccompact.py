@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from typing import Any, Callable
 
+from ..core.carried import previous_lines
 from ..config import CompactConfig
 from ..errors import BackendError, SpecCompactError
 from ..core.judge_prompts import judge_rubric
@@ -33,6 +34,8 @@ def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
         drafter_prefix=getattr(job.drafter, "assistant_prefix", ""),
         has_previous=bool(job.previous_summary), on_event=job.on_event,
         chat_prefix=job.layout.chat_prefix,
+        carried=(previous_lines(job.previous_summary, job.slots, job.cfg.empty_markers)
+                 if job.cfg.carry_previous_lines else {}),
     )
 
 

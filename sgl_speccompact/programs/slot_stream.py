@@ -5,7 +5,8 @@
 ``sections`` when ``sub_slot_branches`` is on) and runs one
 :class:`SlotStream` per branch, concurrently.  Each stream loops::
 
-    take the next drafted line (buffered, prefetched, or drafted now)
+    take the next proposed line (a line carried from the previous summary,
+      see carried.py; else buffered, prefetched, or drafted now)
       -> checks (duplicate / too long -> repair; heading, marker, blank -> accept)
       -> budget check
       -> judge (while it is judged, the drafter already drafts the next line:
@@ -120,6 +121,7 @@ class SlotStream:
         self.pending: tuple[tuple[str, ...], Future] | None = None  # prefetched draft and its prefix
         self.dropped: list[Future] = []  # prefetched drafts sent, then dropped
         self.pool = ThreadPoolExecutor(max_workers=1)
+        self.carried = list(ctx.carried.get((slot.name, section), ()))  # proposed before any draft
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -176,7 +178,8 @@ class SlotStream:
     def prefetch(self, prefix: tuple[str, ...], line: str) -> None:
         """Draft what follows ``line`` while the target judges it (pipelined drafting)."""
         buf = self.buffer
-        if not self.ctx.cfg.pipelined_drafting or self.pending is not None or buf.lines or buf.exhausted:
+        if not self.ctx.cfg.pipelined_drafting or self.pending is not None or buf.lines or buf.exhausted \
+                or self.carried:  # the next proposal is a carried line, not a draft
             return
         room = self.room(self.tokens[line])
         if room <= 0 or self.budget.lines + 1 >= self.budget.max_lines:
@@ -220,6 +223,11 @@ class SlotStream:
             if self.budget.lines >= self.budget.max_lines:
                 return "line_budget"  # full: no drafter call
             prefix = tuple(self.accepted)
+            if self.carried:
+                reason = self.carry(prefix, self.carried.pop(0))
+                if reason:
+                    return reason
+                continue
             line = self.buffer.take(prefix)
             if line is not None:
                 reason = self.step(prefix, line)
@@ -269,6 +277,30 @@ class SlotStream:
         ctx.recorder.judged(bool(judgement.get("accepted")))
         if judgement.get("accepted"):
             self.accept(line, LineOrigin.DRAFTED, score=judgement.get("score"))
+            return None
+        return self.repair(line, score=judgement.get("score"))
+
+    def carry(self, prefix: tuple[str, ...], line: str) -> str | None:
+        """Propose a line of the previous summary: kept (origin carried) if the target judges it
+        still holds, repaired like a rejected draft if not; a duplicate or too long one is skipped."""
+        ctx = self.ctx
+        kind = classify_line(line, self.accepted, ctx.cfg)
+        if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG, LineKind.BLANK):
+            return None
+        self.count([line])
+        over = self.budget.check(line, self.tokens[line])
+        if over:
+            return over
+        if kind is LineKind.UNJUDGED:
+            self.accept(line, LineOrigin.UNJUDGED)
+            return None
+        self.prefetch(prefix, line)
+        meta = self.timed("verify", verify_line, self.s, self.slot, line, ctx)
+        judgement = meta.get("judgement") or {}
+        ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
+        ctx.recorder.carried(bool(judgement.get("accepted")))
+        if judgement.get("accepted"):
+            self.accept(line, LineOrigin.CARRIED, score=judgement.get("score"))
             return None
         return self.repair(line, score=judgement.get("score"))
 

@@ -61,6 +61,7 @@ class SlotContext:
     shared: str = ""  # the target's shared text (set by fork_slots; per slot when shared_prefix is off)
     chat_prefix: bool = False  # the shared prefix is chat-templated text ending inside a user turn (agent layout)
     cancel: threading.Event = field(default_factory=threading.Event)  # set when any slot fails
+    carried: dict = field(default_factory=dict)  # (slot, section|None) -> previous summary's lines (carried.py)
 
     def emit(self, **event) -> None:
         if self.on_event is not None:

@@ -9,7 +9,7 @@ Routes
 ------
 ``POST /v1/compact``
     Body ``{messages, previous_summary?, method?, source_judge?, config?, stream?,
-    focus?, tools?, layout?, chat_template_kwargs?, routing_key?}``
+    focus?, tools?, layout?, chat_template_kwargs?, routing_key?, session?, mode?}``
     (validated by :mod:`sgl_speccompact.service.body`).  Returns
     ``CompactionResult.to_json_dict()``, or with ``stream: true``
     Server-Sent Events: one event per runner event (``line``, ``slot_done``),
@@ -17,6 +17,10 @@ Routes
     started ends it with one ``error`` event and no ``result`` or ``[DONE]``;
     so does the service stopping (``service_stopping``, status 503): the
     stream then ends cleanly, not mid-chunk.
+    ``mode: "prepare"`` (with a ``session``) answers 202 at once and
+    compacts in the background; a later compact of that session reuses it
+    (:mod:`sgl_speccompact.service.sessions`; the result then has a
+    ``session`` entry).
 ``GET /health``
     200 when every SGLang server answers its ``/health``, else 503.
 ``GET /metrics``
@@ -42,6 +46,7 @@ import hmac
 import json
 import logging
 import os
+import time
 from typing import Any, Callable, Sequence
 
 import anyio
@@ -66,6 +71,8 @@ from ..history.messages import parse_messages
 from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
                            request_config)
 from .metrics import Metrics
+from .sessions import Sessions
+from .store import auth_scope
 from .runtime import (
     Compactions,
     RoundRobin,
@@ -202,10 +209,12 @@ def create_app(
     probe = health_probe or http_probe(timeout_s=limits.health_timeout_s)
     metrics = Metrics()
     compactions = Compactions(limits, metrics)
+    sessions = Sessions(limits.session_store_bytes, limits.session_ttl_s, metrics)
 
     app = FastAPI(title="sgl_speccompact", version="0.1.0")
     app.state.metrics = metrics
     app.state.compactions = compactions
+    app.state.sessions = sessions
     app.router.add_event_handler("shutdown", compactions.shutdown)
 
     def check_auth(request: Request) -> None:
@@ -254,11 +263,21 @@ def create_app(
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()
             return fail(err)
+        scope, info, ready = auth_scope(request.headers.get("authorization")), None, None
+        if req.mode == "prepare":
+            body = sessions.prepare(scope, req, method, lambda r: compactions.start(method, *job(r, method, cfg)))
+            return JSONResponse(body, status_code=202)
+        if req.session is not None:
+            plan = await sessions.resolve(scope, req, method)
+            req, info, ready = plan.request, plan.info, plan.ready
+            if ready is not None and not req.stream:
+                return JSONResponse({**ready.to_json_dict(), "session": info})
         if req.stream:
             stopping = anyio.Event()  # set by sse-starlette when the server begins to stop
-            return EventSourceResponse(_stream(req, method, cfg, stopping), ping=SSE_PING_S, sep="\n",
+            return EventSourceResponse(_stream(req, method, cfg, stopping, info, ready), ping=SSE_PING_S, sep="\n",
                                        headers={"Cache-Control": "no-cache"}, shutdown_event=stopping,
                                        shutdown_grace_period=SSE_STOP_GRACE_S)
+        t0 = time.monotonic()
         task = compactions.start(method, *job(req, method, cfg))
         try:
             result = await task.wait(request)
@@ -269,9 +288,16 @@ def create_app(
             if isinstance(err, CompactionCancelledError) and not isinstance(err, ServiceStoppingError):
                 return Response(status_code=error_status(err))  # nobody is listening
             return fail(err)
-        return JSONResponse(result.to_json_dict())
+        sessions.expected.observe(time.monotonic() - t0)
+        out = result.to_json_dict()
+        return JSONResponse(out if info is None else {**out, "session": info})
 
-    async def _stream(req: CompactRequest, method: str, cfg: CompactConfig, stopping: anyio.Event):
+    async def _stream(req: CompactRequest, method: str, cfg: CompactConfig, stopping: anyio.Event,
+                      info: dict | None = None, ready=None):
+        if ready is not None:  # a stored result covers every message
+            yield _event({**ready.to_json_dict(), "session": info}, "result")
+            yield {"data": "[DONE]"}
+            return
         loop = asyncio.get_running_loop()
         queue: asyncio.Queue = asyncio.Queue()
 
@@ -302,7 +328,8 @@ def create_app(
                 except SpecCompactError as err:
                     yield _event({**upstreams.scrub(error_body(err)), "status": error_status(err)}, "error")
                     return
-                yield _event(result.to_json_dict(), "result")
+                out = result.to_json_dict()
+                yield _event(out if info is None else {**out, "session": info}, "result")
                 yield {"data": "[DONE]"}
                 return
         finally:

@@ -63,6 +63,9 @@ class CompactRequest(BaseModel):
     layout: Literal["agent", "classic"] | None = None  # target prefix layout (agent when the service has the template)
     chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent (allow-list: TEMPLATE_KWARGS)
     routing_key: str | None = Field(None, min_length=1, max_length=256)  # X-SMG-Routing-Key of the agent's session
+    session: str | None = Field(None, min_length=1, max_length=256,
+                                pattern=r"^[\x20-\x7e]+$")  # opaque session id (printable ASCII): ahead-of-time reuse
+    mode: Literal["compact", "prepare"] = "compact"  # prepare: answer 202, compact in the background (needs session)
 
     @field_validator("routing_key")
     @classmethod
@@ -211,6 +214,10 @@ def parse_request(body: dict, limits: BodyLimits) -> CompactRequest:
         e = exc.errors()[0]
         raise InvalidRequestError(_message(e), field=_field(e["loc"])) from None
     check_template_kwargs(req.chat_template_kwargs)
+    if req.mode == "prepare" and req.session is None:
+        raise InvalidRequestError("a prepare needs a session", field="session")
+    if req.mode == "prepare" and req.stream:
+        raise InvalidRequestError("a prepare answers 202 at once and cannot stream", field="stream")
     if req.previous_summary is not None and len(req.previous_summary) > limits.max_previous_summary_chars:
         raise HistoryTooLongError(f"has {len(req.previous_summary)} characters, limit is "
                                   f"{limits.max_previous_summary_chars}", field="previous_summary")

@@ -49,6 +49,13 @@ class Metrics:
         self.cached = Histogram("speccompact_target_cached_ratio", "Target cached/prompt tokens per compaction",
                                 ["method"], registry=r, buckets=ratio_buckets)
         self.in_flight = Gauge("speccompact_in_flight", "Compactions whose thread is running now", registry=r)
+        self.prepares = Counter("speccompact_prepares_total", "Ahead-of-time compactions started", registry=r)
+        self.session_lookups = Counter("speccompact_session_lookups_total",
+                                       "Compacts of a session that reused a prepared prefix (hit) or not (miss)",
+                                       ["result"], registry=r)
+        self.prepare_wasted = Counter("speccompact_prepare_wasted_seconds_total",
+                                      "Seconds of prepares cancelled, failed, or stored and never reused",
+                                      registry=r)
 
     def observe(self, method: str, result_outcome: str, seconds: float, result: Any = None) -> None:
         """Count one finished compaction."""

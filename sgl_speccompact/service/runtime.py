@@ -46,6 +46,8 @@ class ServiceLimits(BodyLimits):
     compaction_timeout_s: float | None = 300.0  # whole-compaction deadline, None = none (seconds)
     shutdown_grace_s: float = 5.0  # on shutdown, wait this long for cancelled compactions (seconds)
     expose_upstream_urls: bool = False  # show upstream URLs in errors and /health
+    session_store_bytes: int = 64 * 2**20  # prepared results kept for reuse, at most (bytes of their JSON)
+    session_ttl_s: float = 1800.0  # a prepared result older than this is dropped (seconds)
 
     def __post_init__(self) -> None:
         from ..flags import count, positive_number

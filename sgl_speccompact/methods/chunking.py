@@ -1,0 +1,266 @@
+"""Chunked compaction: a history longer than the target's context, compacted block by block.
+
+The agent's context can be larger than the compaction model's (Hermes
+issue #53008: a smaller auxiliary model loops or fails).  When the history
+does not fit one target request, it is cut into blocks at message
+boundaries, never between an assistant tool call and its results, and each
+block is compacted incrementally on the one before: the previous block's
+summary is the next block's ``previous_summary``.  The last block's summary
+is the result.
+
+Margins (all in target tokens)::
+
+    block room = (context - prompt overhead - summary written - previous summary) * 0.95
+
+* context: ``CompactConfig.target_context_tokens``, else what the target
+  server reports (:meth:`~.endpoint_http.HttpEndpoint.context_length`);
+  unknown means no chunking;
+* prompt overhead: the longest method prompt with an empty history
+  (SpecCompact's shared prefix with its judge rubric, OpenClaw's, Hermes's)
+  plus :data:`MARGIN_TOKENS` for chat-template tokens, the slot request and
+  the judge question;
+* summary written: the larger of ``max_summary_tokens`` and
+  ``monolithic_max_tokens``; previous summary: the larger of
+  ``max_summary_tokens`` and the caller's previous summary;
+* 5% for the difference between per-message and whole-text token counts.
+
+A tool-call group larger than a whole block has its tool outputs replaced by
+:func:`~.pruning.stub` lines; a single message that still does not fit is a
+:class:`~.errors.HistoryTooLongError`.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from ..config import CompactConfig
+from ..errors import HistoryTooLongError
+from ..core.hermes_prompt import hermes_prompt
+from ..history.messages import Turn, _render_turn, parse_messages
+from ..core.judge_prompts import judge_rubric
+from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt, target_shared
+from ..history.pruning import stub
+from ..result import CompactionResult, CompactionStats
+from ..schema import Slot
+
+MARGIN_TOKENS = 512  # chat-template tokens, slot request, judge question (target tokens)
+SAFETY = 0.95  # share of the computed room a block may fill
+ESTIMATE_BYTES_PER_TOKEN = 3.0  # the first guess of a history's tokens, before any tokenizer call
+SMALL_HISTORY_BYTES = 16_384  # a history this small is sent whole without asking the server's context
+MIN_BLOCK_TOKENS = 256  # less room than this: the target cannot compact anything (target tokens)
+TURN_SEPARATOR_TOKENS = 2  # the blank line between rendered turns (target tokens)
+
+
+def context_tokens(target: Any, cfg: CompactConfig) -> int | None:
+    """The target's context window: the config's, else the server's, else None (no chunking)."""
+    if cfg.target_context_tokens:
+        return cfg.target_context_tokens
+    ask = getattr(target, "context_length", None)
+    return ask() if callable(ask) else None
+
+
+def _prompts(slots: tuple[Slot, ...], cfg: CompactConfig) -> list[str]:
+    """Every method's prompt with an empty history."""
+    rubric = judge_rubric(cfg.positive_label, cfg.negative_label, True)
+    return [SUMMARIZER_SYSTEM + target_shared("", slots, "x", rubric), openclaw_prompt("", slots, "x"),
+            hermes_prompt("", "x", today="")]
+
+
+def overhead_tokens(slots: tuple[Slot, ...], cfg: CompactConfig, count: Callable[[list[str]], list[int]]) -> int:
+    """Target tokens of the longest method prompt with an empty history, plus the margin."""
+    return max(count(_prompts(slots, cfg))) + MARGIN_TOKENS
+
+
+def utf8_bytes(texts: list[str]) -> list[int]:
+    """Length of each text in UTF-8 bytes: never fewer than its tokens in a byte-level BPE tokenizer.
+
+    >>> utf8_bytes(["ab", "\u00e9"])
+    [2, 2]
+    """
+    return [len(t.encode("utf-8", "replace")) for t in texts]
+
+
+def estimate(texts: list[str]) -> list[int]:
+    """A guess of each text's tokens from its bytes (English and code run above 3 bytes a token).
+
+    >>> estimate(["abcdefg"])
+    [3]
+    """
+    return [int(-(-n // ESTIMATE_BYTES_PER_TOKEN)) for n in utf8_bytes(texts)]
+
+
+def block_room(context: int, overhead: int, cfg: CompactConfig, previous_tokens: int) -> int:
+    """History tokens one block may hold.
+
+    >>> block_room(32768, 1500, CompactConfig(), 0)
+    25813
+    """
+    written = max(cfg.max_summary_tokens, cfg.monolithic_max_tokens)
+    previous = max(cfg.max_summary_tokens, previous_tokens)
+    return int((context - overhead - written - previous) * SAFETY)
+
+
+def tool_groups(turns: tuple[Turn, ...]) -> list[tuple[int, int]]:
+    """``[start, end)`` spans of turns that must stay together: a tool call with all its results.
+
+    >>> from ..history.messages import ToolCall
+    >>> t = (Turn("user", "go"), Turn("assistant", "", (ToolCall("c1", "ls", ""),)),
+    ...      Turn("tool", "a", tool_call_id="c1"), Turn("assistant", "done"))
+    >>> tool_groups(t)
+    [(0, 1), (1, 3), (3, 4)]
+    """
+    spans: list[list[int]] = []
+    group_of: dict[str, int] = {}  # tool call id -> index of the span holding the call
+    for i, t in enumerate(turns):
+        g = group_of.get(t.tool_call_id) if t.role == "tool" else None
+        if g is not None:  # a result joins its call's span, and every span since then
+            spans[g][1] = i + 1
+            del spans[g + 1:]
+            group_of = {k: min(v, g) for k, v in group_of.items()}
+            continue
+        spans.append([i, i + 1])
+        for c in t.tool_calls:
+            group_of[c.id] = len(spans) - 1
+    return [(a, b) for a, b in spans]
+
+
+def small(messages: list, previous_summary: str | None) -> bool:
+    """Whether the messages' texts and arguments and the previous summary hold at most
+    :data:`SMALL_HISTORY_BYTES` bytes.
+
+    >>> small([{"role": "user", "content": "hi"}], None), small([{"content": "x" * 20000}], None)
+    (True, False)
+    """
+    texts = [previous_summary or ""]
+    for m in messages:
+        if isinstance(m, dict):
+            texts.append(m.get("content") if isinstance(m.get("content"), str) else str(m.get("content") or ""))
+            texts += [str(c) for c in m.get("tool_calls") or []]
+    return sum(utf8_bytes(texts)) <= SMALL_HISTORY_BYTES
+
+
+def fits(texts: list[str], count: Callable[[list[str]], list[int]], context: int, slots: tuple[Slot, ...],
+         cfg: CompactConfig, previous_summary: str | None) -> bool:
+    """Whether the rendered turns ``texts`` fit one block, measured with ``count``."""
+    previous = count([previous_summary])[0] if previous_summary else 0
+    room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous)
+    return sum(count(texts)) + TURN_SEPARATOR_TOKENS * len(texts) <= room
+
+
+def pack(sizes: list[int], room: int) -> list[tuple[int, int]]:
+    """Consecutive groups packed greedily into blocks of at most ``room`` (an oversized group alone).
+
+    >>> pack([3, 3, 3, 9, 1], room=6)
+    [(0, 2), (2, 3), (3, 4), (4, 5)]
+    """
+    blocks, start, used = [], 0, 0
+    for i, n in enumerate(sizes):
+        if i > start and used + n > room:
+            blocks.append((start, i))
+            start, used = i, 0
+        used += n
+    if sizes:
+        blocks.append((start, len(sizes)))
+    return blocks
+
+
+def _stubbed(messages: list, turns: tuple[Turn, ...], a: int, b: int) -> list:
+    """Messages ``a:b`` with every tool output replaced by its stub (an oversized group)."""
+    calls = {c.id: c for t in turns[a:b] for c in t.tool_calls}
+    out = []
+    for m, t in zip(messages[a:b], turns[a:b]):
+        if t.role == "tool":
+            call = calls.get(t.tool_call_id)
+            m = {**m, "content": stub(t.name or (call.name if call else ""), call.arguments if call else "",
+                                      t.content)}
+        out.append(m)
+    return out
+
+
+def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tuple[Slot, ...],
+                  previous_summary: str | None, count: Callable[[list[str]], list[int]],
+                  exact: bool = False) -> list[list]:
+    """The blocks to compact one after the other; ``[messages]`` when the history fits (or the
+    context is unknown).
+
+    Without ``exact``, a history of at most :data:`SMALL_HISTORY_BYTES`
+    (context unknown to the config), or one whose :func:`estimate` fits, is
+    sent whole with no tokenizer call, keeping counting off the compaction's
+    critical path; if the server then refuses it
+    (:class:`~.errors.PromptTooLongError`) the caller plans again with
+    ``exact``, which counts every turn.
+
+    Raises
+    ------
+    HistoryTooLongError
+        One message does not fit a block even with its tool outputs stubbed,
+        or the target's context leaves no room for any history.
+    """
+    if not exact and not cfg.target_context_tokens and small(messages, previous_summary):
+        return [messages]  # smaller than any window worth chunking for: the server is not even asked
+    context = context_tokens(target, cfg)
+    if context is None:
+        return [messages]
+    turns = parse_messages(messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
+    texts = [_render_turn(t) for t in turns]
+    # bytes bound tokens from above: a history that fits by bytes needs no tokenizer call
+    if fits(texts, utf8_bytes if exact else estimate, context, slots, cfg, previous_summary):
+        return [messages]
+    previous = count([previous_summary])[0] if previous_summary else 0
+    room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous)
+    if room < MIN_BLOCK_TOKENS:
+        raise HistoryTooLongError(f"the target's context of {context} tokens leaves {room} for the history; "
+                                  f"at least {MIN_BLOCK_TOKENS} are needed", field="messages")
+    sizes = [n + TURN_SEPARATOR_TOKENS for n in count(texts)]
+    if sum(sizes) <= room:
+        return [messages]
+    groups = tool_groups(turns)
+    blocks: list[list] = []
+    group_sizes = [sum(sizes[a:b]) for a, b in groups]
+    for ga, gb in pack(group_sizes, room):
+        a, b = groups[ga][0], groups[gb - 1][1]
+        part = list(messages[a:b])
+        if sum(sizes[a:b]) > room:  # one group alone: stub its tool outputs
+            part = _stubbed(messages, turns, a, b)
+            shown = parse_messages(part)
+            if sum(count([_render_turn(t) for t in shown])) > room:
+                raise HistoryTooLongError(f"messages[{a}:{b}] do not fit the target's context ({room} history "
+                                          f"tokens per block) even with tool outputs stubbed", field="messages")
+        blocks.append(part)
+    return blocks
+
+
+def add_stats(into: CompactionStats, more: CompactionStats) -> None:
+    """Add ``more``'s requests, line counts and time to ``into`` (the cost of all blocks)."""
+    for server, kinds in more.requests.items():
+        for kind, c in kinds.items():
+            mine = into.requests.setdefault(server, {}).setdefault(kind, type(c)())
+            for f in ("requests", "prompt_tokens", "cached_tokens", "completion_tokens"):
+                setattr(mine, f, getattr(mine, f) + getattr(c, f))
+    for f in ("proposed_lines", "accepted_lines", "repaired_lines", "candidate_lines", "unjudged_lines",
+              "dropped_drafts", "carried_proposed", "carried_lines"):
+        if hasattr(into, f):
+            setattr(into, f, getattr(into, f) + getattr(more, f))
+    for phase, s in more.wall_time_s.items():
+        into.wall_time_s[phase] = into.wall_time_s.get(phase, 0.0) + s
+    into.total_wall_s += more.total_wall_s
+
+
+def run_blocks(blocks: list[list], previous_summary: str | None,
+               run_block: Callable[[list, str | None, bool], CompactionResult]) -> CompactionResult:
+    """Compact ``blocks`` in order, each on the previous block's summary; the last result, with
+    ``chunks`` and the stats of every block.
+
+    ``run_block(messages, previous_summary, last)`` compacts one block.
+    """
+    total = CompactionStats()
+    result, previous = None, previous_summary
+    for i, block in enumerate(blocks):
+        result = run_block(block, previous, i == len(blocks) - 1)
+        add_stats(total, result.stats)
+        previous = result.summary
+    if len(blocks) > 1:
+        total.layout, total.agent_tokens, total.agent_cached_tokens = (
+            result.stats.layout, result.stats.agent_tokens, result.stats.agent_cached_tokens)
+        result = result.model_copy(update={"stats": total, "chunks": len(blocks)})
+    return result

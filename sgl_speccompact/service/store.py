@@ -1,0 +1,232 @@
+"""Ahead-of-time compaction: prepared summaries of a session's message prefixes, reused later.
+
+A client that expects to compact soon sends ``{"mode": "prepare", "session": id}``
+with the messages it would compact now.  The service answers 202 at once and
+compacts them in the background; the result goes into a :class:`SessionStore`.
+When the client's ``compact`` for that session arrives, the longest stored
+prefix of its messages is reused: only the turns after it are compacted,
+incrementally, with the stored summary as ``previous_summary``; if nothing
+follows the prefix the stored result is the answer.
+
+Keys
+    ``(scope, session, params, prefix digest)``.  ``scope`` is a hash of the
+    bearer token the caller presented (``anonymous`` without one), so no
+    other API key sees a stored summary; ``params`` hashes every body field
+    that shapes the summary (method, previous summary, config, focus,
+    source_judge, layout, tools, chat-template kwargs), so a summary is only
+    reused for the request it answers.  The prefix digest is a SHA-256 over
+    the canonical JSON of the exact messages.
+
+Bounds
+    The store holds at most ``max_bytes`` of results (oldest evicted first)
+    and drops entries older than ``ttl_s``.  It lives in memory: a restart
+    loses it, and a ``compact`` then simply compacts everything.
+
+A running prepare
+    A newer prepare of the same session cancels the older one: its backends
+    are bound to a cancel scope, so no further upstream request is sent.  A
+    ``compact`` that finds a prepare of its session still running on a prefix
+    of its messages either waits for it or cancels it and compacts from
+    scratch, by :func:`should_wait`.
+
+Wasted work
+    Seconds of prepares cancelled, failed, or stored and never reused
+    (evicted, expired, or replaced) are counted in
+    ``speccompact_prepare_wasted_seconds_total``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any, Callable
+
+FIXED_SHARE = 0.5  # share of a compaction's time that does not depend on the history's length
+SEED_SECONDS = 5.0  # expected compaction time before any compaction finished (seconds)
+EWMA_WEIGHT = 0.2  # weight of the newest compaction in the expected time
+
+
+def auth_scope(authorization: str | None) -> str:
+    """The store's scope of a caller: a hash of its bearer token, or ``anonymous``.
+
+    >>> auth_scope(None), auth_scope("Bearer k1") == auth_scope("bearer  k1"), auth_scope("Bearer k2")[:7]
+    ('anonymous', True, 'key:015')
+    """
+    scheme, _, token = (authorization or "").strip().partition(" ")
+    token = token.strip()
+    if scheme.lower() != "bearer" or not token:
+        return "anonymous"
+    return "key:" + hashlib.sha256(token.encode()).hexdigest()[:32]
+
+
+def params_digest(fields: dict) -> str:
+    """A digest of the body fields that shape a summary (order of keys does not matter).
+
+    >>> params_digest({"method": "a", "focus": None}) == params_digest({"focus": None, "method": "a"})
+    True
+    """
+    return hashlib.sha256(json.dumps(fields, sort_keys=True, ensure_ascii=False).encode()).hexdigest()
+
+
+def prefix_digests(messages: list, lengths: set[int]) -> dict[int, str]:
+    """SHA-256 of the canonical JSON of ``messages[:n]``, for each ``n`` in ``lengths`` (one pass).
+
+    >>> m = [{"role": "user", "content": "a"}, {"role": "assistant", "content": "b"}]
+    >>> d = prefix_digests(m, {1, 2})
+    >>> d[1] == prefix_digests(m[:1], {1})[1], d[1] != d[2]
+    (True, True)
+    """
+    h, out = hashlib.sha256(), {}
+    for n, m in enumerate(messages, 1):
+        h.update(json.dumps(m, sort_keys=True, ensure_ascii=False).encode())
+        h.update(b"\x1e")  # record separator: no two message lists hash alike
+        if n in lengths:
+            out[n] = h.copy().hexdigest()
+    return out
+
+
+def self_contained(messages: list) -> bool:
+    """Whether every tool result in ``messages`` answers a call made in ``messages``.
+
+    The turns after a stored prefix are compacted on their own, so they may
+    not start with results of calls inside the prefix.
+
+    >>> call = {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "ls"}}]}
+    >>> result = {"role": "tool", "tool_call_id": "c1"}
+    >>> self_contained([call, result]), self_contained([result])
+    (True, False)
+    """
+    ids: set = set()
+    for m in messages:
+        for c in m.get("tool_calls") or []:
+            ids.add(c.get("id") if isinstance(c, dict) else None)
+        if m.get("role") == "tool" and m.get("tool_call_id") not in ids:
+            return False
+    return True
+
+
+def should_wait(elapsed_s: float, expected_s: float, rest: bool) -> bool:
+    """Whether a ``compact`` waits for a running prepare of its prefix (else it cancels it).
+
+    Compaction time is modelled as ``T(c) = T_avg * (f + (1 - f) * c / c_avg)``
+    for a history of ``c`` characters: a fixed share ``f`` (writing the
+    summary) plus a share that grows with the history.  Waiting costs the
+    prepare's remaining ``T(c_prefix) - elapsed`` plus an incremental
+    compaction of the rest ``T(c_rest)``; starting fresh costs
+    ``T(c_prefix + c_rest)``.  Waiting is sooner exactly when
+    ``elapsed > f * T_avg``, whatever the sizes.  With nothing after the
+    prefix there is no second compaction, and waiting is always sooner.
+
+    >>> should_wait(1.0, 10.0, rest=True), should_wait(6.0, 10.0, rest=True), should_wait(0.0, 10.0, rest=False)
+    (False, True, True)
+    """
+    return not rest or elapsed_s > FIXED_SHARE * expected_s
+
+
+@dataclass
+class Stored:
+    """One prepared result."""
+
+    result: Any  # the CompactionResult
+    n_messages: int  # messages of the prefix it covers
+    digest: str  # prefix digest of those messages
+    size: int  # bytes it counts against the store's bound
+    cost_s: float  # wall time it took to make (seconds)
+    created: float  # monotonic time it was stored
+    used: bool = False  # reused by at least one compact
+
+
+@dataclass
+class SessionStore:
+    """Prepared results, bounded by bytes and age; thread-safe.
+
+    Parameters
+    ----------
+    max_bytes : int
+        Total size of stored results (their JSON); the oldest go first.
+    ttl_s : float
+        Age after which an entry is dropped (seconds).
+    on_waste : callable, optional
+        Called with the cost in seconds of an entry dropped without being used.
+    clock : callable
+        Monotonic clock (seconds); tests pass their own.
+    """
+
+    max_bytes: int = 64 * 2**20  # bound on stored result bytes
+    ttl_s: float = 1800.0  # entries older than this are dropped (seconds)
+    on_waste: Callable[[float], None] | None = None  # cost of an entry dropped unused (seconds)
+    clock: Callable[[], float] = time.monotonic  # monotonic seconds
+    _entries: OrderedDict = field(default_factory=OrderedDict)  # (scope, session, params, digest) -> Stored
+    _bytes: int = 0  # their total size
+    _lock: threading.Lock = field(default_factory=threading.Lock)
+
+    def put(self, scope: str, session: str, params: str, stored: Stored) -> None:
+        """Store one result (replacing the same key), then enforce the bounds."""
+        key = (scope, session, params, stored.digest)
+        with self._lock:
+            if key in self._entries:
+                self._drop(key)
+            if stored.size > self.max_bytes:
+                self._waste(stored)
+                return
+            self._entries[key] = stored
+            self._bytes += stored.size
+            self._expire()
+            while self._bytes > self.max_bytes:
+                self._drop(next(iter(self._entries)))
+
+    def longest(self, scope: str, session: str, params: str, messages: list) -> Stored | None:
+        """The stored entry covering the longest prefix of ``messages`` whose rest is self-contained."""
+        with self._lock:
+            self._expire()
+            mine = [s for (sc, se, pa, _), s in self._entries.items() if (sc, se, pa) == (scope, session, params)
+                    and s.n_messages <= len(messages)]
+        if not mine:
+            return None
+        digests = prefix_digests(messages, {s.n_messages for s in mine})
+        for s in sorted(mine, key=lambda s: -s.n_messages):
+            if digests.get(s.n_messages) == s.digest and self_contained(messages[s.n_messages:]):
+                with self._lock:
+                    s.used = True
+                return s
+        return None
+
+    def __len__(self) -> int:
+        with self._lock:
+            return len(self._entries)
+
+    @property
+    def bytes(self) -> int:
+        """Bytes stored now."""
+        return self._bytes
+
+    def _expire(self) -> None:
+        now = self.clock()
+        for key in [k for k, s in self._entries.items() if now - s.created > self.ttl_s]:
+            self._drop(key)
+
+    def _drop(self, key) -> None:
+        stored = self._entries.pop(key)
+        self._bytes -= stored.size
+        if not stored.used:
+            self._waste(stored)
+
+    def _waste(self, stored: Stored) -> None:
+        if self.on_waste is not None:
+            self.on_waste(stored.cost_s)
+
+
+class ExpectedTime:
+    """The expected time of one compaction: a moving average of the service's finished ones."""
+
+    def __init__(self, seed_s: float = SEED_SECONDS):
+        self.seconds = seed_s  # current estimate (seconds)
+        self._lock = threading.Lock()
+
+    def observe(self, seconds: float) -> None:
+        with self._lock:
+            self.seconds += EWMA_WEIGHT * (seconds - self.seconds)

@@ -1,0 +1,108 @@
+"""Carried lines: in an incremental compaction, the previous summary's lines are each slot's
+first proposals, kept when the target judges they still hold (origin ``carried``)."""
+
+import doctest
+
+import pytest
+
+from sgl_speccompact.core import carried
+from sgl_speccompact.core.carried import previous_lines
+from sgl_speccompact.methods.speccompact import compact
+from sgl_speccompact.result import LineOrigin
+from sgl_speccompact.schema import OPENCLAW_SLOTS
+
+from scripted import ScriptedBackend, accepted_of, slot_of
+from test_programs import DRAFTS, MESSAGES
+
+PREVIOUS = ("## Goal\n- KEEP create /workspace/hello.py\n- STALE deploy to staging\n\n"
+            "## Progress\n### Done\n- KEEP wrote /workspace/hello.py\n### In Progress\n- STALE waiting on CI\n\n"
+            "## Key Decisions\n- KEEP use the write tool\n\n## Next Steps\n(none)\n\n## Not A Slot\n- KEEP orphan")
+
+
+def judge(slot, line):
+    return 0.05 if "STALE" in line or "BAD" in line else 0.95
+
+
+def repair(slot, accepted):
+    return f"- REPAIRED {slot} line {len(accepted)}\n"
+
+
+def new_lines_drafter():
+    """Drafts ``DRAFTS[slot]`` lines that are not yet in the slot (continuing after carried lines)."""
+    def draft(slot, accepted, text):
+        section = accepted[0] if accepted and accepted[0].startswith("### ") else None
+        lines = DRAFTS[slot]
+        if section is not None:
+            if section not in lines:
+                return "", "stop"
+            i = lines.index(section)
+            end = next((j for j in range(i + 1, len(lines)) if lines[j].startswith("### ")), len(lines))
+            lines = lines[i + 1:end]
+        rest = [l for l in lines if l not in accepted]
+        return "\n".join(rest[:1]), "stop"
+    return draft
+
+
+def run(previous, **config):
+    target = ScriptedBackend(judge=judge, repair=repair)
+    drafter = ScriptedBackend(draft=new_lines_drafter())
+    res = compact(MESSAGES, target=target, drafter=drafter, previous_summary=previous, config=config or None)
+    return res, target, drafter
+
+
+def test_doctests():
+    failed, attempted = doctest.testmod(carried)
+    assert failed == 0 and attempted > 0
+
+
+def test_probe_carried_lines_are_the_previous_lines_judged_to_still_hold():
+    res, target, drafter = run(PREVIOUS)
+    proposed = previous_lines(PREVIOUS, OPENCLAW_SLOTS, ("(none)",))
+    judged = 0
+    for s in res.slots:
+        got = [l.text for l in s.lines if l.origin is LineOrigin.CARRIED]
+        keys = [(s.name, sec) for sec in s_sections(s.name)]
+        prev = [line for k in keys for line in proposed.get(k, ()) if not line.startswith("#")]
+        judged += len(prev)
+        assert got == [line for line in prev if judge(s.name, line) >= 0.7], s.name
+    assert judged == 5 and "orphan" not in res.summary  # a section the schema lacks carries nothing
+    assert res.stats.carried_proposed == 5 and res.stats.carried_lines == 3
+    # a rejected carried line is repaired as a rejected draft is
+    goal = {s.name: s for s in res.slots}["goal"]
+    repaired = [l for l in goal.lines if l.origin is LineOrigin.REPAIRED]
+    assert repaired and repaired[0].rejected_draft == "- STALE deploy to staging"
+    assert "STALE" not in res.summary
+
+
+def s_sections(name):
+    slot = {s.name: s for s in OPENCLAW_SLOTS}[name]
+    return list(slot.sections) if slot.sections else [None]
+
+
+def test_an_accepted_carried_line_costs_no_drafter_decode():
+    res, target, drafter = run(PREVIOUS)
+    goal = [accepted_of(t) for t in drafter.kinds("draft") if slot_of(t) == "goal"]
+    # every goal draft continues after the carried line: none was asked to write it
+    assert goal and all(a[:1] == ["- KEEP create /workspace/hello.py"] for a in goal)
+    verified = [t for t in target.kinds("verify") if "KEEP" in t.rsplit("<line>", 1)[-1]
+                or "STALE" in t.rsplit("<line>", 1)[-1]]
+    assert len(verified) == 5  # each carried line judged once, with the verdict every draft gets
+    _, _, plain = run(PREVIOUS, carry_previous_lines=False)
+    assert [accepted_of(t) for t in plain.kinds("draft") if slot_of(t) == "goal"][0] == []
+
+
+@pytest.mark.parametrize("previous, config", [(None, {}), (PREVIOUS, {"carry_previous_lines": False})])
+def test_nothing_is_carried_without_a_previous_summary_or_when_off(previous, config):
+    res, _, _ = run(previous, **config)
+    assert not any(l.origin is LineOrigin.CARRIED for s in res.slots for l in s.lines)
+    assert res.stats.carried_proposed == 0
+
+
+def test_events_name_the_carried_origin():
+    events = []
+    target = ScriptedBackend(judge=judge, repair=repair)
+    drafter = ScriptedBackend(draft=new_lines_drafter())
+    compact(MESSAGES, target=target, drafter=drafter, previous_summary=PREVIOUS, on_event=events.append)
+    lines = [e for e in events if e["type"] == "line" and e["origin"] == "carried"]
+    assert {e["text"] for e in lines} == {"- KEEP create /workspace/hello.py", "- KEEP wrote /workspace/hello.py",
+                                          "- KEEP use the write tool"}

@@ -1,0 +1,319 @@
+"""Ahead-of-time compaction: prepare, store, reuse, cancellation, isolation."""
+
+import doctest
+import threading
+import time
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sgl_speccompact.service import store as sessions_module
+from sgl_speccompact.service.app import ServiceLimits, create_app
+from sgl_speccompact.service.store import SessionStore, Stored, prefix_digests
+
+from test_service import MESSAGES, Backend, FakeRunner
+
+MORE = [{"role": "assistant", "content": "The test fails on an import."},
+        {"role": "user", "content": "Then fix the import in a.py"}]
+
+
+def test_doctests():
+    failed, attempted = doctest.testmod(sessions_module)
+    assert failed == 0 and attempted > 0
+
+
+# ---------------------------------------------------------------- the store
+
+
+def stored(messages, n, size=10, cost=1.0, created=0.0, summary="S"):
+    from sgl_speccompact.result import CompactionResult
+
+    return Stored(CompactionResult(method="m", summary=summary), n, prefix_digests(messages, {n})[n], size, cost,
+                  created)
+
+
+class Clock:
+    def __init__(self):
+        self.now = 0.0
+
+    def __call__(self):
+        return self.now
+
+
+def test_store_longest_prefix_and_a_rest_that_starts_inside_a_tool_call():
+    msgs = MESSAGES + MORE
+    store = SessionStore(max_bytes=1000, ttl_s=60, clock=Clock())
+    store.put("a", "s", "p", stored(msgs, 2, summary="two"))
+    store.put("a", "s", "p", stored(msgs, 3, summary="three"))  # rest would start with the tool result
+    store.put("a", "s", "p", stored(msgs, 4, summary="four"))
+    assert store.longest("a", "s", "p", msgs).result.summary == "four"
+    assert store.longest("a", "s", "p", msgs[:3]).result.summary == "three"
+    assert store.longest("a", "s", "p", msgs[:4]).result.summary == "four"
+    changed = [*msgs[:3], {**msgs[3], "content": "PASSED"}, *MORE]
+    # the 4-prefix differs now; the 3-prefix would leave a tool result without its call
+    assert store.longest("a", "s", "p", changed).result.summary == "two"
+    for other in (("b", "s", "p"), ("a", "t", "p"), ("a", "s", "q")):
+        assert store.longest(*other, msgs) is None
+
+
+def test_store_bounds_by_bytes_and_age_and_counts_unused_entries_as_waste():
+    clock, wasted = Clock(), []
+    store = SessionStore(max_bytes=25, ttl_s=10, on_waste=wasted.append, clock=clock)
+    store.put("a", "s", "p", stored(MESSAGES, 1, size=10, cost=1.0))
+    store.put("a", "s", "p", stored(MESSAGES, 2, size=10, cost=2.0))
+    assert store.longest("a", "s", "p", MESSAGES[:2]).n_messages == 2  # used: not waste when dropped
+    store.put("a", "s", "p", stored(MESSAGES, 4, size=10, cost=4.0))  # 30 bytes > 25: the oldest goes
+    assert len(store) == 2 and store.bytes == 20 and wasted == [1.0]
+    clock.now = 11.0
+    store.put("a", "s", "p", stored(MESSAGES, 3, size=5, cost=3.0, created=11.0))
+    assert len(store) == 1 and wasted == [1.0, 4.0]  # expired: the used one is not waste
+    store.put("a", "s", "p", stored(MESSAGES, 2, size=99, cost=7.0, created=11.0))  # never fits
+    assert len(store) == 1 and wasted[-1] == 7.0
+
+
+# ---------------------------------------------------------------- the service
+
+
+def wait_idle(app, timeout=20.0):
+    end = time.monotonic() + timeout
+    while app.state.sessions.running or app.state.compactions.running():
+        assert time.monotonic() < end, "prepare did not finish"
+        time.sleep(0.02)
+
+
+def service(runner=None, **kw):
+    runner = runner or FakeRunner()
+    app = create_app(Backend("t"), Backend("d"), runner=runner, methods=("speccompact", "hermes"), **kw)
+    return app, runner
+
+
+def metric(client, name):
+    for line in client.get("/metrics").text.splitlines():
+        if line.startswith(name + " ") or line.startswith(name + "{"):
+            return float(line.rsplit(" ", 1)[1])
+    return 0.0
+
+
+def test_probe_a_compact_after_a_prepare_reuses_it():
+    app, runner = service()
+    with TestClient(app) as client:
+        res = client.post("/v1/compact", json={"messages": MESSAGES, "session": "s1", "mode": "prepare"})
+        assert res.status_code == 202 and res.json()["status"] == "preparing"
+        wait_idle(app)
+        prepared = runner.calls[-1]
+        assert prepared["messages"] == MESSAGES
+        # nothing after the prefix: the stored result is the answer, no new compaction
+        same = client.post("/v1/compact", json={"messages": MESSAGES, "session": "s1"})
+        assert same.status_code == 200 and len(runner.calls) == 1
+        assert same.json()["session"]["reused_messages"] == len(MESSAGES)
+        # new turns: only they are compacted, on the stored summary
+        more = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s1"})
+        assert more.status_code == 200, more.text
+        assert runner.calls[-1]["messages"] == MORE
+        assert runner.calls[-1]["previous_summary"] == same.json()["summary"]
+        assert more.json()["session"]["reused_messages"] == len(MESSAGES)
+        assert metric(client, "speccompact_prepares_total") == 1
+        assert metric(client, 'speccompact_session_lookups_total{result="hit"}') == 2
+
+
+@pytest.mark.parametrize("other", [
+    {"session": "s2"},  # another session
+    {"headers": {"Authorization": "Bearer key-2"}},  # another API key
+    {"headers": {}},  # no key at all
+    {"body": {"focus": "tests"}},  # a request the summary was not made for
+])
+def test_probe_a_stored_summary_never_crosses_sessions_or_api_keys(other):
+    app, runner = service()
+    mine = {"Authorization": "Bearer key-1"}
+    with TestClient(app) as client:
+        client.post("/v1/compact", json={"messages": MESSAGES, "session": "s1", "mode": "prepare"}, headers=mine)
+        wait_idle(app)
+        body = {"messages": MESSAGES + MORE, "session": other.get("session", "s1"), **other.get("body", {})}
+        res = client.post("/v1/compact", json=body, headers=other.get("headers", mine))
+        assert res.status_code == 200
+        assert runner.calls[-1]["messages"] == MESSAGES + MORE  # compacted from scratch
+        assert runner.calls[-1]["previous_summary"] is None
+        assert res.json()["session"]["reused_messages"] == 0
+        assert metric(client, 'speccompact_session_lookups_total{result="miss"}') == 1
+        # the owner still finds it
+        own = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s1"}, headers=mine)
+        assert own.json()["session"]["reused_messages"] == len(MESSAGES)
+
+
+def test_with_auth_the_scope_is_the_key_and_a_wrong_key_is_refused():
+    app, runner = service(api_key="secret")
+    with TestClient(app) as client:
+        ok = {"Authorization": "Bearer secret"}
+        client.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare"}, headers=ok)
+        wait_idle(app)
+        bad = client.post("/v1/compact", json={"messages": MESSAGES, "session": "s"},
+                          headers={"Authorization": "Bearer other"})
+        assert bad.status_code == 401 and "summary" not in bad.text
+        assert client.post("/v1/compact", json={"messages": MESSAGES, "session": "s"},
+                           headers=ok).json()["session"]["reused_messages"] == len(MESSAGES)
+
+
+@pytest.mark.parametrize("body, field", [
+    ({"mode": "prepare"}, "session"),
+    ({"mode": "prepare", "session": "s", "stream": True}, "stream"),
+    ({"session": "bad\nid"}, "session"),
+    ({"session": "x" * 257}, "session"),
+    ({"session": ""}, "session"),
+    ({"mode": "later", "session": "s"}, "mode"),
+])
+def test_bad_session_fields(body, field):
+    app, _ = service()
+    res = TestClient(app).post("/v1/compact", json={"messages": MESSAGES, **body})
+    assert res.status_code == 422 and res.json()["error"]["field"] == field
+
+
+class Gated(FakeRunner):
+    """A runner that holds its first compaction (the prepare) until released."""
+
+    def __init__(self):
+        super().__init__()
+        self.release = threading.Event()
+        self.started = threading.Event()
+
+    def __call__(self, method, messages, **kw):
+        if not self.started.is_set():
+            self.started.set()
+            assert self.release.wait(20)
+        return super().__call__(method, messages, **kw)
+
+
+def test_a_compact_waits_for_a_prepare_that_has_run_long_enough():
+    runner = Gated()
+    app, _ = service(runner)
+    with TestClient(app) as client:
+        client.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare"})
+        assert runner.started.wait(10)
+        app.state.sessions.expected.seconds = 0.0  # any elapsed time is past the fixed share
+        threading.Timer(0.3, runner.release.set).start()
+        res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
+        info = res.json()["session"]
+        assert info["prepare"] == "waited" and info["reused_messages"] == len(MESSAGES)
+        assert runner.calls[-1]["messages"] == MORE
+
+
+def test_a_compact_cancels_a_young_prepare_and_starts_fresh():
+    runner = Gated()
+    app, _ = service(runner)
+    with TestClient(app) as client:
+        client.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare"})
+        assert runner.started.wait(10)
+        app.state.sessions.expected.seconds = 3600.0  # the prepare has barely begun
+        res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
+        runner.release.set()  # the cancelled prepare returns now; its result is discarded
+        info = res.json()["session"]
+        assert info["prepare"] == "cancelled" and info["reused_messages"] == 0
+        assert runner.calls[-1]["messages"] == MESSAGES + MORE
+        wait_idle(app)
+        assert len(app.state.sessions.store) == 0  # the cancelled prepare stored nothing
+        assert metric(client, "speccompact_prepare_wasted_seconds_total") > 0
+
+
+def test_restart_loses_the_store_and_nothing_breaks():
+    app, runner = service()
+    with TestClient(app) as client:
+        client.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare"})
+        wait_idle(app)
+    app2, runner2 = service()
+    with TestClient(app2) as client:
+        res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
+        assert res.status_code == 200 and res.json()["session"]["reused_messages"] == 0
+        assert runner2.calls[-1]["messages"] == MESSAGES + MORE
+
+
+# ---------------------------------------------------------------- on the emulator
+
+
+def test_probe_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(make_emulated_server):
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    log, lock = [], threading.Lock()  # (arrival time, which prepare)
+
+    def answer(prompt):
+        with lock:
+            log.append((time.monotonic(), "ALPHA" if "ALPHA" in prompt else "BETA"))
+        time.sleep(0.05)
+        return "- a line about the task\n"
+
+    def policy():
+        p = ScriptedPolicy()
+        p.on("", answer)
+        p.judge(".", p_positive=0.9, regex=True)
+        return p
+
+    target = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B").url, timeout_s=30)
+    drafter = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B").url,
+                                  lora_path="drafter", timeout_s=30)
+    app = create_app(target, drafter, limits=ServiceLimits())
+
+    def history(tag):
+        return [{"role": "system", "content": "You are a coding agent."},
+                {"role": "user", "content": f"Finish task {tag} in the repository"}]
+
+    with TestClient(app) as client:
+        client.post("/v1/compact", json={"messages": history("ALPHA"), "session": "s", "mode": "prepare"})
+        end = time.monotonic() + 30
+        while sum(1 for _, who in log if who == "ALPHA") < 3:  # the first prepare is well under way
+            assert time.monotonic() < end
+            time.sleep(0.01)
+        cancelled_at = time.monotonic()
+        res = client.post("/v1/compact", json={"messages": history("BETA"), "session": "s", "mode": "prepare"})
+        assert res.status_code == 202
+        wait_idle(app, timeout=60)
+        alpha = [t for t, who in log if who == "ALPHA"]
+        assert alpha and max(alpha) - cancelled_at < 1.0  # no ALPHA request reached a server later
+        assert any(who == "BETA" for _, who in log)
+        assert len(app.state.sessions.store) == 1  # only the newer prepare's result
+        assert metric(client, "speccompact_prepare_wasted_seconds_total") > 0
+        got = client.post("/v1/compact", json={"messages": history("BETA"), "session": "s"}).json()
+        assert got["session"]["reused_messages"] == 2
+
+
+def test_store_flags_reach_the_service_config():
+    from sgl_speccompact.launch.cli import build_parser
+    from sgl_speccompact.launch.plan import build_plan
+
+    base = ["--target-url", "http://127.0.0.1:1", "--no-drafter"]
+    plan = build_plan(build_parser("x").parse_args(base + ["--session-store-mb", "2", "--session-ttl", "60"]))
+    assert (plan.service["session_store_mb"], plan.service["session_ttl_s"]) == (2.0, 60.0)
+    default = build_plan(build_parser("x").parse_args(base)).service
+    assert (default["session_store_mb"] * 2**20, default["session_ttl_s"]) == (
+        ServiceLimits().session_store_bytes, ServiceLimits().session_ttl_s)
+
+
+def test_e2e_a_compact_after_a_prepare_sends_only_the_new_turns(make_emulated_server):
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    prompts = []
+
+    def policy():
+        p = ScriptedPolicy()
+        p.on("", lambda prompt: prompts.append(prompt) or "- a line about the task\n")
+        p.judge(".", p_positive=0.9, regex=True)
+        return p
+
+    target = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B").url, timeout_s=30)
+    drafter = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B").url,
+                                  lora_path="drafter", timeout_s=30)
+    first = [{"role": "system", "content": "You are a coding agent."},
+             {"role": "user", "content": "Fix PREFIX-ONLY-MARKER in a.py"}]
+    rest = [{"role": "assistant", "content": "Done with the marker."},
+            {"role": "user", "content": "Now handle REST-ONLY-MARKER"}]
+    app = create_app(target, drafter)
+    with TestClient(app) as client:
+        assert client.post("/v1/compact", json={"messages": first, "session": "s", "mode": "prepare"}).status_code == 202
+        wait_idle(app, timeout=60)
+        assert any("PREFIX-ONLY-MARKER" in p for p in prompts)
+        prepared = len(prompts)
+        res = client.post("/v1/compact", json={"messages": first + rest, "session": "s"})
+        assert res.status_code == 200, res.text
+        assert res.json()["session"]["reused_messages"] == 2
+        later = prompts[prepared:]
+        assert later and any("REST-ONLY-MARKER" in p for p in later)
+        assert not any("PREFIX-ONLY-MARKER" in p for p in later)  # the prefix was not compacted again
