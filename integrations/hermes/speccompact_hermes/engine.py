@@ -229,7 +229,8 @@ class SpecCompactEngine(_Base):
         soft = int(self.threshold_tokens * s.prepare_ratio)
         history = AGENT_HISTORY.get(self.session_id)
         if (not s.prepare or self._prepare_supported is False or not self.session_id or not history
-                or not 0 < soft <= self.last_prompt_tokens or self._automatic_compression_blocked()):
+                or not 0 < soft <= self.last_prompt_tokens < self.threshold_tokens
+                or self._automatic_compression_blocked()):  # at the trigger compress() runs next: no prepare
             return
         p = self._plan(history)
         wire = client.wire_messages(policy.prepared_prefix(p), redact)
