@@ -8,8 +8,10 @@ than Hermes's smallest trigger, 64K) under Hermes's trigger policy at
 compactions run three ways (``sgl_speccompact/testing/session_replay.py``):
 ``sync`` (SpecCompact when the trigger is reached), ``ahead`` (SpecCompact
 ahead of time: prepared at ``--prepare-ratio`` of the trigger, concurrently
-with the agent's next turns on the same simulated servers, then an
-incremental compaction of the rest at the trigger) and ``hermes``
+with the agent's next turns on the same simulated servers; at the trigger
+the prepared summary replaces its prefix and the later turns stay verbatim
+when that brings the prompt under the prepare threshold, else the rest is
+compacted incrementally) and ``hermes``
 (Hermes-style, synchronous: the reference).  Per session and mode it reports
 the peak prompt against the window, compactions (aborted, ineffective), the
 agent-perceived stall per compaction (median, max), GPU seconds of compaction
@@ -147,13 +149,14 @@ def format_tables(report: dict) -> str:
     out = [f"\nSIMULATED agent sessions, deployment {report['conditions']['deployment']}, window "
            f"{report['policy']['window']} (trigger {report['policy']['trigger']}); {report['simulated_note']}",
            "| model pair | trajectory | mode | peak prompt | over window | compactions | aborted | ineffective | "
-           "prune-only | stall median s | stall max s | GPU s | wasted GPU s | prepares reused | carried share |",
+           "prune-only | stall median s | stall max s | GPU s | wasted GPU s | prepares applied/reused/run | carried share |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         out.append(f"| {r['model_pair']} | {r['trajectory'][:32]} | {r['mode']} | {r['peak_prompt']} | "
                    f"{'YES' if r['over_window'] else 'no'} | {r['compactions']} | {r['aborted']} | {r['ineffective']} | "
                    f"{r['prune_only']} | {_s(r['stall_median_s'])} | {_s(r['stall_max_s'])} | {r['gpu_s']:.2f} | "
-                   f"{r['wasted_gpu_s']:.2f} | {r['prepares_reused']}/{r['prepares']} | {r['carried_share']:.2f} |")
+                   f"{r['wasted_gpu_s']:.2f} | {r['prepares_applied']}/{r['prepares_reused']}/{r['prepares']} | "
+                   f"{r['carried_share']:.2f} |")
     out += ["\nSIMULATED goal check (0 sessions over the window; ahead-of-time median stall <= 0.3 s; wasted "
             "prepare work <= 20% of compaction GPU time)",
             "| model pair | sessions over window | ahead median stall s | hermes median stall s | wasted share | met |",
@@ -200,7 +203,7 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--p-accept", type=float, default=0.7)
     p.add_argument("--hermes-tokens", type=int, default=2000, help="tokens the Hermes-style summary writes")
     p.add_argument("--window", type=int, default=64_000, help="the agent's context window (Hermes's minimum: 64000)")
-    p.add_argument("--session-tokens", type=int, default=150_000, help="tokens one session adds in all")
+    p.add_argument("--session-tokens", type=int, default=180_000, help="tokens one session adds in all")
     p.add_argument("--prepare-ratio", type=float, default=0.8, help="prepare at this share of the trigger")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--tokenizer", help="tokenizer directory (default: the emulator's default)")

@@ -326,3 +326,7 @@ def test_prepare_refused_is_silent_and_accepted_names_the_session():
             e.compress(ms)
             assert ("session" in proxy.bodies[-1]) is supported and "mode" not in proxy.bodies[-1]
             assert not e._last_compress_aborted and e.compression_count == 1
+            # accepted: the prepared messages alone bring the prompt under 60,000, so the compaction asks for
+            # exactly them (the service's stored summary) and keeps the later turns verbatim
+            assert e.last["prepared_prefix_alone"] is supported
+            assert (proxy.bodies[-1]["messages"] == proxy.bodies[0]["messages"]) is supported

@@ -12,8 +12,10 @@ trigger in one of three modes:
   agent's chat completions share the servers and the clock).  At the trigger
   the agent waits for what is left of the prepare, then for an incremental
   compaction of the turns after the prepared prefix (``previous_summary`` =
-  the prepared summary).  A prepare whose prefix is not reused is wasted work;
-  its GPU time is counted;
+  the prepared summary) -- or, when the prepared prefix alone brings the
+  prompt under the soft threshold, no compaction at all: the prepared summary
+  replaces the prefix and the turns after it stay verbatim (``applied``).  A
+  prepare whose prefix is not reused is wasted work; its GPU time is counted;
 * ``hermes``: the Hermes-style baseline synchronously, the reference.
 
 Every compaction's agent-perceived stall, GPU seconds (pass time shared out
@@ -48,6 +50,7 @@ class Compaction:
     stall_s: float = 0.0  # the agent's wait before its next request (SIMULATED s)
     gpu_s: float = 0.0  # GPU time of this compaction, its prepare included (SIMULATED s)
     prepared: bool = False  # a prepared prefix was reused
+    applied: bool = False  # ... and alone: the turns after it kept verbatim, nothing compacted at the trigger
     wait_s: float = 0.0  # of the stall: the prepare still running at the trigger (SIMULATED s)
     aborted: str | None = None  # the error, when the compaction failed
     ineffective: bool = False  # the next prompt was still at or over the trigger
@@ -93,6 +96,7 @@ class SessionRun:
                 "stall_max_s": max(stalls) if stalls else None, "gpu_s": gpu, "wasted_gpu_s": self.wasted_gpu_s,
                 "wasted_share": self.wasted_gpu_s / gpu if gpu else 0.0, "prepares": self.prepares,
                 "prepares_reused": sum(1 for c in self.compactions if c.prepared),
+                "prepares_applied": sum(1 for c in self.compactions if c.applied),
                 "carried_share": sum(c.carried_lines for c in done) / lines if lines else 0.0,
                 "stalls_s": stalls, "records": [asdict(c) for c in self.compactions]}
 
@@ -198,11 +202,13 @@ class Replay:
                 continue
             rec = Compaction(idx, prompt, len(mid))
             try:
-                result = self._compact(step, mid, prepared, mode, rec, out)
+                result = self._compact(step, mid, prepared, mode, rec, out, policy)
             except Exception as exc:  # noqa: BLE001 - an aborted compaction is a result, the session goes on
                 rec.aborted, ctx = f"{type(exc).__name__}: {exc}"[:300], step.ctx
             else:
                 rec.carried_lines, rec.lines = carried(result)
+                if rec.applied:
+                    step.end = step.start + len(prepared.prefix)
                 ctx, first = sp.assemble(step, result.summary), False
             prepared = None
             out.compactions.append(rec)
@@ -212,14 +218,18 @@ class Replay:
         return out
 
     def _compact(self, step: sp.Step, mid: list[dict], prepared: Prepared | None, mode: str, rec: Compaction,
-                 out: SessionRun) -> Any:
+                 out: SessionRun, policy: sp.Policy) -> Any:
         if prepared is not None:
-            now = step.ctx[step.start:step.start + len(prepared.prefix)]
+            cut = step.start + len(prepared.prefix)
+            now = step.ctx[step.start:cut]
             if sp.wire(now) == sp.wire(prepared.prefix) and step.previous == prepared.previous:
-                rest = sp.paired(step.ctx[step.start + len(prepared.prefix):step.end])
+                rest = sp.paired(step.ctx[cut:step.end])
                 rec.prepared, rec.wait_s, rec.gpu_s = True, prepared.wait_s, prepared.gpu_s
                 rec.stall_s, rec.messages = prepared.wait_s, len(rest)
-                if not rest:
+                after = sp.assemble(sp.Step(step.ctx, step.start, cut, step.boundary, step.previous),
+                                    prepared.result.summary)
+                if not rest or sum(self.tokens(m) for m in after) <= policy.soft:
+                    rec.applied, rec.messages = True, 0
                     return prepared.result
                 result, e2e, gpu = self._alone("speccompact", sp.wire(rest), prepared.result.summary)
                 rec.stall_s, rec.gpu_s = rec.stall_s + e2e, rec.gpu_s + gpu

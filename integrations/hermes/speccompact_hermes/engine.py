@@ -31,12 +31,12 @@ from __future__ import annotations
 import hashlib
 import json
 import logging
-import re
 import threading
 import time
 from typing import Any
 
 from . import client, hermes_body, messages as msgs, policy
+from .framing import hermes_markers, redact
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -66,6 +66,11 @@ AGENT_HISTORY: dict[str, list] = {}
 # session id -> the thread sending the latest prepare (compress() waits for its answer):
 PREPARES: dict[str, threading.Thread] = {}
 MAX_SESSIONS = 64  # sessions remembered in each map
+SUMMARY_GUESS = 2000  # summary size assumed before the first compaction reports one (tokens)
+
+
+def _fingerprint(wire: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()
 
 
 def _bounded_put(table: dict, key: str, value: Any) -> None:
@@ -82,32 +87,6 @@ def remember_tools(session_id: str = "", request: dict | None = None, conversati
         _bounded_put(AGENT_TOOLS, session_id, tools)
     if session_id and isinstance(conversation_history, list):
         _bounded_put(AGENT_HISTORY, session_id, conversation_history)
-
-
-def hermes_markers() -> msgs.Markers:
-    """Hermes's summary framing; a look-alike outside Hermes (tests of the logic)."""
-    try:
-        from agent import context_compressor as cc
-
-        return msgs.Markers(cc.SUMMARY_PREFIX, cc._SUMMARY_END_MARKER, cc._MERGED_PRIOR_CONTEXT_HEADER,
-                            cc._MERGED_SUMMARY_DELIMITER)
-    except (ImportError, AttributeError):
-        return msgs.Markers("[CONTEXT COMPACTION — REFERENCE ONLY] The summary below replaces earlier turns.",
-                            "--- END OF CONTEXT SUMMARY ---", "[PRIOR CONTEXT]", "[COMPACTION SUMMARY BELOW]")
-
-
-_SECRET = re.compile(r"(sk-[A-Za-z0-9_-]{16,}|ghp_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|xox[baprs]-[A-Za-z0-9-]{10,}"
-                     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
-                     r"|(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}=*)")
-
-
-def redact(text: str) -> str:
-    """Hermes's secret redaction (forced, URL credentials too); a small pattern set outside Hermes."""
-    try:
-        from agent.redact import redact_sensitive_text
-    except ImportError:
-        return _SECRET.sub("[REDACTED]", text)
-    return redact_sensitive_text(text, force=True, redact_url_credentials=True)
 
 
 class SpecCompactEngine(_Base):
@@ -134,6 +113,8 @@ class SpecCompactEngine(_Base):
         self._last_compression_made_progress = False  # read by Hermes after compress()
         self._prepare_supported: bool | None = None  # the service took (True) or refused (False) a prepare
         self._prepared_key = ""  # digest of the last prepared request: one prepare per prefix
+        self._prepared_n = 0  # messages the last prepare covered, from the first summarized one
+        self._prepared_digest = ""  # fingerprint of those messages as sent
         self.prepares_sent = 0  # ahead-of-time compactions sent
         self.last: dict = {}  # stats of the last compaction (get_status)
 
@@ -233,14 +214,16 @@ class SpecCompactEngine(_Base):
                 or self._automatic_compression_blocked()):  # at the trigger compress() runs next: no prepare
             return
         p = self._plan(history)
-        wire = client.wire_messages(policy.prepared_prefix(p), redact)
-        if not wire or p.cut is None:
+        split = policy.prepared_split(p)
+        wire = client.wire_messages(msgs.middle(p.pruned, split), redact) if split else []
+        if not wire:
             return
         body = self._body(wire, self._previous_for(p.cut), hermes_body.auto_focus(history, self._is_summary))
         key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
         if key == self._prepared_key:
             return
-        self._prepared_key = key
+        self._prepared_key, self._prepared_n = key, split.end - split.summarize_from
+        self._prepared_digest = _fingerprint(wire)
         self.prepares_sent += 1
         body.update(session=self.session_id, mode="prepare")
         thread = threading.Thread(target=self._send_prepare, args=(body,), daemon=True, name="speccompact-prepare")
@@ -279,13 +262,20 @@ class SpecCompactEngine(_Base):
 
     def _compress(self, messages: list[dict], focus_topic: str | None) -> list[dict]:
         p = self._plan(messages)
-        middle = msgs.middle(p.pruned, p.cut) if p.cut is not None else []
+        cut = p.cut
+        if self._prepare_supported and self._prepared_n:  # the prepared summary alone may be enough
+            soft = int(self.threshold_tokens * self.settings.prepare_ratio)
+            cut = policy.apply_prepared(
+                p, self._prepared_n, self._prepared_digest,
+                lambda split: _fingerprint(client.wire_messages(msgs.middle(p.pruned, split), redact)),
+                soft, int(self.last.get("summary_tokens") or SUMMARY_GUESS)) or cut
+        middle = msgs.middle(p.pruned, cut) if cut is not None else []
         wire = client.wire_messages(middle, redact)
         if not wire:  # nothing to summarize: a local no-op (the pruned list), counted as Hermes counts it
             self._ineffective_compression_count += 1
             self.last = {"pruned_tool_outputs": p.n_pruned, "messages_summarized": 0}
             return [msgs.kept(m) for m in p.pruned] if p.n_pruned else messages
-        previous = self._previous_for(p.cut)
+        previous = self._previous_for(cut)
         focus = focus_topic if focus_topic and focus_topic.strip() else hermes_body.auto_focus(messages,
                                                                                               self._is_summary)
         body = self._body(wire, previous, focus)
@@ -297,10 +287,10 @@ class SpecCompactEngine(_Base):
         s = self.settings
         reply = client.compact(s.url, body, api_key=s.api_key, timeout_s=s.timeout_s)
         rendered = hermes_body.to_hermes(reply.summary, hermes_body.task_snapshot(middle, self._is_summary),
-                                         p.cut.previous_summary, hermes_body.tool_paths(middle))
-        out = msgs.assemble(p.pruned, p.cut, redact(rendered), hermes_markers())
+                                         cut.previous_summary, hermes_body.tool_paths(middle))
+        out = msgs.assemble(p.pruned, cut, redact(rendered), hermes_markers())
         self._previous_summary = redact(reply.summary)
-        self._prepared_key = ""
+        self._prepared_key, self._prepared_n = "", 0
         self.compression_count += 1
         self._cooldown_until, self._timeouts_in_a_row, self._failures_in_a_row = 0.0, 0, 0
         self._last_compression_made_progress = True
@@ -311,7 +301,8 @@ class SpecCompactEngine(_Base):
                      "latency_s": round(reply.latency_s, 3), "service_wall_s": stats.get("total_wall_s"),
                      "messages_summarized": len(wire), "messages_before": len(messages),
                      "messages_after": len(out), "incremental": bool(previous), "focus": "focus" in body,
-                     "pruned_tool_outputs": p.n_pruned, "session_sent": "session" in body}
+                     "pruned_tool_outputs": p.n_pruned, "session_sent": "session" in body,
+                     "prepared_prefix_alone": cut is not p.cut}
         return out
 
     def _fail(self, failure: client.Failure) -> None:
@@ -336,7 +327,7 @@ class SpecCompactEngine(_Base):
         super().on_session_reset()
         self._previous_summary, self._ineffective_compression_count = None, 0
         self._cooldown_until, self._timeouts_in_a_row, self._failures_in_a_row = 0.0, 0, 0
-        self._prepared_key = ""
+        self._prepared_key, self._prepared_n = "", 0
 
     def get_status(self) -> dict:
         status = super().get_status()

@@ -82,19 +82,40 @@ def plan(messages: list[dict], *, head_n: int, protect_last_n: int, tail_tokens:
     return Plan(pruned, n, boundary, cut)
 
 
-def prepared_prefix(p: Plan) -> list[dict]:
-    """The messages an ahead-of-time compaction sends: the middle, up to the prune boundary.
+def prepared_end(p: Plan) -> int:
+    """End of what an ahead-of-time compaction sends: the middle up to the prune boundary, whole tool groups.
 
-    Pruning never changes these again before the trigger, so the later
-    compaction's middle starts with them (unless a newer identical tool
+    Pruning never changes these messages again before the trigger, so the
+    later compaction's middle starts with them (unless a newer identical tool
     output turns one into a back-reference: then the service misses).
     """
     if p.cut is None:
-        return []
+        return 0
     end = min(p.cut.end, p.boundary)
-    while end > p.cut.summarize_from and p.pruned[end - 1].get("role") == "assistant" \
-            and p.pruned[end - 1].get("tool_calls"):
-        end -= 1  # never end on a call whose results are not in the prefix
-    if end <= p.cut.summarize_from:
-        return []
-    return msgs.middle(p.pruned, msgs.Split(p.cut.start, end, p.cut.previous_summary, p.cut.summarize_from))
+    inside = end < len(p.pruned) and p.pruned[end].get("role") == "tool"
+    if inside or (end > 0 and p.pruned[end - 1].get("role") == "assistant" and p.pruned[end - 1].get("tool_calls")):
+        end = msgs._tool_group_start(p.pruned, end)  # never end inside a tool group
+    return end if end > p.cut.summarize_from else 0
+
+
+def prepared_split(p: Plan) -> msgs.Split | None:
+    """The cut of an ahead-of-time compaction (None: nothing to prepare)."""
+    end = prepared_end(p)
+    return msgs.Split(p.cut.start, end, p.cut.previous_summary, p.cut.summarize_from) if end else None
+
+
+def apply_prepared(p: Plan, n: int, digest: str, fingerprint, soft_tokens: int, summary_tokens: int) -> msgs.Split | None:
+    """The cut at a prepared prefix, when the prompt fits under ``soft_tokens`` with the rest kept verbatim.
+
+    ``n`` messages from ``summarize_from`` were prepared; ``fingerprint(split)``
+    must still give ``digest`` (the same messages, pruned the same way).  Then
+    the service has the summary stored, and the compaction at the trigger
+    costs a lookup instead of a summary.
+    """
+    if p.cut is None or n <= 0 or p.cut.summarize_from + n > p.cut.end:
+        return None
+    split = msgs.Split(p.cut.start, p.cut.summarize_from + n, p.cut.previous_summary, p.cut.summarize_from)
+    if fingerprint(split) != digest:
+        return None
+    kept = sum(msgs.rough_tokens(m) for m in p.pruned[:split.start] + p.pruned[split.end:])
+    return split if kept + summary_tokens <= soft_tokens else None
