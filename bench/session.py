@@ -27,7 +27,6 @@ Usage::
 from __future__ import annotations
 
 import argparse
-import json
 import statistics
 import sys
 import time
@@ -149,11 +148,13 @@ def format_tables(report: dict) -> str:
     out = [f"\nSIMULATED agent sessions, deployment {report['conditions']['deployment']}, window "
            f"{report['policy']['window']} (trigger {report['policy']['trigger']}); {report['simulated_note']}",
            "| model pair | trajectory | mode | peak prompt | over window | compactions | aborted | ineffective | "
-           "prune-only | stall median s | stall max s | GPU s | wasted GPU s | prepares applied/reused/run | carried share |",
+           "prune-only | stall median s | stall max s | GPU s | wasted GPU s | prepares applied/reused/run | "
+           "carried share |",
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for r in report["rows"]:
         out.append(f"| {r['model_pair']} | {r['trajectory'][:32]} | {r['mode']} | {r['peak_prompt']} | "
-                   f"{'YES' if r['over_window'] else 'no'} | {r['compactions']} | {r['aborted']} | {r['ineffective']} | "
+                   f"{'YES' if r['over_window'] else 'no'} | {r['compactions']} | {r['aborted']} | "
+                   f"{r['ineffective']} | "
                    f"{r['prune_only']} | {_s(r['stall_median_s'])} | {_s(r['stall_max_s'])} | {r['gpu_s']:.2f} | "
                    f"{r['wasted_gpu_s']:.2f} | {r['prepares_applied']}/{r['prepares_reused']}/{r['prepares']} | "
                    f"{r['carried_share']:.2f} |")
@@ -198,7 +199,8 @@ def plot(report: dict, stem: Path) -> list[Path]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trajectories", nargs="+", metavar="PATH", help="trajectory files (default: 2 tool-using ones)")
-    p.add_argument("--model-pairs", type=lambda s: s.split(","), default=["qwen3-8b:qwen3-0.6b", "qwen3-32b:qwen3-0.6b"])
+    p.add_argument("--model-pairs", type=lambda s: s.split(","),
+                   default=["qwen3-8b:qwen3-0.6b", "qwen3-32b:qwen3-0.6b"])
     p.add_argument("--deployment", default="two-gpu", choices=["two-gpu", "one-gpu"])
     p.add_argument("--p-accept", type=float, default=0.7)
     p.add_argument("--hermes-tokens", type=int, default=2000, help="tokens the Hermes-style summary writes")

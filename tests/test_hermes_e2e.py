@@ -368,7 +368,8 @@ def test_a_long_tool_loop_stays_inside_the_window_as_with_the_builtin(tool_loops
     assert max(builtin["prompts"]) <= WINDOW, builtin["prompts"]  # the reference holds the window
     assert max(plugin["prompts"]) <= WINDOW, plugin["prompts"]
     summarized = [c for c in plugin["compress_calls"] if c["progress"]]
-    assert len(summarized) >= 2, (plugin["compress_calls"], plugin["prompts"], builtin["prompts"])  # several compactions inside the one request
+    # several compactions inside the one request
+    assert len(summarized) >= 2, (plugin["compress_calls"], plugin["prompts"], builtin["prompts"])
     assert not [c for c in plugin["compress_calls"] if c["aborted"]] and not plugin["shown"], plugin["shown"]
     compacts = [b for b in plugin["bodies"] if b.get("mode") != "prepare"]
     assert len(compacts) == len(summarized) and all(b["messages"] for b in plugin["bodies"])  # never an empty list

@@ -15,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "integrations" / "hermes"))
 
-from speccompact_hermes import client, engine as eng, hermes_body, messages as msgs, policy, prune  # noqa: E402
+from speccompact_hermes import client, engine as eng, hermes_body, messages as msgs, prune  # noqa: E402
 from speccompact_hermes.settings import Settings, from_sources  # noqa: E402
 
 from hermes_fakes import ServiceProxy  # noqa: E402
@@ -221,7 +221,8 @@ def reads(n, size=4000, start=0):
     """n rounds of an assistant read_file call and its (distinct) result."""
     out = []
     for i in range(start, start + n):
-        out += [{"role": "assistant", "content": "", "tool_calls": [call(f"r{i}", "read_file", f'{{"path": "m{i}.py"}}')]},
+        out += [{"role": "assistant", "content": "",
+                 "tool_calls": [call(f"r{i}", "read_file", f'{{"path": "m{i}.py"}}')]},
                 {"role": "tool", "tool_call_id": f"r{i}", "content": f"{i}:" + "y" * size, "_db_persisted": True}]
     return out
 
@@ -261,7 +262,8 @@ def test_an_empty_middle_is_a_silent_local_no_op():
         e = make_engine(proxy.url)
         e.compression_count = 1
         marker = eng.hermes_markers()
-        summary = {"role": "assistant", "content": f"{marker.prefix}\n## Goal\n- g\n\n{marker.end}", msgs.SUMMARY_KEY: True}
+        summary = {"role": "assistant", "content": f"{marker.prefix}\n## Goal\n- g\n\n{marker.end}",
+                   msgs.SUMMARY_KEY: True}
         ms = [summary, {"role": "user", "content": "go on"}] + reads(3, size=100)
         assert e.compress(ms) is ms and not e._last_compress_aborted and proxy.bodies == []
         assert e.last["messages_summarized"] == 0 and not e._automatic_compression_blocked()

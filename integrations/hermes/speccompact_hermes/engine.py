@@ -178,7 +178,8 @@ class SpecCompactEngine(_Base):
 
     def has_content_to_compress(self, messages: list[dict]) -> bool:
         p = self._plan(messages)
-        return p.n_pruned > 0 or (p.cut is not None and bool(client.wire_messages(msgs.middle(p.pruned, p.cut), redact)))
+        return p.n_pruned > 0 or (p.cut is not None
+                                  and bool(client.wire_messages(msgs.middle(p.pruned, p.cut), redact)))
 
     def _previous_for(self, cut: msgs.Split) -> str | None:
         if not cut.previous_summary:  # the summary it would update is not in this list (another session)

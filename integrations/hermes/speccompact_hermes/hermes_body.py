@@ -39,7 +39,8 @@ SLOT_TO_HERMES = {"Next Steps": "Historical Remaining Work", "Done": "Completed 
                   "In Progress": "Historical In-Progress State", "Blocked": "Blocked"}  # service title -> heading
 HERMES_TO_SLOT = {"Completed Actions": ("Progress", "Done"), "Active State": ("Progress", "In Progress"),
                   "Historical In-Progress State": ("Progress", "In Progress"), "Blocked": ("Progress", "Blocked"),
-                  "Historical Remaining Work": ("Next Steps", None), "Historical Pending User Asks": ("Next Steps", None),
+                  "Historical Remaining Work": ("Next Steps", None),
+                  "Historical Pending User Asks": ("Next Steps", None),
                   "Relevant Files": ("Critical Context", None), "Resolved Questions": ("Critical Context", None),
                   "Historical Task Snapshot": (None, None)}  # Hermes heading -> (service section, sub-section)
 SLOT_ORDER = ("Goal", "Constraints & Preferences", "Progress", "Key Decisions", "Next Steps", "Critical Context")
@@ -149,8 +150,10 @@ def to_hermes(body: str, snapshot: str | None, previous: str | None, files: list
 
     >>> out = to_hermes("## Goal\\n- g\\n## Progress\\n### Done\\n- [x] a\\n### Blocked\\n- (none)\\n"
     ...                 "## Next Steps\\n1. n", "User asked: 'x'", None, ["a.py"])
-    >>> [line for line in out.split("\\n") if line and not line.startswith("## ")]
-    ["User asked: 'x'", '- g', 'None.', '- [x] a', 'None.', 'None.', '- (none)', 'None.', 'None.', 'None.', '- a.py', '1. n', 'None.']
+    >>> [line for line in out.split("\\n") if line and not line.startswith("## ")][:7]
+    ["User asked: 'x'", '- g', 'None.', '- [x] a', 'None.', 'None.', '- (none)']
+    >>> [line for line in out.split("\\n") if line and not line.startswith("## ")][7:]
+    ['None.', 'None.', 'None.', '- a.py', '1. n', 'None.']
     """
     got: dict[str, list[str]] = {h: [] for h in HEADINGS}
     extra: list[str] = []
@@ -181,7 +184,8 @@ def is_hermes_shaped(body: str) -> bool:
 def to_slots(body: str) -> str:
     """A Hermes-shaped body back in the service's six sections (for ``previous_summary``).
 
-    >>> to_slots("## Goal\\n- g\\n## Completed Actions\\n1. a\\n## Blocked\\nNone.\\n## Historical Remaining Work\\n1. n")
+    >>> to_slots("## Goal\\n- g\\n## Completed Actions\\n1. a\\n## Blocked\\nNone.\\n"
+    ...          "## Historical Remaining Work\\n1. n")
     '## Goal\\n- g\\n\\n## Progress\\n### Done\\n1. a\\n\\n## Next Steps\\n1. n'
     """
     slots: dict[str, list[str]] = {t: [] for t in SLOT_ORDER}

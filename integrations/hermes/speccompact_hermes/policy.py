@@ -104,7 +104,8 @@ def prepared_split(p: Plan) -> msgs.Split | None:
     return msgs.Split(p.cut.start, end, p.cut.previous_summary, p.cut.summarize_from) if end else None
 
 
-def apply_prepared(p: Plan, n: int, digest: str, fingerprint, soft_tokens: int, summary_tokens: int) -> msgs.Split | None:
+def apply_prepared(p: Plan, n: int, digest: str, fingerprint, soft_tokens: int,
+                   summary_tokens: int) -> msgs.Split | None:
     """The cut at a prepared prefix, when the prompt fits under ``soft_tokens`` with the rest kept verbatim.
 
     ``n`` messages from ``summarize_from`` were prepared; ``fingerprint(split)``
