@@ -5,8 +5,11 @@ discovers plugins with Hermes's own plugin manager, then for each phase
 points the registered engine at that phase's service URL and runs a real
 ``AIAgent`` for two user turns against the fake LLM.  Each turn's first
 reply is a tool call whose usage is over the compaction threshold, so Hermes
-compacts before its next request.  Writes what it saw as JSON to
-``config["out"]``.
+compacts before its next request.  With ``config["loop"]`` it instead runs
+one user request that the fake LLM turns into a long ``read_file`` loop
+(Hermes's real file tool, on files in ``loop["workdir"]``), with whichever
+context engine the config selects, and records every ``compress`` call.
+Writes what it saw as JSON to ``config["out"]``.
 """
 
 import copy
@@ -45,6 +48,11 @@ def main() -> None:
         return
     from run_agent import AIAgent
 
+    if cfg.get("loop"):
+        out["loop"] = run_loop(AIAgent, cfg["llm_url"], cfg["loop"], proto)
+        out["loop"]["warnings"] = list(records.lines)
+        json.dump(out, open(cfg["out"], "w"), default=str)
+        return
     for phase in cfg["phases"]:
         proto.settings = replace(proto.settings, url=phase["url"], timeout_s=phase["timeout_s"],
                                  method=phase.get("method", proto.settings.method))
@@ -63,6 +71,33 @@ def main() -> None:
             "status_1": status_1, "status_2": engine.get_status(), "warnings": list(records.lines),
         })
     json.dump(out, open(cfg["out"], "w"), default=str)
+
+
+def run_loop(agent_cls, llm_url: str, loop: dict, proto) -> dict:
+    """One user request, many tool calls; every compress() call recorded (aborted, progress, sizes)."""
+    os.chdir(loop["workdir"])
+    if proto is not None and loop.get("url"):
+        proto.settings = replace(proto.settings, url=loop["url"], timeout_s=loop.get("timeout_s", 300))
+    agent = agent_cls(base_url=llm_url + "/v1", api_key="x", provider="custom", model="fake-model", quiet_mode=True,
+                      enabled_toolsets=["file"], skip_context_files=True, skip_memory=True, max_iterations=200)
+    engine, calls, shown = agent.context_compressor, [], []
+    compress = engine.compress
+
+    def recorded(messages, *args, **kwargs):
+        result = compress(messages, *args, **kwargs)
+        calls.append({"before": len(messages), "after": len(result), "changed": result != messages,
+                      "aborted": bool(getattr(engine, "_last_compress_aborted", False)),
+                      "error": getattr(engine, "_last_summary_error", None),
+                      "progress": bool(getattr(engine, "_last_compression_made_progress", False))})
+        return result
+
+    engine.compress = recorded
+    agent._emit_warning = shown.append  # what the user would see ("Compression aborted: ...")
+    result = agent.run_conversation(loop["request"])
+    return {"engine_type": type(engine).__name__, "threshold_tokens": engine.threshold_tokens,
+            "context_length": engine.context_length, "compress_calls": calls, "shown": shown,
+            "final": (result.get("final_response") or "")[:200], "messages": result.get("messages"),
+            "status": engine.get_status()}
 
 
 if __name__ == "__main__":

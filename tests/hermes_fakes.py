@@ -115,6 +115,7 @@ class ServiceProxy(_Server):
     def __init__(self, upstream: str, slow_s: float = 5.0):
         self.upstream, self.mode, self.slow_s, self.bodies = upstream.rstrip("/"), "forward", slow_s, []
         self.canned: dict = {}  # the 200 answer in mode "canned"
+        self.refuse_session = False  # answer 422 to bodies naming "session" or "mode", as a service without prepare
         super().__init__(_ProxyHandler)
 
 
@@ -123,6 +124,8 @@ class _ProxyHandler(_Handler):
         proxy: ServiceProxy = self.server.owner
         raw = self.rfile.read(int(self.headers.get("content-length") or 0))
         proxy.bodies.append(json.loads(raw))
+        if proxy.refuse_session and ({"session", "mode"} & set(proxy.bodies[-1])):
+            return self.send_json(422, {"error": {"type": "invalid_request", "message": "extra fields not permitted"}})
         if proxy.mode == "error500":
             return self.send_json(500, {"error": {"type": "internal", "message": "injected failure"}})
         if proxy.mode == "canned":

@@ -67,12 +67,12 @@ def hermes_env(tmp_path_factory):
     return python, site
 
 
-def hermes_home(tmp_path: Path, directory_plugin: bool) -> Path:
+def hermes_home(tmp_path: Path, directory_plugin: bool, context: int = CONTEXT, engine: str = "speccompact") -> Path:
     home = tmp_path / "hermes-home"
     (home / "plugins").mkdir(parents=True)
     (home / "config.yaml").write_text(
-        "plugins:\n  enabled: [speccompact]\ncontext:\n  engine: speccompact\n"
-        f"model:\n  context_length: {CONTEXT}\nspeccompact:\n  method: speccompact\n")
+        f"plugins:\n  enabled: [speccompact]\ncontext:\n  engine: {engine}\n"
+        f"model:\n  context_length: {context}\nspeccompact:\n  method: speccompact\n")
     if directory_plugin:
         shutil.copytree(PLUGIN / "speccompact_hermes", home / "plugins" / "speccompact")
     return home
@@ -291,3 +291,94 @@ def test_directory_plugin_registers_the_engine(hermes_env, tmp_path):
     report = json.loads((tmp_path / "out.json").read_text())
     assert report["registered"] == "SpecCompactEngine"
     assert report["engine_module"] == "hermes_plugins.speccompact.engine"  # loaded from $HERMES_HOME/plugins
+
+
+# ---------------------------------------------------------------- one request, a long tool loop
+
+WINDOW, FILES = 100_000, 40  # the agent's window; files read in one request (about 4.5k tokens each: 4 compactions)
+
+
+def prompt_tokens(body: dict) -> int:
+    """The fake model's prompt size: a quarter of the request's messages and tools as JSON."""
+    return (len(json.dumps(body.get("messages") or [])) + len(json.dumps(body.get("tools") or []))) // 4
+
+
+class ToolLoop:
+    """A model that answers one request with FILES ``read_file`` calls, one per step, then "Done."."""
+
+    def __init__(self):
+        self.step = 0
+
+    def __call__(self, body: dict) -> tuple[dict, int]:
+        if not body.get("tools"):  # the built-in compressor's summarizer call
+            return {"content": "## Historical Task Snapshot\nUser asked to read the modules.\n## Goal\n- read"}, 900
+        n, self.step = self.step, self.step + 1
+        if n >= FILES:
+            return {"content": "Done: every module is read."}, prompt_tokens(body)
+        call = {"id": f"read_{n:02d}", "type": "function",
+                "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/mod_{n:02d}.py"})}}
+        return {"tool_calls": [call]}, prompt_tokens(body)
+
+
+def write_modules(root: Path) -> None:
+    """FILES distinct source files of about 17,000 characters each."""
+    (root / "src").mkdir(parents=True)
+    for i in range(FILES):
+        lines = [f"def step_{i:02d}_{j:03d}(x):  # module {i}, step {j}\n    return x * {j} + {i}  # {'~' * 8}"
+                 for j in range(200)]
+        (root / "src" / f"mod_{i:02d}.py").write_text("\n".join(lines) + "\n")
+
+
+def run_loop(python, site, tmp: Path, engine: str, service: str | None) -> dict:
+    home = hermes_home(tmp, directory_plugin=False, context=WINDOW, engine=engine)
+    write_modules(tmp / "work")
+    with FakeLLM(ToolLoop()) as llm:
+        cfg = {"hermes_home": str(home), "llm_url": llm.url, "out": str(tmp / "out.json"),
+               "loop": {"workdir": str(tmp / "work"), "url": service, "timeout_s": 300,
+                        "request": f"Read every module under src/ one by one (mod_00.py to mod_{FILES - 1}.py)."}}
+        (tmp / "cfg.json").write_text(json.dumps(cfg))
+        res = hermes_run(python, site, home, str(Path(__file__).with_name("hermes_driver.py")), str(tmp / "cfg.json"),
+                         timeout=900)
+        assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
+        report = json.loads((tmp / "out.json").read_text())["loop"]
+        report["prompts"] = [prompt_tokens(b) for b in llm.requests if b.get("tools")]
+    return report
+
+
+@pytest.fixture(scope="module")
+def tool_loops(hermes_env, emulated_service, tmp_path_factory):
+    """The same request under the plugin (on ``launch --emulate``) and under Hermes's built-in compressor."""
+    python, site = hermes_env
+    with ServiceProxy(emulated_service) as proxy:
+        plugin = run_loop(python, site, tmp_path_factory.mktemp("loop-plugin"), "speccompact", proxy.url)
+        plugin["bodies"] = copy.deepcopy(proxy.bodies)
+    builtin = run_loop(python, site, tmp_path_factory.mktemp("loop-builtin"), "compressor", None)
+    return {"plugin": plugin, "builtin": builtin}
+
+
+def test_a_long_tool_loop_stays_inside_the_window_as_with_the_builtin(tool_loops):
+    """Fails on the plugin without pruning: its tail keeps every result after the request whole.
+
+    (Checked: with the plugin as it was, the peak was 131,851 and the built-in's 77,943.)
+    """
+    plugin, builtin = tool_loops["plugin"], tool_loops["builtin"]
+    assert plugin["engine_type"] == "SpecCompactEngine" and builtin["engine_type"] == "ContextCompressor"
+    assert plugin["threshold_tokens"] == builtin["threshold_tokens"] == 75_000  # Hermes's trigger, 75% under 512K
+    assert len(plugin["prompts"]) == FILES + 1 and "Done" in plugin["final"]  # every step ran, then the answer
+    assert max(builtin["prompts"]) <= WINDOW, builtin["prompts"]  # the reference holds the window
+    assert max(plugin["prompts"]) <= WINDOW, plugin["prompts"]
+    summarized = [c for c in plugin["compress_calls"] if c["progress"]]
+    # several compactions inside the one request
+    assert len(summarized) >= 2, (plugin["compress_calls"], plugin["prompts"], builtin["prompts"])
+    assert not [c for c in plugin["compress_calls"] if c["aborted"]] and not plugin["shown"], plugin["shown"]
+    compacts = [b for b in plugin["bodies"] if b.get("mode") != "prepare"]
+    assert len(compacts) == len(summarized) and all(b["messages"] for b in plugin["bodies"])  # never an empty list
+    assert tool_pairs_ok(plugin["messages"])
+
+
+def test_the_loop_summaries_use_hermes_headings_and_a_task_snapshot(tool_loops):
+    summaries = [m["content"] for m in tool_loops["plugin"]["messages"] if is_summary(m)]
+    assert summaries
+    found = re.findall(r"^## (.+)$", summaries[-1], re.M)
+    assert found[0] == "Historical Task Snapshot" and len(found) == 13 and "Historical Remaining Work" in found
+    assert all("_db_persisted" not in m for m in tool_loops["plugin"]["messages"])

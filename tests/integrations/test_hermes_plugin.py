@@ -6,6 +6,7 @@ port, a slow proxy and a failing one for the failure modes.
 """
 
 import copy
+import re
 import socket
 import sys
 from pathlib import Path
@@ -14,7 +15,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations" / "hermes"))
 
-from speccompact_hermes import client, engine as eng, messages as msgs  # noqa: E402
+from speccompact_hermes import client, engine as eng, hermes_body, messages as msgs, prune  # noqa: E402
 from speccompact_hermes.settings import Settings, from_sources  # noqa: E402
 
 from hermes_fakes import ServiceProxy  # noqa: E402
@@ -211,3 +212,123 @@ def test_short_history_is_a_no_op_counted_as_ineffective():
     assert e.compress(ms) is ms and e._ineffective_compression_count == 1 and not e._last_compress_aborted
     assert not e.has_content_to_compress(ms)
     assert e.get_status()["speccompact"]["cooldown_remaining_s"] == 0
+
+
+# ---------------------------------------------------------------- a long session: pruning, empty middles, shape
+
+
+def reads(n, size=4000, start=0):
+    """n rounds of an assistant read_file call and its (distinct) result."""
+    out = []
+    for i in range(start, start + n):
+        out += [{"role": "assistant", "content": "",
+                 "tool_calls": [call(f"r{i}", "read_file", f'{{"path": "m{i}.py"}}')]},
+                {"role": "tool", "tool_call_id": f"r{i}", "content": f"{i}:" + "y" * size, "_db_persisted": True}]
+    return out
+
+
+def test_trigger_and_tail_follow_hermes_settings():
+    for window, trigger in ((64_000, 54_400), (80_000, 64_000), (1_000_000, 500_000)):
+        e = eng.SpecCompactEngine(Settings())
+        e.update_model("m", window)
+        assert e.threshold_tokens == trigger
+    e = eng.SpecCompactEngine(from_sources({}, {}, {"threshold": 0.9, "target_ratio": 0.3, "protect_last_n": 6}))
+    e.update_model("m", 100_000)
+    assert (e.threshold_tokens, e.tail_token_budget, e.protect_last_n) == (90_000, 27_000, 6)
+
+
+def test_pruning_stubs_old_outputs_in_head_and_tail_and_keeps_pairs():
+    ms = [{"role": "user", "content": "read all"}] + reads(12)
+    out, n = prune.prune(ms, tail_tokens=1500, tail_count=4)
+    assert out[2]["content"].startswith("[read_file] read m0.py") and n == 10  # the head's output too
+    assert out[-1]["content"] == ms[-1]["content"]  # the newest outputs stay whole
+    assert [m.get("tool_call_id") for m in out] == [m.get("tool_call_id") for m in ms]  # pairs untouched
+    assert ms[2]["content"].startswith("0:")  # the input is never changed
+
+
+def test_a_tool_loop_after_the_request_is_pruned_before_the_cut():
+    """Fails without pruning: every output after the latest user request stays whole."""
+    e = make_engine(closed_port_url())
+    e.update_model("m", 100_000)  # trigger 75,000, tail 15,000
+    ms = [{"role": "user", "content": "read all modules"}] + reads(30, size=16_000)
+    p = e._plan(ms)
+    kept_tokens = sum(prune.budget_tokens(m) for m in p.pruned)
+    assert p.n_pruned >= 20 and kept_tokens < 75_000 < sum(prune.budget_tokens(m) for m in ms)
+
+
+def test_an_empty_middle_is_a_silent_local_no_op():
+    """Only the previous summary precedes the latest request: no request, no abort, no cooldown."""
+    with ServiceProxy("http://127.0.0.1:9") as proxy:
+        e = make_engine(proxy.url)
+        e.compression_count = 1
+        marker = eng.hermes_markers()
+        summary = {"role": "assistant", "content": f"{marker.prefix}\n## Goal\n- g\n\n{marker.end}",
+                   msgs.SUMMARY_KEY: True}
+        ms = [summary, {"role": "user", "content": "go on"}] + reads(3, size=100)
+        assert e.compress(ms) is ms and not e._last_compress_aborted and proxy.bodies == []
+        assert e.last["messages_summarized"] == 0 and not e._automatic_compression_blocked()
+
+
+def test_results_of_a_call_merged_into_the_summary_travel_with_the_call():
+    """The 422 of the long session: the middle was one tool result whose call sits in the merged summary."""
+    with ServiceProxy("http://127.0.0.1:9") as proxy:
+        proxy.mode, proxy.canned = "canned", {"summary": "## Goal\n- g", "method": "speccompact", "stats": {}}
+        e = make_engine(proxy.url)
+        e.compression_count = 1
+        marker = eng.hermes_markers()
+        merged = {"role": "assistant", "content": f"{marker.merged_header}\n\n{marker.merged_delimiter}\n\n"
+                  f"{marker.prefix}\n## Goal\n- g\n\n{marker.end}", msgs.SUMMARY_KEY: True,
+                  "tool_calls": [call("r0", "read_file", '{"path": "m0.py"}')]}
+        ms = [merged, {"role": "tool", "tool_call_id": "r0", "content": "z" * 50},
+              {"role": "user", "content": "go on"}] + reads(3, size=100, start=1)
+        out = e.compress(ms)
+        assert out is not ms and not e._last_compress_aborted
+        assert [m["role"] for m in proxy.bodies[0]["messages"]] == ["assistant", "tool"]  # the call travels along
+        assert tool_pairs(out)
+
+
+def tool_pairs(ms):
+    calls = sorted(tc["id"] for m in ms if m.get("role") == "assistant" for tc in m.get("tool_calls") or [])
+    return calls == sorted(m["tool_call_id"] for m in ms if m.get("role") == "tool")
+
+
+def test_summary_body_under_hermes_headings_and_markers_stripped():
+    with ServiceProxy("http://127.0.0.1:9") as proxy:
+        proxy.mode = "canned"
+        proxy.canned = {"summary": "## Goal\n- read\n\n## Progress\n### Done\n- [x] read m0\n\n## Next Steps\n1. more",
+                        "method": "speccompact", "stats": {}}
+        e = make_engine(proxy.url)
+        ms = [{"role": "user", "content": "start"}] + reads(2, size=300, start=20) + \
+            [{"role": "user", "content": "Read the modules, please"}] + reads(6, size=300) + \
+            [{"role": "user", "content": "now the tests"}] + reads(3, size=300, start=6)
+        out = e.compress(ms)
+        summary = next(m for m in out if m.get(msgs.SUMMARY_KEY))["content"]
+        assert re.findall(r"^## (.+)$", summary, re.M) == list(hermes_body.HEADINGS)
+        assert "'Read the modules, please'" in summary and "- [x] read m0" in summary and "1. more" in summary
+        assert all("_db_persisted" not in m for m in out)
+        assert proxy.bodies[0]["focus"] == "Recent user focus:\n- start\n- Read the modules, please\n- now the tests"
+
+
+def test_prepare_refused_is_silent_and_accepted_names_the_session():
+    ms = [{"role": "user", "content": "read"}] + reads(40, size=8000)
+    for refuse, supported in ((True, False), (False, True)):
+        with ServiceProxy("http://127.0.0.1:9") as proxy:
+            proxy.mode, proxy.canned = "canned", {"summary": "## Goal\n- g", "method": "speccompact", "stats": {}}
+            proxy.refuse_session = refuse
+            e = make_engine(proxy.url)
+            e.update_model("m", 100_000)
+            eng.AGENT_HISTORY["s1"] = ms
+            e.update_from_response({"prompt_tokens": 50_000})  # under the soft threshold: nothing
+            assert proxy.bodies == []
+            e.update_from_response({"prompt_tokens": 65_000})  # 0.8 x 75,000 = 60,000 reached
+            eng.PREPARES["s1"].join(10)
+            e.update_from_response({"prompt_tokens": 66_000})  # the same prefix: not sent again
+            assert [b.get("mode") for b in proxy.bodies] == ["prepare"] and proxy.bodies[0]["session"] == "s1"
+            assert e._prepare_supported is supported and proxy.bodies[0]["messages"]
+            e.compress(ms)
+            assert ("session" in proxy.bodies[-1]) is supported and "mode" not in proxy.bodies[-1]
+            assert not e._last_compress_aborted and e.compression_count == 1
+            # accepted: the prepared messages alone bring the prompt under 60,000, so the compaction asks for
+            # exactly them (the service's stored summary) and keeps the later turns verbatim
+            assert e.last["prepared_prefix_alone"] is supported
+            assert (proxy.bodies[-1]["messages"] == proxy.bodies[0]["messages"]) is supported

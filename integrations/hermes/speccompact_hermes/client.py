@@ -152,3 +152,28 @@ def _http_failure(exc: urllib.error.HTTPError) -> Failure:
     if exc.code in (401, 403):
         return Failure("auth", detail, exc.code)
     return Failure("http_error", detail, exc.code)
+
+
+PREPARE_UNSUPPORTED = (400, 404, 405, 422)  # a service without ahead-of-time compaction refuses the fields
+
+
+def prepare(url: str, body: dict, *, api_key: str | None, timeout_s: float) -> str:
+    """POST an ahead-of-time compaction (``"mode": "prepare"``); never raises.
+
+    Returns ``"accepted"`` (2xx: the service compacts in the background),
+    ``"unsupported"`` (400/404/405/422: a service that does not know
+    ``session``/``mode``) or ``"failed"`` (anything else, tried again later).
+    """
+    data = json.dumps(body, ensure_ascii=False).encode()
+    headers = {"Content-Type": "application/json", "Accept": "application/json"}
+    if api_key:
+        headers["Authorization"] = f"Bearer {api_key}"
+    req = urllib.request.Request(url.rstrip("/") + "/v1/compact", data=data, headers=headers, method="POST")
+    try:
+        with urllib.request.urlopen(req, timeout=timeout_s) as res:
+            res.read()
+            return "accepted" if 200 <= res.status < 300 else "failed"
+    except urllib.error.HTTPError as exc:
+        return "unsupported" if exc.code in PREPARE_UNSUPPORTED else "failed"
+    except (OSError, ValueError):  # network errors, timeouts
+        return "failed"

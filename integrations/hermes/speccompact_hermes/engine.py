@@ -1,14 +1,26 @@
 """``SpecCompactEngine``: a Hermes Agent context engine backed by the sgl_speccompact service.
 
-Hermes calls :meth:`compress` when the prompt crosses the threshold.  The
-engine keeps Hermes's head and tail, sends the middle (redacted, with the
-previous summary, the focus topic and the agent's tools) to the service, and
-returns the list Hermes continues with.  A failure -- service down, slow,
-5xx, a cut-off or empty summary -- returns the messages unchanged, sets a
-cooldown like Hermes's own compressor, and never raises into the agent loop.
-Automatic compaction stops after two compactions in a row that did not bring
-the prompt under the threshold (Hermes applies no such guard to plugin
-engines); ``/compress`` (``force=True``) always runs.
+Hermes calls :meth:`compress` when the prompt crosses the trigger (Hermes's
+own, from its ``compression.*`` settings).  The engine prunes old tool
+outputs to one-line stubs as Hermes's built-in does (head and tail
+included), keeps Hermes's head and tail, sends the middle (redacted, with
+the previous summary, the ``/compress`` topic or Hermes's auto-focus from the
+recent user turns, and the agent's tools) to the service, and returns the
+list Hermes continues with, the summary under Hermes's headings.  A middle
+with nothing to send is a local no-op: the pruned list, no request.  A
+failure -- service down, slow, 5xx, a cut-off or empty summary -- returns
+the messages unchanged, sets a cooldown like Hermes's own compressor, and
+never raises into the agent loop.  Automatic compaction stops after two
+compactions in a row that did not bring the prompt under the trigger
+(Hermes applies no such guard to plugin engines); ``/compress``
+(``force=True``) always runs.
+
+Ahead of time: once a usage report reaches ``prepare_ratio`` of the trigger,
+the engine sends the middle it can already fix as ``"mode": "prepare"`` with
+the session id, in a background thread, so the compaction at the trigger
+finds most of the work done.  A service that refuses the fields (422) is
+not asked again; compactions name the session only once a prepare was
+accepted.
 
 Every field is plain data, so ``copy.deepcopy`` (Hermes copies the engine
 for each agent) always works.
@@ -16,12 +28,15 @@ for each agent) always works.
 
 from __future__ import annotations
 
+import hashlib
+import json
 import logging
-import re
+import threading
 import time
 from typing import Any
 
-from . import client, messages as msgs
+from . import client, hermes_body, messages as msgs, policy
+from .framing import hermes_markers, redact
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -42,66 +57,65 @@ except ImportError:  # outside Hermes: the same attributes, so the logic runs an
             self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
             self.compression_count = 0
 
-# session id -> the tool schemas of the agent's latest request (filled by the pre_api_request hook;
-# module level, so it is shared by every copy of the engine and never deep-copied)
+# Filled by the pre_api_request hook; module level, so every copy of the engine shares them and
+# none is deep-copied.  session id -> the tool schemas of the agent's latest request:
 AGENT_TOOLS: dict[str, list] = {}
-MAX_SESSIONS = 64  # sessions whose tools are remembered
+# session id -> the message list (without the system prompt) of the agent's latest request, as
+# compress() will receive it; what an ahead-of-time compaction is made from:
+AGENT_HISTORY: dict[str, list] = {}
+# session id -> the thread sending the latest prepare (compress() waits for its answer):
+PREPARES: dict[str, threading.Thread] = {}
+MAX_SESSIONS = 64  # sessions remembered in each map
+SUMMARY_GUESS = 2000  # summary size assumed before the first compaction reports one (tokens)
 
 
-def remember_tools(session_id: str = "", request: dict | None = None, **_: Any) -> None:
-    """``pre_api_request`` hook: keep the tools the agent is sending."""
+def _fingerprint(wire: list[dict]) -> str:
+    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()
+
+
+def _bounded_put(table: dict, key: str, value: Any) -> None:
+    table[key] = value
+    while len(table) > MAX_SESSIONS:
+        table.pop(next(iter(table)))
+
+
+def remember_tools(session_id: str = "", request: dict | None = None, conversation_history: list | None = None,
+                   **_: Any) -> None:
+    """``pre_api_request`` hook: keep the tools the agent is sending and its message list."""
     tools = ((request or {}).get("body") or {}).get("tools")
     if session_id and isinstance(tools, list):
-        AGENT_TOOLS[session_id] = tools
-        while len(AGENT_TOOLS) > MAX_SESSIONS:
-            AGENT_TOOLS.pop(next(iter(AGENT_TOOLS)))
-
-
-def hermes_markers() -> msgs.Markers:
-    """Hermes's summary framing; a look-alike outside Hermes (tests of the logic)."""
-    try:
-        from agent import context_compressor as cc
-
-        return msgs.Markers(cc.SUMMARY_PREFIX, cc._SUMMARY_END_MARKER, cc._MERGED_PRIOR_CONTEXT_HEADER,
-                            cc._MERGED_SUMMARY_DELIMITER)
-    except (ImportError, AttributeError):
-        return msgs.Markers("[CONTEXT COMPACTION — REFERENCE ONLY] The summary below replaces earlier turns.",
-                            "--- END OF CONTEXT SUMMARY ---", "[PRIOR CONTEXT]", "[COMPACTION SUMMARY BELOW]")
-
-
-_SECRET = re.compile(r"(sk-[A-Za-z0-9_-]{16,}|ghp_[A-Za-z0-9]{20,}|AKIA[0-9A-Z]{16}|xox[baprs]-[A-Za-z0-9-]{10,}"
-                     r"|-----BEGIN [A-Z ]*PRIVATE KEY-----[\s\S]*?-----END [A-Z ]*PRIVATE KEY-----"
-                     r"|(?i:bearer)\s+[A-Za-z0-9._~+/-]{16,}=*)")
-
-
-def redact(text: str) -> str:
-    """Hermes's secret redaction (forced, URL credentials too); a small pattern set outside Hermes."""
-    try:
-        from agent.redact import redact_sensitive_text
-    except ImportError:
-        return _SECRET.sub("[REDACTED]", text)
-    return redact_sensitive_text(text, force=True, redact_url_credentials=True)
+        _bounded_put(AGENT_TOOLS, session_id, tools)
+    if session_id and isinstance(conversation_history, list):
+        _bounded_put(AGENT_HISTORY, session_id, conversation_history)
 
 
 class SpecCompactEngine(_Base):
     """Hermes context engine: compaction by the sgl_speccompact service."""
 
     def __init__(self, settings: Settings | None = None):
-        self.settings = settings or Settings()  # service URL, method, thresholds
-        self.threshold_percent = self.settings.threshold_percent
+        self.settings = settings or Settings()  # service URL, method, Hermes's compression settings
+        self.threshold_percent = self.settings.threshold_percent  # trigger share (Hermes's floors applied later)
         self.protect_first_n = self.settings.protect_first_n
         self.protect_last_n = self.settings.protect_last_n
+        self.summary_target_ratio = max(0.10, min(self.settings.target_ratio, 0.80))  # Hermes's clamp
+        self.tail_token_budget = 0  # kept tail and never-pruned recent outputs (tokens); set by update_model
+        self.max_tokens: int | None = None  # output reservation Hermes subtracts from the window (tokens)
         self.session_id = ""  # Hermes's current session id
-        self._previous_summary: str | None = None  # last summary body, for incremental compaction
+        self._previous_summary: str | None = None  # last summary body as the service wrote it (incremental)
         self._cooldown_until = 0.0  # time.monotonic() before which automatic compaction waits
         self._timeouts_in_a_row = 0  # consecutive timeout failures (cooldown ladder step)
         self._failures_in_a_row = 0  # consecutive failed compactions of any kind
-        self._ineffective_compression_count = 0  # compactions in a row that left the prompt over the threshold
+        self._ineffective_compression_count = 0  # compactions in a row that left the prompt over the trigger
         self._verify_compaction_cleared_threshold = False  # judge the next usage report
         self._last_compress_aborted = False  # read by Hermes: the last compress() failed, messages kept
         self._last_summary_error: str | None = None  # read by Hermes for its warning
         self._last_summary_fallback_used = False  # read by Hermes; never a fallback summary here
         self._last_compression_made_progress = False  # read by Hermes after compress()
+        self._prepare_supported: bool | None = None  # the service took (True) or refused (False) a prepare
+        self._prepared_key = ""  # digest of the last prepared request: one prepare per prefix
+        self._prepared_n = 0  # messages the last prepare covered, from the first summarized one
+        self._prepared_digest = ""  # fingerprint of those messages as sent
+        self.prepares_sent = 0  # ahead-of-time compactions sent
         self.last: dict = {}  # stats of the last compaction (get_status)
 
     @property
@@ -124,6 +138,10 @@ class SpecCompactEngine(_Base):
                         "ineffective compactions in a row: %d", self.last_prompt_tokens, self.threshold_tokens,
                         self._ineffective_compression_count)
         self._verify_compaction_cleared_threshold = False
+        try:
+            self._maybe_prepare()
+        except Exception:  # an ahead-of-time compaction is an optimisation: never into the agent loop
+            log.debug("speccompact: prepare skipped", exc_info=True)
 
     def record_completed_compaction(self, *, used_fallback: bool = False) -> None:
         """Hermes: a compaction crossed the session boundary; judge it on the next usage."""
@@ -139,26 +157,91 @@ class SpecCompactEngine(_Base):
         return 0 < self.threshold_tokens <= tokens and not self._automatic_compression_blocked()
 
     def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
-                     provider: str = "", api_mode: str = "", **_: Any) -> None:
+                     provider: str = "", api_mode: str = "", max_tokens: int | None = None, **_: Any) -> None:
         self.context_length = int(context_length or 0)
-        self.threshold_tokens = int(self.context_length * self.threshold_percent)
+        if isinstance(max_tokens, int) and max_tokens > 0:
+            self.max_tokens = max_tokens
+        self.threshold_percent = policy.effective_percent(self.context_length, self.settings.threshold_percent)
+        self.threshold_tokens = policy.hermes_trigger(self.context_length, self.settings.threshold_percent,
+                                                      self.max_tokens)
+        self.tail_token_budget = int(self.threshold_tokens * self.summary_target_ratio)
 
-    # ------------------------------------------------------------ compaction
+    # ------------------------------------------------------------ what a compaction sends
 
     def _head_n(self) -> int:
         return 0 if self.compression_count or self._previous_summary else self.protect_first_n
 
-    def has_content_to_compress(self, messages: list[dict]) -> bool:
-        cut = self._split(messages)
-        return cut is not None and cut.summarize_from < cut.end
+    def _plan(self, messages: list[dict]) -> policy.Plan:
+        return policy.plan(messages, head_n=self._head_n(), protect_last_n=self.protect_last_n,
+                           tail_tokens=self.tail_token_budget or int(self.threshold_tokens * 0.2),
+                           markers=hermes_markers())
 
-    def _split(self, messages: list[dict]) -> msgs.Split | None:
-        head = 1 if messages and messages[0].get("role") == "system" else 0
-        if len(messages) <= head + self._head_n() + 4:
+    def has_content_to_compress(self, messages: list[dict]) -> bool:
+        p = self._plan(messages)
+        return p.n_pruned > 0 or (p.cut is not None
+                                  and bool(client.wire_messages(msgs.middle(p.pruned, p.cut), redact)))
+
+    def _previous_for(self, cut: msgs.Split) -> str | None:
+        if not cut.previous_summary:  # the summary it would update is not in this list (another session)
+            self._previous_summary = None
             return None
-        budget = max(1, int(self.threshold_tokens * self.settings.tail_ratio))
-        return msgs.split(messages, protect_first_n=self._head_n(), protect_last_n=self.protect_last_n,
-                          tail_budget_tokens=budget, markers=hermes_markers())
+        if self._previous_summary:
+            return self._previous_summary
+        if self.settings.method != "hermes" and hermes_body.is_hermes_shaped(cut.previous_summary):
+            return hermes_body.to_slots(cut.previous_summary) or cut.previous_summary
+        return cut.previous_summary
+
+    def _body(self, wire: list[dict], previous: str | None, focus: str | None) -> dict[str, Any]:
+        s = self.settings
+        body: dict[str, Any] = {"messages": wire, "method": s.method, "source_judge": s.source_judge}
+        if previous:
+            body["previous_summary"] = redact(previous)
+        if focus and focus.strip():
+            body["focus"] = redact(focus.strip())
+        if AGENT_TOOLS.get(self.session_id):
+            body["tools"] = AGENT_TOOLS[self.session_id]
+        if self.context_length:
+            body["config"] = {"agent_context_tokens": self.context_length}
+        return body
+
+    # ------------------------------------------------------------ ahead of time
+
+    def _maybe_prepare(self) -> None:
+        s = self.settings
+        soft = int(self.threshold_tokens * s.prepare_ratio)
+        history = AGENT_HISTORY.get(self.session_id)
+        if (not s.prepare or self._prepare_supported is False or not self.session_id or not history
+                or not 0 < soft <= self.last_prompt_tokens < self.threshold_tokens
+                or self._automatic_compression_blocked()):  # at the trigger compress() runs next: no prepare
+            return
+        p = self._plan(history)
+        split = policy.prepared_split(p)
+        wire = client.wire_messages(msgs.middle(p.pruned, split), redact) if split else []
+        if not wire:
+            return
+        body = self._body(wire, self._previous_for(p.cut), hermes_body.auto_focus(history, self._is_summary))
+        key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
+        if key == self._prepared_key:
+            return
+        self._prepared_key, self._prepared_n = key, split.end - split.summarize_from
+        self._prepared_digest = _fingerprint(wire)
+        self.prepares_sent += 1
+        body.update(session=self.session_id, mode="prepare")
+        thread = threading.Thread(target=self._send_prepare, args=(body,), daemon=True, name="speccompact-prepare")
+        PREPARES[self.session_id] = thread
+        thread.start()
+
+    def _send_prepare(self, body: dict) -> None:
+        s = self.settings
+        answer = client.prepare(s.url, body, api_key=s.api_key, timeout_s=s.prepare_timeout_s)
+        if answer != "failed":
+            self._prepare_supported = answer == "accepted"
+
+    @staticmethod
+    def _is_summary(m: dict) -> bool:
+        return msgs.is_summary(m, hermes_markers())
+
+    # ------------------------------------------------------------ compaction
 
     def compress(self, messages: list[dict], current_tokens: int | None = None, focus_topic: str | None = None,
                  force: bool = False) -> list[dict]:
@@ -179,28 +262,36 @@ class SpecCompactEngine(_Base):
         return messages
 
     def _compress(self, messages: list[dict], focus_topic: str | None) -> list[dict]:
-        cut = self._split(messages)
-        if cut is None or cut.summarize_from >= cut.end:
-            self._ineffective_compression_count += 1  # nothing to summarize: as Hermes, count it
-            return messages
-        if not cut.previous_summary:  # the summary it would update is not in this list (another session)
-            self._previous_summary = None
-        previous = self._previous_summary or cut.previous_summary
+        p = self._plan(messages)
+        cut = p.cut
+        if self._prepare_supported and self._prepared_n:  # the prepared summary alone may be enough
+            soft = int(self.threshold_tokens * self.settings.prepare_ratio)
+            cut = policy.apply_prepared(
+                p, self._prepared_n, self._prepared_digest,
+                lambda split: _fingerprint(client.wire_messages(msgs.middle(p.pruned, split), redact)),
+                soft, int(self.last.get("summary_tokens") or SUMMARY_GUESS)) or cut
+        middle = msgs.middle(p.pruned, cut) if cut is not None else []
+        wire = client.wire_messages(middle, redact)
+        if not wire:  # nothing to summarize: a local no-op (the pruned list), counted as Hermes counts it
+            self._ineffective_compression_count += 1
+            self.last = {"pruned_tool_outputs": p.n_pruned, "messages_summarized": 0}
+            return [msgs.kept(m) for m in p.pruned] if p.n_pruned else messages
+        previous = self._previous_for(cut)
+        focus = focus_topic if focus_topic and focus_topic.strip() else hermes_body.auto_focus(messages,
+                                                                                              self._is_summary)
+        body = self._body(wire, previous, focus)
+        pending = PREPARES.pop(self.session_id, None)
+        if pending is not None:  # the service must have seen the prepare before this compaction
+            pending.join(self.settings.prepare_timeout_s)
+        if self._prepare_supported:
+            body["session"] = self.session_id
         s = self.settings
-        body: dict[str, Any] = {"messages": client.wire_messages(messages[cut.summarize_from:cut.end], redact),
-                                "method": s.method, "source_judge": s.source_judge}
-        if previous:
-            body["previous_summary"] = redact(previous)
-        if focus_topic and focus_topic.strip():
-            body["focus"] = redact(focus_topic.strip())
-        if AGENT_TOOLS.get(self.session_id):
-            body["tools"] = AGENT_TOOLS[self.session_id]
-        if self.context_length:
-            body["config"] = {"agent_context_tokens": self.context_length}
         reply = client.compact(s.url, body, api_key=s.api_key, timeout_s=s.timeout_s)
-        summary = redact(reply.summary)
-        out = msgs.assemble(messages, cut, summary, hermes_markers())
-        self._previous_summary = summary
+        rendered = hermes_body.to_hermes(reply.summary, hermes_body.task_snapshot(middle, self._is_summary),
+                                         cut.previous_summary, hermes_body.tool_paths(middle))
+        out = msgs.assemble(p.pruned, cut, redact(rendered), hermes_markers())
+        self._previous_summary = redact(reply.summary)
+        self._prepared_key, self._prepared_n = "", 0
         self.compression_count += 1
         self._cooldown_until, self._timeouts_in_a_row, self._failures_in_a_row = 0.0, 0, 0
         self._last_compression_made_progress = True
@@ -209,8 +300,10 @@ class SpecCompactEngine(_Base):
                      "acceptance_rate": stats.get("acceptance_rate"),
                      "target_cached_ratio": stats.get("target_cached_ratio"),
                      "latency_s": round(reply.latency_s, 3), "service_wall_s": stats.get("total_wall_s"),
-                     "messages_summarized": len(body["messages"]), "messages_before": len(messages),
-                     "messages_after": len(out), "incremental": bool(previous), "focus": "focus" in body}
+                     "messages_summarized": len(wire), "messages_before": len(messages),
+                     "messages_after": len(out), "incremental": bool(previous), "focus": "focus" in body,
+                     "pruned_tool_outputs": p.n_pruned, "session_sent": "session" in body,
+                     "prepared_prefix_alone": cut is not p.cut}
         return out
 
     def _fail(self, failure: client.Failure) -> None:
@@ -227,13 +320,15 @@ class SpecCompactEngine(_Base):
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
         self.session_id = session_id or ""
         old = kwargs.get("old_session_id")
-        if old and old in AGENT_TOOLS and self.session_id not in AGENT_TOOLS:
-            AGENT_TOOLS[self.session_id] = AGENT_TOOLS[old]
+        for table in (AGENT_TOOLS, AGENT_HISTORY):
+            if old and old in table and self.session_id not in table:
+                _bounded_put(table, self.session_id, table[old])
 
     def on_session_reset(self) -> None:
         super().on_session_reset()
         self._previous_summary, self._ineffective_compression_count = None, 0
         self._cooldown_until, self._timeouts_in_a_row, self._failures_in_a_row = 0.0, 0, 0
+        self._prepared_key, self._prepared_n = "", 0
 
     def get_status(self) -> dict:
         status = super().get_status()
@@ -243,5 +338,6 @@ class SpecCompactEngine(_Base):
             "cooldown_remaining_s": max(0.0, round(self._cooldown_until - time.monotonic(), 1)),
             "failures_in_a_row": self._failures_in_a_row,
             "ineffective_in_a_row": self._ineffective_compression_count,
+            "prepare_supported": self._prepare_supported, "prepares_sent": self.prepares_sent,
         }
         return status

@@ -13,7 +13,12 @@ Pure functions on OpenAI-style message dicts, following hermes-agent
   end marker, carries ``_compressed_summary: True`` and takes the role that
   keeps roles alternating (merged into the first tail message when neither
   role can);
-* tool calls and results left without their partner are removed.
+* tool calls and results left without their partner are removed;
+* kept messages lose Hermes's ``_db_persisted`` marker (its fix for
+  #57491: a copied marker makes Hermes skip the row when it writes the new
+  session).  Its other ``_`` keys stay: ``_*_synthetic`` flags tell Hermes
+  which user-role messages are its own scaffolding, and ``_compressed_summary``
+  marks summaries; Hermes strips every ``_`` key before a request leaves.
 
 Nothing here does I/O or imports Hermes; the Hermes constants are passed in
 (:class:`Markers`).
@@ -28,6 +33,7 @@ from typing import Any
 MIN_TAIL, MAX_TAIL_FLOOR = 3, 8  # messages always kept in the tail (Hermes's floor and its cap)
 SOFT_CEILING = 1.5  # the tail may exceed its token budget by this factor (ratio)
 SUMMARY_KEY = "_compressed_summary"  # Hermes's metadata key of a summary message
+STRIPPED_KEYS = ("_db_persisted",)  # Hermes's session-store markers, never copied into a compacted list
 
 
 @dataclass(frozen=True)
@@ -60,8 +66,36 @@ def text_of(content: Any) -> str:
 
 
 def rough_tokens(msg: dict) -> int:
-    """Hermes's rough size of one message: a quarter of its repr length (plus images)."""
-    return (len(str(msg)) + 3) // 4
+    """Hermes's size of one message in its tail walk (content/4 + 10, plus its tool calls)."""
+    from .prune import budget_tokens
+
+    return budget_tokens(msg)
+
+
+def kept(msg: dict) -> dict:
+    """A deep copy of a kept message without Hermes's persistence markers."""
+    return {k: copy.deepcopy(v) for k, v in msg.items() if k not in STRIPPED_KEYS}
+
+
+def middle(messages: list[dict], cut: "Split") -> list[dict]:
+    """The messages a compaction summarizes.
+
+    When the previous summary was merged into an assistant message that made
+    tool calls, its results open the middle: those calls come first (without
+    the summary text), or the service would see results without their call.
+
+    >>> M = Markers("[S]", "[E]", "[H]", "[D]")
+    >>> ms = [{"role": "assistant", "content": "[S] old", "_compressed_summary": True,
+    ...        "tool_calls": [{"id": "c1", "function": {"name": "t", "arguments": "{}"}}]},
+    ...       {"role": "tool", "tool_call_id": "c1", "content": "r"}, {"role": "user", "content": "u"}]
+    >>> [m["role"] for m in middle(ms, Split(0, 2, "old", 1))]
+    ['assistant', 'tool']
+    """
+    out = messages[cut.summarize_from:cut.end]
+    before = messages[cut.summarize_from - 1] if cut.summarize_from > cut.start else None
+    if before is not None and before.get("tool_calls") and out and out[0].get("role") == "tool":
+        out = [{"role": "assistant", "content": None, "tool_calls": before["tool_calls"]}] + out
+    return out
 
 
 def is_summary(msg: dict, markers: Markers) -> bool:
@@ -187,7 +221,7 @@ def split(messages: list[dict], *, protect_first_n: int, protect_last_n: int, ta
 def summary_role(messages: list[dict], start: int, end: int) -> str | None:
     """Role of a standalone summary message, or None when it must merge into the tail.
 
-    >>> summary_role([{"role": "user"}, {"role": "assistant"}, {"role": "user"}], 0, 2)
+    >>> summary_role([{"role": "assistant"}, {"role": "tool"}, {"role": "assistant"}], 1, 2)
     'user'
     """
     head_role = messages[start - 1].get("role", "user") if start > 0 else "user"
@@ -229,8 +263,8 @@ def pair_tools(messages: list[dict]) -> list[dict]:
 
 def assemble(messages: list[dict], cut: Split, summary: str, markers: Markers) -> list[dict]:
     """Head + summary message + tail: the list Hermes continues with (new dicts)."""
-    head = [copy.deepcopy(m) for m in messages[:cut.start]]
-    tail = [copy.deepcopy(m) for m in messages[cut.end:]]
+    head = [kept(m) for m in messages[:cut.start]]
+    tail = [kept(m) for m in messages[cut.end:]]
     framed = f"{markers.prefix}\n{summary.strip()}"
     role = summary_role(messages, cut.start, cut.end)
     if role is None and tail:  # neither role alternates: merge into the first tail message
@@ -239,7 +273,8 @@ def assemble(messages: list[dict], cut: Split, summary: str, markers: Markers) -
         first["content"] = (f"{markers.merged_header}\n{own}\n\n{markers.merged_delimiter}\n\n"
                             f"{framed}\n\n{markers.end}")
         first[SUMMARY_KEY] = True
-        middle = []
+        first.pop("api_content", None)  # Hermes's sidecar of the text sent before: stale now
+        summary_msgs = []
     else:
-        middle = [{"role": role or "user", "content": f"{framed}\n\n{markers.end}", SUMMARY_KEY: True}]
-    return pair_tools(head + middle + tail)
+        summary_msgs = [{"role": role or "user", "content": f"{framed}\n\n{markers.end}", SUMMARY_KEY: True}]
+    return pair_tools(head + summary_msgs + tail)

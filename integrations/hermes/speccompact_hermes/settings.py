@@ -1,4 +1,4 @@
-"""The plugin's settings: defaults, then ``speccompact:`` in config.yaml, then the environment.
+"""The plugin's settings: defaults, Hermes's ``compression:``, ``speccompact:``, then the environment.
 
 ``$HERMES_HOME/config.yaml``::
 
@@ -6,15 +6,25 @@
       engine: speccompact
     plugins:
       enabled: [speccompact]
+    compression:                 # Hermes's own keys, read as its built-in compressor reads them
+      threshold: 0.50            # trigger share of the window (raised to 0.75 under 512K, floored at 64K tokens)
+      target_ratio: 0.20         # the kept tail, as a share of the trigger
+      protect_first_n: 3
+      protect_last_n: 20
     speccompact:
       url: http://127.0.0.1:8000
       method: speccompact        # or hermes, openclaw, target_self
       source_judge: false
       timeout_s: 120
+      prepare: true              # ahead-of-time compaction, when the service offers it
+      prepare_ratio: 0.8         # ... sent once the prompt reaches this share of the trigger
 
+A key under ``speccompact:`` (``threshold_percent``, ``target_ratio``,
+``protect_first_n``, ``protect_last_n``) wins over Hermes's ``compression:``.
 Environment (wins over the file): ``SPECCOMPACT_URL``, ``SPECCOMPACT_API_KEY``
 (else ``SGL_SPECCOMPACT_API_KEY``), ``SPECCOMPACT_METHOD``,
-``SPECCOMPACT_SOURCE_JUDGE`` (1/true/yes), ``SPECCOMPACT_TIMEOUT_S``.
+``SPECCOMPACT_SOURCE_JUDGE`` (1/true/yes), ``SPECCOMPACT_TIMEOUT_S``,
+``SPECCOMPACT_PREPARE`` (1/true/yes).
 """
 
 from __future__ import annotations
@@ -35,15 +45,21 @@ class Settings:
     method: str = "speccompact"  # speccompact | hermes | openclaw | target_self
     source_judge: bool = False  # run Source-Judged Compaction on the summary
     timeout_s: float = 120.0  # one compaction request, end to end (s)
-    threshold_percent: float = 0.75  # compact when the prompt reaches this share of the context window
-    protect_first_n: int = 3  # messages after the system prompt kept on the first compaction
-    protect_last_n: int = 20  # Hermes's tail floor setting (the floor itself is capped at 8 messages)
-    tail_ratio: float = 0.20  # tail token budget as a share of the threshold
+    threshold_percent: float = 0.50  # Hermes's compression.threshold: trigger share of the window (before its floors)
+    target_ratio: float = 0.20  # Hermes's compression.target_ratio: tail token budget as a share of the trigger
+    protect_first_n: int = 3  # Hermes's compression.protect_first_n: messages kept on the first compaction
+    protect_last_n: int = 20  # Hermes's compression.protect_last_n: recent messages never pruned (tail floor <= 8)
     max_ineffective: int = 2  # automatic compaction stops after this many ineffective ones in a row
+    prepare: bool = True  # send ahead-of-time compactions when the service accepts them
+    prepare_ratio: float = 0.80  # ... once the prompt reaches this share of the trigger (ratio)
+    prepare_timeout_s: float = 10.0  # one prepare request (answered 202 at once) (s)
 
 
 ENV = {"url": "SPECCOMPACT_URL", "api_key": "SPECCOMPACT_API_KEY", "method": "SPECCOMPACT_METHOD",
-       "source_judge": "SPECCOMPACT_SOURCE_JUDGE", "timeout_s": "SPECCOMPACT_TIMEOUT_S"}
+       "source_judge": "SPECCOMPACT_SOURCE_JUDGE", "timeout_s": "SPECCOMPACT_TIMEOUT_S",
+       "prepare": "SPECCOMPACT_PREPARE"}
+HERMES_KEYS = {"threshold": "threshold_percent", "target_ratio": "target_ratio", "protect_first_n": "protect_first_n",
+               "protect_last_n": "protect_last_n"}  # Hermes's compression.* -> our field
 
 
 def _coerce(name: str, value: Any) -> Any:
@@ -57,19 +73,21 @@ def _coerce(name: str, value: Any) -> Any:
     return None if value in (None, "") else str(value)
 
 
-def from_sources(section: dict | None, environ: dict | None = None) -> Settings:
-    """Settings from a config.yaml ``speccompact`` section and an environment.
+def from_sources(section: dict | None, environ: dict | None = None, compression: dict | None = None) -> Settings:
+    """Settings from config.yaml's ``speccompact`` and ``compression`` sections and an environment.
 
     Unknown keys are ignored; values that do not parse keep the default.
 
-    >>> s = from_sources({"method": "hermes", "timeout_s": "30"}, {"SPECCOMPACT_URL": "http://x:1"})
-    >>> s.url, s.method, s.timeout_s
-    ('http://x:1', 'hermes', 30.0)
+    >>> s = from_sources({"method": "hermes", "timeout_s": "30"}, {"SPECCOMPACT_URL": "http://x:1"},
+    ...                  {"threshold": 0.6, "protect_last_n": 10})
+    >>> s.url, s.method, s.timeout_s, s.threshold_percent, s.protect_last_n
+    ('http://x:1', 'hermes', 30.0, 0.6, 10)
     """
     environ = os.environ if environ is None else environ
     out = Settings()
     known = {f.name for f in fields(Settings)}
-    merged = {k: v for k, v in (section or {}).items() if k in known}
+    merged = {HERMES_KEYS[k]: v for k, v in (compression or {}).items() if k in HERMES_KEYS}
+    merged.update({k: v for k, v in (section or {}).items() if k in known})
     merged.update({k: environ[v] for k, v in ENV.items() if environ.get(v) not in (None, "")})
     if "api_key" not in merged and environ.get("SGL_SPECCOMPACT_API_KEY"):
         merged["api_key"] = environ["SGL_SPECCOMPACT_API_KEY"]
@@ -84,10 +102,13 @@ def from_sources(section: dict | None, environ: dict | None = None) -> Settings:
 def load() -> Settings:
     """Settings from Hermes's config (when Hermes is importable) and ``os.environ``."""
     section: dict = {}
+    compression: dict = {}
     try:
         from hermes_cli.config import load_config
 
-        section = (load_config() or {}).get("speccompact") or {}
+        config = load_config() or {}
+        section, compression = config.get("speccompact") or {}, config.get("compression") or {}
     except Exception:  # outside Hermes, or an unreadable config: defaults and environment
         section = {}
-    return from_sources(section if isinstance(section, dict) else {})
+    return from_sources(section if isinstance(section, dict) else {}, None,
+                        compression if isinstance(compression, dict) else {})
