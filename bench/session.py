@@ -56,12 +56,12 @@ def simulation(pair: str, deployment: str, p_accept: float, hermes_tokens: int, 
 
     from sgl_speccompact.schema import OPENCLAW_SLOTS
     from sgl_speccompact.testing import CostModel
-    from sgl_speccompact.testing.cost import DEPLOYMENTS, Scheduling
-    from sgl_speccompact.testing.simulator import build_simulation
-    from sgl_speccompact.testing.workload import SummaryWorkload
+    from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
+    from sgl_speccompact.testing.sim.simulator import build_simulation
+    from sgl_speccompact.testing.sim.workload import SummaryWorkload
 
     if not tokenizer:
-        from sgl_speccompact.testing.qwen3 import default_tokenizer
+        from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
 
         tokenizer, _ = default_tokenizer()
     names = pair.split(":")
@@ -77,7 +77,7 @@ def simulation(pair: str, deployment: str, p_accept: float, hermes_tokens: int, 
 
 def run(args) -> dict:
     from sgl_speccompact.testing import session_policy as sp
-    from sgl_speccompact.testing.session_replay import MODES, Replay
+    from sgl_speccompact.testing.sim.session_replay import MODES, Replay
 
     _, runner, runner_src = rc.resolve_methods()
     paths = args.trajectories or [str(rc.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES

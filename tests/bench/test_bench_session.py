@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from bench_scripts import load_bench
 
-REPO = Path(__file__).resolve().parents[1]
+REPO = Path(__file__).resolve().parents[2]
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
 TOOLS = TRAJECTORIES / "All-Hands-AI__agent-sdk__tests__fixtures__llm_data__fncall-llm-message.json"
 
