@@ -153,6 +153,11 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
                    "the model type each server reports; an error if it cannot be)")
     g.add_argument("--target-chat-template", help="the target's frontend chat template (overrides --chat-template)")
     g.add_argument("--drafter-chat-template", help="the drafter's frontend chat template (overrides --chat-template)")
+    g.add_argument("--target-speculative", metavar="ALGO[:DRAFT_PATH]",
+                   help="sglang speculative decoding on the target: EAGLE3:HEAD, DFLASH:DRAFT, STANDALONE:MODEL, "
+                   "NGRAM, or none (replaces the config's [target.speculative] table)")
+    g.add_argument("--drafter-speculative", metavar="ALGO[:DRAFT_PATH]",
+                   help="same for the drafter ([drafter.speculative]); NGRAM suits a LoRA drafter")
     g.add_argument("--target-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
     g.add_argument("--drafter-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
     g.add_argument("--python", help="interpreter that runs sglang.launch_server (default: this one)")
