@@ -192,6 +192,16 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
                    help="whole-compaction deadline in seconds, 0 for none (default 300)")
     g.add_argument("--upstream-detail", action="store_true",
                    help="show upstream URLs in error bodies and /health (default: roles only)")
+    g = p.add_argument_group("cost model (used to predict which method is fastest)")
+    g.add_argument("--calibrate", action="store_true",
+                   help="at start, time prefill and decode passes on each server through /generate (seconds), "
+                        "fit the cost model and save the fit for later starts")
+    g.add_argument("--gpu", help="the servers' GPU (H200, H100, A100, L40S, B200): picks the shipped profile "
+                                 "and keys saved fits; sglang does not report it (default: H200 assumed)")
+    g.add_argument("--emulate-gpu", metavar="NAME",
+                   help="with --emulate: the emulators delay answers as this GPU profile would (SIMULATED)")
+    g.add_argument("--emulate-speed", type=float, metavar="FACTOR",
+                   help="with --emulate: that GPU FACTOR times as fast (0.5: twice as slow; SIMULATED)")
     return p
 
 
@@ -207,6 +217,9 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
         return 2
     if serve_only and not args.drafter_url:
         args.no_drafter = True
+    if (args.emulate_gpu is not None or args.emulate_speed is not None) and not args.emulate:
+        print("--emulate-gpu/--emulate-speed apply to --emulate only", file=sys.stderr)
+        return 2
     if args.emulate:
         if args.target_url or args.drafter_url or args.dry_run:
             print("--emulate starts its own emulated servers: drop --target-url/--drafter-url/--dry-run",

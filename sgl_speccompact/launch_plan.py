@@ -35,7 +35,7 @@ SECTIONS = {
                 "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled",
                 "speculative"},
     "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
-                "compaction_timeout_s", "upstream_detail"},
+                "compaction_timeout_s", "upstream_detail", "calibrate", "gpu"},
     "compact": None,  # CompactConfig fields, checked by make_config
 }
 
@@ -48,7 +48,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                "balance_rel_threshold": 1.5, "extra_args": []},
     "service": {"host": "127.0.0.1", "port": 8000, "method": "speccompact", "max_body_mb": 32.0,
                 "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
-                "compaction_timeout_s": 300.0, "upstream_detail": False},
+                "compaction_timeout_s": 300.0, "upstream_detail": False, "calibrate": False, "gpu": None},
     "compact": {},
 }
 
@@ -118,7 +118,8 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
              (s, "host", a.service_host), (s, "port", a.service_port), (s, "method", a.method),
              (s, "max_body_mb", a.max_body_mb), (s, "max_workers", a.max_workers),
              (s, "request_timeout_s", a.request_timeout), (s, "health_wait_s", a.health_wait),
-             (s, "compaction_timeout_s", a.compaction_timeout), (s, "upstream_detail", a.upstream_detail or None)]
+             (s, "compaction_timeout_s", a.compaction_timeout), (s, "upstream_detail", a.upstream_detail or None),
+             (s, "calibrate", getattr(a, "calibrate", False) or None), (s, "gpu", getattr(a, "gpu", None))]
     for sec in (t, d):
         pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
                   (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template)]
