@@ -46,8 +46,10 @@ from dataclasses import asdict, dataclass, replace
 
 import numpy as np
 
-from .testing.cost import DEFAULT_GPU, GPUS, CostModel, Hardware, ModelCost, match_gpu
+from .gpus import DEFAULT_GPU, GPUS, match_gpu
+from .testing.cost import CostModel, Hardware, ModelCost
 
+MIN_SHARE = 0.01  # a rate under 1% of every probe's time is noise, not a measurement
 PARAMS = ("o_req_s", "a_s", "weight_s", "kv_s", "seq_s", "tok_s", "flop_rate")  # order of the fitted vector
 
 
@@ -147,13 +149,19 @@ def predict_s(shape: ProbeShape, model: ModelCost, fit: CostFit) -> float:
 
 
 def fit_observations(obs: list[Observation], model: ModelCost, *, served_model: str, gpu: str,
-                     note: str = "", now: float | None = None) -> CostFit:
+                     note: str = "", now: float | None = None, fallback: CostFit | None = None) -> CostFit:
     """Least-squares fit of :data:`PARAMS` to probe timings, on relative error, all >= 0.
+
+    A rate that explains under :data:`MIN_SHARE` of every probe's time (the
+    fixed cost of a decode pass, the KV rate or the prefill FLOP rate: zero,
+    or lost in noise) is taken from
+    ``fallback`` (the shipped profile), and the fit's ``note`` names it.
 
     Raises
     ------
     ValueError
-        Too few or degenerate observations (the parameters are not identifiable).
+        Too few or degenerate observations (the parameters are not
+        identifiable), or an unresolved rate and no ``fallback``.
     """
     x = np.array([features(o.shape, model) for o in obs])
     y = np.array([o.seconds for o in obs])
@@ -163,12 +171,22 @@ def fit_observations(obs: list[Observation], model: ModelCost, *, served_model: 
     w = 1.0 / y  # relative error: a 5 ms probe counts as much as a 500 ms one
     theta = _nonneg_lstsq(x * w[:, None], y * w)
     resid = (x @ theta - y) / y
-    flop_coef = float(theta[6])
-    return CostFit(model=served_model, gpu=gpu, o_req_s=float(theta[0]), a_s=float(theta[1]),
-                   weight_s=float(theta[2]), kv_s=float(theta[3]), seq_s=float(theta[4]), tok_s=float(theta[5]),
-                   flop_rate=1e15 / flop_coef if flop_coef > 0 else float("inf"),
-                   source="calibrated", note=note, rms_rel=float(np.sqrt(np.mean(resid ** 2))),
-                   observations=len(obs), created=time.time() if now is None else now)
+    fit = CostFit(model=served_model, gpu=gpu, o_req_s=float(theta[0]), a_s=float(theta[1]),
+                  weight_s=float(theta[2]), kv_s=float(theta[3]), seq_s=float(theta[4]), tok_s=float(theta[5]),
+                  flop_rate=1e15 / float(theta[6]) if theta[6] > 0 else 0.0,
+                  source="calibrated", note=note, rms_rel=float(np.sqrt(np.mean(resid ** 2))),
+                  observations=len(obs), created=time.time() if now is None else now)
+    share = (x * theta) / y[:, None]  # each parameter's share of each probe's time
+    shares = {"pass_s": (share[:, 1] + share[:, 2]).max(), "kv_s": share[:, 3].max(), "flop_rate": share[:, 6].max()}
+    fields_of = {"pass_s": ("a_s", "weight_s"), "kv_s": ("kv_s",), "flop_rate": ("flop_rate",)}
+    missing = {k: fields_of[k] for k, v in shares.items() if v < MIN_SHARE}
+    if not missing:
+        return fit
+    if fallback is None:
+        raise ValueError(f"the probe timings did not resolve {sorted(missing)}")
+    filled = {key: getattr(fallback, key) for keys in missing.values() for key in keys}
+    what = ", ".join(sorted(missing))
+    return replace(fit, **filled, note=f"{note}; {what} not resolved by the probe, from {fallback.source}".lstrip("; "))
 
 
 def profile_fit(served_model: str, gpu: str | None, preset: ModelCost | None = None) -> CostFit:

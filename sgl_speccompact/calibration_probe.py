@@ -128,7 +128,8 @@ def calibrate(client, url: str, *, gpu: str | None = None, plan=DEFAULT_PLAN, re
     obs = run_probe(client, url, plan, repeats=repeats, headers=headers)
     try:
         fit = fit_observations(obs, preset, served_model=model, gpu=gpu_name,
-                               note=f"probed {len(obs)} shapes x {repeats} on {url}")
+                               note=f"probed {len(obs)} shapes x {repeats} on {url}",
+                               fallback=profile_fit(model, gpu_name, preset))
     except ValueError as exc:
         raise BackendError(f"calibration of {url} failed: {exc}") from exc
     if save:

@@ -40,6 +40,16 @@ Configuration comes from defaults, then ``--config FILE`` (TOML or JSON, see
 ``launch/``), then flags.  ``--dry-run`` prints the server commands and the
 service config and exits.
 
+Speculative decoding and the cost model
+---------------------------------------
+``[target.speculative]`` / ``[drafter.speculative]`` tables, or
+``--target-speculative ALGO[:DRAFT_PATH]``, become sglang's own
+``--speculative-*`` flags (:mod:`sgl_speccompact.speculative` refuses what
+sglang would).  ``--calibrate`` times each server through ``/generate`` at
+start and fits the latency cost model; otherwise a saved fit or the shipped
+profile of ``--gpu`` (H200 by default) is used
+(:mod:`sgl_speccompact.calibration_probe`).
+
 Without a GPU
 -------------
 ``--emulate`` serves the real API on two in-process SGLang-API emulators

@@ -196,8 +196,6 @@ def run_emulated(args: argparse.Namespace) -> int:
               file=sys.stderr, flush=True)
         args.target_url, args.drafter_url, args.no_drafter = [urls["target"]], urls["drafter"], False
         args.drafter_lora_name = args.drafter_lora_name or "drafter"
-        if costs:
-            args.gpu = args.gpu or costs["target"].hardware.name
         try:
             plan = build_plan(args)
         except ConfigError as exc:

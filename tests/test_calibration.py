@@ -39,7 +39,7 @@ def cache_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("SGL_SPECCOMPACT_CACHE_DIR", str(tmp_path / "cache"))
 
 
-@pytest.mark.parametrize("name", ["calibration", "testing.cost", "testing.__main__"])
+@pytest.mark.parametrize("name", ["calibration", "gpus", "testing.cost", "testing.__main__"])
 def test_docstring_examples(name):
     failed, attempted = doctest.testmod(importlib.import_module(f"sgl_speccompact.{name}"),
                                         optionflags=doctest.ELLIPSIS)
@@ -83,6 +83,21 @@ def test_fit_keeps_every_parameter_non_negative():
     fit = fit_observations(obs, QWEN3_8B, served_model="m", gpu="X")
     assert min(fit.o_req_s, fit.a_s, fit.weight_s, fit.kv_s, fit.seq_s, fit.tok_s) >= 0
     assert fit.pass_s == pytest.approx(truth.pass_s, rel=0.2)
+
+
+def test_a_rate_the_probe_cannot_see_comes_from_the_profile():
+    """Timings with no prefill compute in them (an untimed server) leave the FLOP rate to the profile."""
+    from sgl_speccompact.calibration import DEFAULT_PLAN
+
+    truth = CostFit("Qwen/Qwen3-8B", "X", o_req_s=4e-3, a_s=2e-3, weight_s=7e-3, kv_s=9e-8, flop_rate=1e30,
+                    source="truth")
+    obs = [Observation(s, predict_s(s, QWEN3_8B, truth)) for s in DEFAULT_PLAN]
+    with pytest.raises(ValueError, match="flop_rate"):
+        fit_observations(obs, QWEN3_8B, served_model="Qwen/Qwen3-8B", gpu="X")
+    profile = profile_fit("Qwen/Qwen3-8B", "H100")
+    fit = fit_observations(obs, QWEN3_8B, served_model="Qwen/Qwen3-8B", gpu="X", fallback=profile)
+    assert fit.flop_rate == profile.flop_rate and "flop_rate not resolved" in fit.note
+    assert fit.kv_s == pytest.approx(truth.kv_s, rel=1e-3)  # what was resolved stays fitted
 
 
 def test_too_few_shapes_are_refused():
@@ -205,3 +220,42 @@ def test_emulator_cli_and_launcher_flags():
     res = subprocess.run([sys.executable, "-m", "sgl_speccompact.launch", "--emulate-speed", "0.5"], cwd=REPO,
                          capture_output=True, text=True, timeout=300)
     assert res.returncode == 2 and "--emulate only" in res.stderr
+
+
+@pytest.mark.slow
+def test_serve_calibrate_and_launch_emulate_gpu_end_to_end(make_emulated_server, tmp_path):
+    """The command lines: ``serve --calibrate`` probes, saves and reports; ``launch --emulate-gpu`` plays a GPU."""
+    import os
+    import signal
+
+    from procs import EXIT_S, stop, wait_healthy
+
+    from sgl_speccompact.testing import free_port
+
+    env = {**os.environ, "SGL_SPECCOMPACT_CACHE_DIR": str(tmp_path / "cache")}
+    target = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B",
+                                  cost_model=CostModel.for_model("qwen3-8b", time_scale=0.0))
+    runs = [
+        ["serve", "--target-url", target.url, "--calibrate", "--gpu", "H100"],
+        ["launch", "--emulate", "--emulate-gpu", "A100", "--emulate-speed", "0.5"],
+    ]
+    health = []
+    for argv in runs:
+        sp = free_port()
+        cmd = ([sys.executable, "-m", "sgl_speccompact", *argv] if argv[0] == "serve" else
+               [sys.executable, "-m", "sgl_speccompact.launch", *argv[1:]])
+        proc = subprocess.Popen(cmd + ["--service-port", str(sp)], cwd=REPO, env=env, stdout=subprocess.PIPE,
+                                stderr=subprocess.PIPE, text=True)
+        try:
+            wait_healthy(f"http://127.0.0.1:{sp}", proc)
+            health.append(httpx.get(f"http://127.0.0.1:{sp}/health", timeout=EXIT_S).json()["cost_model"])
+            proc.send_signal(signal.SIGTERM)
+            proc.communicate(timeout=EXIT_S)
+        finally:
+            stop(proc, signal.SIGKILL)
+    served, emulated = health
+    assert served["target"]["source"] == "calibrated" and served["target"]["gpu"] == "H100"
+    saved = tmp_path / "cache" / "calibration" / "Qwen_Qwen3-8B--H100.json"
+    assert CostFit.from_dict(__import__("json").loads(saved.read_text())).to_dict() == served["target"]
+    assert emulated["target"]["gpu"] == "A100x0.5" and emulated["target"]["source"] == "profile:A100"
+    assert emulated["drafter"]["model"] == "Qwen/Qwen3-0.6B"

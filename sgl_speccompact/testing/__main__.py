@@ -13,7 +13,8 @@ from __future__ import annotations
 import argparse
 import time
 
-from .cost import DEFAULT_GPU, CostModel
+from ..gpus import DEFAULT_GPU
+from .cost import CostModel
 from .policy import ControlledAcceptancePolicy, ScriptedPolicy
 from .server import EmulatedServer
 from .qwen3 import default_tokenizer

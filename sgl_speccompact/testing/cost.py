@@ -51,53 +51,7 @@ class Hardware:
     eta_w: float = 0.85  # achieved fraction of bw reading weights (estimate)
     eta_kv: float = 0.8  # achieved fraction of bw reading KV (fit on H100)
     mfu: float = 0.55  # achieved fraction of flops in prefill (fit on H100)
-    name: str = "H200"  # GPU profile name, for reports and /server_info
-
-    def scaled(self, speed: float) -> "Hardware":
-        """The same GPU ``speed`` times as fast (0.5: a GPU twice as slow): bandwidth and FLOP/s scale.
-
-        >>> Hardware().scaled(0.5).bw, Hardware().scaled(0.5).name
-        (2400000000000.0, 'H200x0.5')
-        """
-        if speed <= 0:
-            raise ValueError(f"speed must be positive, got {speed}")
-        if speed == 1:
-            return self
-        return replace(self, bw=self.bw * speed, flops=self.flops * speed, name=f"{self.name}x{speed:g}")
-
-
-# Shipped GPU profiles: vendor spec sheets (HBM bandwidth, dense bf16 FLOP/s); the achieved
-# fractions eta_w, eta_kv, mfu are the H200/H100 estimates above for every GPU (*est.*).
-GPUS = {
-    "H200": Hardware(),  # H200 SXM: 4.8 TB/s, 989 TFLOP/s
-    "H100": Hardware(bw=3.35e12, flops=989e12, name="H100"),  # H100 SXM: 3.35 TB/s, 989 TFLOP/s
-    "A100": Hardware(bw=2.039e12, flops=312e12, name="A100"),  # A100 80GB SXM: 2.039 TB/s, 312 TFLOP/s
-    "L40S": Hardware(bw=0.864e12, flops=362e12, name="L40S"),  # L40S: 864 GB/s, 362 TFLOP/s
-    "B200": Hardware(bw=8.0e12, flops=2250e12, name="B200"),  # B200: 8 TB/s, 2.25 PFLOP/s
-}
-DEFAULT_GPU = "H200"  # assumed when the servers do not say
-
-
-def gpu_profile(name: str) -> Hardware:
-    """A shipped GPU profile by name (a reported device name works too).
-
-    >>> gpu_profile("nvidia h100 80gb hbm3").name
-    'H100'
-    """
-    key = match_gpu(name)
-    if key is None:
-        raise ValueError(f"unknown GPU {name!r}; known: {sorted(GPUS)}")
-    return GPUS[key]
-
-
-def match_gpu(reported: str | None) -> str | None:
-    """The shipped profile a reported device name belongs to (``None``: no profile).
-
-    >>> match_gpu("NVIDIA H200"), match_gpu("NVIDIA A100-SXM4-80GB"), match_gpu("Tesla T4")
-    ('H200', 'A100', None)
-    """
-    text = (reported or "").upper()
-    return next((key for key in GPUS if key in text), None)
+    name: str = "H200"  # profile name, for reports and /server_info
 
 
 @dataclass(frozen=True)
@@ -181,10 +135,10 @@ class CostModel:
     def for_model(cls, name: str, *, gpu: str | None = None, speed: float = 1.0, **kw) -> "CostModel":
         """A cost model from a preset name (``qwen3-8b``, ``qwen3-32b``, ``qwen3-0.6b``).
 
-        ``gpu`` names a shipped GPU profile (:func:`gpu_profile`; H200 when
-        None).  ``speed`` plays that GPU ``speed`` times as fast: bandwidth,
-        FLOP/s and the per-forward fixed cost ``a`` all scale, so every
-        forward pass takes ``1 / speed`` times as long (``o_req``, the
+        ``gpu`` names a shipped GPU profile (:mod:`sgl_speccompact.gpus`;
+        H200 when None).  ``speed`` plays that GPU ``speed`` times as fast:
+        bandwidth, FLOP/s and the per-forward fixed cost ``a`` all scale, so
+        every forward pass takes ``1 / speed`` times as long (``o_req``, the
         per-request CPU overhead, does not).
 
         >>> slow = CostModel.for_model("qwen3-8b", speed=0.5)
@@ -196,7 +150,9 @@ class CostModel:
             raise ValueError(f"unknown cost preset {name!r}; known: {sorted(PRESETS)}")
         model = PRESETS[key]
         if gpu is not None or speed != 1.0:
-            kw["hardware"] = gpu_profile(gpu or DEFAULT_GPU).scaled(speed)
+            from ..gpus import DEFAULT_GPU, gpu_profile, scaled
+
+            kw["hardware"] = scaled(gpu_profile(gpu or DEFAULT_GPU), speed)
             model = replace(model, a=model.a / speed)
         return cls(model=model, **kw)
 
