@@ -79,6 +79,11 @@ def cost_fits(plan: LaunchPlan, http) -> dict:
     for role, url in roles:
         if svc.get("calibrate"):
             log(f"[launch] calibrating the {role} at {url} (a few seconds of /generate calls)")
+            if plan.speculative.get(role) is not None:
+                # the probe's random prompts accept no draft tokens: every step is a full verify pass
+                log(f"[launch] warning: the {role} runs {plan.speculative[role].algorithm} speculative decoding; "
+                    "the fit times its verify passes on prompts that accept no drafts, so calibrate it without "
+                    "speculative decoding (--{role}-speculative none) for the cost model's plain passes")
         try:
             fit = resolve_cost_fit(http, url, calibrate_now=bool(svc.get("calibrate")), gpu=svc.get("gpu"),
                                    headers=headers)
