@@ -188,8 +188,8 @@ decoding on a server with a LoRA adapter; use NGRAM, EAGLE, EAGLE3 or DFLASH the
 def spec_flags(s: SpecSettings | None) -> list[str]:
     """sglang's ``--speculative-*`` launch_server flags for ``s`` (none for ``None``).
 
-    >>> spec_flags(SpecSettings("EAGLE3", "Tengyunw/qwen3_8b_eagle3", 3, 1, 4))
-    ['--speculative-algorithm', 'EAGLE3', '--speculative-draft-model-path', 'Tengyunw/qwen3_8b_eagle3', \
+    >>> spec_flags(SpecSettings("EAGLE3", "AngelSlim/Qwen3-8B_eagle3", 3, 1, 4))
+    ['--speculative-algorithm', 'EAGLE3', '--speculative-draft-model-path', 'AngelSlim/Qwen3-8B_eagle3', \
 '--speculative-num-steps', '3', '--speculative-eagle-topk', '1', '--speculative-num-draft-tokens', '4']
     """
     if s is None:

@@ -74,13 +74,13 @@ def test_shipped_configs_become_sglang_speculative_args(config, sglang_parser):
 
 def test_dry_run_prints_speculative_flags_and_outputs_note():
     res = subprocess.run([sys.executable, "-m", "sgl_speccompact.launch", "--dry-run", "--target-speculative",
-                          "eagle3:Tengyunw/qwen3_8b_eagle3", "--drafter-speculative", "ngram"], cwd=REPO,
+                          "eagle3:AngelSlim/Qwen3-8B_eagle3", "--drafter-speculative", "ngram"], cwd=REPO,
                          capture_output=True, text=True, timeout=300, env=dict(os.environ))
     assert res.returncode == 0, res.stderr
     lines = [ln for ln in res.stdout.splitlines() if "sglang.launch_server" in ln]
     target, drafter = (shlex.split(ln) for ln in lines)
     assert target[target.index("--speculative-algorithm") + 1] == "EAGLE3"
-    assert target[target.index("--speculative-draft-model-path") + 1] == "Tengyunw/qwen3_8b_eagle3"
+    assert target[target.index("--speculative-draft-model-path") + 1] == "AngelSlim/Qwen3-8B_eagle3"
     assert drafter[drafter.index("--speculative-algorithm") + 1] == "NGRAM"
     assert '"outputs": "lossless at temperature 0 up to numerics' in res.stdout
 
