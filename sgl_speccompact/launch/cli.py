@@ -40,6 +40,16 @@ Configuration comes from defaults, then ``--config FILE`` (TOML or JSON, see
 ``launch/``), then flags.  ``--dry-run`` prints the server commands and the
 service config and exits.
 
+Speculative decoding and the cost model
+---------------------------------------
+``[target.speculative]`` / ``[drafter.speculative]`` tables, or
+``--target-speculative ALGO[:DRAFT_PATH]``, become sglang's own
+``--speculative-*`` flags (:mod:`sgl_speccompact.launch.speculative` refuses what
+sglang would).  ``--calibrate`` times each server through ``/generate`` at
+start and fits the latency cost model; otherwise a saved fit or the shipped
+profile of ``--gpu`` (H200 by default) is used
+(:mod:`sgl_speccompact.calibration_probe`).
+
 Without a GPU
 -------------
 ``--emulate`` serves the real API on two in-process SGLang-API emulators
@@ -154,6 +164,11 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
                    "the model type each server reports; an error if it cannot be)")
     g.add_argument("--target-chat-template", help="the target's frontend chat template (overrides --chat-template)")
     g.add_argument("--drafter-chat-template", help="the drafter's frontend chat template (overrides --chat-template)")
+    g.add_argument("--target-speculative", metavar="ALGO[:DRAFT_PATH]",
+                   help="sglang speculative decoding on the target: EAGLE3:HEAD, DFLASH:DRAFT, STANDALONE:MODEL, "
+                   "NGRAM, or none (replaces the config's [target.speculative] table)")
+    g.add_argument("--drafter-speculative", metavar="ALGO[:DRAFT_PATH]",
+                   help="same for the drafter ([drafter.speculative]); NGRAM suits a LoRA drafter")
     g.add_argument("--target-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
     g.add_argument("--drafter-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
     g.add_argument("--python", help="interpreter that runs sglang.launch_server (default: this one)")
@@ -191,6 +206,16 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--session-store-mb", type=float,
                    help="prepared (ahead-of-time) results kept for reuse, at most, in MiB (default 64)")
     g.add_argument("--session-ttl", type=float, help="seconds a prepared result is kept (default 1800)")
+    g = p.add_argument_group("cost model (used to predict which method is fastest)")
+    g.add_argument("--calibrate", action="store_true",
+                   help="at start, time prefill and decode passes on each server through /generate (seconds), "
+                        "fit the cost model and save the fit for later starts")
+    g.add_argument("--gpu", help="the servers' GPU (H200, H100, A100, L40S, B200): picks the shipped profile "
+                                 "and keys saved fits; sglang does not report it (default: H200 assumed)")
+    g.add_argument("--emulate-gpu", metavar="NAME",
+                   help="with --emulate: the emulators delay answers as this GPU profile would (SIMULATED)")
+    g.add_argument("--emulate-speed", type=float, metavar="FACTOR",
+                   help="with --emulate: that GPU FACTOR times as fast (0.5: twice as slow; SIMULATED)")
     return p
 
 
@@ -206,6 +231,9 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
         return 2
     if serve_only and not args.drafter_url:
         args.no_drafter = True
+    if (args.emulate_gpu is not None or args.emulate_speed is not None) and not args.emulate:
+        print("--emulate-gpu/--emulate-speed apply to --emulate only", file=sys.stderr)
+        return 2
     if args.emulate:
         if args.target_url or args.drafter_url or args.dry_run:
             print("--emulate starts its own emulated servers: drop --target-url/--drafter-url/--dry-run",

@@ -25,16 +25,18 @@ from ..errors import ConfigError
 from ..flags import count, port, positive_number
 from .router import ROUTER_POLICIES, RouterSpec, router_command
 from .servers import ServerSpec, server_command
+from .speculative import check_server, describe, parse_spec_flag, spec_from_table
 
 SECTIONS = {
     "target": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
-               "attention_backend", "chat_template", "extra_args", "urls", "tokenizer"},
+               "attention_backend", "chat_template", "extra_args", "urls", "tokenizer", "speculative"},
     "router": {"workers", "port", "policy", "url", "cache_threshold", "balance_abs_threshold",
                "balance_rel_threshold", "extra_args"},
     "drafter": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
-                "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled"},
+                "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled",
+                "speculative"},
     "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
-                "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s"},
+                "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s", "calibrate", "gpu"},
     "compact": None,  # CompactConfig fields, checked by make_config
 }
 
@@ -48,7 +50,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "service": {"host": "127.0.0.1", "port": 8000, "method": "speccompact", "max_body_mb": 32.0,
                 "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
                 "compaction_timeout_s": 300.0, "upstream_detail": False, "session_store_mb": 64.0,
-                "session_ttl_s": 1800.0},
+                "session_ttl_s": 1800.0, "calibrate": False, "gpu": None},
     "compact": {},
 }
 
@@ -81,6 +83,7 @@ class LaunchPlan:
     api_key: str | None = field(default=None, repr=False)  # service bearer token
     upstream_api_key: str | None = field(default=None, repr=False)  # SGLang servers' --api-key
     python: str = sys.executable  # interpreter that runs sglang.launch_server
+    speculative: dict = field(default_factory=dict)  # role -> SpecSettings or None, for the servers started
 
 
 def load_config_file(path: str | os.PathLike) -> dict:
@@ -129,7 +132,8 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
              (s, "max_body_mb", a.max_body_mb), (s, "max_workers", a.max_workers),
              (s, "request_timeout_s", a.request_timeout), (s, "health_wait_s", a.health_wait),
              (s, "compaction_timeout_s", a.compaction_timeout), (s, "upstream_detail", a.upstream_detail or None),
-             (s, "session_store_mb", a.session_store_mb), (s, "session_ttl_s", a.session_ttl)]
+             (s, "session_store_mb", a.session_store_mb), (s, "session_ttl_s", a.session_ttl),
+             (s, "calibrate", getattr(a, "calibrate", False) or None), (s, "gpu", getattr(a, "gpu", None))]
     for sec in (t, d):
         pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
                   (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template)]
@@ -141,6 +145,11 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
         t["urls"] = list(a.target_url)
     if a.target_tokenizer:
         t["tokenizer"] = a.target_tokenizer
+    for sec, value in ((t, getattr(a, "target_speculative", None)), (d, getattr(a, "drafter_speculative", None))):
+        if value is not None:  # the flag replaces the config's whole table
+            spec = parse_spec_flag(value)
+            sec["speculative"] = {"algorithm": "none"} if spec is None else {
+                "algorithm": spec.algorithm, "draft_model_path": spec.draft_model_path}
     r = {}
     for key, value in (("workers", a.target_workers), ("url", a.router_url), ("port", a.router_port),
                        ("policy", a.router_policy)):
@@ -193,6 +202,12 @@ def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
         raise ConfigError(f"[{role}]: {exc}") from exc
     if not 0.0 < spec.mem_fraction_static < 1.0:
         raise ConfigError(f"[{role}] mem_fraction_static must be in (0, 1), got {spec.mem_fraction_static}")
+    speculative = spec_from_table(sec["speculative"], role) if sec.get("speculative") else None
+    if speculative is not None:
+        lora = bool(spec.lora_path) or any(a.split("=")[0] in ("--enable-lora", "--lora-paths")
+                                           for a in spec.extra_args)
+        check_server(speculative, role, lora=lora, server_args=spec.extra_args)
+        spec = replace(spec, speculative=speculative)
     return spec
 
 
@@ -251,6 +266,7 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
         service={k: svc[k] for k in sorted(SECTIONS["service"])}, compact=dict(merged.get("compact") or {}),
         api_key=resolve_api_key(args.api_key), upstream_api_key=args.upstream_api_key,
         python=args.python or sys.executable, target_tokenizer=t.get("tokenizer"),
+        speculative={s.role: s.speculative for s in servers},
     )
 
 
@@ -305,6 +321,7 @@ def service_config(plan: LaunchPlan) -> dict:
         "auth": "bearer" if plan.api_key else None,
         "upstream_auth": "bearer" if plan.upstream_api_key else None,
         "compact": make_config(plan.compact).model_dump(mode="json"),
+        "speculative": {role: describe(s) for role, s in plan.speculative.items()},
     }
 
 

@@ -49,6 +49,7 @@ def _build_app(plan: LaunchPlan, http):
         drafter = SpecCompactEndpoint(plan.drafter_url, api_key=plan.upstream_api_key,
                                       chat_template=plan.drafter_chat_template,
                                       lora_path=plan.drafter_lora_name, timeout_s=timeout)
+    cost_models = cost_fits(plan, http)
     deadline = float(svc["compaction_timeout_s"])
     limits = ServiceLimits(max_body_bytes=int(float(svc["max_body_mb"]) * 2**20),
                            max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
@@ -57,7 +58,50 @@ def _build_app(plan: LaunchPlan, http):
                            session_ttl_s=float(svc["session_ttl_s"]))
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],
-                      health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer)
+                      health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer,
+                      cost_models=cost_models)
+
+
+def cost_fits(plan: LaunchPlan, http) -> dict:
+    """Each server's cost-model parameters: probed now (``calibrate``), saved, or a shipped profile.
+
+    Raises
+    ------
+    BackendError
+        ``calibrate`` is on and a probe fails.
+    ConfigError
+        ``calibrate`` is on and a served model has no cost-model preset.
+    """
+    from ..calibration_probe import log, report_line, resolve_cost_fit
+
+    svc = plan.service
+    headers = {"Authorization": f"Bearer {plan.upstream_api_key}"} if plan.upstream_api_key else None
+    roles = [("target", plan.target_urls[0])] + ([("drafter", plan.drafter_url)] if plan.drafter_url else [])
+    out = {}
+    for role, url in roles:
+        if svc.get("calibrate"):
+            log(f"[launch] calibrating the {role} at {url} (a few seconds of /generate calls)")
+            if plan.speculative.get(role) is not None:
+                # the probe's random prompts accept no draft tokens: every step is a full verify pass
+                log(f"[launch] warning: the {role} runs {plan.speculative[role].algorithm} speculative decoding; "
+                    "the fit times its verify passes on prompts that accept no drafts, so calibrate it without "
+                    "speculative decoding (--{role}-speculative none) for the cost model's plain passes")
+        try:
+            fit = resolve_cost_fit(http, url, calibrate_now=bool(svc.get("calibrate")), gpu=svc.get("gpu"),
+                                   headers=headers)
+        except ValueError as exc:  # no preset for this model
+            if svc.get("calibrate"):
+                raise ConfigError(str(exc)) from exc
+            log(f"[launch] {role}: no cost model ({exc})")
+            continue
+        except BackendError as exc:
+            if svc.get("calibrate"):
+                raise
+            log(f"[launch] {role}: no cost model ({exc})")
+            continue
+        log(report_line(role, fit))
+        out[role] = fit
+    return out
 
 
 def service_server(app, **config):
@@ -154,12 +198,23 @@ EMULATED_MODELS = (("target", "Qwen/Qwen3-8B", 0), ("drafter", "Qwen/Qwen3-0.6B"
 def run_emulated(args: argparse.Namespace) -> int:
     """``--emulate``: the service on a target and a drafter emulator started in this process."""
     from ..testing import ControlledAcceptancePolicy, EmulatedServer, default_tokenizer
+    from ..testing.__main__ import emulated_cost_model
 
     print(EMULATE_BANNER, file=sys.stderr, flush=True)
+    timed = args.emulate_gpu is not None or args.emulate_speed is not None
+    try:
+        costs = {role: emulated_cost_model(path.split("/")[-1], args.emulate_gpu, args.emulate_speed or 1.0)
+                 for role, path, _ in EMULATED_MODELS} if timed else {}
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    if timed:
+        print(f"[launch] EMULATED GPU: answers are delayed by SIMULATED pass times of "
+              f"{costs['target'].hardware.name}, not measured on a GPU", file=sys.stderr, flush=True)
     with contextlib.ExitStack() as stack:
         tokenizer, name = default_tokenizer()
         urls = {role: stack.enter_context(EmulatedServer(tokenizer, policy=ControlledAcceptancePolicy(seed=seed),
-                                                         model_path=path)).url
+                                                         cost_model=costs.get(role), model_path=path)).url
                 for role, path, seed in EMULATED_MODELS}
         print(f"[launch] emulated target on {urls['target']}, drafter on {urls['drafter']} ({name} tokenizer)",
               file=sys.stderr, flush=True)

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import LaunchError
+from .speculative import SpecSettings, spec_flags
 
 
 @dataclass(frozen=True)
@@ -39,6 +40,7 @@ class ServerSpec:
     lora_path: str | None = None  # LoRA adapter directory, served as `lora_name`
     lora_name: str = "drafter"  # adapter name the service sends as `lora_path`
     extra_args: tuple[str, ...] = ()  # further launch_server flags, verbatim
+    speculative: SpecSettings | None = None  # sglang speculative decoding on this server (None: off)
 
     @property
     def url(self) -> str:
@@ -75,7 +77,7 @@ def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
         cmd += ["--enable-lora", "--lora-paths", f"{spec.lora_name}={spec.lora_path}"]
     if not any(a.split("=")[0] == "--schedule-policy" for a in spec.extra_args):
         cmd += ["--schedule-policy", "lpm"]
-    return cmd + list(spec.extra_args)
+    return cmd + spec_flags(spec.speculative) + list(spec.extra_args)
 
 
 def _die_with_parent() -> None:  # runs in the child between fork and exec

@@ -161,6 +161,7 @@ def create_app(
     methods: Sequence[str] | None = None,
     health_probe: Callable[[Any], dict] | None = None,
     chat_template: Any = None,
+    cost_models: dict | None = None,
 ) -> FastAPI:
     """Build the compaction service around existing backends.
 
@@ -190,6 +191,10 @@ def create_app(
     chat_template : str or tokenizer, optional
         The target's tokenizer (path or hub name): with it, compactions use
         the agent-aligned layout unless a request asks for ``classic``.
+    cost_models : dict, optional
+        Role -> :class:`~sgl_speccompact.calibration.CostFit` of each server
+        (calibrated, saved or a shipped profile); shown in ``/health`` and
+        ``/metrics``.
 
     Returns
     -------
@@ -208,6 +213,8 @@ def create_app(
     upstreams = Upstreams(targets.backends, drafter, show_urls=limits.expose_upstream_urls)
     probe = health_probe or http_probe(timeout_s=limits.health_timeout_s)
     metrics = Metrics()
+    cost_report = {role: fit.to_dict() for role, fit in (cost_models or {}).items()}
+    metrics.set_cost_models(cost_models or {})
     compactions = Compactions(limits, metrics)
     sessions = Sessions(limits.session_store_bytes, limits.session_ttl_s, metrics)
 
@@ -343,8 +350,8 @@ def create_app(
         results = await asyncio.gather(*(loop.run_in_executor(None, probe, b) for _, b in named))
         report = {name: upstreams.health_entry(r) for (name, _), r in zip(named, results)}
         ok = all(r.get("ok") for r in results)
-        return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": report},
-                            status_code=200 if ok else 503)
+        return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": report,
+                             "cost_model": cost_report}, status_code=200 if ok else 503)
 
     @app.get("/metrics")
     async def prometheus_metrics():

@@ -56,6 +56,15 @@ class Metrics:
         self.prepare_wasted = Counter("speccompact_prepare_wasted_seconds_total",
                                       "Seconds of prepares cancelled, failed, or stored and never reused",
                                       registry=r)
+        self.cost_model = Gauge("speccompact_cost_model_param",
+                                "Cost-model parameter per server (s, s/token or FLOP/s); source: calibrated or "
+                                "profile:<GPU>", ["role", "param", "source", "gpu"], registry=r)
+
+    def set_cost_models(self, fits: dict) -> None:
+        """Publish each server's cost-model parameters (role -> CostFit)."""
+        for role, fit in fits.items():
+            for param in ("o_req_s", "a_s", "weight_s", "kv_s", "flop_rate"):
+                self.cost_model.labels(role, param, fit.source, fit.gpu).set(getattr(fit, param))
 
     def observe(self, method: str, result_outcome: str, seconds: float, result: Any = None) -> None:
         """Count one finished compaction."""

@@ -3,7 +3,9 @@
 Serves the SGLang-API emulator until interrupted.  ``--policy controlled``
 (the default) judges with ``--p-accept``; ``--policy echo`` answers every
 generation with an empty string.  ``--cost-model qwen3-8b`` adds SIMULATED
-latencies (``meta_info["simulated_latency_s"]``).
+latencies (``meta_info["simulated_latency_s"]``) and delays every answer by
+them (times ``--time-scale``); ``--gpu H100`` and ``--gpu-speed 0.5`` make it
+play another GPU profile, or one twice as slow.
 """
 
 from __future__ import annotations
@@ -11,6 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
+from ..gpus import DEFAULT_GPU
 from .emulator.cost import CostModel
 from .emulator.policy import ControlledAcceptancePolicy, ScriptedPolicy
 from .emulator.server import EmulatedServer
@@ -30,9 +33,25 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--cost-model", help="qwen3-8b, qwen3-32b or qwen3-0.6b (simulated latency)")
     p.add_argument("--time-scale", type=float, default=1.0, help="real s slept per simulated s")
+    p.add_argument("--gpu", help="GPU profile the cost model plays (H200, H100, A100, L40S, B200; default H200)")
+    p.add_argument("--gpu-speed", type=float, default=1.0, help="speed factor on that GPU (0.5: twice as slow)")
     p.add_argument("--radix-capacity", type=int, help="radix-cache capacity in tokens")
     p.add_argument("--lora-paths", nargs="*", help="known adapter names (default: any)")
     return p.parse_args(argv)
+
+
+def emulated_cost_model(model: str | None, gpu: str | None, speed: float = 1.0,
+                        time_scale: float = 1.0) -> CostModel | None:
+    """The cost model an emulator plays (None: untimed); a GPU without a model is an error.
+
+    >>> emulated_cost_model("qwen3-8b", "H100", 0.5).hardware.name
+    'H100x0.5'
+    """
+    if model is None:
+        if gpu is not None or speed != 1.0:
+            raise SystemExit("--gpu/--gpu-speed need --cost-model (the model whose passes are timed)")
+        return None
+    return CostModel.for_model(model, gpu=gpu or DEFAULT_GPU, speed=speed, time_scale=time_scale)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -41,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     path = args.tokenizer or default_tokenizer()[0]
     policy = (ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed)
               if args.policy == "controlled" else ScriptedPolicy())
-    cost = CostModel.for_model(args.cost_model, time_scale=args.time_scale) if args.cost_model else None
+    cost = emulated_cost_model(args.cost_model, args.gpu, args.gpu_speed, args.time_scale)
     srv = EmulatedServer(path, policy=policy, cost_model=cost, model_path=args.model_path,
                          lora_paths=args.lora_paths, radix_capacity_tokens=args.radix_capacity,
                          host=args.host, port=args.port)

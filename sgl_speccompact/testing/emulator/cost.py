@@ -51,6 +51,7 @@ class Hardware:
     eta_w: float = 0.85  # achieved fraction of bw reading weights (estimate)
     eta_kv: float = 0.8  # achieved fraction of bw reading KV (fit on H100)
     mfu: float = 0.55  # achieved fraction of flops in prefill (fit on H100)
+    name: str = "H200"  # profile name, for reports and /server_info
 
 
 @dataclass(frozen=True)
@@ -131,12 +132,29 @@ class CostModel:
     batch_window_s: float = 0.002  # real wait to gather a prefill batch
 
     @classmethod
-    def for_model(cls, name: str, **kw) -> "CostModel":
-        """A cost model from a preset name (``qwen3-8b``, ``qwen3-32b``, ``qwen3-0.6b``)."""
+    def for_model(cls, name: str, *, gpu: str | None = None, speed: float = 1.0, **kw) -> "CostModel":
+        """A cost model from a preset name (``qwen3-8b``, ``qwen3-32b``, ``qwen3-0.6b``).
+
+        ``gpu`` names a shipped GPU profile (:mod:`sgl_speccompact.gpus`;
+        H200 when None).  ``speed`` plays that GPU ``speed`` times as fast:
+        bandwidth, FLOP/s and the per-forward fixed cost ``a`` all scale, so
+        every forward pass takes ``1 / speed`` times as long (``o_req``, the
+        per-request CPU overhead, does not).
+
+        >>> slow = CostModel.for_model("qwen3-8b", speed=0.5)
+        >>> round(slow.forward_s([(4096, 1)]) / CostModel.for_model("qwen3-8b").forward_s([(4096, 1)]), 9)
+        2.0
+        """
         key = name.split("/")[-1].lower()
         if key not in PRESETS:
             raise ValueError(f"unknown cost preset {name!r}; known: {sorted(PRESETS)}")
-        return cls(model=PRESETS[key], **kw)
+        model = PRESETS[key]
+        if gpu is not None or speed != 1.0:
+            from ...gpus import DEFAULT_GPU, gpu_profile, scaled
+
+            kw["hardware"] = scaled(gpu_profile(gpu or DEFAULT_GPU), speed)
+            model = replace(model, a=model.a / speed)
+        return cls(model=model, **kw)
 
     def with_scale(self, time_scale: float) -> "CostModel":
         """The same model with another ``time_scale``."""

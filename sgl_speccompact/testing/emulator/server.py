@@ -216,8 +216,11 @@ class EmulatedServer:
             "emulated": True,
             "emulator_radix_capacity_tokens": capacity,
             "emulator_policy": type(self.policy).__name__,
+            # sglang 0.5.23 reports no device name; the emulator names the GPU it plays
+            "gpu_name": None if cost is None else cost.hardware.name,
             "simulated_cost_model": None if cost is None else {
                 "model": cost.model.name,
+                "gpu": cost.hardware.name,
                 "time_scale": cost.time_scale,
                 "note": "simulated latencies from a cost model, not GPU measurements",
             },
