@@ -45,7 +45,7 @@ from .config import CompactConfig, make_config
 from .endpoint import LabelJudgement, connect
 from .endpoint_http import token_counter
 from .history import Turn, environment_outputs, parse_messages
-from .judge import Judgement
+from .judge import Judgement, label_choices
 from .programs import result_of
 from .entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
 from .judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context, source_judge_question
@@ -141,7 +141,8 @@ def source_judge_prompt(s, system, context, question, assistant_prefix):
 def source_judge_entry(s, system, context, question, assistant_prefix, positive, negative, eta):
     """One entry's judgement as a select (the fallback for backends without ``judge_batch``)."""
     judge_turn(s, system, context, question, assistant_prefix)
-    s += sgl.select("verdict", choices=[positive, negative], choices_method=LabelJudgement(eta))
+    choices, n_positive = label_choices(positive, negative)
+    s += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(eta, n_positive=n_positive))
 
 
 def judge_entries(entries: list[Entry], src: Sources, *, target: Any, cfg: CompactConfig,

@@ -145,12 +145,13 @@ class ScriptedBackend(BaseBackend):
             self._record("source_judge", text)
             p = self.source_judge_fn(ENTRY_RE.findall(text)[-1], SECTION_RE.findall(text)[-1])
             assert isinstance(choices_method, LabelJudgement)
-            return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1})
+            return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1},
+                            choices_method.n_positive)
         self._record("verify", text)
         line = LINE_RE.findall(text)[-1]
         p = self.judge_fn(slot_of(text), line)
         assert isinstance(choices_method, LabelJudgement)
-        return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1})
+        return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1}, choices_method.n_positive)
 
 
 class BatchJudgeBackend(ScriptedBackend):

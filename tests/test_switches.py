@@ -71,27 +71,9 @@ def test_draft_buffer_on_buffers_several_lines_per_call():
     assert len(progress) == 1
 
 
-class PlainSelectEndpoint(InProcessEndpoint):
-    """Also answers sglang's plain select: a prefill, then one item per choice."""
-
-    def _request(self, method, path, body=None):
-        if path == "/generate" and isinstance(body_text(body), list) and "token_ids_logprob" not in body:
-            with self.lock:
-                self.bodies.append(body)
-            out = []
-            for text in body_text(body):
-                line = LINE_RE.findall(text)[-1]
-                p = self.judge(line) if text.endswith("positive") else 1 - self.judge(line)
-                lps = [[None, 1, "<"], [math.log(p), 2, "x"]]
-                out.append({"text": "", "meta_info": {"prompt_tokens": len(text), "cached_tokens": 0,
-                                                      "input_token_logprobs": lps, "output_token_logprobs": []}})
-            return out
-        return super()._request(method, path, body)
-
-
 @pytest.mark.parametrize("one_request", [True, False])
 def test_one_request_judging_switch_on_speccompact_endpoint(one_request):
-    target = PlainSelectEndpoint(judge=lambda line: 0.05 if "BAD" in line else 0.9)
+    target = InProcessEndpoint(judge=lambda line: 0.05 if "BAD" in line else 0.9)
     drafter = ScriptedBackend(draft=drafter_from(DRAFTS))
     res = compact(MESSAGES, target=target, drafter=drafter, config={"one_request_judging": one_request})
     one = [b for b in target.bodies if "token_ids_logprob" in b]
