@@ -5,7 +5,7 @@ import importlib
 
 import pytest
 
-MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "prompts", "judge_prompts", "history", "result",
+MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "sections", "prompts", "judge_prompts", "history", "result",
            "endpoint", "endpoint_http", "plain_select", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "formats_convert", "launch", "servers", "testing.policy", "testing.workload",
            "hermes_prompt", "layout", "chat_render",
            "train.data", "train.incremental",
