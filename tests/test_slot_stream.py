@@ -1,6 +1,7 @@
 """The slot stream on sglang's real interpreter: pipelined drafting, sub-slot
 branches, multi-candidate repair, and the repair path's edge cases."""
 
+import hashlib
 import threading
 
 import pytest
@@ -89,24 +90,79 @@ def test_a_rejection_drops_the_speculative_draft():
     assert len(drafter.kinds("draft")) == res.stats.requests["drafter"]["draft"].requests + 1
 
 
-SCRIPTED = {**DRAFTS,
-            "goal": ["- a", "- BAD b", "- c", "- d"],
-            "key_decisions": ["- **x**: y", "- **BAD z**: w", "- **BAD q**: r", "- **k**: v"],
-            "next_steps": ["1. one", "2. BAD two", "3. three", "4. four", "5. five"]}
+def digest(*parts) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:8]
+
+
+def hashing_drafter(n_lines: int = 6, per_call=None):
+    """A drafter whose every line hashes the exact prefix it continues (the slot's lines so far).
+
+    A draft used after its prefix changed (a stale draft) therefore holds
+    lines no fresh draft would: a counting drafter, whose lines depend only on
+    their position, cannot tell them apart.  A hash divisible by 3 marks the
+    line BAD (the judge rejects it).
+    """
+    def line_after(slot_name, lines):
+        h = digest(slot_name, *lines)
+        return f"- {h}" + (" BAD" if int(h, 16) % 3 == 0 else "")
+
+    def draft(slot_name, accepted, text):
+        out = []
+        while len(accepted) + len(out) < n_lines and (per_call is None or len(out) < per_call):
+            out.append(line_after(slot_name, list(accepted) + out))
+        if len(accepted) + len(out) >= n_lines:
+            return "\n".join(out), "stop"
+        return "\n".join(out) + "\n- partial li", "length"
+    return draft
+
+
+def pipelining_runs(per_call):
+    out = {}
+    for pipelined in (True, False):
+        for buffer in (True, False):
+            target = ScriptedBackend(judge=judge_bad, repair=lambda s, acc: f"- fix {digest(s, *acc)}\n")
+            drafter = ScriptedBackend(draft=hashing_drafter(per_call=per_call))
+            res = compact(MESSAGES, target=target, drafter=drafter,
+                          config={"pipelined_drafting": pipelined, "draft_buffer": buffer})
+            out[(pipelined, buffer)] = (decisions(res), res.stats.dropped_drafts)
+    return out
 
 
 @pytest.mark.parametrize("per_call", [None, 2])
 def test_same_decisions_with_and_without_pipelining(per_call):
-    out = {}
+    # test_a_stale_draft_is_caught injects a stale-draft bug and watches this comparison fail
+    out = pipelining_runs(per_call)
+    assert out[(True, False)][0] == out[(False, False)][0]
+    assert out[(True, True)][0] == out[(False, True)][0]
+    lines = [l for _, _, ls in out[(True, False)][0] for l in ls]
+    assert any(o is LineOrigin.REPAIRED for _, o, _ in lines)
+    assert out[(True, False)][1] > 0  # some prefetched drafts were dropped: the case under test happened
+
+
+def test_a_stale_draft_is_caught(monkeypatch):
+    """Injected bug: a prefetched draft is used whatever prefix it continues."""
+    from sgl_speccompact.slot_stream import SlotStream
+
+    def stale(self, prefix):
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return real(self, prefix)
+        d = pending[1].result()
+        self.ctx.recorder.request("drafter", "draft", d.meta)
+        return d
+
+    real = SlotStream.next_draft
+    monkeypatch.setattr(SlotStream, "next_draft", stale)
+    out = pipelining_runs(None)
+    assert out[(True, False)][0] != out[(False, False)][0]  # the hashing drafter exposes it
+    # a drafter whose lines depend only on their position would not
+    counted = {}
     for pipelined in (True, False):
-        for buffer in (True, False):
-            target, drafter = backends(drafts=SCRIPTED, per_call=per_call, repair=lambda s, acc: f"- fix {len(acc)}\n")
-            res = compact(MESSAGES, target=target, drafter=drafter,
-                          config={"pipelined_drafting": pipelined, "draft_buffer": buffer})
-            out[(pipelined, buffer)] = decisions(res)
-    assert out[(True, False)] == out[(False, False)]
-    assert out[(True, True)] == out[(False, True)]
-    assert any(o is LineOrigin.REPAIRED for _, _, lines in out[(True, False)] for _, o, _ in lines)
+        drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c", "- d"]}
+        target, drafter = backends(drafts=drafts, repair=lambda s, acc: f"- fix {len(acc)}\n")
+        counted[pipelined] = decisions(compact(MESSAGES, target=target, drafter=drafter,
+                                               config={"pipelined_drafting": pipelined}))
+    assert counted[True] == counted[False]
 
 
 # ---------------------------------------------------------------- sub-slot branches
