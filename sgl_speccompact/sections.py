@@ -69,7 +69,10 @@ def join_parts(name: str, title: str, parts: list[SlotResult], count: Callable[[
     """One slot from its branches, in order, a blank line between sub-sections.
 
     Lines are kept while they fit ``budget`` (the whole slot's); the first
-    that does not ends the slot with that limit as its stop reason, and a
+    that does not ends the slot with that limit as its stop reason.  A
+    branch that stopped for any other reason than ``complete`` (a truncated
+    or empty repair, the target ending) ends the slot after its lines, as it
+    would have ended one branch writing every sub-section; a
     slot filled to its last line stops with ``line_budget`` as one branch does.
     ``count`` gives a line's target tokens (with its newline).
 
@@ -81,9 +84,7 @@ def join_parts(name: str, title: str, parts: list[SlotResult], count: Callable[[
     >>> [l.text for l in out.lines], out.stop_reason, out.tokens
     (['### A', '- 1', '- 2', '', '### B'], 'line_budget', 5)
     """
-    out = SlotResult(name=name, title=title)
-    reasons = [p.stop_reason for p in parts if p.stop_reason != "complete"]
-    out.stop_reason = reasons[0] if reasons else "complete"
+    out = SlotResult(name=name, title=title, stop_reason="complete")
     for i, part in enumerate(parts):
         lines = ([SummaryLine(text="", origin=LineOrigin.UNJUDGED)] if i and part.lines else []) + part.lines
         for line in lines:
@@ -97,6 +98,9 @@ def join_parts(name: str, title: str, parts: list[SlotResult], count: Callable[[
                 return out
             budget.add(line.text, n)
             out.lines.append(line)
+        if part.stop_reason != "complete":
+            out.stop_reason = part.stop_reason  # one branch would have stopped here too
+            break
     out.tokens = budget.tokens
     if out.stop_reason == "complete" and budget.lines >= budget.max_lines:
         out.stop_reason = "line_budget"  # one branch stops here too, before asking for more

@@ -193,10 +193,10 @@ def test_sub_slot_branches_assemble_in_order_like_one_branch():
     assert slot(split, "progress").tokens == slot(whole, "progress").tokens
 
 
-def progress_both_ways(lines, **config):
+def progress_both_ways(lines, repair=repair_fixed, **config):
     out = []
     for on in (True, False):
-        target, drafter = backends(drafts={**DRAFTS, "progress": lines})
+        target, drafter = backends(drafts={**DRAFTS, "progress": lines}, repair=repair)
         res = compact(MESSAGES, target=target, drafter=drafter, config={"sub_slot_branches": on, **config})
         out.append((texts(res, "progress"), slot(res, "progress").stop_reason, slot(res, "progress").tokens))
     return out
@@ -219,6 +219,14 @@ def test_sub_slot_branches_stop_where_one_branch_would():
     assert (split, why, tokens) == whole
     (split, why, _), whole = progress_both_ways(many, max_tokens_per_slot=30)
     assert (split, why) == whole[:2] and why == "token_budget"
+
+
+def test_a_sub_section_that_stops_early_ends_the_slot_as_one_branch_would():
+    # Done's repair is cut off: one branch stops the slot there, so the later sub-sections go too
+    lines = ["### Done", "- [x] a", "- BAD b", "", "### In Progress", "- [ ] c"]
+    (split, why, tokens), whole = progress_both_ways(lines, repair=lambda s, acc: ("- a repair cut o", "length"))
+    assert split == ["### Done", "- [x] a"] and why == "repair_truncated"
+    assert (split, why, tokens) == whole
 
 
 def test_the_same_line_under_two_sub_sections_is_accepted_once():
