@@ -8,7 +8,7 @@ import pytest
 MODULES = ["__init__", "errors", "config", "schema", "judge", "lines", "sections", "prompts", "judge_prompts", "history", "result",
            "endpoint", "endpoint_http", "plain_select", "baselines", "assembly", "pipeline", "entries", "source_judge", "formats", "formats_convert", "launch", "servers", "testing.policy", "testing.workload",
            "hermes_prompt", "layout", "chat_render",
-           "train.data", "train.incremental",
+           "train.data", "train.incremental", "train.sections",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",
            "evaluation.continuation", "evaluation.sjc", "evaluation.frontier", "evaluation.runner",
            "testing.evaluator"]
