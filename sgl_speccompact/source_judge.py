@@ -23,11 +23,15 @@ summary as a radix prefix.  Two forms::
     on the prefix: system | user[ compaction's shared prefix | entry i + question ] | assistant -> label
                    `------------- identical for every entry ------------'
 
-The stand-alone form is for any compressor's summary.  After a slot method
-(SpecCompact, Target-self) the pipeline passes the compaction's shared
-prefix, which the target already holds in its radix cache: the judgements
-branch from it like one more slot, and the record is not prefilled again.
-The question then names which parts of the conversation are sources.
+The stand-alone form is the default for every summary: the judge sees the
+environment record and the previous summary, never the agent's prose (SJC's
+premise: only those are sources).  With ``source_judge_on_prefix`` on, after
+a slot method (SpecCompact, Target-self) the pipeline passes the
+compaction's shared prefix, which the target already holds in its radix
+cache: the judgements branch from it like one more slot and the record is
+not prefilled again, but the judge then sees the whole conversation, and
+the question names which parts of it are sources (the agent's commentary
+is excluded by instruction only).
 """
 
 from __future__ import annotations
