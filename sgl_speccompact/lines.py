@@ -148,6 +148,23 @@ def read_repair(text: str, finish_reason: dict | None) -> RepairLine:
     return RepairLine(text if text.strip() else None, True, False)
 
 
+def empty_repair(line: str, accepted: list[str] | tuple[str, ...], after_blank_repair: bool) -> bool:
+    """Whether a repaired ``line`` is empty: the slot stops and keeps its accepted prefix.
+
+    A blank repair after a real line is a paragraph break.  It is empty when
+    the slot's previous repair was blank too (two in a row), when the slot
+    has no real line yet, or when it already ends with a blank line.
+
+    >>> empty_repair("", ["- a"], False), empty_repair("", ["- a"], True), empty_repair("", ["- a", ""], False)
+    (False, True, True)
+    >>> empty_repair("", [], False), empty_repair("- b", ["- a"], True)
+    (True, False)
+    """
+    if line.strip():
+        return False
+    return after_blank_repair or not any(a.strip() for a in accepted) or not accepted[-1].strip()
+
+
 @dataclass
 class DraftBuffer:
     """Lines drafted in one call, valid only for the prefix they came from."""

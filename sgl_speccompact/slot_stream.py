@@ -17,12 +17,9 @@ duplicate check across them, :mod:`~sgl_speccompact.sections`) and runs one
 Decisions depend only on the drafted lines and the verdicts, so they are the
 same with and without pipelining.
 
-A repair that is a blank line is a paragraph break; a second blank repair
-in a row (no real repair between them), or one where the slot has no real
-line yet or already ends with a blank line, is empty: the slot stops with
-``stop_reason="empty_repair"`` and keeps its accepted prefix (the paper:
-"If a replacement is empty ... we stop the slot and retain its accepted
-prefix").  Blank lines also count toward ``max_blank_lines_per_slot``.
+An empty repair (:func:`~sgl_speccompact.lines.empty_repair`: a second
+blank repair in a row) stops the slot with ``stop_reason="empty_repair"``,
+keeping its accepted prefix, as the paper says.
 """
 
 from __future__ import annotations
@@ -32,7 +29,7 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import sglang as sgl
 
-from .lines import DraftBuffer, LineKind, SlotBudget, classify_line, read_repair, split_line
+from .lines import DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, read_repair, split_line
 from .programs import (Draft, SlotContext, check_backends, draft, end_states, fork_slots, judge_lines,
                        open_slot, prefill_drafter, repair_line, run_concurrently, sample_candidates,
                        verify_line)
@@ -309,12 +306,9 @@ class SlotStream:
             return "repair_truncated"  # an unfinished line is neither stored nor built upon
         if out.line is None:
             return "target_ended"
-        if not out.line.strip():
-            if self.blank_repair or not any(a.strip() for a in self.accepted) or not self.accepted[-1].strip():
-                return "empty_repair"  # a blank after a blank (or before any line) is no paragraph break
-            self.blank_repair = True
-        else:
-            self.blank_repair = False
+        if empty_repair(out.line, self.accepted, self.blank_repair):
+            return "empty_repair"
+        self.blank_repair = not out.line.strip()  # a paragraph break, kept
         if self.ends_section(out.line):
             return "complete"
         kind = self.kind(out.line)
