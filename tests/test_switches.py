@@ -16,7 +16,10 @@ from test_endpoint import InProcessEndpoint, assert_server_accepts, body_text, l
 from test_programs import DRAFTS, MESSAGES, backends, drafter_from
 
 RECOMMENDED = {name: CompactConfig.model_fields[name].default for name in OPTIMIZATIONS}
-# switches that change only the requests: the same prompts, so the same verdicts from any judge
+# switches that change only the requests: the same prompts, so the same verdicts from any judge.
+# The scripted target answers one_request_judging and send_token_ids the same either way; those two
+# are checked on the endpoint that serves both (test_one_request_and_plain_select_make_the_same_decisions,
+# tests/test_token_ids_sim.py::test_the_model_sees_the_same_tokens_and_decides_the_same)
 REQUEST_ONLY = sorted(set(OPTIMIZATIONS) - PROMPT_CHANGING - DECISION_CHANGING)
 ONE_BRANCH = {"sub_slot_branches": False}
 
