@@ -31,9 +31,13 @@ Target-self on each layout.
 Per variant and layout: geometric-mean end-to-end over the histories, its
 speedup over Hermes-style (each length) and over Target-self (same layout),
 its ratio to ``all (defaults)`` (> 1: slower), requests per server, and
-whether it made the same decisions as every other run on the same history
+whether it made the same decisions as ``all (defaults)`` on the same history
 (``testing.workload.decisions``: which lines were accepted, replaced or
-taken unjudged; the workload is layout-invariant, so they must agree).
+taken unjudged).  The column follows the rule of the switch tests: only a
+variant whose flipped switches all change requests alone is checked; one
+that flips a switch of ``config.PROMPT_CHANGING`` or ``DECISION_CHANGING``
+shows ``n/a`` (the workload's judge reads only the line, so its agreement
+would say nothing about a real model's verdicts on a different prompt).
 
 Usage:
     python bench/ablation.py                                   # the reference sweep
@@ -57,6 +61,7 @@ SJC_ONLY = ("source_judge_on_prefix",)  # switches that act only with --source-j
 ALL = "all (defaults)"
 CRITICAL = ("drafting", "verifying", "repairing", "generating", "waiting")  # critical-path parts in the table
 YES = {True: "yes", False: "NO", None: "-"}  # same decisions as all (defaults)
+NOT_CHECKED = "n/a"  # the variant flips a prompt- or decision-changing switch
 
 
 def switches() -> tuple[list[str], list[str]]:
@@ -105,6 +110,19 @@ def effective(overrides: dict, source_judge: bool) -> tuple[tuple, list[str]]:
     return tuple(sorted(cfg.items())), why
 
 
+def declared_changes(overrides: dict, source_judge: bool) -> list[str]:
+    """Switches a variant flips that may change prompts or decisions (and can act).
+
+    >>> declared_changes({"pipelined_drafting": False}, True), declared_changes({"shared_prefix": False}, True)
+    ([], ['shared_prefix'])
+    """
+    from sgl_speccompact.config import DECISION_CHANGING, PROMPT_CHANGING, CompactConfig
+
+    key, _ = effective(overrides, source_judge)
+    return sorted(n for n, v in key if v is not None and v != CompactConfig.model_fields[n].default
+                  and n in PROMPT_CHANGING | DECISION_CHANGING)
+
+
 def plan(args) -> list[dict]:
     """One entry per variant: its overrides, layouts and the variant whose run it reuses."""
     classic = set(args.classic_variants)
@@ -117,7 +135,8 @@ def plan(args) -> list[dict]:
         key, why = keys[label]
         layouts = [lay for lay in args.layouts if lay != "classic" or label in classic or "all" in classic]
         out.append({"variant": label, "overrides": overrides, "layouts": layouts, "inactive": why,
-                    "same_as": None if first[key] == label else first[key]})
+                    "same_as": None if first[key] == label else first[key],
+                    "changes": declared_changes(overrides, args.source_judge)})
     return out
 
 
@@ -247,7 +266,8 @@ def summarize(rows: list[dict], entries: list[dict], digests: dict) -> list[dict
                 "mean_drafter_requests": sum(r["drafter"]["requests"] for r in rs) / max(len(rs), 1),
                 "mean_parts_s": {k: sum(r["parts"][k] for r in rs) / max(len(rs), 1) for k in latency.PARTS}
                 if rs and rs[0].get("parts") else None,
-                "same_decisions": same_decisions(digests, run_as),
+                "changes": e["changes"],  # declared prompt- or decision-changing switches it flips
+                "same_decisions": None if e["changes"] else same_decisions(digests, run_as),
             })
     return out
 
@@ -281,7 +301,11 @@ def format_tables(summary: list[dict], entries: list[dict]) -> str:
             out.append(f"| {name} | {e2e} | " + " | ".join(_x(s["speedup_vs_hermes"][k]) for k in lengths)
                        + f" | {_x(s['speedup_vs_target_self'])} | {_x(s['ratio_to_all'])} | "
                        f"{s['mean_target_requests']:.0f} | {s['mean_drafter_requests']:.0f} | "
-                       f"{_parts(s['mean_parts_s'])} | {YES[s['same_decisions']]} |")
+                       f"{_parts(s['mean_parts_s'])} | "
+                       f"{NOT_CHECKED if s.get('changes') else YES[s['same_decisions']]} |")
+    out.append(f"\nsame decisions: {NOT_CHECKED} where the variant flips a switch that changes prompts or "
+               "decisions (config.PROMPT_CHANGING / DECISION_CHANGING): the simulated judge reads only the line, "
+               "so agreement there says nothing about a real model")
     notes = sorted({w for e in entries for w in e["inactive"]})
     if notes:
         out.append("\nNot acting in some variants (their rows reuse the run with the same effective switches): "

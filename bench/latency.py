@@ -180,6 +180,13 @@ def workload_lines():
     return trajectory_lines(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
 
 
+def workload_section_sizes():
+    """Progress sub-section sizes of the shared trajectories (the workload draws one per seed)."""
+    from sgl_speccompact.testing.sim.workload import trajectory_section_sizes
+
+    return trajectory_section_sizes(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
+
+
 def histories(args, lines, count) -> list:
     from sgl_speccompact.testing.sim.workload import synthetic_history
 
@@ -212,7 +219,7 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
         tok, tok_kind = default_tokenizer()
     sched = Scheduling(schedule_policy=args.schedule_policy, chunked_prefill_size=args.chunked_prefill_size or None,
                        **({"tokenizer_tokens_per_s": args.tokenizer_rate} if args.tokenizer_rate is not None else {}))
-    lines = workload_lines()
+    lines, section_sizes = workload_lines(), workload_section_sizes()
     config = {"agent_context_tokens": args.agent_context_tokens, **(json.loads(args.config) if args.config else {})}
     slots = tuple(s.name for s in OPENCLAW_SLOTS)
     rows, info = [], {"tokenizer": tok_kind, "scheduling": vars(sched) if hasattr(sched, "__dict__") else None}
@@ -230,7 +237,7 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
         for dep in args.deployments:
             for p in args.p_accept:
                 wl = SummaryWorkload(lines, slots, p_accept=p, clustered=args.clustered, seed=args.seed,
-                                     hermes_tokens=args.hermes_tokens[0])
+                                     hermes_tokens=args.hermes_tokens[0], section_sizes=section_sizes)
                 sim = build_simulation(tok, {"target": wl, "drafter": wl}, costs, DEPLOYMENTS[dep], sched)
                 sim.labeler = labeler()
                 model = sim.servers["target"].model

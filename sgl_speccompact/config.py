@@ -24,14 +24,15 @@ OPTIMIZATIONS: dict[str, str] = {
     "line_aware_stopping": "repairs stop at the newline; off: a repair decodes up to max_new_tokens "
                            "and keeps its first line",
     "one_request_judging": "a judgement is one prefill-only request on SpecCompactEndpoint; off: "
-                           "sglang's plain two-request select",
+                           "sglang's plain two-request select (the same verdict rule on both)",
     "source_judge_on_prefix": "SJC after a slot method branches its judgements from the compaction's "
-                              "cached shared prefix; off: it prefills the environment record on its own",
+                              "cached shared prefix, the agent's prose shown; off: it prefills the "
+                              "environment record (no assistant prose) on its own",
     "short_judge_suffix": "the judge rubric and label words sit once in the cached shared prefix, so a "
                           "judgement's suffix is the line (or SJC entry) in tags; off: the whole question "
                           "after every line",
     "sub_slot_branches": "a slot with sub-sections (Progress: Done / In Progress / Blocked) runs one "
-                         "forked branch per sub-section, the slot's budget split among them",
+                         "forked branch per sub-section; the slot's budget is shared, in order",
     "repair_candidates": "on a rejection the drafter samples repair_samples lines in one request and "
                          "the target judges them in one batch; the target repairs only if all fail",
     "send_token_ids": "SpecCompactEndpoint sends prompts as input_ids, so the server tokenizes the "
@@ -41,6 +42,21 @@ OPTIMIZATIONS: dict[str, str] = {
 
 MAX_TOKENS = 2**20  # upper bound of every token budget: finite, above any model's context (tokens)
 MAX_TEMPERATURE = 2.0  # upper bound of every sampling temperature
+# What each switch may change besides the requests.  A switch in PROMPT_CHANGING
+# changes the text the target reads (so a real model's verdicts may differ); one in
+# DECISION_CHANGING changes what is asked or who writes a line, even for a judge that
+# reads only the line.  Every other switch changes the requests only: the same
+# prompts, so the same verdicts and the same summary (tests/test_switches.py).
+PROMPT_CHANGING: frozenset[str] = frozenset({
+    "shared_prefix",  # off: the slot request comes before the history
+    "short_judge_suffix",  # off: the whole judge question follows every line
+    "source_judge_on_prefix",  # on: SJC reads the whole conversation, not the environment record
+    "sub_slot_branches",  # on: a branch sees only its own sub-section's lines
+})
+DECISION_CHANGING: frozenset[str] = frozenset({
+    "sub_slot_branches",  # what each branch is asked, and its budget
+    "repair_candidates",  # a drafter candidate may replace a rejected line instead of the target
+})
 
 
 class CompactConfig(BaseModel):
@@ -72,6 +88,7 @@ class CompactConfig(BaseModel):
     keep_tool_outputs: int = Field(4, ge=0, le=1_000_000)  # with prune_tool_outputs: the newest tool outputs kept whole (messages)
     target_context_tokens: int | None = Field(None, ge=1, le=2**24)  # target's context window for chunking; None: ask the server
     carry_previous_lines: bool = True  # incremental: a slot's first proposals are the previous summary's lines
+    max_blank_lines_per_slot: int = Field(4, ge=0, le=1_000)  # blank lines (paragraph breaks) kept per slot (lines)
     # ablation switches (see OPTIMIZATIONS)
     shared_prefix: bool = True  # one target prefix for every slot
     draft_buffer: bool = False  # several lines per drafter call (the paper's 64-token buffer)
@@ -79,9 +96,9 @@ class CompactConfig(BaseModel):
     line_aware_stopping: bool = True  # repairs stop at the newline
     one_request_judging: bool = True  # one prefill-only request per judgement
     redact_secrets: bool = True  # replace secrets in the history with [REDACTED:<kind>] before any prompt
-    source_judge_on_prefix: bool = True  # SJC after a slot method reuses the compaction's prefix
+    source_judge_on_prefix: bool = False  # SJC after a slot method reuses the compaction's prefix (shows prose)
     short_judge_suffix: bool = True  # judge rubric in the shared prefix; per-judgement suffix = line + tags
-    sub_slot_branches: bool = True  # one branch per sub-section of a slot
+    sub_slot_branches: bool = False  # one branch per sub-section of a slot (off until a real-model retention check)
     repair_candidates: bool = False  # drafter candidates judged in one batch before a target repair
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
 

@@ -104,6 +104,13 @@ class BackendTimeoutError(BackendError):
     code = "backend_timeout"
 
 
+class LabelLogprobError(BackendError):
+    """A judge request came back without a logprob for a label and without top-k logprobs
+    to apply the missing-label rule: e.g. a server that ignores ``token_ids_logprob``."""
+
+    code = "label_logprob_missing"
+
+
 class InvalidRequestError(_FieldError, ValueError):
     """A service request body is malformed (wrong type, unknown field)."""
 

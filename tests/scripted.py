@@ -70,6 +70,10 @@ class ScriptedBackend(BaseBackend):
     sglang does; an answer that ends without one reports the EOS id.
     candidates : callable(slot, accepted_lines, n) -> list of str, optional
         Drafter answer to an n-sample request (``sample_n``; kind "candidates").
+    judge_prompt : callable(text) -> float, optional
+        A judge that reads the whole prompt (every verification and SJC
+        judgement): probability on the positive label.  Takes precedence
+        over ``judge`` and ``source_judge``.
     before : callable(kind, slot), optional
         Called before answering (to block or slow a slot).
     complete : callable(text, sampling_params) -> str or (str, finish_type), optional
@@ -81,8 +85,9 @@ class ScriptedBackend(BaseBackend):
     """
 
     def __init__(self, *, draft=None, judge=None, repair=None, before=None, complete=None, source_judge=None,
-                 candidates=None):
+                 candidates=None, judge_prompt=None):
         super().__init__()
+        self.judge_prompt = judge_prompt
         self.candidates_fn = candidates
         self.chat_template = get_chat_template("qwen")
         self.draft_fn, self.judge_fn, self.repair_fn, self.before = draft, judge, repair, before
@@ -141,16 +146,18 @@ class ScriptedBackend(BaseBackend):
 
     def select(self, s, choices, temperature, choices_method=None):
         text = s.text_
-        if self.source_judge_fn is not None and ENTRY_RE.search(text):
+        if (self.source_judge_fn is not None or self.judge_prompt is not None) and ENTRY_RE.search(text):
             self._record("source_judge", text)
-            p = self.source_judge_fn(ENTRY_RE.findall(text)[-1], SECTION_RE.findall(text)[-1])
+            p = (self.judge_prompt(text) if self.judge_prompt is not None
+                 else self.source_judge_fn(ENTRY_RE.findall(text)[-1], SECTION_RE.findall(text)[-1]))
             assert isinstance(choices_method, LabelJudgement)
-            return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1})
+            return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1},
+                            choices_method.n_positive)
         self._record("verify", text)
         line = LINE_RE.findall(text)[-1]
-        p = self.judge_fn(slot_of(text), line)
+        p = self.judge_prompt(text) if self.judge_prompt is not None else self.judge_fn(slot_of(text), line)
         assert isinstance(choices_method, LabelJudgement)
-        return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1})
+        return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1}, choices_method.n_positive)
 
 
 class BatchJudgeBackend(ScriptedBackend):

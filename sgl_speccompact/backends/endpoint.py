@@ -1,16 +1,22 @@
 """An SGLang ``RuntimeEndpoint`` that judges a line with one request.
 
-``sgl.select(choices=[positive, negative], choices_method=LabelJudgement(...))``
+``sgl.select(choices=<every label variant>, choices_method=LabelJudgement(...))``
 is the verification step of every program.  On sglang's plain
-``RuntimeEndpoint`` it costs two requests (a prefill, then one scoring
-request per choice).  :class:`SpecCompactEndpoint` serves the same select
+``RuntimeEndpoint`` it costs two requests (a prefill, then one batch
+scoring every choice).  :class:`SpecCompactEndpoint` serves the same select
 with ONE prefill-only ``/generate`` request::
 
     {"text": ..., "sampling_params": {"max_new_tokens": 0, "temperature": 0},
-     "return_logprob": true, "token_ids_logprob": [ids of every label variant]}
+     "return_logprob": true, "token_ids_logprob": [ids of every label variant],
+     "top_logprobs_num": 5}
 
 and reads ``meta_info.output_token_ids_logprobs[0]``: exact next-token
-probabilities of every variant, no top-k truncation.  It also judges many
+probabilities of every variant, no top-k truncation.  Both paths apply one
+rule (:func:`~sgl_speccompact.core.judge.judge_next_token`): the best
+single-token variant per label, r = p+/(p+ + p-); a label the server
+returned no logprob for is filled in from the top-k by the paper's
+missing-label rule, and with no top-k either the judgement is a
+``LabelLogprobError`` (a server that ignores ``token_ids_logprob``).  It also judges many
 prompts in one batch request, draws n samples of one prompt in one request,
 and picks the chat template (Qwen3 thinking disabled).
 
@@ -32,47 +38,81 @@ from sglang.lang.global_config import global_config
 from .chat_format import ChatFormat, decide
 from .http import HttpEndpoint, http_error, token_counter  # noqa: F401 - public here too
 from ..errors import BackendError
-from ..core.judge import Judgement, LabelTokens, verdict, judge_exact, label_variants, resolve_label_tokens
+from ..core.judge import (Judgement, LabelTokens, choice_logprobs, judge_next_token, label_variants,
+                    resolve_label_tokens)
 from .plain_select import plain_select
 from ..core.prompts import THINK_OFF
+
+
+JUDGE_TOP_K = 5  # top-k logprobs asked with each judgement: the missing-label rule's input
 
 
 class LabelJudgement(ChoicesSamplingMethod):
     """``choices_method`` for the judge select: r = p+/(p+ + p-) >= eta.
 
-    On a plain ``RuntimeEndpoint`` it scores each choice by the probability
-    of its tokens (prefix tokens shared by both choices cancel in r).
-    :class:`SpecCompactEndpoint` recognizes it and uses every single-token
-    variant of both labels instead.
+    The choices are every variant of both labels, positive first
+    (:func:`~sgl_speccompact.core.judge.label_choices`).  On a plain
+    ``RuntimeEndpoint`` (and with ``one_request`` off) each choice is scored
+    by its own next-token logprob after the prompt and a label's probability
+    is its best single-token variant's: the rule the one-request path of
+    :class:`SpecCompactEndpoint` applies to exact logprobs of the same
+    variants.
     """
 
-    def __init__(self, eta: float, one_request: bool = True):
+    def __init__(self, eta: float, one_request: bool = True, n_positive: int = 1):
         self.eta = eta  # acceptance threshold on r
         self.one_request = one_request  # False: SpecCompactEndpoint uses sglang's plain select too
+        self.n_positive = n_positive  # choices[:n_positive] are the positive label's variants
+
+    def labels(self, n_choices: int) -> LabelTokens:
+        """The choices' indices as label "tokens"."""
+        return LabelTokens(tuple(range(self.n_positive)), tuple(range(self.n_positive, n_choices)))
 
     def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
                  output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
-        probs = [math.exp(sum(t[0] for t in toks if t[0] is not None)) for toks in input_token_logprobs]
-        j = verdict(probs[0], probs[1], self.eta)
+        lps = choice_logprobs(input_token_logprobs)
+        j = judge_next_token(dict(enumerate(lps)), None, self.labels(len(choices)), self.eta)
         # the plain endpoint's select is a prefill plus one scoring request
-        return decision(choices, j, {"requests": 2})
+        return decision(choices, j, {"requests": 2}, self.n_positive)
 
 
-def decision(choices: list[str], j: Judgement, meta: dict) -> ChoicesDecision:
-    """The select result for a judgement: choices[0] if accepted else choices[1]."""
-    return ChoicesDecision(choices[0] if j.accepted else choices[1], {**meta, "judgement": asdict(j)})
+def decision(choices: list[str], j: Judgement, meta: dict, n_positive: int = 1) -> ChoicesDecision:
+    """The select result for a judgement: the positive label if accepted, else the negative one."""
+    return ChoicesDecision(choices[0] if j.accepted else choices[n_positive], {**meta, "judgement": asdict(j)})
 
 
 def next_token_logprobs(meta: dict, what: str) -> dict[int, float]:
-    """``{token id: logprob}`` of the requested ids at the first output position.
+    """``{token id: logprob}`` of the requested ids at the first output position ({} if absent).
 
     >>> next_token_logprobs({"output_token_ids_logprobs": [[[-0.1, 7, None], [-2.3, 9, None]]]}, "x")
     {7: -0.1, 9: -2.3}
     """
     positions = meta.get("output_token_ids_logprobs") or []
-    if not positions or not positions[0]:
-        raise BackendError(f"server returned no output_token_ids_logprobs for the {what}")
-    return {int(tok): lp for lp, tok, *_ in positions[0]}
+    return {int(tok): lp for lp, tok, *_ in (positions[0] or [])} if positions else {}
+
+
+def top_logprobs(meta: dict) -> list[tuple[int, float]]:
+    """``[(token id, logprob)]`` of the top-k at the first output position ([] if absent).
+
+    >>> top_logprobs({"output_top_logprobs": [[[-0.1, 7, None]]]})
+    [(7, -0.1)]
+    """
+    positions = meta.get("output_top_logprobs") or []
+    return [(int(tok), lp) for lp, tok, *_ in (positions[0] or [])] if positions else []
+
+
+def judge_meta(meta: dict, labels: LabelTokens, eta: float, what: str) -> Judgement:
+    """The verdict of one judge answer; ``LabelLogprobError`` if it carries no label logprobs."""
+    try:
+        return judge_next_token(next_token_logprobs(meta, what), top_logprobs(meta), labels, eta)
+    except BackendError as exc:
+        raise type(exc)(f"{what}: {exc} (does the server honour token_ids_logprob?)") from None
+
+
+def judge_body(text, labels: LabelTokens) -> dict:
+    """The prefill-only ``/generate`` body of a judgement (``text``: one prompt or a batch)."""
+    return {"text": text, "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+            "return_logprob": True, "token_ids_logprob": labels.all_ids, "top_logprobs_num": JUDGE_TOP_K}
 
 
 class SpecCompactEndpoint(HttpEndpoint):
@@ -160,17 +200,12 @@ class SpecCompactEndpoint(HttpEndpoint):
     def select(self, s, choices, temperature, choices_method=None):
         if not isinstance(choices_method, LabelJudgement) or not choices_method.one_request:
             return plain_select(self, s, choices, temperature, choices_method)  # sglang's two requests
-        labels = self.label_tokens(choices[0], choices[1])
-        out = self._generate({
-            "text": s.text_,
-            "sampling_params": {"max_new_tokens": 0, "temperature": 0},
-            "return_logprob": True,
-            "token_ids_logprob": labels.all_ids,
-        })
-        meta = out["meta_info"]
-        j = judge_exact(next_token_logprobs(meta, "judge request"), labels, choices_method.eta)
+        n = choices_method.n_positive
+        labels = self.label_tokens(choices[0], choices[n])
+        meta = self._generate(judge_body(s.text_, labels))["meta_info"]
+        j = judge_meta(meta, labels, choices_method.eta, "judge request")
         keep = {k: meta.get(k) for k in ("prompt_tokens", "cached_tokens", "completion_tokens")}
-        return decision(choices, j, {**keep, "completion_tokens": 0, "requests": 1})
+        return decision(choices, j, {**keep, "completion_tokens": 0, "requests": 1}, n)
 
     def judge_batch(self, texts: list[str], positive: str, negative: str,
                     eta: float) -> tuple[list[Judgement], dict]:
@@ -201,19 +236,14 @@ class SpecCompactEndpoint(HttpEndpoint):
         if not texts:
             return [], meta
         labels = self.label_tokens(positive, negative)
-        out = self._generate({
-            "text": list(texts),
-            "sampling_params": {"max_new_tokens": 0, "temperature": 0},
-            "return_logprob": True,
-            "token_ids_logprob": labels.all_ids,
-        })
+        out = self._generate(judge_body(list(texts), labels))
         if not isinstance(out, list) or len(out) != len(texts):
             raise BackendError(f"batch judge: expected {len(texts)} results, got {type(out).__name__}")
         meta["requests"] = 1
         judgements = []
         for i, item in enumerate(out):
             info = item.get("meta_info") or {}
-            judgements.append(judge_exact(next_token_logprobs(info, f"batch judge item {i}"), labels, eta))
+            judgements.append(judge_meta(info, labels, eta, f"batch judge item {i}"))
             for k in ("prompt_tokens", "cached_tokens"):
                 meta[k] += int(info.get(k) or 0)
         return judgements, meta

@@ -6,9 +6,16 @@ token; we read the probability of each label word and compute
     r = p+ / (p+ + p-)            accept iff r >= eta
 
 Each label may have several token forms ("positive", " positive",
-"Positive", ...); a label's probability is its best variant's.  When the
-backend returns only the top-k tokens and a label is missing, the paper's
-rule substitutes min(1 - sum of returned p, smallest returned p).
+"Positive", ...); a label's probability is its best single-token variant's.
+When no variant of a label has a returned probability and top-k
+probabilities came back, the paper's rule substitutes min(1 - sum of
+returned p, smallest returned p); with no top-k to apply it to, the
+verdict is a :class:`~sgl_speccompact.errors.LabelLogprobError`, never a
+silent default.
+
+This is the ONE verdict rule: the one-request judge (exact next-token
+logprobs of every variant), the plain two-request select (each variant
+scored as a choice) and the batch judge all call :func:`judge_next_token`.
 """
 
 from __future__ import annotations
@@ -17,7 +24,7 @@ import math
 from dataclasses import dataclass
 from typing import Callable, Hashable, Iterable, Mapping
 
-from ..errors import LabelTokenError
+from ..errors import LabelLogprobError, LabelTokenError
 
 
 @dataclass(frozen=True)
@@ -53,6 +60,38 @@ def label_variants(word: str) -> list[str]:
     w = word.strip()
     forms = [w, " " + w, w.capitalize(), " " + w.capitalize(), w.upper(), " " + w.upper()]
     return list(dict.fromkeys(forms))
+
+
+def label_choices(positive: str, negative: str) -> tuple[list[str], int]:
+    """The judge select's choices: every variant of both labels, positive first.
+
+    Returns ``(choices, n_positive)``.  The plain select scores each choice,
+    so it sees the same variants the one-request judge asks for.
+
+    >>> label_choices("yes", "no")
+    (['yes', ' yes', 'Yes', ' Yes', 'YES', ' YES', 'no', ' no', 'No', ' No', 'NO', ' NO'], 6)
+    """
+    pos = label_variants(positive)
+    return pos + label_variants(negative), len(pos)
+
+
+def choice_logprobs(input_token_logprobs: list[list]) -> list[float | None]:
+    """Each choice's next-token logprob after the prompt, from a plain select's entries.
+
+    Every choice's entries (``(logprob, token id, text)``) start with the
+    same prompt tokens; the rest is the choice.  A choice of one token gets
+    its logprob, a multi-token choice ``None`` (the one-request judge skips
+    multi-token variants too).
+
+    >>> choice_logprobs([[(None, 1, "a"), (-0.5, 7, "pos")], [(None, 1, "a"), (-2.0, 8, "neg")],
+    ...                  [(None, 1, "a"), (-3.0, 9, "NE"), (-0.1, 10, "G")]])
+    [-0.5, -2.0, None]
+    """
+    ids = [[e[1] for e in entries] for entries in input_token_logprobs]
+    n = 0
+    while ids and all(len(x) > n for x in ids) and len({x[n] for x in ids}) == 1:
+        n += 1
+    return [entries[n][0] if len(entries) == n + 1 else None for entries in input_token_logprobs]
 
 
 def resolve_label_tokens(
@@ -112,16 +151,59 @@ def verdict(p_pos: float, p_neg: float, eta: float, substituted=()) -> Judgement
 def judge_exact(logprobs: Mapping[Hashable, float], labels: LabelTokens, eta: float) -> Judgement:
     """Verdict from exact logprobs of every label variant (``token_ids_logprob``).
 
+    A label none of whose variants has a logprob is a ``LabelLogprobError``.
+
     >>> j = judge_exact({5: math.log(0.5), 6: math.log(0.3), 7: math.log(0.1)},
     ...                 LabelTokens((5, 6), (7,)), eta=0.7)
     >>> round(j.score, 4), j.accepted
     (0.8333, True)
     """
-    def best(ids):
-        vals = [math.exp(logprobs[i]) for i in ids if logprobs.get(i) is not None]
-        return max(vals, default=0.0)
+    return judge_next_token(logprobs, None, labels, eta)
 
-    return verdict(best(labels.positive), best(labels.negative), eta)
+
+def judge_next_token(exact: Mapping[Hashable, float | None] | None,
+                     top: Iterable[tuple[Hashable, float | None]] | None,
+                     labels: LabelTokens, eta: float) -> Judgement:
+    """The verdict rule: best variant per label, the missing-label rule from top-k.
+
+    Parameters
+    ----------
+    exact : mapping, optional
+        ``{token: logprob}`` of requested variants (``None`` values count as absent).
+    top : iterable of (token, logprob), optional
+        The top-k next tokens, if the request asked for them.
+    labels : LabelTokens
+        Both labels' variants.
+    eta : float
+        Acceptance threshold on r.
+
+    Raises
+    ------
+    LabelLogprobError
+        A label has no variant in ``exact`` or ``top`` and no top-k came back.
+
+    >>> lab = LabelTokens((5,), (7,))
+    >>> judge_next_token({5: None}, [(5, math.log(0.6)), (9, math.log(0.3))], lab, 0.7).substituted
+    ('negative',)
+    >>> judge_next_token({5: math.log(0.6)}, None, lab, 0.7)
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.LabelLogprobError: no logprob for the negative label's variants (7,) and no top-k logprobs to apply the missing-label rule
+    """
+    top_probs = {tok: math.exp(lp) for tok, lp in (top or ()) if lp is not None}
+    probs = {**top_probs, **{tok: math.exp(lp) for tok, lp in (exact or {}).items() if lp is not None}}
+    p, missing = {}, []
+    for name, ids in (("positive", labels.positive), ("negative", labels.negative)):
+        vals = [probs[i] for i in ids if i in probs]
+        if vals:
+            p[name] = max(vals)
+            continue
+        if not top_probs:
+            raise LabelLogprobError(f"no logprob for the {name} label's variants {tuple(ids)} and no "
+                                    "top-k logprobs to apply the missing-label rule")
+        p[name] = missing_label_substitute(top_probs.values())
+        missing.append(name)
+    return verdict(p["positive"], p["negative"], eta, missing)
 
 
 def missing_label_substitute(returned_probs: Iterable[float]) -> float:
@@ -148,14 +230,4 @@ def judge_top_k(top: Iterable[tuple[Hashable, float]], labels: LabelTokens, eta:
     >>> round(j.p_neg, 2), j.substituted, j.accepted
     (0.1, ('negative',), True)
     """
-    probs = {tok: math.exp(lp) for tok, lp in top if lp is not None}
-    sub = missing_label_substitute(probs.values())
-    p, missing = {}, []
-    for name, ids in (("positive", labels.positive), ("negative", labels.negative)):
-        vals = [probs[i] for i in ids if i in probs]
-        if vals:
-            p[name] = max(vals)
-        else:
-            p[name] = sub
-            missing.append(name)
-    return verdict(p["positive"], p["negative"], eta, missing)
+    return judge_next_token(None, top, labels, eta)

@@ -9,7 +9,8 @@ SpecCompact paper's "Efficient Slot-Parallel Execution" section:
   accepted without a judge call; blank lines are kept as formatting;
 - a buffered draft line is used only while the accepted prefix is the one it
   was drafted from;
-- a slot stops when a proposed addition would exceed its line or token budget.
+- a slot stops when a proposed addition would exceed its line or token budget,
+  or its small budget of blank lines (``max_blank_lines_per_slot``).
 """
 
 from __future__ import annotations
@@ -30,8 +31,16 @@ class LineKind(str, Enum):
     JUDGE = "judge"  # needs the target's verdict
 
 
-def _norm(line: str) -> str:
+def norm_line(line: str) -> str:
+    """A line as the duplicate check compares it: whitespace collapsed, lower case.
+
+    >>> norm_line("  - Fix   Bug ")
+    '- fix bug'
+    """
     return " ".join(line.split()).lower()
+
+
+_norm = norm_line
 
 
 def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig) -> LineKind:
@@ -139,6 +148,23 @@ def read_repair(text: str, finish_reason: dict | None) -> RepairLine:
     return RepairLine(text if text.strip() else None, True, False)
 
 
+def empty_repair(line: str, accepted: list[str] | tuple[str, ...], after_blank_repair: bool) -> bool:
+    """Whether a repaired ``line`` is empty: the slot stops and keeps its accepted prefix.
+
+    A blank repair after a real line is a paragraph break.  It is empty when
+    the slot's previous repair was blank too (two in a row), when the slot
+    has no real line yet, or when it already ends with a blank line.
+
+    >>> empty_repair("", ["- a"], False), empty_repair("", ["- a"], True), empty_repair("", ["- a", ""], False)
+    (False, True, True)
+    >>> empty_repair("", [], False), empty_repair("- b", ["- a"], True)
+    (True, False)
+    """
+    if line.strip():
+        return False
+    return after_blank_repair or not any(a.strip() for a in accepted) or not accepted[-1].strip()
+
+
 @dataclass
 class DraftBuffer:
     """Lines drafted in one call, valid only for the prefix they came from."""
@@ -171,18 +197,24 @@ class SlotBudget:
 
     max_lines: int  # non-blank lines allowed (lines)
     max_tokens: int  # tokens allowed, blank lines included (target tokens)
+    max_blank: int = 4  # blank lines allowed (paragraph breaks; lines)
     lines: int = 0  # non-blank lines used
     tokens: int = 0  # tokens used
+    blanks: int = 0  # blank lines used
 
     def check(self, line: str, tokens: int) -> str | None:
         """Which limit adding ``line`` (``tokens`` long) would break, if any.
 
-        >>> b = SlotBudget(max_lines=1, max_tokens=10)
+        >>> b = SlotBudget(max_lines=1, max_tokens=10, max_blank=1)
         >>> b.check("- a", 4), b.add("- a", 4), b.check("- b", 1), b.check("", 1), b.check("", 7)
         (None, None, 'line_budget', None, 'token_budget')
+        >>> b.add("", 1), b.check("", 1)
+        (None, 'blank_budget')
         """
         if line.strip() and self.lines + 1 > self.max_lines:
             return "line_budget"
+        if not line.strip() and self.blanks + 1 > self.max_blank:
+            return "blank_budget"
         if self.tokens + tokens > self.max_tokens:
             return "token_budget"
         return None
@@ -190,4 +222,5 @@ class SlotBudget:
     def add(self, line: str, tokens: int) -> None:
         """Charge ``line`` to the budget."""
         self.lines += 1 if line.strip() else 0
+        self.blanks += 0 if line.strip() else 1
         self.tokens += tokens

@@ -23,11 +23,15 @@ summary as a radix prefix.  Two forms::
     on the prefix: system | user[ compaction's shared prefix | entry i + question ] | assistant -> label
                    `------------- identical for every entry ------------'
 
-The stand-alone form is for any compressor's summary.  After a slot method
-(SpecCompact, Target-self) the pipeline passes the compaction's shared
-prefix, which the target already holds in its radix cache: the judgements
-branch from it like one more slot, and the record is not prefilled again.
-The question then names which parts of the conversation are sources.
+The stand-alone form is the default for every summary: the judge sees the
+environment record and the previous summary, never the agent's prose (SJC's
+premise: only those are sources).  With ``source_judge_on_prefix`` on, after
+a slot method (SpecCompact, Target-self) the pipeline passes the
+compaction's shared prefix, which the target already holds in its radix
+cache: the judgements branch from it like one more slot and the record is
+not prefilled again, but the judge then sees the whole conversation, and
+the question names which parts of it are sources (the agent's commentary
+is excluded by instruction only).
 """
 
 from __future__ import annotations
@@ -45,7 +49,7 @@ from ..config import CompactConfig, make_config
 from ..backends.endpoint import LabelJudgement, connect
 from ..backends.http import token_counter
 from ..history.messages import Turn, environment_outputs, parse_messages
-from ..core.judge import Judgement
+from ..core.judge import Judgement, label_choices
 from ..programs.steps import result_of
 from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
 from ..core.judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context, source_judge_question
@@ -141,7 +145,8 @@ def source_judge_prompt(s, system, context, question, assistant_prefix):
 def source_judge_entry(s, system, context, question, assistant_prefix, positive, negative, eta):
     """One entry's judgement as a select (the fallback for backends without ``judge_batch``)."""
     judge_turn(s, system, context, question, assistant_prefix)
-    s += sgl.select("verdict", choices=[positive, negative], choices_method=LabelJudgement(eta))
+    choices, n_positive = label_choices(positive, negative)
+    s += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(eta, n_positive=n_positive))
 
 
 def judge_entries(entries: list[Entry], src: Sources, *, target: Any, cfg: CompactConfig,

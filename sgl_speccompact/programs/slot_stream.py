@@ -2,7 +2,8 @@
 "SpecCompact" and "Efficient Slot-Parallel Execution").
 
 ``speccompact`` forks one branch per slot (per sub-section for a slot with
-``sections`` when ``sub_slot_branches`` is on) and runs one
+``sections`` when ``sub_slot_branches`` is on: one shared budget and one
+duplicate check across them, :mod:`~sgl_speccompact.core.sections`) and runs one
 :class:`SlotStream` per branch, concurrently.  Each stream loops::
 
     take the next proposed line (a line carried from the previous summary,
@@ -16,6 +17,10 @@
 
 Decisions depend only on the drafted lines and the verdicts, so they are the
 same with and without pipelining.
+
+An empty repair (:func:`~sgl_speccompact.core.lines.empty_repair`: a second
+blank repair in a row) stops the slot with ``stop_reason="empty_repair"``,
+keeping its accepted prefix, as the paper says.
 """
 
 from __future__ import annotations
@@ -25,12 +30,13 @@ from concurrent.futures import Future, ThreadPoolExecutor
 
 import sglang as sgl
 
-from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, read_repair, split_line
+from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, read_repair, split_line
 from .steps import (Draft, SlotContext, check_backends, draft, end_states, fork_slots, judge_lines,
                        open_slot, prefill_drafter, repair_line, run_concurrently, sample_candidates,
                        verify_line)
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
+from ..core.sections import SlotLines, branch_lines, join_parts
 
 HEADING = "### {}"  # how a sub-section heading line looks
 
@@ -61,13 +67,17 @@ def speccompact(s, shared, ctx):
 
 def run_slot(forks: list, slot: Slot, ctx: SlotContext) -> SlotResult:
     """One slot: its branches (concurrently if several), joined; reports ``slot_done``."""
-    sections = branches_of(slot, ctx)
-    if len(forks) == 1:
-        parts = [SlotStream(forks[0], slot, ctx, sections[0]).run()]
+    sections, shared = branches_of(slot, ctx), SlotLines()
+    streams = [SlotStream(b, slot, ctx, sec, shared=shared, index=i)
+               for i, (b, sec) in enumerate(zip(forks, sections))]
+    if len(streams) == 1:
+        out = streams[0].run()
     else:
-        parts = run_concurrently([lambda b=b, sec=sec: SlotStream(b, slot, ctx, sec).run()
-                                  for b, sec in zip(forks, sections)], ctx.cancel)
-    return join_sections(slot, parts, ctx)
+        parts = run_concurrently([st.run for st in streams], ctx.cancel)
+        out = join_sections(slot, parts, streams, ctx)
+    ctx.emit(type="slot_done", slot=slot.name, stop_reason=out.stop_reason,
+             lines=sum(1 for line in out.lines if line.text.strip()))
+    return out
 
 
 def branches_of(slot: Slot, ctx: SlotContext) -> list[str | None]:
@@ -75,21 +85,14 @@ def branches_of(slot: Slot, ctx: SlotContext) -> list[str | None]:
     return list(slot.sections) if slot.sections and ctx.cfg.sub_slot_branches else [None]
 
 
-def join_sections(slot: Slot, parts: list[SlotResult], ctx: SlotContext) -> SlotResult:
-    """One slot's result from its branches, in order, a blank line between sub-sections."""
-    out = parts[0].model_copy(deep=True) if len(parts) == 1 else SlotResult(name=slot.name, title=slot.title)
-    if len(parts) > 1:
-        for i, part in enumerate(parts):
-            if i and part.lines:
-                out.lines.append(SummaryLine(text="", origin=LineOrigin.UNJUDGED))
-                out.tokens += ctx.count_tokens(["\n"])[0]
-            out.lines += part.lines
-            out.tokens += part.tokens
-        reasons = [p.stop_reason for p in parts if p.stop_reason != "complete"]
-        out.stop_reason = reasons[0] if reasons else "complete"
-    ctx.emit(type="slot_done", slot=slot.name, stop_reason=out.stop_reason,
-             lines=sum(1 for line in out.lines if line.text.strip()))
-    return out
+def join_sections(slot: Slot, parts: list[SlotResult], streams: list["SlotStream"], ctx: SlotContext) -> SlotResult:
+    """One slot from its branches, in order, within the slot's whole budget."""
+    tokens: dict[str, int] = {"": ctx.count_tokens(["\n"])[0]}
+    for st in streams:
+        tokens.update(st.tokens)
+    cfg = ctx.cfg
+    return join_parts(slot.name, slot.title, parts, tokens.__getitem__,
+                      SlotBudget(cfg.max_lines_per_slot, cfg.max_tokens_per_slot, cfg.max_blank_lines_per_slot))
 
 
 class SlotStream:
@@ -104,16 +107,25 @@ class SlotStream:
     ctx : SlotContext
         The compaction's context.
     section : str, optional
-        The sub-section this branch writes; it opens with its heading, gets
-        its share of the slot's budget and ends at the next heading.
+        The sub-section this branch writes; it opens with its heading and
+        ends at the next heading.  The slot's budget is shared: the join
+        keeps lines in sub-section order while they fit.
+    shared : SlotLines, optional
+        The judged lines every branch of the slot accepted (duplicate check).
+    index : int
+        The sub-section's place in the slot (earlier ones' headings use lines).
     """
 
-    def __init__(self, s, slot: Slot, ctx: SlotContext, section: str | None = None):
+    def __init__(self, s, slot: Slot, ctx: SlotContext, section: str | None = None,
+                 shared: SlotLines | None = None, index: int = 0):
         self.s, self.slot, self.ctx, self.section = s, slot, ctx, section
-        cfg, k = ctx.cfg, max(1, len(slot.sections) if section is not None else 1)
+        cfg = ctx.cfg
         self.result = SlotResult(name=slot.name, title=slot.title)
         self.accepted: list[str] = []  # the branch's lines so far, blank lines included
-        self.budget = SlotBudget(max(1, cfg.max_lines_per_slot // k), max(1, cfg.max_tokens_per_slot // k))
+        self.shared = shared if shared is not None else SlotLines()  # judged lines of the whole slot
+        self.blank_repair = False  # the slot's last repair was a blank line
+        self.budget = SlotBudget(branch_lines(cfg.max_lines_per_slot, index), cfg.max_tokens_per_slot,
+                                 cfg.max_blank_lines_per_slot)
         self.buffer = DraftBuffer()
         self.cut: str | None = None  # a drafted line cut off by the token limit
         self.capped = False  # ... by the slot's remaining tokens
@@ -148,11 +160,17 @@ class SlotStream:
         if line.strip():
             self.ctx.emit(type="line", slot=self.slot.name, text=line, origin=origin.value, score=score)
 
+    def kind(self, line: str) -> LineKind:
+        """The line checks, with the duplicate check across the slot's branches."""
+        kind = classify_line(line, self.accepted, self.ctx.cfg)
+        return LineKind.DUPLICATE if kind is LineKind.JUDGE and self.shared.has(line) else kind
+
     def stop(self, reason: str) -> SlotResult:
         lines = self.result.lines
         for end in (-1, 0):  # blank lines at either end are not content
             while lines and not lines[end].text.strip():
                 self.budget.tokens -= self.tokens[lines.pop(end).text]
+                self.budget.blanks -= 1
         self.result.stop_reason = reason
         self.result.tokens = self.budget.tokens
         return self.result
@@ -254,10 +272,10 @@ class SlotStream:
 
     def step(self, prefix: tuple[str, ...], line: str) -> str | None:
         """Handle one proposed line; returns a stop reason or None to go on."""
-        ctx, cfg = self.ctx, self.ctx.cfg
+        ctx = self.ctx
         if self.ends_section(line):
             return "complete"
-        kind = classify_line(line, self.accepted, cfg)
+        kind = self.kind(line)
         if kind is LineKind.JUDGE and line == self.cut:
             if self.capped:
                 return "token_budget"  # the line did not fit the slot's remaining tokens
@@ -275,10 +293,10 @@ class SlotStream:
         judgement = meta.get("judgement") or {}
         ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
         ctx.recorder.judged(bool(judgement.get("accepted")))
-        if judgement.get("accepted"):
+        if judgement.get("accepted") and self.shared.claim(line):
             self.accept(line, LineOrigin.DRAFTED, score=judgement.get("score"))
             return None
-        return self.repair(line, score=judgement.get("score"))
+        return self.repair(line, score=judgement.get("score"))  # rejected, or another branch has it
 
     def carry(self, prefix: tuple[str, ...], line: str) -> str | None:
         """Propose a line of the previous summary: kept (origin carried) if the target judges it
@@ -320,9 +338,14 @@ class SlotStream:
             return "repair_truncated"  # an unfinished line is neither stored nor built upon
         if out.line is None:
             return "target_ended"
+        if empty_repair(out.line, self.accepted, self.blank_repair):
+            return "empty_repair"
+        self.blank_repair = not out.line.strip()  # a paragraph break, kept
         if self.ends_section(out.line):
             return "complete"
-        if classify_line(out.line, self.accepted, self.ctx.cfg) in (LineKind.DUPLICATE, LineKind.TOO_LONG):
+        kind = self.kind(out.line)
+        if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG) or (kind is LineKind.JUDGE
+                                                                and not self.shared.claim(out.line)):
             return "repair_failed"
         self.count([out.line])
         over = self.budget.check(out.line, self.tokens[out.line])
@@ -346,7 +369,7 @@ class SlotStream:
         for text, reason in samples:
             got, _, truncated = split_line(text, reason)
             if got and not truncated and got[0] != rejected and got[0] not in lines \
-                    and classify_line(got[0], self.accepted, ctx.cfg) is LineKind.JUDGE:
+                    and self.kind(got[0]) is LineKind.JUDGE:
                 lines.append(got[0])
         if not lines:
             return False, None
@@ -357,6 +380,9 @@ class SlotStream:
             return False, None
         best = ranked[0][1]
         line = lines[best]
+        if not self.shared.claim(line):
+            return False, None  # another branch accepted it meanwhile: the target repairs
+        self.blank_repair = False
         self.count([line])
         over = self.budget.check(line, self.tokens[line])
         if over:

@@ -34,7 +34,7 @@ import sglang as sgl
 from ..config import CompactConfig
 from ..backends.endpoint import LabelJudgement
 from ..errors import BackendError, ConfigError, SpecCompactError
-from ..core.judge import Judgement
+from ..core.judge import Judgement, label_choices
 from ..core.lines import split_draft, split_line
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_slot_request, target_slot_request, verify_question
 from ..result import StatsRecorder
@@ -263,10 +263,11 @@ def verify_line(s, slot: Slot, line: str, ctx: SlotContext) -> dict:
     verification costs one target request on ``SpecCompactEndpoint``.
     """
     cfg = ctx.cfg
+    choices, n_positive = label_choices(cfg.positive_label, cfg.negative_label)
     with s.copy() as v:
         ask_verdict(v, slot, line, ctx)
-        v += sgl.select("verdict", choices=[cfg.positive_label, cfg.negative_label],
-                        choices_method=LabelJudgement(cfg.eta, one_request=cfg.one_request_judging))
+        v += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(
+            cfg.eta, one_request=cfg.one_request_judging, n_positive=n_positive))
         _, meta = result_of(v, "verdict")
     return meta
 

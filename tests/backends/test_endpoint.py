@@ -11,7 +11,8 @@ from sglang.srt.managers.io_struct import GenerateReqInput
 
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.backends.endpoint import LabelJudgement, SpecCompactEndpoint
-from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError, LabelTokenError
+from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError, LabelLogprobError, LabelTokenError
+from sgl_speccompact.core.judge import label_choices
 from sgl_speccompact.core.prompts import THINK_OFF
 
 from scripted import LINE_RE, ScriptedBackend
@@ -36,12 +37,31 @@ def body_text(body: dict):
     return "".join(map(chr, ids))
 
 
+def label_dist(p: float) -> dict[int, float]:
+    """The in-process target's next-token distribution on the label variants for ratio ``p``."""
+    small = math.exp(-3)
+    return {101: p, 102: p * small, 103: p * small, 201: 1 - p, 202: (1 - p) * small}
+
+
+UNLISTED = 1e-9  # probability of any requested id the distribution leaves out
+
+
 class InProcessEndpoint(SpecCompactEndpoint):
-    """The real endpoint with its HTTP transport answered in-process."""
+    """The real endpoint with its HTTP transport answered in-process.
+
+    Its judge has one next-token distribution per line, ``dist(line) ->
+    {token id: p}`` (default: ``label_dist(judge(line))``), and answers both
+    judge paths from it: the one-request body (``token_ids_logprob``, top-k)
+    and sglang's plain select (each ``prompt + choice`` scored token by
+    token; a variant outside ``VOCAB`` is several char tokens).
+    ``honours_ids=False`` plays a server that ignores ``token_ids_logprob``.
+    """
 
     def __init__(self, *, model="Qwen/Qwen3-8B", model_type="qwen3", judge=lambda line: 0.9, repair="- repaired",
-                 **kw):
+                 dist=None, honours_ids=True, top_k=True, **kw):
         self.bodies, self.judge, self.repair = [], judge, repair
+        self.dist = dist or (lambda line: label_dist(self.judge(line)))
+        self.honours_ids, self.top_k = honours_ids, top_k
         self.lock = threading.Lock()
         self.model, self.model_type = model, model_type
         super().__init__("http://in-process", **kw)
@@ -58,12 +78,29 @@ class InProcessEndpoint(SpecCompactEndpoint):
         with self.lock:
             self.bodies.append(body)
         text = body_text(body)
+        if isinstance(text, list):
+            return [self._answer({**body, "text": t}, t) for t in text]
+        return self._answer(body, text)
+
+    def _answer(self, body, text):
         meta = {"prompt_tokens": len(text), "cached_tokens": 0, "completion_tokens": 0}
         if "token_ids_logprob" in body:
-            p = self.judge(LINE_RE.findall(text)[-1])
-            lps = [[math.log(p if t < 200 else (1 - p)) - (0 if t in (101, 201) else 3), t, None]
-                   for t in body["token_ids_logprob"]]
-            return {"text": "", "meta_info": {**meta, "output_token_ids_logprobs": [lps]}}
+            dist = self.dist(LINE_RE.findall(text)[-1])
+            if self.honours_ids:
+                meta["output_token_ids_logprobs"] = [[[math.log(dist.get(t, UNLISTED)), t, None]
+                                                      for t in body["token_ids_logprob"]]]
+            if self.top_k and body.get("top_logprobs_num"):
+                top = sorted(dist.items(), key=lambda kv: -kv[1])[:body["top_logprobs_num"]]
+                meta["output_top_logprobs"] = [[[math.log(p), t, None] for t, p in top]]
+            return {"text": "", "meta_info": meta}
+        if body.get("return_logprob") and LINE_RE.search(text):  # sglang's plain select: score prompt + choice
+            forms = sorted(label_choices("positive", "negative")[0], key=len, reverse=True)
+            form = next(f for f in forms if text.endswith(f))
+            dist = self.dist(LINE_RE.findall(text)[-1])
+            own = ([(math.log(dist.get(VOCAB[form], UNLISTED)), VOCAB[form], form)] if form in VOCAB
+                   else [(math.log(1e-4), ord(c), c) for c in form])
+            lps = [[None, 1, "<"], [-0.5, 2, ">"]] + [list(e) for e in own]
+            return {"text": "", "meta_info": {**meta, "input_token_logprobs": lps, "output_token_logprobs": []}}
         if body["sampling_params"]["max_new_tokens"] == 0:
             return {"text": "", "meta_info": meta}
         return {"text": self.repair, "meta_info": {**meta, "finish_reason": {"type": "stop", "matched": "\n"}}}
@@ -193,3 +230,61 @@ def test_server_not_answering_is_a_timeout_error():
             SpecCompactEndpoint(f"http://127.0.0.1:{srv.getsockname()[1]}", timeout_s=0.5)
     finally:
         srv.close()
+
+
+# ---------------------------------------------------------------- one verdict rule on both paths
+
+
+class State:
+    """What ``select`` reads of a program state: its text."""
+
+    def __init__(self, text: str):
+        self.text_ = text
+
+
+JUDGE_PROMPT = "<|im_start|>user\n<line>\n- a line\n</line>\nAnswer.<|im_end|>\n<|im_start|>assistant\n"
+# the exact words give r = 0.4 / (0.4 + 0.1) = 0.800, the best variants 0.4 / (0.4 + 0.3) = 0.571
+SPLIT = {101: 0.4, 201: 0.1, 202: 0.3}
+
+
+def judged(ep, one_request: bool):
+    choices, n = label_choices("positive", "negative")
+    d = ep.select(State(JUDGE_PROMPT), choices, 0.0, LabelJudgement(0.7, one_request=one_request, n_positive=n))
+    return d.decision, d.meta_info["judgement"]
+
+
+def test_one_request_and_plain_select_agree_where_the_old_rules_differed():
+    ep = InProcessEndpoint(dist=lambda line: SPLIT, token_ids=False)
+    (one, j1), (plain, j2) = judged(ep, True), judged(ep, False)
+    assert j1["score"] == pytest.approx(0.4 / 0.7) == pytest.approx(j2["score"])
+    assert one == plain == "negative" and not j1["accepted"] and not j2["accepted"]
+    # the old plain rule, which scored only the exact words: it would have accepted
+    words = LabelJudgement(0.7)(choices=["positive", "negative"], normalized_prompt_logprobs=[0, 0],
+                                input_token_logprobs=[[(-0.5, 2, ">"), (math.log(0.4), 101, "positive")],
+                                                      [(-0.5, 2, ">"), (math.log(0.1), 201, "negative")]],
+                                output_token_logprobs=[[], []])
+    assert words.meta_info["judgement"]["score"] == pytest.approx(0.8)
+    for b in ep.bodies:
+        assert_server_accepts(b)
+
+
+def test_plain_select_scores_every_variant_and_skips_multi_token_ones():
+    ep = InProcessEndpoint(dist=lambda line: SPLIT, token_ids=False)
+    judged(ep, False)
+    (batch,) = [b for b in ep.bodies if isinstance(body_text(b), list)]
+    assert [t[len(JUDGE_PROMPT):] for t in body_text(batch)] == label_choices("positive", "negative")[0]
+    # "POSITIVE" is eight char tokens here: skipped, as the one-request judge skips it
+    assert judged(ep, False)[1]["p_pos"] == pytest.approx(0.4)
+
+
+def test_a_server_ignoring_token_ids_logprob_falls_back_to_top_k_or_fails():
+    ep = InProcessEndpoint(dist=lambda line: {101: 0.6, 999: 0.3}, honours_ids=False, token_ids=False)
+    decision_, j = judged(ep, True)
+    # negative absent from the top-k: min(1 - 0.9, 0.3) = 0.1, so r = 0.6 / 0.7
+    assert tuple(j["substituted"]) == ("negative",)
+    assert j["score"] == pytest.approx(0.6 / 0.7) and decision_ == "positive"
+    bare = InProcessEndpoint(dist=lambda line: SPLIT, honours_ids=False, top_k=False, token_ids=False)
+    with pytest.raises(LabelLogprobError, match="token_ids_logprob"):
+        judged(bare, True)
+    with pytest.raises(LabelLogprobError):
+        bare.judge_batch([JUDGE_PROMPT], "positive", "negative", 0.7)

@@ -4,8 +4,8 @@ import math
 
 import pytest
 
-from sgl_speccompact.errors import LabelTokenError
-from sgl_speccompact.core.judge import (LabelTokens, acceptance_score, judge_exact, judge_top_k,
+from sgl_speccompact.errors import LabelLogprobError, LabelTokenError
+from sgl_speccompact.core.judge import (LabelTokens, acceptance_score, judge_exact, judge_next_token, judge_top_k,
                                    label_variants, missing_label_substitute, resolve_label_tokens)
 
 LABELS = LabelTokens(positive=(11, 12, 13), negative=(21, 22))
@@ -25,9 +25,24 @@ def test_threshold_is_inclusive_and_rejects_below():
 
 
 def test_no_mass_on_either_label_rejects():
-    j = judge_exact({}, LABELS, eta=0.7)
+    j = judge_exact({11: float("-inf"), 21: float("-inf")}, LABELS, eta=0.7)
     assert j.score == 0.0 and not j.accepted
     assert acceptance_score(0.0, 0.0) == 0.0
+
+
+def test_a_label_without_any_logprob_is_an_error_not_a_default():
+    # a server that ignores token_ids_logprob returns nothing for the labels: before, this
+    # read as p = 0 for both and rejected every line silently
+    with pytest.raises(LabelLogprobError, match="positive"):
+        judge_exact({}, LABELS, eta=0.7)
+    with pytest.raises(LabelLogprobError, match="negative"):
+        judge_exact({11: ln(0.9), 21: None}, LABELS, eta=0.7)
+
+
+def test_missing_exact_labels_fall_back_to_the_top_k_rule():
+    j = judge_next_token({11: None, 21: None}, [(12, ln(0.6)), (99, ln(0.3))], LABELS, eta=0.7)
+    assert j.p_pos == pytest.approx(0.6) and j.p_neg == pytest.approx(0.1)
+    assert j.substituted == ("negative",) and j.accepted
 
 
 def test_missing_label_substitute_is_min_of_rest_and_smallest():

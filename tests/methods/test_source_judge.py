@@ -11,12 +11,15 @@ from sglang.srt.entrypoints.api_contract import generate_contract_error
 
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.history.messages import environment_outputs, parse_messages
+from sgl_speccompact.core.judge import label_choices
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.result import StatsRecorder
 from sgl_speccompact.methods.source_judge import source_judge, split_entries
 
 from scripted import ENTRY_RE, ScriptedBackend, count_tokens
 from test_programs import MESSAGES, backends
+
+ON_PREFIX = {"source_judge_on_prefix": True}  # the judgements branch from the compaction's prefix
 
 SUMMARY = (
     "## Goal\n- Create /workspace/hello.py printing Hello, World!\n\n"
@@ -236,8 +239,10 @@ def test_batched_and_fallback_judging_agree_on_the_emulator(make_emulated_server
     plain = RuntimeEndpoint(srv.url, chat_template_name="chatml")
     filtered2, report2 = source_judge(SUMMARY, MESSAGES, target=plain)
     assert [e.kept for e in report2.entries] == [e.kept for e in report.entries] and filtered2 == filtered
-    # precache + per entry: one prefill and one two-choice batch
-    assert srv.stats()["total"]["requests"] == 1 + 6 * 3 and report2.requests == 1 + 6 * 2
+    # precache + per entry: one prefill and one batch scoring every label variant (the emulator counts
+    # each batch item; the choices are all variants since one verdict rule covers both paths)
+    n_choices = len(label_choices("positive", "negative")[0])
+    assert srv.stats()["total"]["requests"] == 1 + 6 * (1 + n_choices) and report2.requests == 1 + 6 * 2
 
 
 TRAJ_DIR = Path(__file__).resolve().parents[3] / "shared/data/trajectories"
@@ -272,7 +277,8 @@ def test_after_a_slot_method_the_judge_prompts_branch_from_the_forked_prefix(sho
             target, drafter = ScriptedBackend(complete=complete), None
         target.source_judge_fn = lambda entry, section: 0.9
         run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True,
-                   previous_summary="## Goal\n- EARLIER-FACT", config={"short_judge_suffix": short})
+                   previous_summary="## Goal\n- EARLIER-FACT",
+                   config={"short_judge_suffix": short, **ON_PREFIX})
         forked = target.kinds("prefill")[0]  # the one prefix every slot branch starts with
         prompts = target.kinds("source_judge")
         assert prompts and all(p.startswith(forked) for p in prompts), method
@@ -310,7 +316,7 @@ def test_source_judge_after_speccompact_reuses_the_cached_prefix_on_the_emulator
     messages = load("openai")
     target = SpecCompactEndpoint(target_srv.url)
     res = run_method("speccompact", messages, target=target, drafter=SpecCompactEndpoint(drafter_srv.url),
-                     source_judge=True)
+                     source_judge=True, config=ON_PREFIX)
     assert "Finish the task" not in res.summary and res.source_judge["deleted"] == 1
     prefill, judge = (res.stats.requests["target"][k] for k in ("prefill", "judge"))
     entries = len(res.source_judge["entries"])
@@ -333,7 +339,7 @@ def test_with_the_agent_layout_sjc_branches_from_the_agents_chat_prefix(emulator
 
     target = ScriptedBackend(complete=complete, source_judge=lambda entry, section: 0.9)
     res = run_method("target_self", MESSAGES, target=target, source_judge=True, layout="agent",
-                     chat_template=emulator_tokenizer_path)
+                     chat_template=emulator_tokenizer_path, config=ON_PREFIX)
     assert res.stats.layout == "agent"
     forked = target.kinds("prefill")[0]
     prompts = target.kinds("source_judge")
@@ -347,7 +353,28 @@ def test_without_a_shared_prefix_or_with_the_switch_off_sjc_stands_alone(switch)
     target, drafter = backends()
     target.source_judge_fn = lambda entry, section: 0.9
     res = run_method("speccompact", MESSAGES, target=target, drafter=drafter, source_judge=True,
-                     config={switch: False})
+                     config={**ON_PREFIX, switch: False})
     prompts = target.kinds("source_judge")
     assert prompts and all("<environment>" in p and "own commentary is not a source" not in p for p in prompts)
     assert res.source_judge["deleted"] == 0
+
+
+PROSE = "I SUSPECT THE PARSER IS WRONG AND WILL REWRITE IT"  # the agent's own words: no source
+
+
+@pytest.mark.parametrize("method", ["speccompact", "target_self"])
+def test_the_default_judge_prompt_holds_no_assistant_text(method):
+    from test_methods import complete
+
+    messages = [*MESSAGES[:2], {**MESSAGES[2], "content": PROSE}, *MESSAGES[3:]]
+    prompts = {}
+    for on_prefix in (False, True):
+        target, drafter = backends() if method == "speccompact" else (ScriptedBackend(complete=complete), None)
+        target.source_judge_fn = lambda entry, section: 0.9
+        config = {"source_judge_on_prefix": True} if on_prefix else {}  # default: the faithful form
+        run_method(method, messages, target=target, drafter=drafter, source_judge=True, config=config)
+        prompts[on_prefix] = target.kinds("source_judge")
+    assert prompts[False] and all(PROSE not in p and "File created at /workspace/hello.py" in p
+                                  for p in prompts[False])
+    # the on-prefix form shows the prose (excluded by instruction only): the trade-off it makes
+    assert all(PROSE in p for p in prompts[True])

@@ -1,26 +1,46 @@
-"""Ablation switches: every optimization can be turned off alone, and the
-summary is decided the same way (only the requests change)."""
+"""Ablation switches: every request-only optimization can be turned off alone
+and the summary is decided the same way, even by a judge that reads the whole
+prompt; the switches that change prompts or decisions are declared
+(``config.PROMPT_CHANGING``, ``config.DECISION_CHANGING``)."""
 
-import math
+import hashlib
 
 import pytest
 
 from sgl_speccompact.methods.speccompact import compact
-from sgl_speccompact.config import OPTIMIZATIONS, CompactConfig
+from sgl_speccompact.config import DECISION_CHANGING, OPTIMIZATIONS, PROMPT_CHANGING, CompactConfig
+from sgl_speccompact.methods.registry import run_method
 
 from scripted import LINE_RE, ScriptedBackend
-from test_endpoint import InProcessEndpoint, assert_server_accepts, body_text
+from test_endpoint import InProcessEndpoint, assert_server_accepts, body_text, label_dist
 from test_programs import DRAFTS, MESSAGES, backends, drafter_from
 
 RECOMMENDED = {name: CompactConfig.model_fields[name].default for name in OPTIMIZATIONS}
-# switches that change only the requests; sub_slot_branches and repair_candidates change what
-# is asked and who writes a replacement (tests/test_slot_stream.py)
-REQUEST_ONLY = sorted(set(OPTIMIZATIONS) - {"sub_slot_branches", "repair_candidates"})
+# switches that change only the requests: the same prompts, so the same verdicts from any judge.
+# The scripted target answers one_request_judging and send_token_ids the same either way; those two
+# are checked on the endpoint that serves both (test_one_request_and_plain_select_make_the_same_decisions,
+# tests/test_token_ids_sim.py::test_the_model_sees_the_same_tokens_and_decides_the_same)
+REQUEST_ONLY = sorted(set(OPTIMIZATIONS) - PROMPT_CHANGING - DECISION_CHANGING)
 ONE_BRANCH = {"sub_slot_branches": False}
 
 
 def decisions(res):
     return [(s.name, [(l.text, l.origin) for l in s.lines]) for s in res.slots]
+
+
+def prompt_judge(text: str) -> float:
+    """A judge that reads the whole prompt: any change to the text can flip its verdict."""
+    if "BAD" in (LINE_RE.findall(text) or [""])[-1]:
+        return 0.05
+    return 0.95 if int(hashlib.sha256(text.encode()).hexdigest(), 16) % 3 else 0.05
+
+
+def run_reading(config: dict):
+    """SpecCompact + SJC with a prompt-reading judge; its decisions, summary and judge prompts."""
+    target = ScriptedBackend(judge_prompt=prompt_judge, repair=lambda s, acc: f"- repaired {len(acc)}\n")
+    drafter = ScriptedBackend(draft=drafter_from(DRAFTS))
+    res = run_method("speccompact", MESSAGES, target=target, drafter=drafter, source_judge=True, config=config)
+    return decisions(res), res.summary, sorted(target.kinds("verify") + target.kinds("source_judge"))
 
 
 def test_registry_names_bool_fields_with_descriptions():
@@ -29,16 +49,35 @@ def test_registry_names_bool_fields_with_descriptions():
         field = CompactConfig.model_fields[name]
         assert field.annotation is bool and isinstance(field.default, bool), name
         assert text.strip() and "\n" not in text
+    assert (PROMPT_CHANGING | DECISION_CHANGING) <= set(OPTIMIZATIONS)
 
 
 @pytest.mark.parametrize("name", REQUEST_ONLY)
 def test_each_switch_flipped_alone_keeps_the_decisions(name):
-    target, drafter = backends()
-    base = compact(MESSAGES, target=target, drafter=drafter)
-    target, drafter = backends()
-    flipped = compact(MESSAGES, target=target, drafter=drafter, config={name: not RECOMMENDED[name]})
-    assert decisions(flipped) == decisions(base)
-    assert flipped.summary == base.summary
+    # the judge reads the prompt, so this holds only if the switch leaves every prompt as it was
+    # (test_an_undeclared_prompt_change_is_caught injects one and watches this check fail)
+    base = run_reading({})
+    flipped = run_reading({name: not RECOMMENDED[name]})
+    assert flipped[2] == base[2]  # the judge saw the same prompts
+    assert flipped[:2] == base[:2]
+
+
+@pytest.mark.parametrize("name", sorted(PROMPT_CHANGING))
+def test_each_declared_prompt_changing_switch_changes_a_prompt(name):
+    # the declaration is not a blanket exemption: each one really changes what the judge reads
+    assert run_reading({name: not RECOMMENDED[name]})[2] != run_reading({})[2]
+
+
+def test_an_undeclared_prompt_change_is_caught(monkeypatch):
+    """Injected bug: pipelining off adds a word to the judge question (a request-only switch)."""
+    from sgl_speccompact.programs import steps as programs
+
+    real = programs.verify_question
+    base = run_reading({})
+    # patched for the flipped run only: as if turning pipelining off reworded the question
+    monkeypatch.setattr(programs, "verify_question", lambda *a, **kw: real(*a, **kw) + " Be strict.")
+    flipped = run_reading({"pipelined_drafting": False})
+    assert flipped[2] != base[2] and flipped[:2] != base[:2]  # what the flip test above would catch
 
 
 def test_shared_prefix_off_puts_each_slot_request_before_the_history():
@@ -71,27 +110,9 @@ def test_draft_buffer_on_buffers_several_lines_per_call():
     assert len(progress) == 1
 
 
-class PlainSelectEndpoint(InProcessEndpoint):
-    """Also answers sglang's plain select: a prefill, then one item per choice."""
-
-    def _request(self, method, path, body=None):
-        if path == "/generate" and isinstance(body_text(body), list) and "token_ids_logprob" not in body:
-            with self.lock:
-                self.bodies.append(body)
-            out = []
-            for text in body_text(body):
-                line = LINE_RE.findall(text)[-1]
-                p = self.judge(line) if text.endswith("positive") else 1 - self.judge(line)
-                lps = [[None, 1, "<"], [math.log(p), 2, "x"]]
-                out.append({"text": "", "meta_info": {"prompt_tokens": len(text), "cached_tokens": 0,
-                                                      "input_token_logprobs": lps, "output_token_logprobs": []}})
-            return out
-        return super()._request(method, path, body)
-
-
 @pytest.mark.parametrize("one_request", [True, False])
 def test_one_request_judging_switch_on_speccompact_endpoint(one_request):
-    target = PlainSelectEndpoint(judge=lambda line: 0.05 if "BAD" in line else 0.9)
+    target = InProcessEndpoint(judge=lambda line: 0.05 if "BAD" in line else 0.9)
     drafter = ScriptedBackend(draft=drafter_from(DRAFTS))
     res = compact(MESSAGES, target=target, drafter=drafter, config={"one_request_judging": one_request})
     one = [b for b in target.bodies if "token_ids_logprob" in b]
@@ -103,6 +124,28 @@ def test_one_request_judging_switch_on_speccompact_endpoint(one_request):
     assert "2. BAD" not in res.summary and "- repaired" in res.summary
     for b in target.bodies:
         assert_server_accepts(b)
+
+
+def split_dist(line):
+    """Label variants where the exact words say r = 0.800 and the best variants r = 0.571."""
+    if "BAD" in line:
+        return label_dist(0.05)
+    return {101: 0.4, 201: 0.1, 202: 0.3} if "hello.py" in line else label_dist(0.9)
+
+
+def test_one_request_and_plain_select_make_the_same_decisions():
+    runs = {}
+    for one_request in (True, False):
+        target = InProcessEndpoint(dist=split_dist, token_ids=False)
+        res = compact(MESSAGES, target=target, drafter=ScriptedBackend(draft=drafter_from(DRAFTS)),
+                      config={"one_request_judging": one_request})
+        runs[one_request] = res
+    assert decisions(runs[True]) == decisions(runs[False]) and runs[True].summary == runs[False].summary
+    scores = [[l.score for s in r.slots for l in s.lines] for r in runs.values()]
+    assert scores[0] == pytest.approx(scores[1])
+    # the hello.py lines were judged at 0.571 on both paths, so rejected (the exact words would accept them)
+    rejected = [l.rejected_draft for s in runs[False].slots for l in s.lines if l.rejected_draft]
+    assert any("hello.py" in r for r in rejected)
 
 
 def test_line_aware_stopping_off_decodes_on_and_keeps_the_first_line():

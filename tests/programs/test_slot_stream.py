@@ -1,6 +1,7 @@
 """The slot stream on sglang's real interpreter: pipelined drafting, sub-slot
 branches, multi-candidate repair, and the repair path's edge cases."""
 
+import hashlib
 import threading
 
 import pytest
@@ -9,7 +10,7 @@ from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.result import LineOrigin
 
-from scripted import BatchJudgeBackend, ScriptedBackend, accepted_of
+from scripted import BatchJudgeBackend, ScriptedBackend, accepted_of, slot_of
 from test_programs import DRAFTS, MESSAGES, backends, drafter_from, judge_bad, repair_fixed
 
 WAIT_S = 20  # a held verdict gives up after this long and fails the compaction
@@ -89,24 +90,79 @@ def test_a_rejection_drops_the_speculative_draft():
     assert len(drafter.kinds("draft")) == res.stats.requests["drafter"]["draft"].requests + 1
 
 
-SCRIPTED = {**DRAFTS,
-            "goal": ["- a", "- BAD b", "- c", "- d"],
-            "key_decisions": ["- **x**: y", "- **BAD z**: w", "- **BAD q**: r", "- **k**: v"],
-            "next_steps": ["1. one", "2. BAD two", "3. three", "4. four", "5. five"]}
+def digest(*parts) -> str:
+    return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:8]
+
+
+def hashing_drafter(n_lines: int = 6, per_call=None):
+    """A drafter whose every line hashes the exact prefix it continues (the slot's lines so far).
+
+    A draft used after its prefix changed (a stale draft) therefore holds
+    lines no fresh draft would: a counting drafter, whose lines depend only on
+    their position, cannot tell them apart.  A hash divisible by 3 marks the
+    line BAD (the judge rejects it).
+    """
+    def line_after(slot_name, lines):
+        h = digest(slot_name, *lines)
+        return f"- {h}" + (" BAD" if int(h, 16) % 3 == 0 else "")
+
+    def draft(slot_name, accepted, text):
+        out = []
+        while len(accepted) + len(out) < n_lines and (per_call is None or len(out) < per_call):
+            out.append(line_after(slot_name, list(accepted) + out))
+        if len(accepted) + len(out) >= n_lines:
+            return "\n".join(out), "stop"
+        return "\n".join(out) + "\n- partial li", "length"
+    return draft
+
+
+def pipelining_runs(per_call):
+    out = {}
+    for pipelined in (True, False):
+        for buffer in (True, False):
+            target = ScriptedBackend(judge=judge_bad, repair=lambda s, acc: f"- fix {digest(s, *acc)}\n")
+            drafter = ScriptedBackend(draft=hashing_drafter(per_call=per_call))
+            res = compact(MESSAGES, target=target, drafter=drafter,
+                          config={"pipelined_drafting": pipelined, "draft_buffer": buffer})
+            out[(pipelined, buffer)] = (decisions(res), res.stats.dropped_drafts)
+    return out
 
 
 @pytest.mark.parametrize("per_call", [None, 2])
 def test_same_decisions_with_and_without_pipelining(per_call):
-    out = {}
+    # test_a_stale_draft_is_caught injects a stale-draft bug and watches this comparison fail
+    out = pipelining_runs(per_call)
+    assert out[(True, False)][0] == out[(False, False)][0]
+    assert out[(True, True)][0] == out[(False, True)][0]
+    lines = [l for _, _, ls in out[(True, False)][0] for l in ls]
+    assert any(o is LineOrigin.REPAIRED for _, o, _ in lines)
+    assert out[(True, False)][1] > 0  # some prefetched drafts were dropped: the case under test happened
+
+
+def test_a_stale_draft_is_caught(monkeypatch):
+    """Injected bug: a prefetched draft is used whatever prefix it continues."""
+    from sgl_speccompact.programs.slot_stream import SlotStream
+
+    def stale(self, prefix):
+        pending, self.pending = self.pending, None
+        if pending is None:
+            return real(self, prefix)
+        d = pending[1].result()
+        self.ctx.recorder.request("drafter", "draft", d.meta)
+        return d
+
+    real = SlotStream.next_draft
+    monkeypatch.setattr(SlotStream, "next_draft", stale)
+    out = pipelining_runs(None)
+    assert out[(True, False)][0] != out[(False, False)][0]  # the hashing drafter exposes it
+    # a drafter whose lines depend only on their position would not
+    counted = {}
     for pipelined in (True, False):
-        for buffer in (True, False):
-            target, drafter = backends(drafts=SCRIPTED, per_call=per_call, repair=lambda s, acc: f"- fix {len(acc)}\n")
-            res = compact(MESSAGES, target=target, drafter=drafter,
-                          config={"pipelined_drafting": pipelined, "draft_buffer": buffer})
-            out[(pipelined, buffer)] = decisions(res)
-    assert out[(True, False)] == out[(False, False)]
-    assert out[(True, True)] == out[(False, True)]
-    assert any(o is LineOrigin.REPAIRED for _, _, lines in out[(True, False)] for _, o, _ in lines)
+        drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c", "- d"]}
+        target, drafter = backends(drafts=drafts, repair=lambda s, acc: f"- fix {len(acc)}\n")
+        counted[pipelined] = decisions(compact(MESSAGES, target=target, drafter=drafter,
+                                               config={"pipelined_drafting": pipelined}))
+    assert counted[True] == counted[False]
 
 
 # ---------------------------------------------------------------- sub-slot branches
@@ -114,12 +170,18 @@ def test_same_decisions_with_and_without_pipelining(per_call):
 
 PROGRESS = ["### Done", "- [x] created hello.py", "- [x] ran it", "", "### In Progress", "- [ ] verify output",
             "", "### Blocked", "- (none)"]
+BRANCHES = {"sub_slot_branches": True}  # off by default until a real-model retention check
+
+
+def test_sub_slot_branches_are_off_by_default():
+    from sgl_speccompact.config import CompactConfig
+    assert CompactConfig().sub_slot_branches is False
 
 
 def test_sub_slot_branches_assemble_in_order_like_one_branch():
     drafts = {**DRAFTS, "progress": PROGRESS}
     target, drafter = backends(drafts=drafts)
-    split = compact(MESSAGES, target=target, drafter=drafter)
+    split = compact(MESSAGES, target=target, drafter=drafter, config=BRANCHES)
     # three branches: each progress request's assistant turn opens with its own heading
     firsts = {accepted_of(t)[0] for t in drafter.kinds("draft") if "Generate only the progress" in t
               and accepted_of(t)}
@@ -131,15 +193,54 @@ def test_sub_slot_branches_assemble_in_order_like_one_branch():
     assert slot(split, "progress").tokens == slot(whole, "progress").tokens
 
 
-def test_sub_slot_branches_split_the_budget():
+def progress_both_ways(lines, repair=repair_fixed, **config):
+    out = []
+    for on in (True, False):
+        target, drafter = backends(drafts={**DRAFTS, "progress": lines}, repair=repair)
+        res = compact(MESSAGES, target=target, drafter=drafter, config={"sub_slot_branches": on, **config})
+        out.append((texts(res, "progress"), slot(res, "progress").stop_reason, slot(res, "progress").tokens))
+    return out
+
+
+def test_sub_slot_branches_share_the_slot_budget_in_order():
+    # before, 12 lines were split 4/4/4 with each heading charged to its share: Done kept 3 of 8 items
+    eight = ["### Done"] + [f"- [x] task {i}" for i in range(8)] + ["", "### In Progress", "- [ ] now", "",
+                                                                  "### Blocked"]  # 12 lines
+    (split, why, tokens), whole = progress_both_ways(eight)
+    assert split.count("### Done") == 1 and sum(t.startswith("- [x]") for t in split) == 8
+    assert (split, why, tokens) == whole and split == eight
+
+
+def test_sub_slot_branches_stop_where_one_branch_would():
     many = ["### Done"] + [f"- [x] task {i}" for i in range(10)] + ["", "### In Progress", "- [ ] now"]
-    target, drafter = backends(drafts={**DRAFTS, "progress": many})
-    res = compact(MESSAGES, target=target, drafter=drafter)
+    (split, why, tokens), whole = progress_both_ways(many)
+    # 12 lines: the heading, ten tasks and the next heading; "- [ ] now" is the 13th
+    assert split == many[:13] and why == "line_budget"
+    assert (split, why, tokens) == whole
+    (split, why, _), whole = progress_both_ways(many, max_tokens_per_slot=30)
+    assert (split, why) == whole[:2] and why == "token_budget"
+
+
+def test_a_sub_section_that_stops_early_ends_the_slot_as_one_branch_would():
+    # Done's repair is cut off: one branch stops the slot there, so the later sub-sections go too
+    lines = ["### Done", "- [x] a", "- BAD b", "", "### In Progress", "- [ ] c"]
+    (split, why, tokens), whole = progress_both_ways(lines, repair=lambda s, acc: ("- a repair cut o", "length"))
+    assert split == ["### Done", "- [x] a"] and why == "repair_truncated"
+    assert (split, why, tokens) == whole
+
+
+def test_the_same_line_under_two_sub_sections_is_accepted_once():
+    twice = ["### Done", "- ran the tests", "", "### In Progress", "- ran the tests", "- [ ] fix the flake"]
+    target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=lambda s, acc: "- [ ] other work\n")
+    res = compact(MESSAGES, target=target, drafter=drafter, config=BRANCHES)
     lines = texts(res, "progress")
-    # 12 lines / 3 sub-sections: Done keeps its heading and three tasks
-    assert lines[:4] == ["### Done", "- [x] task 0", "- [x] task 1", "- [x] task 2"]
-    assert lines[4:] == ["", "### In Progress", "- [ ] now", "", "### Blocked"]
-    assert slot(res, "progress").stop_reason == "line_budget"
+    assert lines.count("- ran the tests") == 1
+    # the second copy went to repair, as with one branch
+    repaired = [l for l in slot(res, "progress").lines if l.origin is LineOrigin.REPAIRED]
+    assert [l.rejected_draft for l in repaired] == ["- ran the tests"]
+    target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=lambda s, acc: "- [ ] other work\n")
+    whole = compact(MESSAGES, target=target, drafter=drafter)
+    assert texts(whole, "progress").count("- ran the tests") == 1
 
 
 # ---------------------------------------------------------------- multi-candidate repair
@@ -222,6 +323,40 @@ def test_a_blank_repaired_line_does_not_end_the_slot():
     assert goal.lines[1].origin is LineOrigin.REPAIRED
 
 
+def test_a_target_that_always_answers_blank_costs_at_most_two_blank_repairs_per_slot():
+    # before: each blank repair was accepted and the slot went on until its 320 tokens ran out
+    # (one slot: 316 judgements, 316 repairs); now the second blank repair in a row ends it
+    alternating = [f"- good {i}" if i % 2 == 0 else f"- BAD {i}" for i in range(60)]
+    drafts = {name: alternating for name in DRAFTS}
+    target, drafter = backends(drafts=drafts, repair=lambda s, acc: "\n")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    repairs = {}
+    for t in target.kinds("repair"):
+        repairs[slot_of(t)] = repairs.get(slot_of(t), 0) + 1
+    assert repairs and max(repairs.values()) <= 2
+    for s in res.slots:
+        assert s.stop_reason == "empty_repair"
+        kept = [l.text for l in s.lines]
+        assert kept == ["- good 0", "", "- good 2"]  # the accepted prefix, the paragraph break kept
+
+
+def test_a_blank_repair_with_nothing_before_it_or_after_a_blank_is_empty():
+    target, drafter = backends(drafts={**DRAFTS, "goal": ["- BAD a", "- b"]}, repair=lambda s, acc: "\n")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    assert texts(res, "goal") == [] and slot(res, "goal").stop_reason == "empty_repair"
+    target, drafter = backends(drafts={**DRAFTS, "goal": ["- a", "", "- BAD c"]}, repair=lambda s, acc: "\n")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    assert texts(res, "goal") == ["- a"] and slot(res, "goal").stop_reason == "empty_repair"
+
+
+def test_blank_lines_count_toward_a_small_per_slot_cap():
+    spaced = [x for i in range(8) for x in (f"- item {i}", "")]
+    target, drafter = backends(drafts={**DRAFTS, "goal": spaced})
+    res = compact(MESSAGES, target=target, drafter=drafter, config={"max_blank_lines_per_slot": 2})
+    assert texts(res, "goal") == ["- item 0", "", "- item 1", "", "- item 2"]
+    assert slot(res, "goal").stop_reason == "blank_budget"
+
+
 def test_the_end_of_the_answer_ends_the_slot():
     drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c"]}
     target, drafter = backends(drafts=drafts, repair=lambda s, acc: "")  # EOS right away
@@ -244,7 +379,9 @@ def test_a_full_slot_makes_no_drafter_call_and_drafts_ask_for_the_remaining_toke
 
 def test_stats_count_content_lines_only():
     events = []
-    target, drafter = backends(drafts={**DRAFTS, "goal": ["- a", "", "- b c d e f g h"]})
+    # a blank line inside a slot (it used to come from the sub-section joins, on by default then)
+    target, drafter = backends(drafts={**DRAFTS, "goal": ["- a", "", "- b c d e f g h"],
+                                       "critical_context": ["x", "", "y"]})
     res = compact(MESSAGES, target=target, drafter=drafter, on_event=events.append,
                   config={"max_tokens_per_slot": 6})
     goal = slot(res, "goal")

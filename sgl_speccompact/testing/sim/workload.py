@@ -5,10 +5,13 @@ drafter of one compaction with a fixed "true" summary drawn from a seed:
 
 * **Slot lengths** per slot, lopsided: each slot gets one of 2, 3, 4, 6, 8,
   10 or 12 lines (a 2-line goal can sit next to a 12-line progress).  A slot
-  with sub-sections (Progress: Done / In Progress / Blocked) gets 1-3 short
-  lines per sub-section under ``### <title>`` headings, a blank line between
-  sub-sections, sized so that neither the slot's budget nor a sub-section
-  branch's share of it is ever reached.
+  with sub-sections (Progress: Done / In Progress / Blocked) gets its
+  sub-sections under ``### <title>`` headings, a blank line between them,
+  sized from the shared trajectories when ``section_sizes`` is given
+  (:func:`trajectory_section_sizes`: one Done item per action that came
+  back without an error, one Blocked item per failed one, one item In
+  Progress; an empty sub-section holds ``- (none)``), which often fills the
+  slot's 12 lines; else 1-3 short lines per sub-section.
 * **Lines** are real lines of the shared agent trajectories (their length in
   tokens is whatever the emulator's tokenizer makes of them), each used once.
 * **Acceptance**: content line ``i`` of a slot is drafted correctly with
@@ -82,6 +85,52 @@ def trajectory_lines(paths: list[Path]) -> list[str]:
     return list(out)
 
 
+_FAILED_RE = re.compile(r"(?i)\b(error|traceback|exception|failed|not found)\b|<returncode>[1-9]")
+EMPTY_SECTION = "- (none)"  # a sub-section with no item (an empty marker: accepted unjudged)
+
+
+def action_outcomes(messages: list[dict]) -> list[bool]:
+    """Whether each action of an agent history came back without an error, in order.
+
+    An action's result is a ``tool`` message, or (agents that put the action
+    in the assistant text) the ``user`` message right after an assistant one.
+
+    >>> action_outcomes([{"role": "user", "content": "task"}, {"role": "assistant", "content": "ls"},
+    ...                  {"role": "user", "content": "a.py"}, {"role": "assistant", "content": "run"},
+    ...                  {"role": "tool", "content": "Traceback: boom"}])
+    [True, False]
+    """
+    out, prev = [], None
+    for m in messages:
+        role, text = m.get("role"), m.get("content")
+        text = text if isinstance(text, str) else " ".join(
+            p.get("text", "") for p in text or [] if isinstance(p, dict))
+        if role == "tool" or (role == "user" and prev == "assistant"):
+            out.append(not _FAILED_RE.search(text))
+        prev = role
+    return out
+
+
+def trajectory_section_sizes(paths: list[Path]) -> list[tuple[int, int, int]]:
+    """``(done, in progress, blocked)`` Progress sizes, one per trajectory that has actions.
+
+    Done: the actions that came back without an error; Blocked: the failed
+    ones; In Progress: one (the work the history stops in).  An upper-end
+    estimate of what a Progress section lists, taken from real histories.
+    """
+    from ...history.formats import load_history
+
+    out = []
+    for path in paths:
+        try:
+            outcomes = action_outcomes(load_history(path))
+        except Exception:  # noqa: BLE001 - a file that is not a trajectory has no sizes
+            continue
+        if outcomes:
+            out.append((sum(outcomes), 1, len(outcomes) - sum(outcomes)))
+    return out
+
+
 def default_sections(slots: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
     """Sub-section titles of the OpenClaw schema's slots among ``slots``.
 
@@ -146,6 +195,7 @@ class SummaryWorkload:
     hermes_tokens: int = DEFAULT_HERMES_TOKENS  # Hermes-style summary length, tokens
     seed: int = 0  # every draw
     sections: dict[str, tuple[str, ...]] | None = None  # slot -> sub-section titles (None: the OpenClaw schema's)
+    section_sizes: list[tuple[int, ...]] | None = None  # sub-section sizes to draw from (None: 1-3 short lines)
     judge: ControlledAcceptancePolicy = field(default_factory=ControlledAcceptancePolicy)  # label words, markers
     model: object = None  # EmulatedModel, for token counts (bind())
 
@@ -169,7 +219,10 @@ class SummaryWorkload:
         truth: dict[str, list[tuple[str | None, list[str]]]] = {}
         for slot in self.slots:  # the true summary first: the same for every acceptance rate
             titles = self.sections.get(slot) or ()
-            if titles:
+            if titles and self.section_sizes:
+                sizes = rng.choice(self.section_sizes)
+                truth[slot] = [(t, [take(pool) for _ in range(n)] or [EMPTY_SECTION]) for t, n in zip(titles, sizes)]
+            elif titles:
                 truth[slot] = [(t, [take(short) for _ in range(rng.choice(SECTION_LINE_CHOICES))]) for t in titles]
             else:
                 truth[slot] = [(None, [take(pool) for _ in range(rng.choice(SLOT_LINE_CHOICES))])]
@@ -181,7 +234,8 @@ class SummaryWorkload:
         for slot in self.slots:
             content = [ln for _, lines in truth[slot] for ln in lines]
             ok = iter(self._acceptance(rng, len(content)))
-            drafted = [(t, [ln if next(ok) else take(short if t else pool) for ln in lines]) for t, lines in truth[slot]]
+            drafted = [(t, [ln if ln == EMPTY_SECTION or next(ok) else take(short if t else pool) for ln in lines])
+                       for t, lines in truth[slot]]
             self.true[slot], self.drafted[slot] = flat(truth[slot]), flat(drafted)
             self.wrong.update(d for d, t in zip(self.drafted[slot], self.true[slot]) if d != t)
         self.candidate_pool = [f"- {ln}" for ln in short if ln not in used]  # wrong repair candidates

@@ -20,7 +20,7 @@ from sgl_speccompact.testing import CostModel
 from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
 from sgl_speccompact.testing.sim.simulator import build_simulation
 from sgl_speccompact.testing.sim.workload import (SummaryWorkload, decisions, decisions_digest, synthetic_history,
-                                              trajectory_lines)
+                                              trajectory_lines, trajectory_section_sizes)
 
 from test_bench_latency import TRAJECTORIES
 
@@ -79,6 +79,28 @@ def test_sections_are_counted_from_their_heading(lines):
     assert whole == branch == "".join(d + "\n" for d in wl.drafted["progress"][blocked + 1:])
 
 
+@pytest.fixture(scope="module")
+def sizes():
+    paths = sorted(p for p in TRAJECTORIES.glob("*") if p.suffix in (".json", ".traj")) if TRAJECTORIES.is_dir() else []
+    got = trajectory_section_sizes(paths)
+    if not got:
+        pytest.skip(f"shared trajectories absent ({TRAJECTORIES})")
+    return got
+
+
+def test_progress_sizes_come_from_the_trajectories(lines, sizes):
+    # before: 1-3 short lines per sub-section, so no budget was ever reached
+    assert all(done >= 1 and now == 1 for done, now, _ in sizes)
+    assert max(sum(s) + 3 for s in sizes) > 12  # some trajectories' Progress overflows the 12-line slot
+    for seed in range(4):
+        wl = SummaryWorkload(lines, SLOTS, seed=seed, section_sizes=sizes)
+        items = wl.true["progress"]
+        parts = [len(p.split("\n")) for p in "\n".join(items).split("\n\n")]  # heading + items per sub-section
+        got = tuple(0 if items[items.index(f"### {t}") + 1] == "- (none)" else n - 1
+                    for t, n in zip(("Done", "In Progress", "Blocked"), parts))
+        assert got in sizes
+
+
 def test_repair_candidates_are_drawn_per_place_and_sample(lines):
     wl = SummaryWorkload(lines, SLOTS, seed=3, p_accept=0.5)
     got = {wl.candidate("goal", 0, k) for k in range(16)}
@@ -96,13 +118,17 @@ def variants() -> list[tuple[str, dict]]:
 
 @pytest.mark.slow
 @pytest.mark.parametrize("deployment", ["two-gpu"])
-def test_every_layout_switch_makes_the_same_decisions(lines, emulator_tokenizer_path, deployment):
+def test_every_layout_switch_makes_the_same_decisions(lines, sizes, emulator_tokenizer_path, deployment):
     """One small history, every switch that must not change decisions flipped alone, and all off together.
+
+    Progress is sized from the trajectories (seed 1 draws one that overflows the 12-line slot), so
+    sub-slot branches must keep what one branch keeps at the budget, too.
 
     The test tokenizer splits the ``\\n\\n`` after the empty think block into two tokens, so the
     plain two-request select (``one_request_judging`` off) runs into sglang's token-healing case.
     """
-    wl = SummaryWorkload(lines, SLOTS, seed=1)
+    wl = SummaryWorkload(lines, SLOTS, seed=1, section_sizes=sizes)
+    assert sum(1 for x in wl.true["progress"] if x.strip()) > 12
     sim = build_simulation(emulator_tokenizer_path, {"target": wl, "drafter": wl}, COSTS, DEPLOYMENTS[deployment],
                            Scheduling())
     model = sim.servers["target"].model
