@@ -101,7 +101,7 @@ class CompactionResult(BaseModel):
     slots: list[SlotResult] = Field(default_factory=list)  # per-section detail (slot methods)
     stats: CompactionStats = Field(default_factory=CompactionStats)  # cost of producing it
     source_judge: dict | None = None  # SJC report when the post-filter ran
-    redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced before any prompt, per kind
+    redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced per kind; "output:<kind>": in returned text
     truncated: bool = False  # cut off by its generation cap (config report_cut_off): an incomplete summary
 
     def to_json_dict(self) -> dict:
