@@ -38,6 +38,7 @@ import hmac
 import json
 import logging
 import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 from fastapi import FastAPI, Request
@@ -74,6 +75,7 @@ log = logging.getLogger(__name__)
 API_KEY_ENV = "SGL_SPECCOMPACT_API_KEY"
 DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 SSE_PING_S = 15  # keep-alive comment interval on event streams (seconds)
+PREPARE_WORKERS = 4  # threads that parse and check request bodies
 
 __all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
            "error_status", "http_probe", "resolve_api_key"]
@@ -119,7 +121,7 @@ def _default_runner() -> tuple[Callable, tuple[str, ...]]:
     return run_method, tuple(METHODS)
 
 
-async def _read_body(request: Request, limits: ServiceLimits) -> dict:
+async def _read_body(request: Request, limits: ServiceLimits) -> bytes:
     limit = limits.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -130,7 +132,7 @@ async def _read_body(request: Request, limits: ServiceLimits) -> dict:
         if size > limit:  # stop reading: a lying or absent Content-Length
             raise RequestTooLargeError(f"exceeds {limit} bytes", field="body")
         chunks.append(chunk)
-    return parse_json(b"".join(chunks), limits)
+    return b"".join(chunks)
 
 
 def create_app(
@@ -198,6 +200,9 @@ def create_app(
     app.state.metrics = metrics
     app.state.compactions = compactions
     app.router.add_event_handler("shutdown", compactions.shutdown)
+    # bodies are parsed here, not in the default executor the /health probes use
+    preparing = ThreadPoolExecutor(max_workers=PREPARE_WORKERS, thread_name_prefix="prepare")
+    app.router.add_event_handler("shutdown", lambda: preparing.shutdown(wait=False, cancel_futures=True))
 
     def check_auth(request: Request) -> None:
         if api_key is None:
@@ -207,8 +212,9 @@ def create_app(
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
             raise UnauthorizedError("missing or invalid bearer token")
 
-    def prepare(body: dict) -> tuple[CompactRequest, str, CompactConfig]:
-        req = parse_request(body, limits)
+    def prepare(raw: bytes) -> tuple[CompactRequest, str, CompactConfig]:
+        """Parse and check one body: CPU work, run on a prepare thread (see ``compact``)."""
+        req = parse_request(parse_json(raw, limits), limits)
         method = req.method or default_method
         if method not in method_names:
             raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names)}", field="method")
@@ -240,7 +246,10 @@ def create_app(
     async def compact(request: Request):
         try:
             check_auth(request)
-            req, method, cfg = prepare(await _read_body(request, limits))
+            raw = await _read_body(request, limits)
+            # parsing and checking a large body is CPU work: off the event loop, so /health and
+            # other requests are served meanwhile (redaction runs on the compaction's thread)
+            req, method, cfg = await asyncio.get_running_loop().run_in_executor(preparing, prepare, raw)
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()
             return fail(err)
