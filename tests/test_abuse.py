@@ -694,13 +694,13 @@ class CopyingServers:
         self.drafter = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B")
 
     def _goal(self, prompt: str) -> str:
-        if _drafted_body(prompt):
-            return ""  # the slot's lines were drafted in one go: end it
         lines = [ln for ln in _conversation_lines(prompt) if len(ln) < 120]
         marked = [ln for ln in lines if JOINER in ln]
         named = [ln for ln in lines if JOINER not in ln and re.search(r"[A-Za-z]\w*[./_]\w", ln)]
-        picked = list(dict.fromkeys(marked + named))[:8] if self.copy_lines else []
-        return "".join(f"- {ln}\n" for ln in picked) + "".join(f"{ln}\n" for ln in self.extra)
+        picked = list(dict.fromkeys(marked + named))[:10] if self.copy_lines else []
+        draft = [f"- {ln}" for ln in picked] + list(self.extra)
+        rest = draft[len(_drafted_body(prompt)):]  # continue after what the slot accepted so far
+        return "".join(f"{ln}\n" for ln in rest)
 
     def prompts(self) -> list[str]:
         return [p for policy in (self.target_policy, self.drafter_policy) for _, p in policy.calls]
@@ -770,9 +770,12 @@ def _trajectory_files() -> list[Path]:
     return sorted(p for p in TRAJECTORIES.glob("*") if p.suffix in (".json", ".traj"))
 
 
-def _caller_texts(messages: list[dict]) -> str:
-    return json.dumps(messages, ensure_ascii=False) + "\n".join(
-        str(m.get("content")) for m in messages)
+def _caller_strings(value) -> list[str]:
+    """Every string the caller sent (contents, arguments, names, ids), as sent."""
+    if isinstance(value, str):
+        return [value]
+    items = value.values() if isinstance(value, dict) else value if isinstance(value, list) else ()
+    return [s for v in items for s in _caller_strings(v)]
 
 
 # lines an agent's tools print that collide with our prompt structure (a gitconfig, tags, headers)
@@ -801,9 +804,10 @@ def test_probe_returned_lines_are_the_callers_bytes_on_every_trajectory(make_emu
     copied = [ln.text[2:] for ln in goal.lines if ln.text.startswith("- ") and ln.origin.value != "repaired"]
     assert any("[user] name = Ada Lovelace" == c for c in copied), copied  # a collision was copied
     assert len(copied) >= 4, copied
+    sent_strings = _caller_strings(messages)
     for line in copied:  # byte for byte a line the caller sent
-        assert any(line in str(m.get("content")) for m in messages), line
-    caller_joiners = _caller_texts(messages).count(JOINER)
+        assert any(line in text for text in sent_strings), line
+    caller_joiners = sum(text.count(JOINER) for text in sent_strings)
     for text in _returned_texts(result, events):
         assert text.count(JOINER) <= caller_joiners and "[\u2060" not in text and "<\u2060" not in text, text
 
@@ -812,16 +816,17 @@ def test_probe_returned_lines_are_the_callers_bytes_on_every_trajectory(make_emu
 
 
 @pytest.mark.slow
-def test_probe_health_answers_while_a_1mb_adversarial_body_is_processed():
+def test_probe_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_server):
     """One unauthenticated 200 KB body used to freeze /health for 20 s.  The body here is parsed,
-    redacted and rendered for real (the target is a closed port, so the compaction then fails
-    fast); /health must answer in under 1 s (plus the slowest /health of a baseline taken in the
-    same run, so a loaded machine does not fail it) the whole time."""
+    redacted and rendered for real (the target server is closed once its endpoint is made, so the
+    compaction then fails fast); /health must answer in under 1 s (plus the slowest /health of a
+    baseline taken in the same run, so a loaded machine does not fail it) the whole time."""
     pytest.importorskip("sgl_speccompact.methods")
     from sgl_speccompact.endpoint import SpecCompactEndpoint
-    from sgl_speccompact.testing.server import free_port
 
-    target = SpecCompactEndpoint(f"http://127.0.0.1:{free_port()}", timeout_s=5)
+    server = make_emulated_server(model_path="Qwen/Qwen3-8B")
+    target = SpecCompactEndpoint(server.url, timeout_s=5)
+    server.close()
     svc = LiveService(create_app(target, None, default_method="target_self",
                                  health_probe=lambda backend: {"ok": True}))
     try:
