@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
-from .secret_patterns import CHECKED_KINDS, NOT_A_SECRET, PROVIDER_PATTERNS
+from .secret_patterns import CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS
 
 MARKER = "[REDACTED:{kind}]"
 
@@ -64,10 +64,10 @@ class Detector:
     spans: Callable[[str], Iterable[Span]]  # text -> (start, end) of each secret found
 
 
-def _regex_spans(rx: re.Pattern, checked: bool) -> Callable[[str], Iterable[Span]]:
+def _regex_spans(rx: re.Pattern, checked: bool, min_group: int = 4) -> Callable[[str], Iterable[Span]]:
     def spans(text: str) -> Iterable[Span]:
         for m in rx.finditer(text):
-            start, end = _secret_span(m)
+            start, end = _secret_span(m, min_group)
             if end > start and not (checked and _looks_like_code(text[start:end])):
                 yield start, end
     return spans
@@ -114,20 +114,21 @@ def detectors() -> tuple[Detector, ...]:
     for cls in get_mapping_from_secret_type_to_class().values():
         kind = DETECT_SECRETS_PLUGINS.get(cls.__name__)
         if kind is not None:
-            out += [Detector(kind, rx.pattern, _regex_spans(rx, False)) for rx in cls().denylist]
+            # their groups are often a prefix ("glpat"): only a long group is the secret itself
+            out += [Detector(kind, rx.pattern, _regex_spans(rx, False, min_group=16)) for rx in cls().denylist]
     return tuple(out)
 
 
 def _looks_like_code(value: str) -> bool:
     """An assigned value that is a reference, call or placeholder rather than a literal secret."""
-    return bool(NOT_A_SECRET.match(value)) or "(" in value
+    return bool(NOT_A_SECRET.match(value)) or any(c in value for c in CODE_CHARS)
 
 
-def _secret_span(m: re.Match) -> Span:
+def _secret_span(m: re.Match, min_group: int = 4) -> Span:
     for g in range(m.re.groups, 0, -1):
-        if m.group(g) and len(m.group(g)) >= 4:
+        if m.group(g) and len(m.group(g)) >= min_group:
             return m.span(g)
-    return m.span()  # groups too short to be the secret (e.g. a "ghp" prefix): the whole match
+    return m.span()  # groups too short to be the secret (e.g. a "glpat" prefix): the whole match
 
 
 def find_secrets(text: str) -> list[tuple[int, int, str]]:

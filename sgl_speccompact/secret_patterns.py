@@ -91,7 +91,7 @@ PROVIDER_PATTERNS: tuple[tuple[str, str], ...] = (
     ("postman_key", _w("PMAK-", r"[a-fA-F0-9]{24}-[a-fA-F0-9]{34}")),
     ("pulumi_token", _w("pul-", r"[a-f0-9]{40}")),
     ("vault_token", _w("hv", r"[sb]\.[A-Za-z0-9_-]{24,}")),
-    ("sentry_token", _w("sntr", r"[ysu]_[A-Za-z0-9_+/=]{30,}")),
+    ("sentry_token", _w("sntry", r"[su]_[A-Za-z0-9_+/=]{30,}")),
     ("age_secret_key", _w("AGE-SECRET-KEY-1", r"[QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L]{58}")),
     ("newrelic_key", _w("NRAK-", r"[A-Z0-9]{27}")),
     ("flyio_token", _w("fo1_", r"[A-Za-z0-9_-]{43}")),
@@ -121,8 +121,9 @@ PROVIDER_PATTERNS: tuple[tuple[str, str], ...] = (
 NOT_A_SECRET = re.compile(
     r"^(?:os\.|getenv|process\.env|env\[|\$|\{|<|%|@|/|~/|\.\.?/|self\.|this\.|settings\.|config\.|args\."
     r"|kwargs|request\.|None$|null$|nil$|true$|false$|undefined$|required$|optional$|\*+$|x+$|\.\.\.|\[REDACTED:"
-    r"|(?:password|passwd|secret|token|api_?key|str|string|bool|int)$)"
-    r"|\($",
+    r"|(?:password|passwd|secret|token|api_?key|str|string|bool|int)$"
+    r"|[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+$)",  # an attribute chain: tokenizer.eos_token
     re.IGNORECASE)
+CODE_CHARS = "([{"  # a value holding one of these is an expression: get_token(), data["key"]
 # kinds whose matches pass NOT_A_SECRET before being redacted
 CHECKED_KINDS = frozenset({"password", "authorization", "netrc_password"})

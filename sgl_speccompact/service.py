@@ -25,7 +25,9 @@ status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
 502/504 and never carries a partial summary.  Upstreams are named by role
 (``target``, ``drafter``), not by URL, unless the operator asks for detail.
 
-Each compaction runs on a daemon thread the app owns, bound to a
+Request bodies are parsed and checked on a small pool of prepare threads,
+never on the event loop, so a large body cannot hold up ``/health`` or other
+requests.  Each compaction runs on a daemon thread the app owns, bound to a
 :class:`~sgl_speccompact.cancel.CancelScope`: a client that disconnects
 (stream or not), the whole-compaction deadline and the app's shutdown all
 cancel it, and its backends send no further request.

@@ -573,9 +573,9 @@ LISTED_FORMATS = [
     ("yaml_token", "github:\n  user: bob\n  token: Zq8xYb3kLm9PqRsT2\n", ["Zq8xYb3kLm9PqRsT2"]),
     ("netrc", "machine api.heroku.com\n  login me@example.com\n  password c4cd94da15ea0544802c2cfd5ec4ead324327430",
      ["c4cd94da15ea0544802c2cfd5ec4ead324327430"]),
-    ("pem_tail", "...\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\nq2uXk5b7d1XQ9x0yqZp4AlmQv3c8dE1nRkT0gH7aF2b"
-     "L9mN4oP6q\n-----END PRIVATE KEY-----\n", ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
-                                               "q2uXk5b7d1XQ9x0yqZp4AlmQv3c8dE1nRkT0gH7aF2bL9mN4oP6q"]),
+    ("pem_tail", "...\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n"
+     "q2uXk5b7d1XQ9x0yqZp4AlmQv3c8dE1nRkT0gH7aF2bL9mN4oP6q\n-----END PRIVATE KEY-----\n",
+     ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", "q2uXk5b7d1XQ9x0yqZp4AlmQv3c8dE1nRkT0gH7aF2bL9mN4oP6q"]),
 ]
 ID_SECRET = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"  # a secret used as a tool-call id
 TOOLS_SECRET = "sk-proj-Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6"  # a secret in the tools schema

@@ -77,3 +77,54 @@ def test_every_detector_is_linear_on_adversarial_inputs(index):
         if ratio > MAX_RATIO:
             slow[unit] = round(ratio, 1)
     assert not slow, f"{det.kind} ({det.name[:80]}): 1 MB / 100 KB time ratios {slow}"
+
+
+# one sample per provider format (fake values in each provider's documented shape)
+PROVIDER_SAMPLES = {
+    "github_token": "github_pat_11ABCDEFG0aBcDeFgHiJkL_mNoPqRsTuVwXyZ0123456789abcdef",
+    "gitlab_token": "glpat-Ab1Cd2Ef3Gh4Ij5Kl6Mn",
+    "anthropic_key": "sk-ant-api03-Zz9Yy8Xx7Ww6Vv5Uu4Tt3Ss2",
+    "openai_key": "sk-proj-Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6",
+    "google_api_key": "AIzaSyA1b2C3d4E5f6G7h8I9j0K1l2M3n4O5p6Q",
+    "google_oauth_secret": "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",
+    "google_oauth_token": "ya29.a0AfH6SMBx1y2z3A4b5C6d7E8f9G0h",
+    "huggingface_token": "hf_AbCdEfGhIjKlMnOpQrStUvWxYz01234567",
+    "aws_session_token": "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3QtMSJHMEUCIQDexampleexampleexample01234",
+    "azure_client_secret": "abc1Q~Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9St0Uv",
+    "npm_token": "npm_AbCdEfGhIjKlMnOpQrStUvWxYz0123456789",
+    "stripe_key": "sk_test_4eC39HqLyjWDarjtT1zdp7dc",
+    "slack_token": "xoxb-1234567890-0987654321-AbCdEfGhIjKl",
+    "shopify_token": "shpat_0123456789abcdef0123456789abcdef",
+    "digitalocean_token": "dop_v1_" + "a1" * 32,
+    "databricks_token": "dapi0123456789abcdef0123456789abcdef",
+    "linear_key": "lin_api_" + "Ab1" * 13 + "C",
+    "postman_key": "PMAK-0123456789abcdef01234567-0123456789abcdef0123456789abcdef01",
+    "pulumi_token": "pul-" + "0123456789" * 4,
+    "vault_token": "hvs.CAESIAbCdEfGhIjKlMnOpQrStUvWxYz012345",
+    "sentry_token": "sntrys_eyJpYXQiOjE2ODQ4MjE2NzYuNTAwODMz",
+    "newrelic_key": "NRAK-ABCDEFGHIJ0123456789ABCDEFG",
+    "groq_key": "gsk_" + "Ab1" * 17 + "C",
+    "docker_token": "dckr_pat_Ab1Cd2Ef3Gh4Ij5Kl6Mn7Op8Qr9",
+    "sendgrid_key": "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",
+    "telegram_token": "123456789:AAHdqTcvCH1vGWJxfSeofSAs0K5PALDsaw8",
+    "age_secret_key": "AGE-SECRET-KEY-1" + "QPZRY9X8GF2TVDW0S3JN54KHCE6MUA7L" + "QPZRY9X8GF2TVDW0S3JN54KHCE",
+}
+
+
+@pytest.mark.parametrize("kind", sorted(PROVIDER_SAMPLES))
+def test_provider_formats_are_redacted(kind):
+    secret = PROVIDER_SAMPLES[kind]
+    text, counts = redact(f"the key is {secret} (do not share)")
+    assert secret not in text and counts == {kind: 1}, (text, counts)
+    assert text.startswith("the key is [REDACTED:") and text.endswith("] (do not share)")
+
+
+@pytest.mark.parametrize("line", [
+    "password = os.environ['DB_PASSWORD']", "token = tokenizer.eos_token", "api_key = settings.API_KEY",
+    "token = get_token(user)", 'secret = data["secret"]', "self.token = token", "max_new_tokens=512",
+    "password: <your password>", "GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}", "password_file=/run/secrets/db",
+    "num_tokens: 1024 total", "def check_password(pw): ...", "tokenizer = AutoTokenizer.from_pretrained(p)",
+    "Enter password: ", "commit 3f2a9c1d4e5b6a7f8e9d0c1b2a3f4e5d6c7b8a9f", "PWD=/home/ada/project",
+])
+def test_code_references_and_placeholders_are_kept(line):
+    assert find_secrets(line) == [], line
