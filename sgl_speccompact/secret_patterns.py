@@ -119,7 +119,7 @@ PROVIDER_PATTERNS: tuple[tuple[str, str], ...] = (
 
 # assignment values that are code, references or placeholders, not secrets
 NOT_A_SECRET = re.compile(
-    r"^(?:os\.|getenv|process\.env|env\[|\$|\{|<|%|@|/|~/|\.\.?/|self\.|this\.|settings\.|config\.|args\."
+    r"^(?:os\.|getenv|process\.env|env\[|\$|\{|<|%|@|/|~/|\.\.?/|--|self\.|this\.|settings\.|config\.|args\."
     r"|kwargs|request\.|None$|null$|nil$|true$|false$|undefined$|required$|optional$|\*+$|x+$|\.\.\.|\[REDACTED:"
     r"|(?:password|passwd|secret|token|api_?key|str|string|bool|int)$"
     r"|[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+$)",  # an attribute chain: tokenizer.eos_token

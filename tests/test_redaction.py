@@ -125,6 +125,7 @@ def test_provider_formats_are_redacted(kind):
     "password: <your password>", "GITHUB_TOKEN: ${{ secrets.GITHUB_TOKEN }}", "password_file=/run/secrets/db",
     "num_tokens: 1024 total", "def check_password(pw): ...", "tokenizer = AutoTokenizer.from_pretrained(p)",
     "Enter password: ", "commit 3f2a9c1d4e5b6a7f8e9d0c1b2a3f4e5d6c7b8a9f", "PWD=/home/ada/project",
+    "git push --no-password --verbose",
 ])
 def test_code_references_and_placeholders_are_kept(line):
     assert find_secrets(line) == [], line
