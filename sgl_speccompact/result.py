@@ -104,7 +104,7 @@ class CompactionResult(BaseModel):
     slots: list[SlotResult] = Field(default_factory=list)  # per-section detail (slot methods)
     stats: CompactionStats = Field(default_factory=CompactionStats)  # cost of producing it
     source_judge: dict | None = None  # SJC report when the post-filter ran
-    redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced before any prompt, per kind
+    redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced per kind; "output:<kind>": in returned text
     truncated: bool = False  # cut off by its generation cap (config report_cut_off): an incomplete summary
     chunks: int = 1  # blocks the history was compacted in, each on the last one's summary (chunking.py)
     pruning: dict | None = None  # tool-output pruning (prune_tool_outputs): messages_pruned, chars_saved, tokens_saved

@@ -4,7 +4,8 @@
 prefix, ``hermes_prompt`` Hermes Agent's compressor prompt, ``judge_prompts``
 the rubric and questions, ``judge`` turns label logprobs into a verdict,
 ``lines`` checks proposed lines and budgets, ``entries`` splits a summary
-into SJC entries, ``carried`` reads a previous summary back into slot lines, ``sections``
+into SJC entries, ``outputs`` cleans every returned text (the caller's bytes, secrets
+redacted again), ``carried`` reads a previous summary back into slot lines, ``sections``
 shares a slot's budget and duplicate check across its sub-section branches.
 
 May import: ``history`` and the vocabulary.  Must not import: backends,

@@ -5,7 +5,9 @@ SpecCompact paper's "Efficient Slot-Parallel Execution" section:
 
 - a line duplicating an accepted line, or longer than the character limit,
   goes straight to repair (no judge call);
-- a heading (``#...``) or an empty-slot marker such as ``(none)`` is
+- a ``#`` or ``##`` heading would duplicate the summary's own section
+  headings and goes to repair as a duplicate;
+- a sub-heading (``###...``) or an empty-slot marker such as ``(none)`` is
   accepted without a judge call; blank lines are kept as formatting;
 - a buffered draft line is used only while the accepted prefix is the one it
   was drafted from;
@@ -15,6 +17,7 @@ SpecCompact paper's "Efficient Slot-Parallel Execution" section:
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from enum import Enum
 
@@ -29,6 +32,10 @@ class LineKind(str, Enum):
     TOO_LONG = "too_long"  # over max_line_chars -> repair
     UNJUDGED = "unjudged"  # heading or empty marker -> accept without judge
     JUDGE = "judge"  # needs the target's verdict
+
+
+# a level-1/2 heading: the summary's own section headings are "## <slot title>"
+_SECTION_HEADING = re.compile(r"#{1,2}(?!#)")
 
 
 def norm_line(line: str) -> str:
@@ -53,6 +60,8 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
     ('unjudged', 'unjudged')
     >>> classify_line("- read config.py", [], cfg).value
     'judge'
+    >>> classify_line("## Next Steps", [], cfg).value  # a slot heading inside a slot
+    'duplicate'
     """
     if not line.strip():
         return LineKind.BLANK
@@ -61,6 +70,8 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
     if len(line) > cfg.max_line_chars:
         return LineKind.TOO_LONG
     stripped = line.strip()
+    if _SECTION_HEADING.match(stripped):  # would open a second "## <title>" section: repair it
+        return LineKind.DUPLICATE
     if stripped.startswith("#") or stripped.lower() in {m.lower() for m in cfg.empty_markers}:
         return LineKind.UNJUDGED
     return LineKind.JUDGE

@@ -2,7 +2,8 @@
 
 ``formats`` reads the agent frameworks' files, ``convert`` turns their
 messages into OpenAI messages, ``messages`` validates and renders them,
-``untrusted`` keeps untrusted text data, ``redaction`` removes secrets,
+``untrusted`` keeps untrusted text data, ``redaction`` removes secrets
+(its patterns in ``secret_patterns``, each linear in its input),
 ``pruning`` replaces old tool outputs by one-line stubs.
 
 May import: the vocabulary (``config``, ``errors``, ``schema``, ``result``).

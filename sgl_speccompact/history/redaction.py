@@ -7,13 +7,13 @@ were replaced per kind, never the secrets.  Redaction is a pure function of
 its input: the same history always renders to the same bytes, so radix
 cache prefixes stay stable.
 
-Detectors: the regex plugins of ``detect-secrets`` (AWS, Azure, GitHub,
-GitLab, Slack, Stripe, SendGrid, Twilio, JWT, npm, PyPI, ...) plus patterns
-it lacks: current OpenAI/Anthropic key formats, Google and Hugging Face
-keys, whole PEM private-key blocks, bearer tokens, password/secret
-assignments and passwords in connection strings.  Entropy-only detection is
+Detectors: the provider formats and named assignments of
+:mod:`~.secret_patterns` (every pattern linear in its input), the tail of a
+PEM key whose BEGIN line was cut off, and the regex plugins of
+``detect-secrets`` whose patterns are linear.  Entropy-only detection is
 not used: it would redact commit hashes and checksums, which summaries must
-keep.
+keep.  What the models write is redacted again on the way out
+(:mod:`~.outputs`).
 
 >>> redact("key=sk-proj-abcdefghijklmnopqrstuvwx1234 and AKIAIOSFODNN7EXAMPLE")
 ('key=[REDACTED:openai_key] and [REDACTED:aws_access_key]', {'aws_access_key': 1, 'openai_key': 1})
@@ -25,22 +25,24 @@ from __future__ import annotations
 
 import re
 from collections import Counter
+from dataclasses import dataclass
 from functools import lru_cache
-from typing import Iterable
+from typing import Any, Callable, Iterable, Iterator
+
+from .secret_patterns import CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS
 
 MARKER = "[REDACTED:{kind}]"
 
-# detect-secrets plugins whose patterns are specific enough for free text (class name -> kind)
+# detect-secrets plugins whose patterns are specific enough for free text (class name -> kind); the
+# JWT, npm and OpenAI plugins are left out: their patterns are quadratic on some inputs, and
+# secret_patterns has linear ones for the same formats
 DETECT_SECRETS_PLUGINS = {
     "AWSKeyDetector": "aws_access_key",
     "AzureStorageKeyDetector": "azure_storage_key",
     "DiscordBotTokenDetector": "discord_token",
     "GitHubTokenDetector": "github_token",
     "GitLabTokenDetector": "gitlab_token",
-    "JwtTokenDetector": "jwt",
     "MailchimpDetector": "mailchimp_key",
-    "NpmDetector": "npm_token",
-    "OpenAIDetector": "openai_key",
     "PypiTokenDetector": "pypi_token",
     "SendGridDetector": "sendgrid_key",
     "SlackDetector": "slack_token",
@@ -50,60 +52,94 @@ DETECT_SECRETS_PLUGINS = {
     "TwilioKeyDetector": "twilio_key",
 }
 
-_VALUE = r"""["']?([^\s"'`,;)}\]]{4,})"""
-# (kind, pattern); a pattern with a group redacts only its last non-empty group
-EXTRA_PATTERNS = (
-    ("private_key", r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----[\s\S]*?"
-                    r"(?:-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----|\Z)"),
-    ("anthropic_key", r"\bsk-ant-[A-Za-z0-9_-]{20,}"),
-    ("openai_key", r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
-    ("google_api_key", r"\bAIza[0-9A-Za-z_-]{35}"),
-    ("huggingface_token", r"\bhf_[A-Za-z0-9]{30,}"),
-    ("aws_secret_key", r"(?i)aws_?secret_?(?:access_?)?key[\"']?\s*[:=]\s*[\"']?([A-Za-z0-9/+=]{40})"),
-    ("aws_secret_key", r"(?:A3T[A-Z0-9]|AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}[\s\S]{0,100}?(?<![A-Za-z0-9/+=])"
-                       r"([A-Za-z0-9/+]{40})(?![A-Za-z0-9/+=])"),  # the secret next to its key id
-    ("bearer_token", r"(?i)\bbearer\s+([A-Za-z0-9._~+/=-]{16,})"),
-    ("basic_auth", r"(?i)\bauthorization[\"']?\s*[:=]\s*[\"']?basic\s+([A-Za-z0-9+/=]{8,})"),
-    ("connection_string", r"\b[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@\"']+:([^\s@/\"']+)@"),
-    ("password", r"(?i)(?<![A-Za-z0-9])(?:password|passwd|pwd|passphrase|secret|client_secret|api[_-]?key"
-                 r"|access[_-]?token|auth[_-]?token|private[_-]?token)[\"']?\s*[:=]\s*" + _VALUE),
-)
-# assignment values that are code or placeholders, not secrets
-_NOT_A_SECRET = re.compile(r"^(?:os\.|getenv|process\.env|env\[|\$|\{|<|%|None$|null$|true$|false$|\*+$|x+$"
-                           r"|\[REDACTED:)", re.IGNORECASE)
+Span = tuple[int, int]
+
+
+@dataclass(frozen=True)
+class Detector:
+    """One way of finding one kind of secret."""
+
+    kind: str  # what [REDACTED:<kind>] says
+    name: str  # where it comes from: the pattern text, or the detector's name
+    spans: Callable[[str], Iterable[Span]]  # text -> (start, end) of each secret found
+
+
+def _regex_spans(rx: re.Pattern, checked: bool, min_group: int = 4) -> Callable[[str], Iterable[Span]]:
+    def spans(text: str) -> Iterable[Span]:
+        for m in rx.finditer(text):
+            start, end = _secret_span(m, min_group)
+            if end > start and not (checked and _looks_like_code(text[start:end])):
+                yield start, end
+    return spans
+
+
+_PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
+_PEM_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{1,128}[ \t]*\r?")
+_PEM_WORD = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{16,}[ \t]*$")
+
+
+def pem_tail_spans(text: str) -> Iterator[Span]:
+    """The base64 lines of a private key that end at its END line, when no BEGIN line came with them.
+
+    Walks back line by line from each END marker, never past the previous
+    one, so the work is linear in the text.  A line that is not all base64
+    ends the walk; its last long base64 word still goes ("key: MIIE...").
+
+    >>> text = "key tail: QUJDREVGR0hJSktMTU5PUFFS" + chr(10) + "QUJDREVG" + chr(10) + "-----END RSA PRIVATE KEY-----"
+    >>> [text[s:e] for s, e in pem_tail_spans(text)][0][:12]
+    'QUJDREVGR0hJ'
+    """
+    floor = 0
+    for m in _PEM_END.finditer(text):
+        start = m.start()
+        while start > floor:
+            line_start = max(text.rfind("\n", floor, start - 1) + 1, floor)
+            body = text[line_start:start].rstrip("\r\n")
+            if not _PEM_LINE.fullmatch(body):
+                word = _PEM_WORD.search(body)
+                start = line_start + word.start() if word else start
+                break
+            start = line_start
+        yield start, m.end()
+        floor = m.end()
 
 
 @lru_cache(maxsize=1)
-def detectors() -> tuple[tuple[str, re.Pattern], ...]:
-    """Every (kind, compiled pattern), ours first so specific kinds win overlaps."""
+def detectors() -> tuple[Detector, ...]:
+    """Every detector, ours first so specific kinds win overlaps."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    out = [(kind, re.compile(p)) for kind, p in EXTRA_PATTERNS]
+    out = [Detector(kind, p, _regex_spans(re.compile(p), kind in CHECKED_KINDS)) for kind, p in PROVIDER_PATTERNS]
+    out.append(Detector("private_key", "pem_tail_spans", pem_tail_spans))
     for cls in get_mapping_from_secret_type_to_class().values():
         kind = DETECT_SECRETS_PLUGINS.get(cls.__name__)
         if kind is not None:
-            out += [(kind, rx) for rx in cls().denylist]
+            # their groups are often a prefix ("glpat"): only a long group is the secret itself
+            out += [Detector(kind, rx.pattern, _regex_spans(rx, False, min_group=16)) for rx in cls().denylist]
     return tuple(out)
 
 
-def _secret_span(m: re.Match) -> tuple[int, int] | None:
+def _looks_like_code(value: str) -> bool:
+    """An assigned value that is a reference, call or placeholder rather than a literal secret."""
+    return bool(NOT_A_SECRET.match(value)) or any(c in value for c in CODE_CHARS)
+
+
+def _secret_span(m: re.Match, min_group: int = 4) -> Span:
     for g in range(m.re.groups, 0, -1):
-        if m.group(g) and len(m.group(g)) >= 4:
+        if m.group(g) and len(m.group(g)) >= min_group:
             return m.span(g)
-    return m.span()  # groups too short to be the secret (e.g. a "ghp" prefix): the whole match
+    return m.span()  # groups too short to be the secret (e.g. a "glpat" prefix): the whole match
 
 
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
-    """Non-overlapping ``(start, end, kind)`` spans of secrets in ``text``, in order."""
+    """Non-overlapping ``(start, end, kind)`` spans of secrets in ``text``, in order.
+
+    Overlaps go to the earliest start, then the longest span, then the first detector.
+    """
     spans = []
-    for order, (kind, rx) in enumerate(detectors()):
-        for m in rx.finditer(text):
-            span = _secret_span(m)
-            if span is None or span[1] <= span[0]:
-                continue
-            if kind == "password" and _NOT_A_SECRET.match(text[span[0]:span[1]]):
-                continue
-            spans.append((span[0], -span[1], order, kind))
+    for order, det in enumerate(detectors()):
+        for start, end in det.spans(text):
+            spans.append((start, -end, order, det.kind))
     out, end = [], 0
     for start, neg_end, _, kind in sorted(spans):
         if start >= end:
@@ -145,7 +181,9 @@ def redact_all(texts: Iterable[str]) -> tuple[list[str], dict[str, int]]:
 
 
 def redact_turns(turns: Iterable) -> tuple[tuple, dict[str, int]]:
-    """Parsed turns with every content, tool name and argument redacted, and the counts.
+    """Parsed turns with every content, name, call id and argument redacted, and the counts.
+
+    A call id and the tool result naming it redact to the same text, so they still pair up.
 
     >>> from .messages import Turn
     >>> redact_turns((Turn("tool", "token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789", tool_call_id="c"),))[1]
@@ -154,20 +192,48 @@ def redact_turns(turns: Iterable) -> tuple[tuple, dict[str, int]]:
     from dataclasses import replace
 
     out, total = [], {}
-    for t in turns:
-        content, counts = redact(t.content)
+
+    def red(text):
+        nonlocal total
+        if not text:
+            return text
+        text, counts = redact(text)
         total = add_counts(total, counts)
-        calls = []
-        for c in t.tool_calls:
-            args, counts = redact(c.arguments)
-            total = add_counts(total, counts)
-            calls.append(replace(c, arguments=args))
-        out.append(replace(t, content=content, tool_calls=tuple(calls)))
+        return text
+
+    for t in turns:
+        calls = tuple(replace(c, id=red(c.id), name=red(c.name), arguments=red(c.arguments)) for c in t.tool_calls)
+        out.append(replace(t, content=red(t.content), tool_calls=calls, tool_call_id=red(t.tool_call_id),
+                           name=red(t.name)))
     return tuple(out), total
 
 
+def redact_json(value: Any) -> tuple[Any, dict[str, int]]:
+    """A copy of JSON-like data (the ``tools`` schema) with every string redacted, and the counts.
+
+    >>> redact_json([{"description": "uses sk-proj-abcdefghijklmnopqrstuvwx1234", "n": 1}])
+    ([{'description': 'uses [REDACTED:openai_key]', 'n': 1}], {'openai_key': 1})
+    """
+    total: dict[str, int] = {}
+
+    def walk(v):
+        nonlocal total
+        if isinstance(v, str):
+            v, counts = redact(v)
+            total = add_counts(total, counts)
+            return v
+        if isinstance(v, dict):
+            return {walk(k) if isinstance(k, str) else k: walk(x) for k, x in v.items()}
+        if isinstance(v, (list, tuple)):
+            return [walk(x) for x in v]
+        return v
+
+    out = walk(value)
+    return (out if total else value), total
+
+
 def redact_messages(messages: list) -> list:
-    """Copies of OpenAI messages with string contents, text parts and tool arguments redacted.
+    """Copies of OpenAI messages with string contents, text parts, names, call ids and tool calls redacted.
 
     Messages without a secret are the caller's own objects, so a layout
     built from them keeps the agent's bytes; the input is never changed.
@@ -184,6 +250,9 @@ def redact_messages(messages: list) -> list:
         elif isinstance(content, list):
             new["content"] = [{**p, "text": redact(p["text"])[0]} if isinstance(p, dict) and isinstance(
                 p.get("text"), str) else p for p in content]
+        for key in ("name", "tool_call_id"):
+            if isinstance(m.get(key), str):
+                new[key] = redact(m[key])[0]
         if isinstance(m.get("tool_calls"), list):
             new["tool_calls"] = [_redact_call(c) for c in m["tool_calls"]]
         out.append(new if new != m else m)
@@ -191,7 +260,11 @@ def redact_messages(messages: list) -> list:
 
 
 def _redact_call(call):
-    fn = call.get("function") if isinstance(call, dict) else None
-    if not isinstance(fn, dict) or not isinstance(fn.get("arguments"), str):
+    if not isinstance(call, dict):
         return call
-    return {**call, "function": {**fn, "arguments": redact(fn["arguments"])[0]}}
+    new = {**call, "id": redact(call["id"])[0]} if isinstance(call.get("id"), str) else dict(call)
+    fn = call.get("function")
+    if isinstance(fn, dict):
+        new["function"] = {k: redact(v)[0] if k in ("name", "arguments") and isinstance(v, str) else v
+                           for k, v in fn.items()}
+    return new if new != call else call

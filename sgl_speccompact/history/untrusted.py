@@ -41,6 +41,11 @@ BRACKET_TOKENS = ("INST", "SYSTEM_PROMPT", "AVAILABLE_TOOLS", "TOOL_CALLS", "TOO
 # turn headers of the rendered history (see history.render_history)
 HEADER_WORDS = ("system", "developer", "user", "assistant", "tool call", "tool result")
 
+# every line boundary of str.splitlines except "\n" (which MULTILINE's ^ already follows)
+LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
+# what may precede a header on its line: whitespace that is not a line break, and format characters
+LEADING = "\t \xa0\u1680\u2000-\u200f\u202f\u205f\u2060\u3000\ufeff"
+
 _CONTROL = re.compile(
     "|".join([
         r"<(?=[|｜])",  # <|im_start|>, <|eot_id|>, <|turn>, <｜User｜>: break after "<"
@@ -48,7 +53,10 @@ _CONTROL = re.compile(
         r"<(?=<\s*/?\s*SYS\s*>>)",  # <<SYS>>, <</SYS>>
         r"<(?=\s*/?\s*(?:%s)\b[^<>]*>)" % "|".join(map(re.escape, TAG_NAMES)),  # <conversation>, </think >
         r"\[(?=/?(?:%s)\])" % "|".join(BRACKET_TOKENS),  # [INST], [/INST]
-        r"^[ \t]*\[(?=(?:%s)\b)" % "|".join(re.escape(w) for w in HEADER_WORDS),  # [user] at a line start
+        # [user] at a line start: after any line break str.splitlines knows, past any leading
+        # spaces and invisible format characters (which never include a line break, so each
+        # line is scanned once)
+        r"(?:^|(?<=[%s]))[%s]*\[(?=(?:%s)\b)" % (LINE_BREAKS, LEADING, "|".join(re.escape(w) for w in HEADER_WORDS)),
     ]),
     re.IGNORECASE | re.MULTILINE,
 )

@@ -35,9 +35,10 @@ from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
 from ..history.messages import Turn, parse_messages, render_history
 from ..backends.layout import LayoutPlan, plan_layout
 from ..history.pruning import prune_tool_outputs, report_dict
-from ..history.redaction import add_counts, redact, redact_messages, redact_turns
+from ..history.redaction import add_counts, redact, redact_json, redact_messages, redact_turns
 from ..result import CompactionResult, SlotResult, StatsRecorder
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
+from ..core.outputs import clean_result, cleaning_events
 from .source_judge import SharedPrefix, check_labels, source_judge_result
 from ..history.untrusted import neutralise
 
@@ -56,10 +57,10 @@ class Job:
     previous_summary: str | None  # summary of earlier turns (incremental compaction)
     count: Callable[[list[str]], list[int]]  # texts -> length in target tokens
     recorder: StatsRecorder  # this compaction's stats
-    on_event: Callable[[dict], None] | None = None  # progress callback
+    on_event: Callable[[dict], None] | None = None  # progress callback (events cleaned: see outputs.py)
     shared_prefix: SharedPrefix | None = None  # the prefix the method's target branches share, if any
     layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
-    redactions: dict[str, int] | None = None  # secrets replaced in turns and previous summary, per kind
+    redactions: dict[str, int] | None = None  # secrets replaced in turns, tools, previous summary, focus, per kind
     focus: str | None = None  # topic the summary should favour (untrusted text; prompts quote it)
 
     def emit(self, event: dict) -> None:
@@ -152,6 +153,9 @@ def run_block(method: Method, messages: list[dict], *, target, drafter, cfg: Com
                 previous_summary=previous_summary, on_event=on_event, source_judge=source_judge)
     # the agent layout renders the messages themselves: redacted copies where a secret was found
     shown = redact_messages(messages) if job.redactions else messages
+    if tools and job.cfg.redact_secrets:  # the tools schema is rendered into the agent's prefix too
+        tools, found = redact_json(tools)
+        job.redactions = add_counts(job.redactions or {}, found)
     job.layout = plan_layout(layout, shown, target=job.target, tools=tools, chat_template=chat_template,
                              chat_template_kwargs=chat_template_kwargs)
     if focus and job.cfg.redact_secrets:  # the focus is the user's text too
@@ -163,7 +167,8 @@ def run_block(method: Method, messages: list[dict], *, target, drafter, cfg: Com
     if source_judge:
         result = source_judge_result(result, job.turns, target=job.target, config=job.cfg,
                                      previous_summary=job.previous_summary, shared_prefix=job.shared_prefix)
-    return result
+    # every returned text in the caller's bytes (no U+2060 of neutralise), no secret a model wrote
+    return clean_result(result, redact_secrets=job.cfg.redact_secrets, count=job.count)
 
 
 def token_ids_view(backend, on: bool):
@@ -191,7 +196,8 @@ def start(method: Method, messages: list[dict], *, target, drafter, config, sche
         check_labels(target, cfg)  # a bad label fails at start-up, not mid-way
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),
                target=target, drafter=drafter, previous_summary=previous_summary,
-               count=token_counter(target), recorder=StatsRecorder(), on_event=on_event, redactions=redactions)
+               count=token_counter(target), recorder=StatsRecorder(), redactions=redactions,
+               on_event=cleaning_events(on_event, redact_secrets=cfg.redact_secrets))
 
 
 def finish(job: Job, written: Written, t0: float) -> CompactionResult:

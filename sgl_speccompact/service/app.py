@@ -33,7 +33,9 @@ status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
 
 JSON bodies must be sent as ``application/json`` (415 otherwise).
 
-Each compaction runs on a daemon thread the app owns, bound to a
+Request bodies are parsed and checked on a small pool of prepare threads,
+never on the event loop, so a large body cannot hold up ``/health`` or other
+requests.  Each compaction runs on a daemon thread the app owns, bound to a
 :class:`~sgl_speccompact.service.cancel.CancelScope`: a client that disconnects
 (stream or not), the whole-compaction deadline and the app's shutdown all
 cancel it, and its backends send no further request.
@@ -47,6 +49,7 @@ import json
 import logging
 import os
 import time
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
 import anyio
@@ -90,6 +93,7 @@ SSE_PING_S = 15  # keep-alive comment interval on event streams (seconds)
 # once shutdown starts, how long an event stream may take to send its service_stopping event and end
 # before sse-starlette cuts it; below launch_run.SHUTDOWN_GRACE_S, uvicorn's own drain limit (seconds)
 SSE_STOP_GRACE_S = 2.0
+PREPARE_WORKERS = 4  # threads that parse and check request bodies
 
 __all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
            "error_status", "http_probe", "resolve_api_key"]
@@ -135,7 +139,7 @@ def _default_runner() -> tuple[Callable, tuple[str, ...]]:
     return run_method, tuple(METHODS)
 
 
-async def _read_body(request: Request, limits: ServiceLimits) -> dict:
+async def _read_body(request: Request, limits: ServiceLimits) -> bytes:
     limit = limits.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
@@ -146,7 +150,7 @@ async def _read_body(request: Request, limits: ServiceLimits) -> dict:
         if size > limit:  # stop reading: a lying or absent Content-Length
             raise RequestTooLargeError(f"exceeds {limit} bytes", field="body")
         chunks.append(chunk)
-    return parse_json(b"".join(chunks), limits)
+    return b"".join(chunks)
 
 
 def create_app(
@@ -223,6 +227,9 @@ def create_app(
     app.state.compactions = compactions
     app.state.sessions = sessions
     app.router.add_event_handler("shutdown", compactions.shutdown)
+    # bodies are parsed here, not in the default executor the /health probes use
+    preparing = ThreadPoolExecutor(max_workers=PREPARE_WORKERS, thread_name_prefix="prepare")
+    app.router.add_event_handler("shutdown", lambda: preparing.shutdown(wait=False, cancel_futures=True))
 
     def check_auth(request: Request) -> None:
         if api_key is None:
@@ -232,8 +239,9 @@ def create_app(
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
             raise UnauthorizedError("missing or invalid bearer token")
 
-    def prepare(body: dict) -> tuple[CompactRequest, str, CompactConfig]:
-        req = parse_request(body, limits)
+    def prepare(raw: bytes) -> tuple[CompactRequest, str, CompactConfig]:
+        """Parse and check one body: CPU work, run on a prepare thread (see ``compact``)."""
+        req = parse_request(parse_json(raw, limits), limits)
         method = req.method or default_method
         if method not in method_names:
             raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names)}", field="method")
@@ -266,7 +274,10 @@ def create_app(
         try:
             check_auth(request)
             check_content_type(request.headers.get("content-type"))
-            req, method, cfg = prepare(await _read_body(request, limits))
+            raw = await _read_body(request, limits)
+            # parsing and checking a large body is CPU work: off the event loop, so /health and
+            # other requests are served meanwhile (redaction runs on the compaction's thread)
+            req, method, cfg = await asyncio.get_running_loop().run_in_executor(preparing, prepare, raw)
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()
             return fail(err)
