@@ -76,7 +76,7 @@ def simulation(pair: str, deployment: str, p_accept: float, hermes_tokens: int, 
 
 
 def run(args) -> dict:
-    from sgl_speccompact.testing import session_policy as sp
+    from sgl_speccompact.testing.sim import session_policy as sp
     from sgl_speccompact.testing.sim.session_replay import MODES, Replay
 
     _, runner, runner_src = rc.resolve_methods()

@@ -2,7 +2,7 @@
 
 import json
 
-from sgl_speccompact.testing import session_policy as sp
+from sgl_speccompact.testing.sim import session_policy as sp
 
 
 def tokens(m: dict) -> int:
