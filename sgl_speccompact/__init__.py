@@ -15,7 +15,7 @@ _EXPORTS = {
     "compact": "methods.speccompact",
     "CompactConfig": "config", "make_config": "config",
     "SpecCompactEndpoint": "backends.endpoint", "LabelJudgement": "backends.endpoint", "connect": "backends.endpoint",
-    "speccompact": "programs.slot_stream", "draft_slot": "programs.steps",
+    "speccompact": "programs.slots", "draft_slot": "programs.steps",
     "CompactionResult": "result", "LineOrigin": "result",
     "OPENCLAW_SLOTS": "schema", "Slot": "schema",
     "SpecCompactError": "errors", "ConfigError": "errors", "LabelTokenError": "errors",

@@ -21,7 +21,7 @@ from ..programs.steps import SlotContext
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
 from ..result import CompactionResult, SlotResult
 from ..schema import Slot
-from ..programs.slot_stream import speccompact
+from ..programs.slots import speccompact
 from .source_judge import SharedPrefix
 
 

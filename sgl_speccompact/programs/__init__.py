@@ -1,4 +1,4 @@
-"""The SGLang programs: ``@sgl.function`` steps shared by every method, and SpecCompact's slot stream.
+"""The SGLang programs: ``@sgl.function`` steps shared by every method, SpecCompact's forked slots and slot stream.
 
 Call them from your own SGLang pipeline: :func:`speccompact` (the target
 side, one :class:`SlotStream` per forked branch) and :func:`draft_slot` (the
@@ -9,7 +9,8 @@ May import: ``backends``, ``core``, ``history`` and the vocabulary.  Must
 not import: methods, service, launch.
 """
 
-from .slot_stream import SlotStream, speccompact
+from .slot_stream import SlotStream
+from .slots import speccompact
 from .steps import SlotContext, draft_slot, open_slot, repair_line, verify_line
 
 __all__ = ["SlotContext", "SlotStream", "draft_slot", "open_slot", "repair_line", "speccompact", "verify_line"]

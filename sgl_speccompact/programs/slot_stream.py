@@ -1,9 +1,7 @@
 """The slot stream: draft, check, verify, repair, line by line (paper sections
 "SpecCompact" and "Efficient Slot-Parallel Execution").
 
-``speccompact`` forks one branch per slot (per sub-section for a slot with
-``sections`` when ``sub_slot_branches`` is on: one shared budget and one
-duplicate check across them, :mod:`~sgl_speccompact.core.sections`) and runs one
+:mod:`~sgl_speccompact.programs.slots` forks one branch per slot and runs one
 :class:`SlotStream` per branch, concurrently.  Each stream loops::
 
     take the next proposed line (a line carried from the previous summary,
@@ -28,71 +26,13 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-import sglang as sgl
-
 from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, read_repair, split_line
-from .steps import (Draft, SlotContext, check_backends, draft, end_states, fork_slots, judge_lines,
-                       open_slot, prefill_drafter, repair_line, run_concurrently, sample_candidates,
-                       verify_line)
+from .steps import Draft, SlotContext, draft, judge_lines, open_slot, repair_line, sample_candidates, verify_line
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
-from ..core.sections import SlotLines, branch_lines, join_parts
+from ..core.sections import SlotLines, branch_lines
 
 HEADING = "### {}"  # how a sub-section heading line looks
-
-
-@sgl.function
-def speccompact(s, shared, ctx):
-    """Target: shared prefix, one fork per branch, concurrent slot streams.
-
-    Returns the :class:`SlotResult` of every slot in schema order.
-    """
-    ctx.target = s.stream_executor.backend
-    check_backends(ctx)
-    units = [(slot, section) for slot in ctx.slots for section in branches_of(slot, ctx)]
-    with ThreadPoolExecutor(max_workers=1) as pool:
-        warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
-        forks = fork_slots(s, shared, ctx, n=len(units))
-    try:
-        warm.result()
-        jobs, i = [], 0
-        for slot in ctx.slots:
-            k = len(branches_of(slot, ctx))
-            jobs.append(lambda slot=slot, mine=forks[i:i + k]: run_slot(mine, slot, ctx))
-            i += k
-        return run_concurrently(jobs, ctx.cancel)
-    finally:
-        end_states(forks)
-
-
-def run_slot(forks: list, slot: Slot, ctx: SlotContext) -> SlotResult:
-    """One slot: its branches (concurrently if several), joined; reports ``slot_done``."""
-    sections, shared = branches_of(slot, ctx), SlotLines()
-    streams = [SlotStream(b, slot, ctx, sec, shared=shared, index=i)
-               for i, (b, sec) in enumerate(zip(forks, sections))]
-    if len(streams) == 1:
-        out = streams[0].run()
-    else:
-        parts = run_concurrently([st.run for st in streams], ctx.cancel)
-        out = join_sections(slot, parts, streams, ctx)
-    ctx.emit(type="slot_done", slot=slot.name, stop_reason=out.stop_reason,
-             lines=sum(1 for line in out.lines if line.text.strip()))
-    return out
-
-
-def branches_of(slot: Slot, ctx: SlotContext) -> list[str | None]:
-    """The sub-sections a slot runs as separate branches, or ``[None]`` for one branch."""
-    return list(slot.sections) if slot.sections and ctx.cfg.sub_slot_branches else [None]
-
-
-def join_sections(slot: Slot, parts: list[SlotResult], streams: list["SlotStream"], ctx: SlotContext) -> SlotResult:
-    """One slot from its branches, in order, within the slot's whole budget."""
-    tokens: dict[str, int] = {"": ctx.count_tokens(["\n"])[0]}
-    for st in streams:
-        tokens.update(st.tokens)
-    cfg = ctx.cfg
-    return join_parts(slot.name, slot.title, parts, tokens.__getitem__,
-                      SlotBudget(cfg.max_lines_per_slot, cfg.max_tokens_per_slot, cfg.max_blank_lines_per_slot))
 
 
 class SlotStream:
