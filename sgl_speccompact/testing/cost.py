@@ -41,37 +41,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ..costmodel import (  # noqa: F401 - re-exported: the pure model lives in the product
+    H200,
+    PRESETS,
+    QWEN3_0_6B,
+    QWEN3_8B,
+    QWEN3_32B,
+    Hardware,
+    LoraCost,
+    ModelCost,
+    forward_s,
+)
+from ..specdecode import SpecDecoding
 
-@dataclass(frozen=True)
-class Hardware:
-    """Accelerator parameters (H200 SXM defaults)."""
-
-    bw: float = 4.8e12  # HBM bandwidth, bytes/s (spec)
-    flops: float = 989e12  # dense bf16 FLOP/s (spec)
-    eta_w: float = 0.85  # achieved fraction of bw reading weights (estimate)
-    eta_kv: float = 0.8  # achieved fraction of bw reading KV (fit on H100)
-    mfu: float = 0.55  # achieved fraction of flops in prefill (fit on H100)
-
-
-@dataclass(frozen=True)
-class ModelCost:
-    """Per-model parameters of the cost formula."""
-
-    name: str  # model id, for reports
-    weight_bytes: float  # W: bytes of weights read per forward
-    n_nonembed: float  # N_ne: non-embedding parameters
-    layers: int  # L: transformer layers
-    d_q: int  # d_q: query width (heads * head dim)
-    kv_bytes_per_token: float  # kappa: KV-cache bytes per token
-    a: float = 1.4e-3  # per-forward fixed cost, s (fit)
-    o_req: float = 3e-3  # per-request HTTP + scheduling overhead, s (estimate, native route)
-
-
-QWEN3_8B = ModelCost("Qwen/Qwen3-8B", 16.4e9, 6.95e9, 36, 4096, 147e3)
-QWEN3_32B = ModelCost("Qwen/Qwen3-32B", 65.5e9, 31.2e9, 64, 8192, 262e3)
-QWEN3_0_6B = ModelCost("Qwen/Qwen3-0.6B", 1.2e9, 0.44e9, 28, 2048, 115e3, a=1.75e-3)
-PRESETS = {m.name.split("/")[-1].lower(): m for m in (QWEN3_8B, QWEN3_32B, QWEN3_0_6B)}
-
+# Client-side cost of one request (the project's SpecCompactEndpoint: build the body, JSON-encode it,
+# send it over loopback, parse the answer), measured with bench/client_cost.py (see bench/README.md):
+CLIENT_S_PER_REQUEST = 1.5e-3  # fixed part, s
+CLIENT_S_PER_TOKEN = 0.108e-6  # per prompt token sent as input_ids (or its text), s
 TOKENIZER_TOKENS_PER_S = 440_000.0  # measured, see the module doc (bench/tokenizer_rate.py)
 CHUNKED_PREFILL_SIZE_H200 = 8192  # sglang arg_groups/memory_hook.py, 90 GiB <= gpu_mem < 160 GiB
 MAX_PREFILL_TOKENS = 16384  # sglang arg_groups/fields/schedule.py default
@@ -86,9 +72,14 @@ class Deployment:
     source: str  # where the setup comes from
 
 
+    target_tp: int = 1  # tensor-parallel degree of the target (2: both GPUs, equal hardware)
+
+
 DEPLOYMENTS = {
     "two-gpu": Deployment("two-gpu", False, "SpecCompact paper setup: the drafter on its own GPU"),
     "one-gpu": Deployment("one-gpu", True, "launch/qwen3-8b.toml, launch/qwen3-32b.toml: both servers on one GPU"),
+    "two-gpu-tp2": Deployment("two-gpu-tp2", False, "equal hardware for a single-model method: the target on both "
+                              "GPUs with tensor parallelism (TP=2)", target_tp=2),
 }
 
 
@@ -129,14 +120,18 @@ class CostModel:
     hardware: Hardware = Hardware()  # accelerator parameters
     time_scale: float = 0.01  # real seconds slept per simulated second
     batch_window_s: float = 0.002  # real wait to gather a prefill batch
+    tp: int = 1  # tensor-parallel degree (GPUs the model is split over)
+    lora: LoraCost | None = None  # adapter charged on every pass that carries a LoRA request
+    spec: SpecDecoding | None = None  # the server's speculative decoding (None: off)
+    client_s_per_request: float = 0.0  # client-side cost per request, fixed part, s (simulator: measured)
+    client_s_per_token: float = 0.0  # client-side cost per prompt token, s
 
     @classmethod
     def for_model(cls, name: str, **kw) -> "CostModel":
         """A cost model from a preset name (``qwen3-8b``, ``qwen3-32b``, ``qwen3-0.6b``)."""
-        key = name.split("/")[-1].lower()
-        if key not in PRESETS:
-            raise ValueError(f"unknown cost preset {name!r}; known: {sorted(PRESETS)}")
-        return cls(model=PRESETS[key], **kw)
+        from ..costmodel import preset
+
+        return cls(model=preset(name), **kw)
 
     def with_scale(self, time_scale: float) -> "CostModel":
         """The same model with another ``time_scale``."""
@@ -150,13 +145,26 @@ class CostModel:
         batch
             ``(cached_tokens, new_tokens)`` per request in the pass.
         """
-        m, hw = self.model, self.hardware
-        ctx = sum(c + n for c, n in batch)
-        new = sum(n for _, n in batch)
-        attn = sum(n * (c + n / 2) for c, n in batch)
-        mem = m.weight_bytes / (hw.eta_w * hw.bw) + m.kv_bytes_per_token * ctx / (hw.eta_kv * hw.bw)
-        comp = (2 * m.n_nonembed * new + 4 * m.layers * m.d_q * attn) / (hw.mfu * hw.flops)
-        return m.a + max(mem, comp)
+        return forward_s(self.model, self.hardware, batch, self.tp)
+
+    def pass_s(self, kind: str, batch: list[tuple[int, int]], lora: bool = False) -> float:
+        """Simulated seconds of one scheduler pass, with speculative decoding and LoRA.
+
+        A ``decode`` pass on a speculative server is one verify step (its
+        shapes carry ``num_draft_tokens`` new tokens per request); a prefill
+        also runs the draft network over the new tokens.
+        """
+        adapter = self.lora if lora else None
+        if self.spec is not None and kind == "decode":
+            return self.spec.step_s(self.model, self.hardware, [c for c, _ in batch], self.tp, adapter)
+        t = forward_s(self.model, self.hardware, batch, self.tp, adapter)
+        if self.spec is not None:
+            t += self.spec.prefill_extra_s(self.hardware, batch, self.tp)
+        return t
+
+    def client_s(self, tokens: int) -> float:
+        """Client-side seconds of one request carrying ``tokens`` prompt tokens."""
+        return self.client_s_per_request + self.client_s_per_token * tokens
 
     @property
     def request_overhead_s(self) -> float:
