@@ -136,7 +136,7 @@ class SpecDecoding:
         """Per-draft survival probability whose chain mean is :meth:`tau_at` (bisection).
 
         >>> round(make("EAGLE3", "qwen3-8b", tau=2.5).alpha(), 3)  # 1 + a + a^2 + a^3 = 2.5
-        0.703
+        0.691
         """
         want, k = self.tau_at(batch), self.depth
         lo, hi = 0.0, 1.0
