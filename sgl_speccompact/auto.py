@@ -46,11 +46,12 @@ class Shape:
     """The shape of one compaction (defaults: the simulated workload's, ``testing/workload.py``)."""
 
     slot_lines: tuple[int, ...] = (12, 10, 8, 6, 4, 3)  # lines per slot, longest first
-    tokens_per_line: int = 21  # target tokens per summary line
+    tokens_per_line: int = 24  # target tokens per summary line (fit to the simulator: real trajectory lines)
     prompt_tokens: int = 400  # system prompt, slot request and judge rubric around the history
     judge_tokens: int = 40  # per-judgement suffix: the line and its tags
     request_s: float = 6e-3  # per request: server o_req + client cost + tokenizer (est.)
     queueing: float = 1.1  # multiplier for waiting behind other slots' requests (est., simulator fit)
+    repair_batch: float = 3.0  # repairs of different slots decoding together on a shared GPU (simulator fit)
 
 
 @dataclass(frozen=True)
@@ -186,7 +187,7 @@ def predict(method: str, dep: Deployment, history_tokens: int, p_accept: float, 
     crit = draft + longest * (q * (repair + judge) + per_line) + judge
     if dep.drafter_shares_gpu:  # every target pass of every slot takes a turn on the drafter's GPU
         lines = sum(shape.slot_lines)
-        crit += lines * (judge + q * repair)
+        crit += lines * (judge + q * repair / shape.repair_batch)
     return before + crit * shape.queueing
 
 

@@ -72,14 +72,11 @@ class Deployment:
     source: str  # where the setup comes from
 
 
-    target_tp: int = 1  # tensor-parallel degree of the target (2: both GPUs, equal hardware)
 
 
 DEPLOYMENTS = {
     "two-gpu": Deployment("two-gpu", False, "SpecCompact paper setup: the drafter on its own GPU"),
     "one-gpu": Deployment("one-gpu", True, "launch/qwen3-8b.toml, launch/qwen3-32b.toml: both servers on one GPU"),
-    "two-gpu-tp2": Deployment("two-gpu-tp2", False, "equal hardware for a single-model method: the target on both "
-                              "GPUs with tensor parallelism (TP=2)", target_tp=2),
 }
 
 

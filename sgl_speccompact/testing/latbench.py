@@ -121,12 +121,24 @@ def simulate(args, methods: list[str], runner, trajs: list, tokenizer: str, line
     from .simulator import build_simulation
     from .workload import SummaryWorkload
 
+    from .server import load_tokenizer
+
     sched = Scheduling(schedule_policy=args.schedule_policy, chunked_prefill_size=args.chunked_prefill_size or None,
                        **({"tokenizer_tokens_per_s": args.tokenizer_rate} if args.tokenizer_rate is not None else {}))
     rows, done = [], {}
     info = {"spec_notes": {}, "auto": {}}
     runner_obj = CaseRunner(args, runner, tokenizer)
+    loaded = load_tokenizer(tokenizer)  # once: loading takes seconds
     for pair in args.model_pairs:
+        built: dict = {}  # one simulation per GPU layout, reconfigured per cell (its caches reset per run)
+
+        def sim_for(layout, costs, key=None):
+            key = key or layout
+            if key not in built:
+                built[key] = build_simulation(tokenizer, {"target": None, "drafter": None}, costs,
+                                              DEPLOYMENTS[layout], sched, tokenizer=loaded)
+            return configure(built[key], costs)
+
         for spec in args.speculative:
             for dep in args.deployments:
                 cell0 = Cell(pair, spec, dep, args.p_accept[0])
@@ -135,20 +147,24 @@ def simulate(args, methods: list[str], runner, trajs: list, tokenizer: str, line
                 if dep == "two-gpu-equal":
                     from dataclasses import replace
 
-                    costs = {**costs, "target": replace(costs["target"], tp=2)}
-                base_dep = DEPLOYMENTS["one-gpu" if dep == "one-gpu" else "two-gpu"]
-                slot_costs, _ = costs_for(cell0, args)
-                sims = {"single": build_simulation(tokenizer, {"target": None, "drafter": None}, costs, base_dep,
-                                                   sched),
-                        "slot": None}
-                if dep == "two-gpu-equal":
-                    sims["slot"] = build_simulation(tokenizer, {"target": None, "drafter": None}, slot_costs,
-                                                    base_dep, sched)
+                    tp2 = {**costs, "target": replace(costs["target"], tp=2)}
+                    sims = {"single": sim_for("two-gpu", tp2, "tp2"), "slot": sim_for("two-gpu", costs)}
+                else:
+                    sims = {"single": sim_for(dep, costs), "slot": None}
                 for p in args.p_accept:
                     cell = Cell(pair, spec, dep, p)
                     rows += run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, info, log,
                                      SummaryWorkload, Deployment, choose)
     return rows, info
+
+
+def configure(sim, costs: dict):
+    """Give ``sim``'s servers these cost models (speculative decoding, TP, LoRA, client cost); returns it."""
+    for name, srv in sim.servers.items():
+        srv.cost = costs[name]
+        srv.sched.spec = costs[name].spec
+        srv.sched.request_overhead_s = costs[name].request_overhead_s
+    return sim
 
 
 def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, info, log, workload_cls,
@@ -166,8 +182,10 @@ def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, i
         count = lambda text, m=model: len(m.encode(text))  # noqa: E731
         for k, n in enumerate(args.synthetic_tokens):
             seed = draw_seed(args.seed, draw, len(trajs) + k)
+            if (n, seed) not in runner_obj.synthetic:  # the same history in every cell of this draw
+                runner_obj.synthetic[(n, seed)] = synthetic_history(lines, n, count, seed=seed)
             histories.append(_Synthetic(f"synthetic:{n}", f"synthetic {n // 1000}k", 0,
-                                        synthetic_history(lines, n, count, seed=seed)))
+                                        runner_obj.synthetic[(n, seed)]))
         for h, traj in enumerate(histories):
             seed = draw_seed(args.seed, draw, h)
             tokens = runner_obj.history_tokens(traj, count)

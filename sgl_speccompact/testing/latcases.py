@@ -183,14 +183,16 @@ class CaseRunner:
         self.config = {"agent_context_tokens": args.agent_context_tokens, **(args.config_dict or {})}
         self._endpoints: dict = {}
         self._tokens: dict = {}
+        self.synthetic: dict = {}  # (tokens, seed) -> synthetic history, built once per draw
 
     def history_tokens(self, traj, count) -> int:
         """Tokens of the history's message texts (the drafter's reading length)."""
-        if traj.path not in self._tokens or traj.path.startswith("synthetic"):
+        key = (traj.path, id(traj.messages))
+        if key not in self._tokens:
             text = "\n".join(m.get("content") if isinstance(m.get("content"), str) else str(m.get("content"))
                              for m in traj.messages)
-            self._tokens[traj.path] = count(text)
-        return self._tokens[traj.path]
+            self._tokens[key] = count(text)
+        return self._tokens[key]
 
     def endpoints(self, sim):
         if id(sim) not in self._endpoints:
@@ -208,16 +210,25 @@ class CaseRunner:
             wl.hermes_tokens = case["hermes_tokens"]  # between runs: no request in flight
         kw = runner_kwargs(case, self.tokenizer)
         session = args.scenario == "agent-session"
-        try:
-            t0 = time.perf_counter()
-            if session:
-                row["session"] = run_session(sim, traj.messages)
-            result, report = sim.run(lambda: self.runner(
-                case["method"], traj.messages, target=target, drafter=drafter, config=self.config,
-                source_judge=args.source_judge, **kw), keep_cache=session)
-        except Exception as exc:  # noqa: BLE001 - one failed row does not end the sweep
-            row["error"] = f"{type(exc).__name__}: {exc}"[:500]
-            return row
+        from .simulator import SimulationStalled
+
+        for attempt in (1, 2):
+            try:
+                t0 = time.perf_counter()
+                if session:
+                    row["session"] = run_session(sim, traj.messages)
+                result, report = sim.run(lambda: self.runner(
+                    case["method"], traj.messages, target=target, drafter=drafter, config=self.config,
+                    source_judge=args.source_judge, **kw), keep_cache=session)
+                break
+            except SimulationStalled as exc:  # the harness, not the method: one more try from a fresh clock
+                row["stalled"] = f"{exc}"[:3000]
+                if attempt == 2:
+                    row["error"] = f"SimulationStalled: {exc}"[:3000]
+                    return row
+            except Exception as exc:  # noqa: BLE001 - one failed row does not end the sweep
+                row["error"] = f"{type(exc).__name__}: {exc}"[:3000]
+                return row
         one_gpu = len(report["gpu_busy_s"]) == 1
         row.update(e2e_s=report["e2e_s"], real_s=time.perf_counter() - t0, summary_tokens=result.summary_tokens,
                    judged_acceptance=result.stats.acceptance_rate,
