@@ -21,8 +21,9 @@ decoding, else 1):
   GPUs, one after the other on one), then the longest slot: each line drafted
   by the drafter at the slots' batch (with its LoRA adapter), judged by a
   short target extend (hidden behind the next draft), and a rejected line
-  (``1 - p_accept``) repaired by the target; on a shared GPU every target pass
-  of every slot also delays the drafter.
+  (``1 - p_accept``) repaired by the target, its decode steps waiting behind
+  the judge prefills other slots send meanwhile (sglang runs prefills first);
+  on a shared GPU every target pass of every slot also delays the drafter.
 
 ``DEFAULT_P_ACCEPT`` = 0.7: the SpecCompact paper's operating point and the
 middle of the acceptance range (0.5-0.9) its evaluation sweeps; the service
@@ -183,6 +184,11 @@ def predict(method: str, dep: Deployment, history_tokens: int, p_accept: float, 
     draft = sum(decode_s(d, hw, h, n * (tpl + 1), b, 1, dep.drafter_spec, lora)  # +1: the newline stop
                 for b, n in _slot_phases(shape))
     longest = max(shape.slot_lines)
+    # a repair's decode steps wait behind the judges (prefills go first) the other slots send meanwhile:
+    # about one per slot per drafted line
+    others = max(len(shape.slot_lines) / 2 - 1, 0)
+    line_s = decode_s(d, hw, h, tpl + 1, len(shape.slot_lines) // 2, 1, dep.drafter_spec, lora)
+    repair *= 1 + others * judge / line_s
     per_line = shape.request_s * (2 + q)  # draft + judge (+ repair) requests
     crit = draft + longest * (q * (repair + judge) + per_line) + judge
     if dep.drafter_shares_gpu:  # every target pass of every slot takes a turn on the drafter's GPU
