@@ -165,6 +165,11 @@ def measure(args, methods, runner) -> tuple[list[dict], dict]:
 def run(args) -> dict:
     from sglang.version import __version__ as sglang_version
 
+    old = None
+    if args.repick:
+        old = json.loads(Path(args.repick).read_text())
+        args = argparse.Namespace(**{**old["conditions"], "repick": args.repick, "out": args.out or args.repick,
+                                     "plots": args.plots, "config_dict": None})
     available, runner, runner_src = rc.resolve_methods()
     names = [m.strip() for m in args.methods.split(",")] if args.methods else [*available, "auto"]
     missing = [m for m in names if m not in available and m != "auto"]
@@ -193,7 +198,14 @@ def run(args) -> dict:
               f"{args.seeds} seeds from {args.seed} (draw j of history k: seed + j + 1000k); histories: "
               f"{'none' if args.no_trajectories else 'trajectories'} + synthetic {args.synthetic_tokens} tokens")
     sys.stdout.flush()
-    rows, info = measure(args, names, runner) if measured else simulate(args, names, runner)
+    if old is not None:  # the same runs, auto's picks redone with the current predictor
+        from sgl_speccompact.testing.latbench import repick
+
+        rows, picks = repick(old["rows"], old["conditions"])
+        info = {k: old[k] for k in ("spec_notes", "tokenizer", "skipped", "scheduling", "scenario") if k in old}
+        info.update(auto=picks, repicked_from={"path": args.repick, "timestamp": old["timestamp"]})
+    else:
+        rows, info = measure(args, names, runner) if measured else simulate(args, names, runner)
     add_speedups(rows)
     summary = summarize(rows)
     conditions = {k: v for k, v in vars(args).items() if k not in ("api_key", "config_dict")}
@@ -305,6 +317,8 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--acceptance-fall", type=float, default=0.1,
                      help="fraction of the acceptance lost per doubling of the history past the training length "
                      "(default 0.1, an estimate: no measurement of this drafter exists)")
+    sim.add_argument("--repick", metavar="JSON", help="rebuild the auto rows of a report with the current "
+                     "predictor from its own runs (no new simulation); writes --out or the same file")
     sim.add_argument("--no-hermes-slots", dest="hermes_slots", action="store_false",
                      help="skip Hermes-style at the slot methods' own output length")
     sim.add_argument("--tokenizer", help="tokenizer directory (default: the emulator's default)")

@@ -76,3 +76,12 @@ def test_auto_does_not_import_the_testing_package():
     code = ("import sys, sgl_speccompact.auto; "
             "bad = [m for m in sys.modules if m.startswith('sgl_speccompact.testing')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", ["costmodel", "specdecode", "auto", "testing.latbench", "testing.latcases"])
+def test_docstring_examples_of_the_cost_model_modules(name):
+    import doctest
+    import importlib
+
+    failed, attempted = doctest.testmod(importlib.import_module(f"sgl_speccompact.{name}"))
+    assert failed == 0 and attempted > 0

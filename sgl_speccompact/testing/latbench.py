@@ -266,3 +266,37 @@ def timed(fn):
     """``(fn(), real seconds)``."""
     t0 = time.perf_counter()
     return fn(), time.perf_counter() - t0
+
+
+BASE_FIELDS = ("deployment", "model_pair", "speculative", "target_speculative", "drafter_speculative", "p_accept",
+               "p_effective", "history_tokens", "seed", "draw", "trajectory", "path", "messages", "acceptance",
+               "scenario")
+
+
+def repick(rows: list[dict], conditions: dict) -> tuple[list[dict], dict]:
+    """Every ``auto`` row rebuilt with the current predictor from a report's own runs; ``(rows, auto info)``.
+
+    An auto row is by construction the picked method's run on the same draw, so a new predictor
+    needs no new simulation: the rows of the other methods are kept as they are.
+    """
+    from types import SimpleNamespace
+
+    from ..auto import Deployment, choose
+
+    args = SimpleNamespace(drafter_speculative=conditions.get("drafter_speculative"),
+                           hermes_tokens=conditions.get("hermes_tokens") or [1200])
+    kept = [r for r in rows if r.get("method") != "auto"]
+    groups: dict = {}
+    for r in kept:
+        key = (r["model_pair"], r.get("speculative", "none"), r["deployment"], r["p_accept"], r.get("draw", 0),
+               r["path"])
+        groups.setdefault(key, {})[r["label"]] = r
+    info = {"spec_notes": {}, "auto": {}}
+    out = []
+    for (pair, spec, dep, p, _, _), got in groups.items():
+        out += list(got.values())
+        first = next(iter(got.values()))
+        base = {k: first.get(k) for k in BASE_FIELDS}
+        out.append(auto_row(Cell(pair, spec, dep, p), args, got, base, first["history_tokens"], first["p_effective"],
+                            Deployment, choose, info))
+    return out, info["auto"]
