@@ -31,6 +31,7 @@ shape (``latency_kind`` "measured"; no breakdown).
 Usage:
     python bench/latency.py                                  # 8 seeds, both pairs, one-gpu and two-gpu
     python bench/latency.py --speculative none,eagle3,dflash --equal-hardware --hermes-tokens 1200
+    python bench/latency.py --repick bench/results/latency-fair-8b.json   # auto re-picked, same runs
     python bench/latency.py --target-url http://gpu:30000 --drafter-url http://gpu:30001 --repeats 5
 """
 
