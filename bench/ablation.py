@@ -141,7 +141,7 @@ def plan(args) -> list[dict]:
 
 
 def run_cell_set(args, seed: int, methods: list[str], config: dict | None, layouts: list[str], runner) -> list[dict]:
-    sub = argparse.Namespace(**{**vars(args), "seed": seed, "layouts": layouts,
+    sub = argparse.Namespace(**{**vars(args), "seed": seed, "layouts": layouts, "seeds": 1, "hermes_slots": False,
                                 "config": json.dumps(config) if config else None})
     rows, info = latency.simulate(sub, methods, runner)
     for r in rows:

@@ -21,23 +21,23 @@ def plot(report: dict, stem: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from latency import PARTS
+    from sgl_speccompact.testing.harness.latency_cases import PARTS
 
     summary = report["summary_by_cell"]
-    cells = list(dict.fromkeys((s["model_pair"], s["deployment"]) for s in summary))
+    cells = list(dict.fromkeys((s["model_pair"], s["deployment"], s.get("speculative")) for s in summary))
     name = lambda s: s.get("label", s["method"])  # noqa: E731 - a method with its layout / Hermes length
     methods = list(dict.fromkeys(name(s) for s in summary))
     out = []
 
     fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.6), squeeze=False)
-    for ax, (pair, dep) in zip(axes[0], cells):
+    for ax, (pair, dep, spec) in zip(axes[0], cells):
         for m in methods:
-            pts = sorted((s["p_accept"], s["geomean_speedup_vs_hermes"]) for s in summary
-                         if s["model_pair"] == pair and s["deployment"] == dep and name(s) == m
-                         and s["geomean_speedup_vs_hermes"])
+            pts = sorted((s["p_accept"], _vs_hermes(s)) for s in summary
+                         if (s["model_pair"], s["deployment"], s.get("speculative")) == (pair, dep, spec)
+                         and name(s) == m and _vs_hermes(s))
             if pts:
                 ax.plot([p for p, _ in pts], [v for _, v in pts], marker="o", label=m)
-        ax.set_title(f"{dep}, {pair}", fontsize=9)
+        ax.set_title(f"{dep}, {pair}, spec {spec}", fontsize=9)
         ax.set_xlabel("acceptance rate")
         ax.set_ylabel("speedup vs Hermes-style (x)")
         ax.grid(alpha=0.3)
@@ -48,21 +48,26 @@ def plot(report: dict, stem: Path) -> list[Path]:
     ps = sorted({s["p_accept"] for s in summary})
     mid = ps[len(ps) // 2] if ps else None
     fig, axes = plt.subplots(1, len(cells), figsize=(4.2 * len(cells), 3.8), squeeze=False)
-    for ax, (pair, dep) in zip(axes[0], cells):
-        sub = [s for s in summary if s["model_pair"] == pair and s["deployment"] == dep and s["p_accept"] == mid
-               and s["mean_parts_s"]]
+    for ax, (pair, dep, spec) in zip(axes[0], cells):
+        sub = [s for s in summary if (s["model_pair"], s["deployment"], s.get("speculative")) == (pair, dep, spec)
+               and s["p_accept"] == mid and s["median_parts_s"]]
         bottom = [0.0] * len(sub)
         for part in PARTS:
-            vals = [s["mean_parts_s"][part] for s in sub]
+            vals = [s["median_parts_s"][part] for s in sub]
             ax.bar(range(len(sub)), vals, bottom=bottom, label=part)
             bottom = [b + v for b, v in zip(bottom, vals)]
         ax.set_xticks(range(len(sub)), [name(s) for s in sub], rotation=30, fontsize=7)
-        ax.set_title(f"{dep}, {pair}, p={mid}", fontsize=9)
+        ax.set_title(f"{dep}, {pair}, spec {spec}, p={mid}", fontsize=9)
         ax.set_ylabel("critical path (s)")
     axes[0][-1].legend(fontsize=7)
     fig.suptitle("SIMULATED critical-path time per method (one-clock simulator, H200 cost model)", fontsize=10)
     out.append(_save(fig, Path(f"{stem}-critical.png")))
     return out
+
+
+def _vs_hermes(s: dict):
+    """Median speedup over the first Hermes-style length that ran."""
+    return next((v for k, v in (s.get("median_speedups") or {}).items() if k.startswith("hermes")), None)
 
 
 def _save(fig, path: Path) -> Path:

@@ -6,7 +6,10 @@ the rubric and questions, ``judge`` turns label logprobs into a verdict,
 ``lines`` checks proposed lines and budgets, ``entries`` splits a summary
 into SJC entries, ``outputs`` cleans every returned text (the caller's bytes, secrets
 redacted again), ``carried`` reads a previous summary back into slot lines, ``sections``
-shares a slot's budget and duplicate check across its sub-section branches.
+shares a slot's budget and duplicate check across its sub-section branches;
+the cost model: ``costmodel`` (forward-pass times, TP, LoRA), ``specdecode``
+(SGLang's speculative decoding), ``gpus`` (shipped GPU profiles),
+``calibration`` (fitting it to the user's servers).
 
 May import: ``history`` and the vocabulary.  Must not import: backends,
 programs, methods, service, launch; nothing here sends a request.

@@ -48,7 +48,7 @@ Speculative decoding and the cost model
 sglang would).  ``--calibrate`` times each server through ``/generate`` at
 start and fits the latency cost model; otherwise a saved fit or the shipped
 profile of ``--gpu`` (H200 by default) is used
-(:mod:`sgl_speccompact.calibration_probe`).
+(:mod:`sgl_speccompact.backends.calibration_probe`).
 
 Without a GPU
 -------------

@@ -72,7 +72,7 @@ def cost_fits(plan: LaunchPlan, http) -> dict:
     ConfigError
         ``calibrate`` is on and a served model has no cost-model preset.
     """
-    from ..calibration_probe import log, report_line, resolve_cost_fit
+    from ..backends.calibration_probe import log, report_line, resolve_cost_fit
 
     svc = plan.service
     headers = {"Authorization": f"Bearer {plan.upstream_api_key}"} if plan.upstream_api_key else None

@@ -5,7 +5,8 @@ assembles the summary; ``registry`` selects a method by name
 (:func:`run_method`); ``speccompact`` and ``baselines`` are the registered
 methods; ``assembly`` checks budgets and builds the result; ``chunking``
 compacts a history longer than the target's context block by block;
-``source_judge`` is the SJC post-filter.
+``source_judge`` is the SJC post-filter; ``auto`` predicts the fastest
+method for a deployment from the cost model.
 
 May import: ``programs``, ``backends``, ``core``, ``history`` and the
 vocabulary.  Must not import: service, launch, cli.

@@ -196,7 +196,7 @@ def create_app(
         The target's tokenizer (path or hub name): with it, compactions use
         the agent-aligned layout unless a request asks for ``classic``.
     cost_models : dict, optional
-        Role -> :class:`~sgl_speccompact.calibration.CostFit` of each server
+        Role -> :class:`~sgl_speccompact.core.calibration.CostFit` of each server
         (calibrated, saved or a shipped profile); shown in ``/health`` and
         ``/metrics``.
 

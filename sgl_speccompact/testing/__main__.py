@@ -13,7 +13,7 @@ from __future__ import annotations
 import argparse
 import time
 
-from ..gpus import DEFAULT_GPU
+from ..core.gpus import DEFAULT_GPU
 from .emulator.cost import CostModel
 from .emulator.policy import ControlledAcceptancePolicy, ScriptedPolicy
 from .emulator.server import EmulatedServer

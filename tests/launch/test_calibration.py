@@ -13,9 +13,9 @@ import numpy as np
 import pytest
 from fastapi.testclient import TestClient
 
-from sgl_speccompact.calibration import (
+from sgl_speccompact.core.calibration import (
     CostFit, Observation, ProbeShape, fit_observations, predict_s, profile_fit, speed_ratio)
-from sgl_speccompact.calibration_probe import cache_path, calibrate, probe_bodies, resolve_cost_fit
+from sgl_speccompact.backends.calibration_probe import cache_path, calibrate, probe_bodies, resolve_cost_fit
 from sgl_speccompact.errors import BackendError
 from sgl_speccompact.launch.cli import build_parser
 from sgl_speccompact.launch.plan import build_plan
@@ -64,7 +64,7 @@ def test_probe_prediction_is_the_cost_models_own_pass_sum():
 def test_fit_recovers_known_parameters_exactly():
     truth = CostFit("Qwen/Qwen3-8B", "X", o_req_s=4e-3, a_s=2e-3, weight_s=7e-3, kv_s=9e-8, flop_rate=3e14,
                     source="truth", seq_s=5e-5, tok_s=1e-7)
-    from sgl_speccompact.calibration import DEFAULT_PLAN
+    from sgl_speccompact.core.calibration import DEFAULT_PLAN
 
     obs = [Observation(s, predict_s(s, QWEN3_8B, truth)) for s in DEFAULT_PLAN]
     fit = fit_observations(obs, QWEN3_8B, served_model="Qwen/Qwen3-8B", gpu="X")
@@ -75,7 +75,7 @@ def test_fit_recovers_known_parameters_exactly():
 
 def test_fit_keeps_every_parameter_non_negative():
     truth = CostFit("m", "X", o_req_s=0.0, a_s=3e-3, weight_s=5e-3, kv_s=5e-8, flop_rate=4e14, source="t")
-    from sgl_speccompact.calibration import DEFAULT_PLAN
+    from sgl_speccompact.core.calibration import DEFAULT_PLAN
 
     rng = np.random.default_rng(0)
     obs = [Observation(s, predict_s(s, QWEN3_8B, truth) * (1 + 0.03 * rng.standard_normal()))
@@ -87,7 +87,7 @@ def test_fit_keeps_every_parameter_non_negative():
 
 def test_a_rate_the_probe_cannot_see_comes_from_the_profile():
     """Timings with no prefill compute in them (an untimed server) leave the FLOP rate to the profile."""
-    from sgl_speccompact.calibration import DEFAULT_PLAN
+    from sgl_speccompact.core.calibration import DEFAULT_PLAN
 
     truth = CostFit("Qwen/Qwen3-8B", "X", o_req_s=4e-3, a_s=2e-3, weight_s=7e-3, kv_s=9e-8, flop_rate=1e30,
                     source="truth")

@@ -41,38 +41,23 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from ...core.costmodel import (  # noqa: F401 - re-exported: the pure model lives in the product
+    H200,
+    PRESETS,
+    QWEN3_0_6B,
+    QWEN3_8B,
+    QWEN3_32B,
+    Hardware,
+    LoraCost,
+    ModelCost,
+    forward_s,
+)
+from ...core.specdecode import SpecDecoding
 
-@dataclass(frozen=True)
-class Hardware:
-    """Accelerator parameters (H200 SXM defaults)."""
-
-    bw: float = 4.8e12  # HBM bandwidth, bytes/s (spec)
-    flops: float = 989e12  # dense bf16 FLOP/s (spec)
-    eta_w: float = 0.85  # achieved fraction of bw reading weights (estimate)
-    eta_kv: float = 0.8  # achieved fraction of bw reading KV (fit on H100)
-    mfu: float = 0.55  # achieved fraction of flops in prefill (fit on H100)
-    name: str = "H200"  # profile name, for reports and /server_info
-
-
-@dataclass(frozen=True)
-class ModelCost:
-    """Per-model parameters of the cost formula."""
-
-    name: str  # model id, for reports
-    weight_bytes: float  # W: bytes of weights read per forward
-    n_nonembed: float  # N_ne: non-embedding parameters
-    layers: int  # L: transformer layers
-    d_q: int  # d_q: query width (heads * head dim)
-    kv_bytes_per_token: float  # kappa: KV-cache bytes per token
-    a: float = 1.4e-3  # per-forward fixed cost, s (fit)
-    o_req: float = 3e-3  # per-request HTTP + scheduling overhead, s (estimate, native route)
-
-
-QWEN3_8B = ModelCost("Qwen/Qwen3-8B", 16.4e9, 6.95e9, 36, 4096, 147e3)
-QWEN3_32B = ModelCost("Qwen/Qwen3-32B", 65.5e9, 31.2e9, 64, 8192, 262e3)
-QWEN3_0_6B = ModelCost("Qwen/Qwen3-0.6B", 1.2e9, 0.44e9, 28, 2048, 115e3, a=1.75e-3)
-PRESETS = {m.name.split("/")[-1].lower(): m for m in (QWEN3_8B, QWEN3_32B, QWEN3_0_6B)}
-
+# Client-side cost of one request (the project's SpecCompactEndpoint: build the body, JSON-encode it,
+# send it over loopback, parse the answer), measured with bench/client_cost.py (see bench/README.md):
+CLIENT_S_PER_REQUEST = 1.5e-3  # fixed part, s
+CLIENT_S_PER_TOKEN = 0.108e-6  # per prompt token sent as input_ids (or its text), s
 TOKENIZER_TOKENS_PER_S = 440_000.0  # measured, see the module doc (bench/tokenizer_rate.py)
 CHUNKED_PREFILL_SIZE_H200 = 8192  # sglang arg_groups/memory_hook.py, 90 GiB <= gpu_mem < 160 GiB
 MAX_PREFILL_TOKENS = 16384  # sglang arg_groups/fields/schedule.py default
@@ -85,6 +70,8 @@ class Deployment:
     name: str  # "two-gpu" or "one-gpu"
     shared_gpu: bool  # both servers' forward passes take turns on one GPU
     source: str  # where the setup comes from
+
+
 
 
 DEPLOYMENTS = {
@@ -130,12 +117,17 @@ class CostModel:
     hardware: Hardware = Hardware()  # accelerator parameters
     time_scale: float = 0.01  # real seconds slept per simulated second
     batch_window_s: float = 0.002  # real wait to gather a prefill batch
+    tp: int = 1  # tensor-parallel degree (GPUs the model is split over)
+    lora: LoraCost | None = None  # adapter charged on every pass that carries a LoRA request
+    spec: SpecDecoding | None = None  # the server's speculative decoding (None: off)
+    client_s_per_request: float = 0.0  # client-side cost per request, fixed part, s (simulator: measured)
+    client_s_per_token: float = 0.0  # client-side cost per prompt token, s
 
     @classmethod
     def for_model(cls, name: str, *, gpu: str | None = None, speed: float = 1.0, **kw) -> "CostModel":
         """A cost model from a preset name (``qwen3-8b``, ``qwen3-32b``, ``qwen3-0.6b``).
 
-        ``gpu`` names a shipped GPU profile (:mod:`sgl_speccompact.gpus`;
+        ``gpu`` names a shipped GPU profile (:data:`sgl_speccompact.core.costmodel.GPUS`;
         H200 when None).  ``speed`` plays that GPU ``speed`` times as fast:
         bandwidth, FLOP/s and the per-forward fixed cost ``a`` all scale, so
         every forward pass takes ``1 / speed`` times as long (``o_req``, the
@@ -145,12 +137,11 @@ class CostModel:
         >>> round(slow.forward_s([(4096, 1)]) / CostModel.for_model("qwen3-8b").forward_s([(4096, 1)]), 9)
         2.0
         """
-        key = name.split("/")[-1].lower()
-        if key not in PRESETS:
-            raise ValueError(f"unknown cost preset {name!r}; known: {sorted(PRESETS)}")
-        model = PRESETS[key]
+        from ...core.costmodel import preset
+
+        model = preset(name)
         if gpu is not None or speed != 1.0:
-            from ...gpus import DEFAULT_GPU, gpu_profile, scaled
+            from ...core.gpus import DEFAULT_GPU, gpu_profile, scaled
 
             kw["hardware"] = scaled(gpu_profile(gpu or DEFAULT_GPU), speed)
             model = replace(model, a=model.a / speed)
@@ -168,13 +159,26 @@ class CostModel:
         batch
             ``(cached_tokens, new_tokens)`` per request in the pass.
         """
-        m, hw = self.model, self.hardware
-        ctx = sum(c + n for c, n in batch)
-        new = sum(n for _, n in batch)
-        attn = sum(n * (c + n / 2) for c, n in batch)
-        mem = m.weight_bytes / (hw.eta_w * hw.bw) + m.kv_bytes_per_token * ctx / (hw.eta_kv * hw.bw)
-        comp = (2 * m.n_nonembed * new + 4 * m.layers * m.d_q * attn) / (hw.mfu * hw.flops)
-        return m.a + max(mem, comp)
+        return forward_s(self.model, self.hardware, batch, self.tp)
+
+    def pass_s(self, kind: str, batch: list[tuple[int, int]], lora: bool = False) -> float:
+        """Simulated seconds of one scheduler pass, with speculative decoding and LoRA.
+
+        A ``decode`` pass on a speculative server is one verify step (its
+        shapes carry ``num_draft_tokens`` new tokens per request); a prefill
+        also runs the draft network over the new tokens.
+        """
+        adapter = self.lora if lora else None
+        if self.spec is not None and kind == "decode":
+            return self.spec.step_s(self.model, self.hardware, [c for c, _ in batch], self.tp, adapter)
+        t = forward_s(self.model, self.hardware, batch, self.tp, adapter)
+        if self.spec is not None:
+            t += self.spec.prefill_extra_s(self.hardware, batch, self.tp)
+        return t
+
+    def client_s(self, tokens: int) -> float:
+        """Client-side seconds of one request carrying ``tokens`` prompt tokens."""
+        return self.client_s_per_request + self.client_s_per_token * tokens
 
     @property
     def request_overhead_s(self) -> float:

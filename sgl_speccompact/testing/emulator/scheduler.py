@@ -5,8 +5,7 @@ runs the batch's forward pass (:meth:`Scheduler.run`, the policy calls), and
 settles it (:meth:`Scheduler.settle`).  Two drivers: the HTTP emulator's
 scheduler thread (:mod:`.engine`) and the one-clock simulator
 (:mod:`.simulator`).  Mirrors ``sglang/srt/managers/scheduler.py`` and
-``schedule_policy.py`` (sglang 0.5.23), page size 1, no speculative decoding,
-no overlap scheduling:
+``schedule_policy.py`` (sglang 0.5.23), page size 1, no overlap scheduling:
 
 * When requests wait (or a chunked prefill is in progress) the next batch is
   a prefill batch, otherwise one decode step of every running request.
@@ -33,6 +32,12 @@ no overlap scheduling:
   after its prefill a still-running request's prompt is inserted
   (``checkpoint_kv_cache``); at finish ``(input + output)[:owned]`` is
   inserted (``release_kv_cache``): every token the model computed KV for.
+
+* Speculative decoding (``spec``, :mod:`sgl_speccompact.core.specdecode`): a
+  decode pass is one verify step; each running request's shape carries
+  ``num_draft_tokens`` new tokens and it keeps ``spec.draw(...)`` of them
+  (fewer when it finishes first), drawn from a generator seeded by the
+  request's prompt and position, so a run is reproducible.
 
 Differences: the radix capacity counts tree tokens only (not the KV of
 running requests), ``min_new_tokens`` and grammar constraints are ignored.
@@ -89,7 +94,7 @@ class Scheduler:
 
     def __init__(self, model: EmulatedModel, tree: RadixTree, *, max_prefill_tokens: int = 16384,
                  chunked_prefill_size: int | None = None, schedule_policy: str = "fcfs",
-                 request_overhead_s: float = 0.0):
+                 request_overhead_s: float = 0.0, spec=None):
         if schedule_policy not in SCHEDULE_POLICIES:
             raise ValueError(f"schedule_policy {schedule_policy!r} not in {SCHEDULE_POLICIES}")
         self.model, self.tree, self.steps = model, tree, Steps(model)
@@ -97,6 +102,7 @@ class Scheduler:
         self.chunked_prefill_size = chunked_prefill_size if chunked_prefill_size and chunked_prefill_size > 0 else None
         self.schedule_policy = schedule_policy
         self.request_overhead_s = request_overhead_s
+        self.spec = spec  # SpecDecoding of this server (None: one token per decode step)
         self.waiting: list[Job] = []
         self.running: list[Job] = []
         self.chunked: Job | None = None  # request in the middle of a chunked prefill
@@ -149,7 +155,8 @@ class Scheduler:
             return None
         self.counters["decode_steps"] += 1
         jobs = list(self.running)
-        return Batch("decode", jobs, [(len(j.input_ids) + len(j.output_ids) - 1, 1) for j in jobs],
+        width = 1 if self.spec is None else self.spec.num_draft_tokens
+        return Batch("decode", jobs, [(len(j.input_ids) + len(j.output_ids) - 1, width) for j in jobs],
                      [True] * len(jobs))
 
     def run(self, batch: Batch) -> None:
@@ -158,10 +165,25 @@ class Scheduler:
             if not done:
                 continue
             try:
-                (self.steps.prefill if batch.kind == "prefill" else self.steps.append)(job)
+                if batch.kind == "prefill":
+                    self.steps.prefill(job)
+                else:
+                    for _ in range(self._accepted(job, len(batch.jobs))):
+                        self.steps.append(job)
+                        if job.finished_reason is not None:
+                            break
             except Exception as exc:  # one failing request aborts only itself
                 log.exception("emulated request %s failed", job.rid)
                 job.finished_reason = abort_reason(exc)
+
+    def _accepted(self, job: Job, batch: int) -> int:
+        """Tokens ``job`` keeps from this decode pass (1 without speculative decoding)."""
+        if self.spec is None:
+            return 1
+        import random
+
+        key = f"{len(job.input_ids)}:{job.input_ids[-16:]}:{job.sample}:{len(job.output_ids)}"
+        return self.spec.draw(random.Random(key), batch)
 
     def settle(self, batch: Batch, now: float | None = None) -> list[Job]:
         """Update queues and tree after a pass and report to clients; returns finished jobs.

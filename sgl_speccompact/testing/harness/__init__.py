@@ -1,7 +1,9 @@
 """The benchmark harness: what the scripts in ``bench/`` share.
 
 ``runs`` loads trajectories, talks to the servers, counts per-server numbers
-and writes JSON reports; ``tables`` formats the radix-cache tables.
+and writes JSON reports; ``tables`` formats the radix-cache tables;
+``retention`` the retention report; ``latency``, ``latency_cases`` and
+``latency_tables`` run, list and tabulate the latency benchmark's cells.
 
 May import: the product, ``testing.emulator`` and ``testing.sim``.  Nothing
 in the product imports it.

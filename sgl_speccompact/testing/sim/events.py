@@ -49,7 +49,8 @@ class Events(Requests):
                 rec.lane, rec.role = self.labeler(srv.name, ticket.path, _with_text(ticket))
             ticket.record = rec
             self.requests.append(rec)
-            ready = self.clock + srv.cost.request_overhead_s
+            sent = sum(len(g[0].input_ids) for g in _by_text(ticket.jobs))
+            ready = self.clock + srv.cost.request_overhead_s + srv.cost.client_s(sent)
             for job in ticket.jobs:
                 job.sim_arrival = self.clock
                 self._owner[id(job)] = ticket
@@ -108,7 +109,7 @@ class Events(Requests):
                     break
 
     def _start(self, srv: SimServer, batch: Batch) -> None:
-        dt = srv.cost.forward_s(batch.shapes)
+        dt = srv.cost.pass_s(batch.kind, batch.shapes, lora=any(j.lora_path for j in batch.jobs))
         owners = list(dict.fromkeys(self._owner[id(j)].record.seq for j in batch.jobs if id(j) in self._owner))
         rec = PassRecord(id=len(self.passes), server=srv.name, gpu=srv.gpu, kind=batch.kind, start=self.clock,
                          end=self.clock + dt, requests=owners, new_tokens=sum(n for _, n in batch.shapes),

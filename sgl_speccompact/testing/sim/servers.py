@@ -36,7 +36,7 @@ class SimServer:
         self.sched = Scheduler(model, self.tree, max_prefill_tokens=scheduling.max_prefill_tokens,
                                chunked_prefill_size=scheduling.chunked_prefill_size,
                                schedule_policy=scheduling.schedule_policy,
-                               request_overhead_s=cost.request_overhead_s)
+                               request_overhead_s=cost.request_overhead_s, spec=cost.spec)
         self.frontend = Frontend(model, served)
         self.gpu = 0  # index of its GPU, set by the Simulation
         self.tokenizer_free = 0.0  # when its tokenizer process is next idle, s
@@ -106,6 +106,9 @@ class Requests:
         try:
             obj = parse_generate(ticket.body)
             ticket.jobs, ticket.single = ticket.server.frontend.jobs(obj, lambda i: self._sink(ticket, i))
+            spec = ticket.server.cost.spec
+            if spec is not None and any(j.lora_path for j in ticket.jobs):
+                spec.check_lora()  # sglang refuses LoRA adapters on a server with this algorithm
         except BadRequest as exc:
             raise http_error(url, 400, json.dumps(exc.body)) from exc
         except ValueError as exc:
@@ -152,7 +155,7 @@ class Requests:
             rec.lane, rec.role = self.labeler(srv.name, "/tokenize", {"prompt": [p for p, _ in prompts]})
         rec.tokenized = sum(len(srv.model.encode(p, add_special_tokens=a)) for p, a in prompts)
         self.requests.append(rec)
-        ready = self.clock + srv.cost.request_overhead_s
+        ready = self.clock + srv.cost.request_overhead_s + srv.cost.client_s(rec.tokenized)
         srv.tokenizer_free = max(srv.tokenizer_free, ready) + srv.scheduling.tokenize_s(rec.tokenized)
         for t in tickets:
             t.record, t.bundle, t.response = rec, tickets, _tokenize(srv, t.body)

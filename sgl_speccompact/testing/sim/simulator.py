@@ -119,6 +119,7 @@ class Simulation(Events):
 
     def __init__(self, servers: dict[str, SimServer], deployment: Deployment, stall_s: float = STALL_S):
         self.servers, self.deployment, self.stall_s = servers, deployment, stall_s
+        self.tokenizer_path = None  # set by build_simulation
         for i, s in enumerate(servers.values()):
             s.gpu = 0 if deployment.shared_gpu else i
         self.gpus = sorted({s.gpu for s in servers.values()})
@@ -268,14 +269,15 @@ class SimulatedEndpoint(_endpoint_base()):
 
 
 def build_simulation(tokenizer_path: str, policies: dict, costs: dict[str, CostModel], deployment: Deployment,
-                     scheduling: Scheduling = Scheduling(), stall_s: float = STALL_S) -> Simulation:
+                     scheduling: Scheduling = Scheduling(), stall_s: float = STALL_S, tokenizer=None) -> Simulation:
     """A :class:`Simulation` of ``{name: policy}`` servers sharing one tokenizer directory.
 
-    ``costs[name]`` gives each server's model (``model_path`` is the model's name).
+    ``costs[name]`` gives each server's model (``model_path`` is the model's name); ``tokenizer``
+    is the directory's tokenizer when the caller loaded it already (loading takes seconds).
     """
     from ..emulator.server import load_tokenizer
 
-    tokenizer = load_tokenizer(tokenizer_path)
+    tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_path)
     ctx = int(min(getattr(tokenizer, "model_max_length", 32768), 1 << 24))
     servers = {}
     for name, policy in policies.items():

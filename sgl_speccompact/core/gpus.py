@@ -4,23 +4,15 @@ Bandwidth and dense bf16 FLOP/s are vendor spec-sheet figures; the achieved
 fractions (``eta_w``, ``eta_kv``, ``mfu``) are the H200/H100 estimates of
 ``reference/cost_model.md`` for every GPU (*est.*), so a profile is a first
 guess that ``--calibrate`` replaces with a fit on the user's own servers
-(:mod:`sgl_speccompact.calibration`).
+(:mod:`sgl_speccompact.core.calibration`).
 """
 
 from __future__ import annotations
 
 from dataclasses import replace
 
-from .testing.emulator.cost import Hardware
+from .costmodel import GPUS, Hardware
 
-_H200 = Hardware()
-GPUS = {
-    "H200": replace(_H200, name="H200"),  # H200 SXM: 4.8 TB/s, 989 TFLOP/s
-    "H100": replace(_H200, bw=3.35e12, flops=989e12, name="H100"),  # H100 SXM: 3.35 TB/s, 989 TFLOP/s
-    "A100": replace(_H200, bw=2.039e12, flops=312e12, name="A100"),  # A100 80GB SXM: 2.039 TB/s, 312 TFLOP/s
-    "L40S": replace(_H200, bw=0.864e12, flops=362e12, name="L40S"),  # L40S: 864 GB/s, 362 TFLOP/s
-    "B200": replace(_H200, bw=8.0e12, flops=2250e12, name="B200"),  # B200: 8 TB/s, 2.25 PFLOP/s
-}
 DEFAULT_GPU = "H200"  # assumed when the servers do not say
 
 

@@ -1,4 +1,4 @@
-"""The calibration probe and its cache: the I/O side of :mod:`sgl_speccompact.calibration`.
+"""The calibration probe and its cache: the I/O side of :mod:`sgl_speccompact.core.calibration`.
 
 :func:`resolve_cost_fit` gives the cost-model parameters the service uses
 for one SGLang server, in this order:
@@ -30,8 +30,8 @@ import time
 from pathlib import Path
 from typing import Any
 
-from .calibration import DEFAULT_PLAN, CostFit, Observation, ProbeShape, fit_observations, model_preset, profile_fit
-from .errors import BackendError
+from ..core.calibration import DEFAULT_PLAN, CostFit, Observation, ProbeShape, fit_observations, model_preset, profile_fit
+from ..errors import BackendError
 
 PROBE_TOKEN_RANGE = (100, 3000)  # prompt ids: inside every served vocabulary, never special tokens
 

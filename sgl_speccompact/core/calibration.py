@@ -1,8 +1,8 @@
 """Fitting the latency cost model to timings from the user's own servers (pure; no I/O).
 
-The cost model (``reference/cost_model.md``, :mod:`sgl_speccompact.testing.emulator.cost`)
+The cost model (``reference/cost_model.md``, :mod:`sgl_speccompact.core.costmodel`)
 times one forward pass as ``a + max(M, C)``; a request adds ``o_req``.  A
-calibration probe (:mod:`sgl_speccompact.calibration_probe`) times whole
+calibration probe (:mod:`sgl_speccompact.backends.calibration_probe`) times whole
 ``/generate`` calls of known shapes; each call's time is linear in five
 unknowns once the model's own constants (``N_ne``, ``L``, ``d_q``) are known:
 
@@ -47,7 +47,7 @@ from dataclasses import asdict, dataclass, replace
 import numpy as np
 
 from .gpus import DEFAULT_GPU, GPUS, match_gpu
-from .testing.emulator.cost import CostModel, Hardware, ModelCost
+from .costmodel import Hardware, ModelCost
 
 MIN_SHARE = 0.01  # a rate under 1% of every probe's time is noise, not a measurement
 PARAMS = ("o_req_s", "a_s", "weight_s", "kv_s", "seq_s", "tok_s", "flop_rate")  # order of the fitted vector
@@ -109,25 +109,25 @@ class CostFit:
         """Inverse of :meth:`to_dict`; unknown keys are ignored."""
         return cls(**{k: data[k] for k in cls.__dataclass_fields__ if k in data})
 
-    def cost_model(self, model: ModelCost, gpu: Hardware | None = None, **kw) -> CostModel:
-        """A :class:`CostModel` with these parameters, as fractions of ``gpu``'s spec (may exceed 1).
+    def profiles(self, model: ModelCost, gpu: Hardware | None = None) -> tuple[ModelCost, Hardware]:
+        """The model and GPU profiles with these parameters, as fractions of ``gpu``'s spec (may exceed 1).
 
-        >>> from sgl_speccompact.testing.emulator.cost import QWEN3_8B
+        >>> from sgl_speccompact.core.costmodel import QWEN3_8B, forward_s
         >>> fit, step = profile_fit("Qwen/Qwen3-8B", "H100"), [(16000, 1)]
-        >>> abs(fit.cost_model(QWEN3_8B).forward_s(step) - CostModel(QWEN3_8B, GPUS["H100"]).forward_s(step)) < 1e-12
+        >>> abs(forward_s(*fit.profiles(QWEN3_8B), step) - forward_s(QWEN3_8B, GPUS["H100"], step)) < 1e-12
         True
         """
         hw = gpu or GPUS.get(match_gpu(self.gpu) or DEFAULT_GPU)
         hardware = replace(hw, eta_w=model.weight_bytes / (self.weight_s * hw.bw),
                            eta_kv=model.kv_bytes_per_token / (self.kv_s * hw.bw), mfu=self.flop_rate / hw.flops,
                            name=f"{self.gpu} ({self.source})")
-        return CostModel(model=replace(model, a=self.a_s, o_req=self.o_req_s), hardware=hardware, **kw)
+        return replace(model, a=self.a_s, o_req=self.o_req_s), hardware
 
 
 def features(shape: ProbeShape, model: ModelCost) -> np.ndarray:
     """Coefficients of :data:`PARAMS` in the predicted seconds of one probe call.
 
-    >>> from sgl_speccompact.testing.emulator.cost import QWEN3_8B
+    >>> from sgl_speccompact.core.costmodel import QWEN3_8B
     >>> features(ProbeShape(2, 100, 3, True), QWEN3_8B).tolist()  # 3 passes, KV 2*(100+101+102)
     [1.0, 3.0, 3.0, 606.0, 6.0, 206.0, 0.0]
     """
@@ -217,7 +217,7 @@ def model_preset(served_model: str) -> ModelCost:
     ValueError
         No preset for this model.
     """
-    from .testing.emulator.cost import PRESETS
+    from .costmodel import PRESETS
 
     key = served_model.rstrip("/").split("/")[-1].lower()
     if key not in PRESETS:

@@ -1,0 +1,87 @@
+"""method="auto": the closed-form predictor picks per deployment, and stays out of the testing package."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from sgl_speccompact.methods.auto import DEFAULT_P_ACCEPT, AutoChoice, Deployment, choose, decode_s, predict, prefill_s
+from sgl_speccompact.core.costmodel import H100, H200, QWEN3_8B, forward_s
+
+
+def test_the_pick_changes_with_the_deployment():
+    # 32B at high acceptance: the drafter on its own GPU wins against Target-self on one GPU (the paper's setup);
+    # give Target-self both GPUs (equal hardware) and EAGLE3, and it wins.
+    paper = choose(Deployment.named(target="qwen3-32b", gpus=2, equal_hardware=False), 16000, 0.9)
+    fair = choose(Deployment.named(target="qwen3-32b", gpus=2, speculative="eagle3"), 16000, 0.9)
+    assert (paper.method, fair.method) == ("speccompact", "target_self")
+    assert paper.predicted_s["speccompact"] < paper.predicted_s["target_self"]
+    assert fair.predicted_s["target_self"] < fair.predicted_s["speccompact"]
+
+
+def test_the_pick_changes_with_acceptance():
+    dep = Deployment.named(target="qwen3-32b", gpus=1)
+    low, high = choose(dep, 16000, 0.5), choose(dep, 16000, 0.95)
+    assert low.method == "target_self" and high.method == "speccompact"
+
+
+def test_choice_names_its_prediction_and_reason():
+    got = choose(Deployment.named(), 8000)
+    assert isinstance(got, AutoChoice) and set(got.predicted_s) == {"speccompact", "target_self", "hermes", "openclaw"}
+    assert got.method == min(got.predicted_s, key=got.predicted_s.get)
+    assert got.method in got.reason and "H200" in got.reason and f"p_accept {DEFAULT_P_ACCEPT:g}" in got.reason
+
+
+def test_speculative_decoding_and_tensor_parallel_speed_up_single_model_methods():
+    plain = predict("hermes", Deployment.named(gpus=2, equal_hardware=False), 16000, 0.7)
+    tp2 = predict("hermes", Deployment.named(gpus=2), 16000, 0.7)
+    eagle = predict("hermes", Deployment.named(gpus=2, equal_hardware=False, speculative="eagle3"), 16000, 0.7)
+    assert tp2 < plain and eagle < plain
+
+
+def test_a_slower_gpu_predicts_slower():
+    h200 = predict("target_self", Deployment.named(gpu="H200"), 16000, 0.7)
+    h100 = predict("target_self", Deployment.named(gpu="H100"), 16000, 0.7)
+    assert h100 > h200
+
+
+def test_closed_forms_reproduce_hand_sums():
+    assert prefill_s(QWEN3_8B, H200, 10000) == pytest.approx(
+        forward_s(QWEN3_8B, H200, [(0, 8192)]) + forward_s(QWEN3_8B, H200, [(8192, 1808)]))
+    assert decode_s(QWEN3_8B, H100, 5000, 10, 3) == pytest.approx(10 * forward_s(QWEN3_8B, H100, [(5000, 1)] * 3))
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="p_accept"):
+        choose(Deployment.named(), 1000, 1.5)
+    with pytest.raises(ValueError, match="gpus"):
+        Deployment.named(gpus=3)
+    with pytest.raises(ValueError, match="GPU profile"):
+        Deployment.named(gpu="TPU")
+    no_drafter = Deployment.named(drafter=None)
+    assert choose(no_drafter, 1000, 0.9, methods=("speccompact", "hermes")).method == "hermes"
+    with pytest.raises(ValueError, match="needs a drafter"):
+        choose(no_drafter, 1000, 0.9, methods=("speccompact",))
+
+
+def test_standalone_is_never_given_to_the_lora_drafter():
+    dep = Deployment.named(target="qwen3-8b", speculative="standalone")
+    assert dep.target_spec.algorithm == "STANDALONE" and dep.drafter_spec is None
+    assert Deployment.named(speculative="ngram").drafter_spec.algorithm == "NGRAM"
+
+
+def test_auto_does_not_import_the_testing_package():
+    code = ("import sys, sgl_speccompact.methods.auto; "
+            "bad = [m for m in sys.modules if m.startswith('sgl_speccompact.testing')]; assert not bad, bad")
+    subprocess.run([sys.executable, "-c", code], check=True)
+
+
+@pytest.mark.parametrize("name", ["costmodel", "specdecode", "auto", "testing.latbench", "testing.latcases"])
+def test_docstring_examples_of_the_cost_model_modules(name):
+    import doctest
+    import importlib
+
+    failed, attempted = doctest.testmod(importlib.import_module(f"sgl_speccompact.{name}"))
+    assert failed == 0 and attempted > 0
