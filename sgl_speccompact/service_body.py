@@ -53,6 +53,8 @@ class CompactRequest(BaseModel):
     layout: Literal["agent", "classic"] | None = None  # target prefix layout (agent when the service has the template)
     chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent as chat_template_kwargs
     routing_key: str | None = Field(None, min_length=1, max_length=256)  # X-SMG-Routing-Key of the agent's session
+    session: str | None = Field(None, min_length=1, max_length=256,
+                                pattern=r"^[\x21-\x7e]+$")  # agent's session id; reserved for ahead-of-time compaction
 
 
 # a JSON string, unrolled so the regex engine does not backtrack
