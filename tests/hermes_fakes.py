@@ -114,6 +114,7 @@ class ServiceProxy(_Server):
 
     def __init__(self, upstream: str, slow_s: float = 5.0):
         self.upstream, self.mode, self.slow_s, self.bodies = upstream.rstrip("/"), "forward", slow_s, []
+        self.replies: list[tuple[int, bytes]] = []  # (status, body) of every forwarded answer
         self.canned: dict = {}  # the 200 answer in mode "canned"
         super().__init__(_ProxyHandler)
 
@@ -136,6 +137,7 @@ class _ProxyHandler(_Handler):
                 status, out = res.status, res.read()
         except urllib.error.HTTPError as exc:
             status, out = exc.code, exc.read()
+        proxy.replies.append((status, out))
         try:
             self.send_response(status)
             self.send_header("content-type", "application/json")
