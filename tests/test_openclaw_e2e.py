@@ -136,7 +136,8 @@ def model_config(llm_url: str) -> dict:
 
 def select_plugin(service_url: str):
     def change(cfg: dict) -> None:
-        cfg["agents"]["defaults"]["compaction"] = {"provider": "speccompact"}
+        # no memory-flush turn before each compaction: one model call less per compaction
+        cfg["agents"]["defaults"]["compaction"] = {"provider": "speccompact", "memoryFlush": {"enabled": False}}
         plugins = cfg.setdefault("plugins", {})
         plugins.setdefault("slots", {})["contextEngine"] = "speccompact"
         entry = plugins.setdefault("entries", {}).setdefault("speccompact", {})
@@ -172,7 +173,7 @@ def openclaw_built(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def session_runs(openclaw_built, emulated_service, tmp_path_factory):
-    """Two turns with the service working, then two with it down; what everyone saw."""
+    """Two turns of one session with the service working, a third with it down; what everyone saw."""
     env, cli, tgz, _ = openclaw_built
     oc = OpenClaw(tmp_path_factory.mktemp("openclaw-home"), env, cli)
     with FakeLLM(decide) as llm, ServiceProxy(emulated_service) as proxy:
@@ -181,11 +182,11 @@ def session_runs(openclaw_built, emulated_service, tmp_path_factory):
         assert install.returncode == 0 and "Installed plugin: speccompact" in install.stdout, \
             install.stdout[-3000:] + install.stderr[-3000:]
         oc.edit(select_plugin(proxy.url))
-        ok = [oc.turn("ok-1", "Why does parser.py reject tabs? The CI key is sk-" + "a" * 32),
-              oc.turn("ok-1", "Carry on with the tokenizer.")]
+        ok = [oc.turn("s-1", "Why does parser.py reject tabs? The CI key is sk-" + "a" * 32),
+              oc.turn("s-1", "Carry on with the tokenizer.")]
         llm_ok = list(llm.requests)
-        oc.edit(select_plugin(closed_port()))
-        down = [oc.turn("down-1", "Why does lexer.py reject tabs?"), oc.turn("down-1", "Carry on with the lexer.")]
+        oc.edit(select_plugin(closed_port()))  # the same session, now with the service down
+        down = oc.turn("s-1", "Carry on with the lexer.")
         yield {"ok": ok, "down": down, "bodies": list(proxy.bodies), "replies": list(proxy.replies),
                "llm_ok": llm_ok, "llm_down": llm.requests[len(llm_ok):]}
 
@@ -206,9 +207,9 @@ def test_openclaw_compacts_through_the_engine_and_the_service(session_runs):
     first, second = session_runs["ok"]
     assert first["rc"] == 0 and second["rc"] == 0, second["stderr"][-3000:]
     # the engine's compact() ran (OpenClaw selected it), and its call reached the service
-    assert "speccompact: compacting session ok-1" in second["stderr"], second["stderr"][-3000:]
+    assert "speccompact: compacting session s-1" in second["stderr"], second["stderr"][-3000:]
     assert "degraded to \"legacy\"" not in first["stderr"] + second["stderr"]
-    bodies = [b for b in session_runs["bodies"] if b.get("session") == "ok-1"]
+    bodies = [b for b in session_runs["bodies"] if b.get("session") == "s-1"]
     assert bodies, session_runs["bodies"]
     body = bodies[0]
     assert body["method"] == "speccompact" and body["source_judge"] is False
@@ -230,14 +231,14 @@ def test_the_summary_comes_back_into_the_session(session_runs):
     assert any(line[2:] in text_of(m) for m in later[-1]["messages"])
     # the session continued: the second turn's own request was answered after the compaction
     assert any("Carry on with the tokenizer" in text_of(m) for m in later[-1]["messages"])
-    assert session_runs["ok"][1]["json"].get("status", "ok") in ("ok", None) or session_runs["ok"][1]["rc"] == 0
 
 
 def test_the_session_survives_the_service_being_down(session_runs):
-    first, second = session_runs["down"]
-    assert first["rc"] == 0 and second["rc"] == 0, second["stderr"][-3000:]
-    assert "speccompact: unreachable" in second["stderr"], second["stderr"][-3000:]
-    assert "built-in summarizer" in second["stderr"]
+    down = session_runs["down"]
+    assert down["rc"] == 0, down["stderr"][-3000:]
+    assert "speccompact: compacting session s-1" in down["stderr"]  # the engine still ran
+    assert "speccompact: unreachable" in down["stderr"], down["stderr"][-3000:]
+    assert "built-in summarizer" in down["stderr"]
     asked = [r for r in session_runs["llm_down"] if any("Carry on with the lexer" in text_of(m) for m in r["messages"])]
     assert asked, "the turn after the failed compaction never reached the model"
-    assert not any(b.get("session") == "down-1" for b in session_runs["bodies"])  # the proxy was not in use
+    assert len(session_runs["bodies"]) == 1  # the proxy (the working service) was not called again

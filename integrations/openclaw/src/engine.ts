@@ -161,8 +161,21 @@ export class SpecCompact {
     return { id: ENGINE_ID, label: "SpecCompact service", summarize: (p) => this.summarize(p) };
   }
 
-  async summarize(params: SummarizeParams): Promise<string> {
+  /** The `compact()` calls in progress (OpenClaw may run the summarization outside their async scope). */
+  private readonly inflight = new Set<CallScope>();
+
+  /**
+   * The engine call a summarization belongs to: its async scope, else the only call in progress.
+   * With several in progress and no scope, none: the body then carries nothing session-specific.
+   */
+  currentCall(): CallScope | undefined {
     const call = scope.getStore();
+    if (call) return call;
+    return this.inflight.size === 1 ? this.inflight.values().next().value : undefined;
+  }
+
+  async summarize(params: SummarizeParams): Promise<string> {
+    const call = this.currentCall();
     const s = this.state(call?.sessionId);
     const why = this.blocked(s, call?.force ?? false);
     if (why) {
@@ -228,6 +241,7 @@ export class SpecCompact {
     if (call.force) s.ineffectiveInARow = 0;
     this.log.info(`speccompact: compacting session ${params.sessionId} (budget ${tokenBudget ?? "unknown"} tokens${call.force ? ", forced" : ""})`);
     let result: CompactResult;
+    this.inflight.add(call);
     try {
       const delegate = this.delegate ?? (this.delegate = await loadDelegate());
       result = await scope.run(call, () => delegate(params));
@@ -235,6 +249,8 @@ export class SpecCompact {
       if (params.abortSignal?.aborted) throw err; // cancellation belongs to OpenClaw
       this.log.error(`speccompact: compaction failed: ${String(err)}`);
       return { ok: false, compacted: false, reason: `speccompact: ${String(err)}` };
+    } finally {
+      this.inflight.delete(call);
     }
     const r = result.result;
     if (result.compacted && r && typeof r.tokensAfter === "number") {
