@@ -210,7 +210,7 @@ def test_openclaw_compacts_through_the_engine_and_the_service(session_runs):
     assert "speccompact: compacting session s-1" in second["stderr"], second["stderr"][-3000:]
     assert "degraded to \"legacy\"" not in first["stderr"] + second["stderr"]
     bodies = [b for b in session_runs["bodies"] if b.get("session") == "s-1"]
-    assert bodies, session_runs["bodies"]
+    assert bodies, (session_runs["bodies"], second["stderr"][-4000:])
     body = bodies[0]
     assert body["method"] == "speccompact" and body["source_judge"] is False
     assert body["config"] == {"max_summary_tokens": 2048, "agent_context_tokens": WINDOW}

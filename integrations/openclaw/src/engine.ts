@@ -106,9 +106,29 @@ function freshState(): SessionState {
   return { cooldownUntil: 0, timeoutsInARow: 0, failuresInARow: 0, ineffectiveInARow: 0, last: {} };
 }
 
-/** The engine and provider of one plugin registration, sharing per-session state. */
+/** What the engine and the provider share. */
+export type Shared = {
+  /** per-session memory, by OpenClaw session id */
+  sessions: Map<string, SessionState>;
+  /** the `compact()` calls in progress (OpenClaw may run the summarization outside their async scope) */
+  inflight: Set<CallScope>;
+  /** advancement keys of committed turns */
+  committed: Set<string>;
+};
+
+export function newShared(): Shared {
+  return { sessions: new Map(), inflight: new Set(), committed: new Set() };
+}
+
+// OpenClaw may register the plugin more than once in a process (one registry for the agent run,
+// one for the compaction it schedules): every registration shares this state.
+const PROCESS_SHARED = newShared();
+
+/** The engine and provider of one plugin registration. */
 export class SpecCompact {
-  readonly sessions = new Map<string, SessionState>();
+  readonly sessions: Map<string, SessionState>;
+  private readonly inflight: Set<CallScope>;
+  private readonly committed: Set<string>;
   private delegate?: (params: CompactParams) => Promise<CompactResult>;
 
   constructor(
@@ -118,11 +138,11 @@ export class SpecCompact {
     delegate?: (params: CompactParams) => Promise<CompactResult>,
     /** injected in tests */
     private readonly fetchImpl?: typeof fetch,
+    shared: Shared = PROCESS_SHARED,
   ) {
     this.delegate = delegate;
+    ({ sessions: this.sessions, inflight: this.inflight, committed: this.committed } = shared);
   }
-
-  private readonly committed = new Set<string>();
 
   /**
    * Record an accepted turn's advancement key; "duplicate" when OpenClaw retries one already seen.
@@ -161,9 +181,6 @@ export class SpecCompact {
     return { id: ENGINE_ID, label: "SpecCompact service", summarize: (p) => this.summarize(p) };
   }
 
-  /** The `compact()` calls in progress (OpenClaw may run the summarization outside their async scope). */
-  private readonly inflight = new Set<CallScope>();
-
   /**
    * The engine call a summarization belongs to: its async scope, else the only call in progress.
    * With several in progress and no scope, none: the body then carries nothing session-specific.
@@ -184,6 +201,7 @@ export class SpecCompact {
     }
     if (!params.previousSummary?.trim()) s.previousSummary = undefined; // a new session or a reset
     const previous = params.previousSummary?.trim() ? (s.previousSummary ?? params.previousSummary) : undefined;
+    if (!call) this.log.info("speccompact: summarizing outside an engine call (OpenClaw's automatic compaction)");
     const body = requestBody(this.settings, params.messages, call, previous);
     let reply: Reply;
     try {

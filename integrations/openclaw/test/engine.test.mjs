@@ -2,11 +2,15 @@
 import assert from "node:assert/strict";
 import { test } from "node:test";
 import { compact, Failure, httpFailure } from "../dist/client.js";
-import { requestBody, scope, sessionField, SpecCompact, summaryTokens } from "../dist/engine.js";
+import { newShared, requestBody, scope, sessionField, SpecCompact as Base, summaryTokens } from "../dist/engine.js";
 import { readSettings } from "../dist/settings.js";
 import { toWire } from "../dist/wire.js";
 
 const quiet = { info() {}, warn() {}, error() {} };
+// each test its own state (the plugin shares one per process)
+class SpecCompact extends Base {
+  constructor(settings, log, delegate, fetchImpl) { super(settings, log, delegate, fetchImpl, newShared()); }
+}
 const settings = readSettings({ serviceUrl: "http://svc:8000/" });
 const history = [
   { role: "user", content: "fix parser.py; key sk-abcdefghijklmnopqrstuvwx" },
@@ -121,6 +125,11 @@ test("engine: delegates to OpenClaw's runtime inside the call scope, never throw
   assert.deepEqual(inside, { sessionId: "s", tokenBudget: 8000, customInstructions: "lexer", force: false });
   assert.deepEqual(outside, inside);
   assert.equal(sc.currentCall(), undefined); // nothing in progress any more
+  // a second registration in the same process sees the same calls and sessions
+  const shared = newShared();
+  const [a, b] = [new Base(settings, quiet, undefined, undefined, shared), new Base(settings, quiet, undefined, undefined, shared)];
+  a.state("x").cooldownUntil = Date.now() + 60_000;
+  assert.match(b.blocked(b.state("x"), false), /cooling down/);
   await engine.compact({ sessionId: "s", sessionKey: "k" });
   assert.match(sc.blocked(sc.state("s"), false), /freed nothing/);
   assert.equal(sc.blocked(sc.state("s"), true), undefined);
