@@ -120,9 +120,11 @@ export function newShared(): Shared {
   return { sessions: new Map(), inflight: new Set(), committed: new Set() };
 }
 
-// OpenClaw may register the plugin more than once in a process (one registry for the agent run,
-// one for the compaction it schedules): every registration shares this state.
-const PROCESS_SHARED = newShared();
+// OpenClaw may load this module more than once in a process (the compaction provider can come
+// from another plugin registry than the engine), so the state lives on globalThis, under a
+// registered symbol that every copy of the module finds.
+const SHARED_KEY = Symbol.for("sgl-speccompact.openclaw.shared");
+const PROCESS_SHARED: Shared = ((globalThis as Record<symbol, unknown>)[SHARED_KEY] ??= newShared()) as Shared;
 
 /** The engine and provider of one plugin registration. */
 export class SpecCompact {
