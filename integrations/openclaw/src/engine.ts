@@ -14,8 +14,8 @@
  * summary, the provider throws and OpenClaw falls back to its own built-in
  * summarizer, exactly as with no plugin. Nothing is thrown into the agent
  * loop. After a failure the service is skipped for a cooldown (as the Hermes
- * plugin does); after `maxIneffective` automatic compactions in a row that
- * did not shrink the context, it is skipped until a forced `/compact`.
+ * plugin does); after `maxIneffective` compactions in a row that did not
+ * shrink the context, it is skipped until one (by OpenClaw's summarizer) does.
  */
 
 import { AsyncLocalStorage } from "node:async_hooks";
@@ -38,7 +38,7 @@ export type CallScope = {
   tokenBudget?: number;
   /** the text after `/compact`, raw */
   customInstructions?: string;
-  /** `/compact` or an overflow retry that must compact */
+  /** OpenClaw requires this compaction (`/compact`, pre-turn, overflow retry) */
   force: boolean;
 };
 
@@ -170,9 +170,13 @@ export class SpecCompact {
     return s;
   }
 
-  /** Why the service is skipped for this call, or undefined. */
-  blocked(s: SessionState, force: boolean, now = Date.now()): string | undefined {
-    if (force) return undefined;
+  /**
+   * Why the service is skipped for this call, or undefined.
+   *
+   * `force` does not lift a pause: OpenClaw forces its required pre-turn compactions too, and a
+   * skipped service still leaves the compaction to OpenClaw's built-in summarizer.
+   */
+  blocked(s: SessionState, now = Date.now()): string | undefined {
     if (now < s.cooldownUntil) return `cooling down for ${Math.ceil((s.cooldownUntil - now) / 1000)} s after: ${s.last.error ?? "a failure"}`;
     if (s.ineffectiveInARow >= this.settings.maxIneffective) return `${s.ineffectiveInARow} compactions in a row freed nothing`;
     return undefined;
@@ -196,7 +200,7 @@ export class SpecCompact {
   async summarize(params: SummarizeParams): Promise<string> {
     const call = this.currentCall();
     const s = this.state(call?.sessionId);
-    const why = this.blocked(s, call?.force ?? false);
+    const why = this.blocked(s);
     if (why) {
       s.last = { ...s.last, skipped: why };
       throw new Error(`speccompact: service skipped (${why}); OpenClaw's built-in summarizer runs instead`);
@@ -258,7 +262,6 @@ export class SpecCompact {
     const call: CallScope = { sessionId: params.sessionId, tokenBudget, customInstructions: params.customInstructions,
                               force: params.force === true };
     const s = this.state(params.sessionId);
-    if (call.force) s.ineffectiveInARow = 0;
     this.log.info(`speccompact: compacting session ${params.sessionId} (budget ${tokenBudget ?? "unknown"} tokens${call.force ? ", forced" : ""})`);
     let result: CompactResult;
     this.inflight.add(call);

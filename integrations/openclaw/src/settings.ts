@@ -15,7 +15,7 @@ export type Settings = {
   maxSummaryTokens: number;
   /** send OpenClaw's session id as `session` */
   sendSession: boolean;
-  /** automatic compactions in a row that freed nothing before the service is skipped */
+  /** compactions in a row that freed nothing before the service is skipped */
   maxIneffective: number;
 };
 
