@@ -58,7 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeLLM(_Server):
     """Chat completions decided per request: ``decide(body) -> (message, prompt_tokens)``.
 
-    ``message`` is ``{"content": ...}`` or ``{"tool_calls": [...]}``.  Every
+    ``message`` is ``{"content": ...}``, ``{"tool_calls": [...]}`` or ``{"error": ...}`` (a 400).  Every
     request body is kept in ``requests``.
     """
 
@@ -85,6 +85,9 @@ class _LLMHandler(_Handler):
             return self.send_json(404, {"error": "not found"})
         body = self.body()
         message, prompt_tokens = llm.next_reply(body)
+        if "error" in message:  # e.g. the prompt is over the model's window
+            return self.send_json(400, {"error": {"message": message["error"], "type": "invalid_request_error",
+                                                  "code": "context_length_exceeded"}})
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 10, "total_tokens": prompt_tokens + 10}
         calls = [{"index": i, **c} for i, c in enumerate(message.get("tool_calls") or [])]
         finish = "tool_calls" if calls else "stop"

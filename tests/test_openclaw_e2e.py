@@ -25,6 +25,7 @@ import os
 import shutil
 import socket
 import subprocess
+import re
 from pathlib import Path
 
 import pytest
@@ -89,10 +90,46 @@ def closed_port() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
+LOOP_FILES = 8  # files the tool loop reads, one per model call
+LOOP_FILE_CHARS = 40_000  # each about 10,000 tokens: together more than the window
+
+
+def rough_tokens(body: dict) -> int:
+    """The fake model's token count for a request: 4 characters a token, tools included."""
+    return len(json.dumps(body.get("messages") or [])) // 4 + len(json.dumps(body.get("tools") or [])) // 4
+
+
+def text_of(message: dict) -> str:
+    content = message.get("content")
+    if isinstance(content, list):
+        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
+    return str(content or "")
+
+
 def decide(body: dict) -> tuple[dict, int]:
-    """Every request: a short answer and a prompt near the window, so the next turn compacts."""
-    n = len(body.get("messages") or [])
-    return {"content": f"Done: reply {n}."}, NEAR_FULL
+    """The scripted model.
+
+    In the tool loop (a request whose newest messages ask for it, or hold a result of one of its reads)
+    it reads the next file until all are read, and refuses a prompt over the window as a real
+    server would. Otherwise it answers and reports a prompt near the window, so OpenClaw
+    compacts before the session's next turn.
+    """
+    ms = body.get("messages") or []
+    since = max((i for i, m in enumerate(ms) if m.get("role") == "assistant"), default=-1)
+    trailing = ms[since + 1:]  # what came after the model's last message (OpenClaw adds its own context)
+    results = [text_of(m) for m in trailing if m.get("role") == "tool"]
+    read = re.search(r"LOOP-FILE-(\d+)-START", results[-1]) if results else None
+    if any("PHASE loop" in text_of(m) for m in trailing) or read:
+        if rough_tokens(body) > WINDOW:
+            return {"error": f"This model's maximum context length is {WINDOW} tokens; "
+                             f"your request has {rough_tokens(body)} (context length exceeded)"}, 0
+        nxt = int(read.group(1)) + 1 if read else 0
+        if nxt == LOOP_FILES:
+            return {"content": "Loop done: every file is read."}, rough_tokens(body)
+        call = {"id": f"read_{nxt}_{len(ms)}", "type": "function",
+                "function": {"name": "read", "arguments": json.dumps({"path": f"loop{nxt}.txt"})}}
+        return {"tool_calls": [call]}, rough_tokens(body)
+    return {"content": f"Done: reply {len(ms)}."}, NEAR_FULL
 
 
 class OpenClaw:
@@ -125,8 +162,8 @@ class OpenClaw:
         return out
 
 
-def model_config(llm_url: str) -> dict:
-    return {"agents": {"defaults": {"model": {"primary": "fake/fake-model"}}},
+def model_config(llm_url: str, workspace: Path) -> dict:
+    return {"agents": {"defaults": {"model": {"primary": "fake/fake-model"}, "workspace": str(workspace)}},
             "models": {"mode": "merge", "providers": {"fake": {
                 "baseUrl": llm_url + "/v1", "apiKey": "local", "api": "openai-completions",
                 "models": [{"id": "fake-model", "name": "Fake", "reasoning": False, "input": ["text"],
@@ -172,30 +209,46 @@ def openclaw_built(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def session_runs(openclaw_built, emulated_service, tmp_path_factory):
-    """Two turns of one session with the service working, a third with it down; what everyone saw."""
+def stack(openclaw_built, emulated_service, tmp_path_factory):
+    """``(openclaw, llm, proxy)``: an OpenClaw home with the plugin installed, the fake model, the service proxy."""
     env, cli, tgz, _ = openclaw_built
     oc = OpenClaw(tmp_path_factory.mktemp("openclaw-home"), env, cli)
+    for i in range(LOOP_FILES):
+        head = f"LOOP-FILE-{i}-START\n"
+        (oc.workspace / f"loop{i}.txt").write_text(head + f"row {i}: value\n" * ((LOOP_FILE_CHARS - len(head)) // 14))
     with FakeLLM(decide) as llm, ServiceProxy(emulated_service) as proxy:
-        oc.config.write_text(json.dumps(model_config(llm.url)))
+        oc.config.write_text(json.dumps(model_config(llm.url, oc.workspace)))
         install = oc("plugins", "install", f"npm-pack:{tgz}", "--force", "--accept-capabilities")
         assert install.returncode == 0 and "Installed plugin: speccompact" in install.stdout, \
             install.stdout[-3000:] + install.stderr[-3000:]
-        oc.edit(select_plugin(proxy.url))
-        ok = [oc.turn("s-1", "Why does parser.py reject tabs? The CI key is sk-" + "a" * 32),
-              oc.turn("s-1", "Carry on with the tokenizer.")]
-        llm_ok = list(llm.requests)
-        oc.edit(select_plugin(closed_port()))  # the same session, now with the service down
-        down = oc.turn("s-1", "Carry on with the lexer.")
-        yield {"ok": ok, "down": down, "bodies": list(proxy.bodies), "replies": list(proxy.replies),
-               "llm_ok": llm_ok, "llm_down": llm.requests[len(llm_ok):]}
+        yield oc, llm, proxy
 
 
-def text_of(message: dict) -> str:
-    content = message.get("content")
-    if isinstance(content, list):
-        return "\n".join(str(p.get("text", "")) for p in content if isinstance(p, dict))
-    return str(content or "")
+@pytest.fixture(scope="module")
+def session_runs(stack):
+    """Two turns of one session with the service working, a third with it down; what everyone saw."""
+    oc, llm, proxy = stack
+    start_llm, start_bodies = len(llm.requests), len(proxy.bodies)
+    oc.edit(select_plugin(proxy.url))
+    ok = [oc.turn("s-1", "Why does parser.py reject tabs? The CI key is sk-" + "a" * 32),
+          oc.turn("s-1", "Carry on with the tokenizer.")]
+    llm_ok = llm.requests[start_llm:]
+    bodies = proxy.bodies[start_bodies:]
+    oc.edit(select_plugin(closed_port()))  # the same session, now with the service down
+    down = oc.turn("s-1", "Carry on with the lexer.")
+    oc.edit(select_plugin(proxy.url))
+    return {"ok": ok, "down": down, "bodies": bodies, "replies": proxy.replies[start_bodies:],
+            "llm_ok": llm_ok, "llm_down": llm.requests[start_llm + len(llm_ok):]}
+
+
+@pytest.fixture(scope="module")
+def loop_run(stack):
+    """One turn in which the model reads more files than the window holds."""
+    oc, llm, proxy = stack
+    start_llm, start_bodies = len(llm.requests), len(proxy.bodies)
+    oc.edit(select_plugin(proxy.url))
+    out = oc.turn("loop-1", "PHASE loop: read loop0.txt to loop7.txt one by one, then say you are done.")
+    return {"turn": out, "llm": llm.requests[start_llm:], "bodies": proxy.bodies[start_bodies:]}
 
 
 def test_plugin_unit_tests_pass_under_node_24(openclaw_built):
@@ -242,3 +295,19 @@ def test_the_session_survives_the_service_being_down(session_runs):
     asked = [r for r in session_runs["llm_down"] if any("Carry on with the lexer" in text_of(m) for m in r["messages"])]
     assert asked, "the turn after the failed compaction never reached the model"
     assert len(session_runs["bodies"]) == 1  # the proxy (the working service) was not called again
+
+
+def test_a_long_tool_loop_stays_inside_the_window(loop_run):
+    turn, requests = loop_run["turn"], loop_run["llm"]
+    assert turn["rc"] == 0, turn["stderr"][-3000:]
+    assert "Loop done" in turn["stdout"], turn["stdout"][-2000:]
+    total = LOOP_FILES * LOOP_FILE_CHARS // 4
+    assert total > WINDOW  # the files alone do not fit
+    answered = [r for r in requests if rough_tokens(r) <= WINDOW]
+    reads = {m for r in answered for m in re.findall(r"LOOP-FILE-(\d+)-START", json.dumps(r["messages"][-3:]))}
+    assert reads == {str(i) for i in range(LOOP_FILES)}  # the model saw every result
+    assert rough_tokens(requests[-1]) <= WINDOW
+    for body in loop_run["bodies"]:  # what went to the service kept every tool result beside its call
+        calls = [tc["id"] for m in body["messages"] for tc in m.get("tool_calls") or []]
+        assert sorted(calls) == sorted(m["tool_call_id"] for m in body["messages"] if m["role"] == "tool")
+    assert loop_run["bodies"], "no compaction reached the service during the loop"
