@@ -90,8 +90,8 @@ def closed_port() -> str:
         return f"http://127.0.0.1:{s.getsockname()[1]}"
 
 
-LOOP_FILES = 8  # files the tool loop reads, one per model call
-LOOP_FILE_CHARS = 40_000  # each about 10,000 tokens: together more than the window
+LOOP_FILES = 18  # files the tool loop reads, one per model call
+LOOP_FILE_CHARS = 20_000  # more than OpenClaw keeps of one tool result at this window (about 16,000 characters)
 
 
 def rough_tokens(body: dict) -> int:
@@ -215,7 +215,8 @@ def stack(openclaw_built, emulated_service, tmp_path_factory):
     oc = OpenClaw(tmp_path_factory.mktemp("openclaw-home"), env, cli)
     for i in range(LOOP_FILES):
         head = f"LOOP-FILE-{i}-START\n"
-        (oc.workspace / f"loop{i}.txt").write_text(head + f"row {i}: value\n" * ((LOOP_FILE_CHARS - len(head)) // 14))
+        row = f"row {i}: " + "value " * 15 + "\n"  # about 100 characters: far fewer lines than read's cap
+        (oc.workspace / f"loop{i}.txt").write_text(head + row * ((LOOP_FILE_CHARS - len(head)) // len(row)))
     with FakeLLM(decide) as llm, ServiceProxy(emulated_service) as proxy:
         oc.config.write_text(json.dumps(model_config(llm.url, oc.workspace)))
         install = oc("plugins", "install", f"npm-pack:{tgz}", "--force", "--accept-capabilities")
@@ -247,7 +248,7 @@ def loop_run(stack):
     oc, llm, proxy = stack
     start_llm, start_bodies = len(llm.requests), len(proxy.bodies)
     oc.edit(select_plugin(proxy.url))
-    out = oc.turn("loop-1", "PHASE loop: read loop0.txt to loop7.txt one by one, then say you are done.")
+    out = oc.turn("loop-1", f"PHASE loop: read loop0.txt to loop{LOOP_FILES - 1}.txt one by one, then say you are done.")
     return {"turn": out, "llm": llm.requests[start_llm:], "bodies": proxy.bodies[start_bodies:]}
 
 
@@ -301,8 +302,12 @@ def test_a_long_tool_loop_stays_inside_the_window(loop_run):
     turn, requests = loop_run["turn"], loop_run["llm"]
     assert turn["rc"] == 0, turn["stderr"][-3000:]
     assert "Loop done" in turn["stdout"], turn["stdout"][-2000:]
-    total = LOOP_FILES * LOOP_FILE_CHARS // 4
-    assert total > WINDOW  # the files alone do not fit
+    seen: dict[str, int] = {}  # file -> the longest result of its read the model was sent (chars)
+    for r in requests:
+        for m in r["messages"]:
+            if m.get("role") == "tool" and (hit := re.match(r"LOOP-FILE-(\d+)-START", text_of(m))):
+                seen[hit.group(1)] = max(seen.get(hit.group(1), 0), len(text_of(m)))
+    assert sum(seen.values()) // 4 > WINDOW  # the results alone do not fit in the window
     answered = [r for r in requests if rough_tokens(r) <= WINDOW]
     reads = {m for r in answered for m in re.findall(r"LOOP-FILE-(\d+)-START", json.dumps(r["messages"][-3:]))}
     assert reads == {str(i) for i in range(LOOP_FILES)}  # the model saw every result
@@ -311,3 +316,4 @@ def test_a_long_tool_loop_stays_inside_the_window(loop_run):
         calls = [tc["id"] for m in body["messages"] for tc in m.get("tool_calls") or []]
         assert sorted(calls) == sorted(m["tool_call_id"] for m in body["messages"] if m["role"] == "tool")
     assert loop_run["bodies"], "no compaction reached the service during the loop"
+    assert any(b.get("session") == "loop-1" for b in loop_run["bodies"])  # through the engine
