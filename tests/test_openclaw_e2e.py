@@ -189,7 +189,7 @@ def openclaw_built(tmp_path_factory):
     tmp = tmp_path_factory.mktemp("openclaw")
     cache = Path(os.environ.get("SPECCOMPACT_OPENCLAW_CACHE") or tmp / "cache")
     cache.mkdir(parents=True, exist_ok=True)
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("OPENCLAW_", "npm_config_", "NPM_CONFIG_"))}
+    env = {k: v for k, v in os.environ.items() if not k.startswith("OPENCLAW_")}
     env["PATH"] = f"{node_bin(cache)}{os.pathsep}{env.get('PATH', '')}"
     env["npm_config_cache"] = str(cache / "npm-cache")
     host = cache / "host"
