@@ -26,7 +26,6 @@ Usage:
 from __future__ import annotations
 
 import argparse
-import json
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
@@ -34,6 +33,24 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import latency  # noqa: E402
 import radix_cache as rc  # noqa: E402
+
+
+def histories(args, lines, count) -> tuple[list, list]:
+    """The shared trajectories (unless --no-trajectories) and the synthetic histories, seeded as the latency bench."""
+    from sgl_speccompact.testing.harness.latency import draw_seed
+    from sgl_speccompact.testing.sim.workload import synthetic_history
+
+    trajs, skipped = [], []
+    if not args.no_trajectories:
+        paths = args.trajectories or ([] if args.all else [str(rc.TRAJECTORY_DIR / n) for n in latency.DEFAULT_TRAJECTORIES
+                                                         if (rc.TRAJECTORY_DIR / n).is_file()])
+        trajs, skipped = rc.load_trajectories(paths or None, 0, None)
+    for n in args.synthetic_tokens:
+        for k in range(args.synthetic_count):
+            tag = f"#{k}" if k else ""
+            trajs.append(rc.Trajectory(f"synthetic:{n}{tag}", f"synthetic {n // 1000}k{tag}", 0,
+                                       synthetic_history(lines, n, count, seed=draw_seed(args.seed, 0, k))))
+    return trajs, skipped
 
 
 def tokenizer_numbers(report: dict, server: str, rate: float) -> dict:
@@ -52,6 +69,7 @@ def run(args) -> dict:
     from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
     from sgl_speccompact.testing.sim.simulator import build_simulation
     from sgl_speccompact.testing.sim.workload import SummaryWorkload
+    from sgl_speccompact.testing.harness.latency_cases import labeler
 
     _, runner, _ = rc.resolve_methods()
     tok, tok_kind = args.tokenizer, "given"
@@ -72,11 +90,11 @@ def run(args) -> dict:
         for dep in args.deployments:
             wl = SummaryWorkload(lines, slots, p_accept=args.p_accept, seed=args.seed)
             sim = build_simulation(tok, {"target": wl, "drafter": wl}, costs, DEPLOYMENTS[dep], sched)
-            sim.labeler = latency.labeler()
+            sim.labeler = labeler()
             model = sim.servers["target"].model
             wl.bind(model)
             if trajs is None:
-                trajs, _ = latency.histories(args, lines, lambda text, m=model: len(m.encode(text)))
+                trajs, _ = histories(args, lines, lambda text, m=model: len(m.encode(text)))
             target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
             for traj in trajs:
                 for on in (False, True):

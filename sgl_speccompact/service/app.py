@@ -228,8 +228,18 @@ def create_app(
     app.state.sessions = sessions
     app.router.add_event_handler("shutdown", compactions.shutdown)
     # bodies are parsed here, not in the default executor the /health probes use
-    preparing = ThreadPoolExecutor(max_workers=PREPARE_WORKERS, thread_name_prefix="prepare")
-    app.router.add_event_handler("shutdown", lambda: preparing.shutdown(wait=False, cancel_futures=True))
+    pool: list[ThreadPoolExecutor] = []  # made on first use, so an app started again (tests) gets a new one
+
+    def preparing() -> ThreadPoolExecutor:  # called on the event loop only
+        if not pool:
+            pool.append(ThreadPoolExecutor(max_workers=PREPARE_WORKERS, thread_name_prefix="prepare"))
+        return pool[0]
+
+    def stop_preparing() -> None:
+        while pool:
+            pool.pop().shutdown(wait=False, cancel_futures=True)
+
+    app.router.add_event_handler("shutdown", stop_preparing)
 
     def check_auth(request: Request) -> None:
         if api_key is None:
@@ -277,7 +287,7 @@ def create_app(
             raw = await _read_body(request, limits)
             # parsing and checking a large body is CPU work: off the event loop, so /health and
             # other requests are served meanwhile (redaction runs on the compaction's thread)
-            req, method, cfg = await asyncio.get_running_loop().run_in_executor(preparing, prepare, raw)
+            req, method, cfg = await asyncio.get_running_loop().run_in_executor(preparing(), prepare, raw)
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()
             return fail(err)

@@ -337,7 +337,7 @@ def run_loop(python, site, tmp: Path, engine: str, service: str | None) -> dict:
                "loop": {"workdir": str(tmp / "work"), "url": service, "timeout_s": 300,
                         "request": f"Read every module under src/ one by one (mod_00.py to mod_{FILES - 1}.py)."}}
         (tmp / "cfg.json").write_text(json.dumps(cfg))
-        res = hermes_run(python, site, home, str(Path(__file__).with_name("hermes_driver.py")), str(tmp / "cfg.json"),
+        res = hermes_run(python, site, home, str(Path(__file__).parents[1] / "hermes_driver.py"), str(tmp / "cfg.json"),
                          timeout=900)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
         report = json.loads((tmp / "out.json").read_text())["loop"]

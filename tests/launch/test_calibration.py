@@ -39,7 +39,7 @@ def cache_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("SGL_SPECCOMPACT_CACHE_DIR", str(tmp_path / "cache"))
 
 
-@pytest.mark.parametrize("name", ["calibration", "gpus", "testing.cost", "testing.__main__"])
+@pytest.mark.parametrize("name", ["core.calibration", "core.gpus", "testing.emulator.cost", "testing.__main__"])
 def test_docstring_examples(name):
     failed, attempted = doctest.testmod(importlib.import_module(f"sgl_speccompact.{name}"),
                                         optionflags=doctest.ELLIPSIS)
