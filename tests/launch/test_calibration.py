@@ -146,16 +146,19 @@ def test_calibration_recovers_a_twice_slower_gpu(make_emulated_server, model, pl
     Tolerance: each fitted ratio within 25% of 2 (1.5 to 2.5).  The ratio of two fits in one run, not
     absolute times: the emulator's own CPU work adds to every answer, about equally at both speeds.
     """
-    fits = {}
-    for speed in (1.0, 0.5):
-        cm = CostModel.for_model(model, speed=speed, time_scale=time_scale)
-        srv = make_emulated_server(policy=ScriptedPolicy(), cost_model=cm, model_path=f"Qwen/{model}")
-        with httpx.Client(timeout=120) as client:
-            fits[speed] = calibrate(client, srv.url, plan=plan, repeats=2, save=False)
-        assert fits[speed].gpu == cm.hardware.name  # reported by the emulator's /server_info
-        srv.close()
-    ratio = speed_ratio(fits[0.5], fits[1.0])
-    for rate in rates:
+    for attempt in range(2):  # the two speeds are timed one after the other: load can shift between them
+        fits = {}
+        for speed in (1.0, 0.5):
+            cm = CostModel.for_model(model, speed=speed, time_scale=time_scale)
+            srv = make_emulated_server(policy=ScriptedPolicy(), cost_model=cm, model_path=f"Qwen/{model}")
+            with httpx.Client(timeout=120) as client:
+                fits[speed] = calibrate(client, srv.url, plan=plan, repeats=2, save=False)
+            assert fits[speed].gpu == cm.hardware.name  # reported by the emulator's /server_info
+            srv.close()
+        ratio = speed_ratio(fits[0.5], fits[1.0])
+        if all(1.5 <= ratio[rate] <= 2.5 for rate in rates):
+            break
+    for rate in rates:  # a broken fit is off every time; noise is not
         assert 1.5 <= ratio[rate] <= 2.5, (rate, ratio, fits)
 
 
