@@ -326,6 +326,9 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--acceptance-fall", type=float, default=0.1,
                      help="fraction of the acceptance lost per doubling of the history past the training length "
                      "(default 0.1, an estimate: no measurement of this drafter exists)")
+    sim.add_argument("--digest-penalty", type=float, default=0.1,
+                     help="with drafter_digest on (--config): fraction of the acceptance lost because the drafter "
+                     "reads clipped tool outputs (default 0.1, a guess: no measurement exists)")
     sim.add_argument("--repick", metavar="JSON", help="rebuild the auto rows of a report with the current "
                      "predictor from its own runs (no new simulation); writes --out or the same file")
     sim.add_argument("--no-hermes-slots", dest="hermes_slots", action="store_false",
