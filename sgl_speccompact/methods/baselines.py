@@ -67,7 +67,10 @@ def hermes_cap(target_tokens: int, cfg: CompactConfig) -> int:
     return int(target_tokens * cfg.hermes_cap_ratio)
 
 
-SECTION_STOP = ["\n#"]  # a sub-section's generation ends where the next heading starts
+# a sub-section's generation ends where the next heading starts.  A string, not a list: sglang's
+# interpreter extends a list stop in place with the chat template's stops (``clone.stop += ...``),
+# so a shared list would grow on every call until the server refuses it
+SECTION_STOP = "\n#"
 
 
 def slot_sampling(cfg: CompactConfig) -> dict:

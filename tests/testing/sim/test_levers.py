@@ -74,7 +74,11 @@ def test_split_slots_fork_a_branch_per_sub_section_on_target_self(lines, emulato
     assert len(writes(sent_split)) == len(writes(sent_one)) + sections - 1
     headed = [b for b in writes(sent_split) if "\n#" in stops(b)]
     assert len(headed) == sections  # each sub-section stops where the next heading starts
+    assert not any("\n#" in stops(b) for b in writes(sent_split) if b not in headed)
     assert not any("\n#" in stops(b) for b in writes(sent_one))
+    # the stop list does not grow from call to call (a shared list did: sglang extends it in place)
+    assert all(len(stops(b)) == len(set(stops(b))) for b in headed)
+    assert len({tuple(stops(b)) for b in headed}) == 1
     # the same lines kept, in the same order, within the same budget
     assert decisions(split) == decisions(one) and split.summary == one.summary
     progress = [ln.text for ln in next(s for s in split.slots if s.name == "progress").lines]
