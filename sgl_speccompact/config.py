@@ -32,7 +32,8 @@ OPTIMIZATIONS: dict[str, str] = {
                           "judgement's suffix is the line (or SJC entry) in tags; off: the whole question "
                           "after every line",
     "sub_slot_branches": "a slot with sub-sections (Progress: Done / In Progress / Blocked) runs one "
-                         "forked branch per sub-section; the slot's budget is shared, in order",
+                         "forked branch per sub-section, in SpecCompact and Target-self; the slot's "
+                         "budget is shared, in order",
     "repair_candidates": "on a rejection the drafter samples repair_samples lines in one request and "
                          "the target judges them in one batch; the target repairs only if all fail",
     "send_token_ids": "SpecCompactEndpoint sends prompts as input_ids, so the server tokenizes the "
