@@ -32,11 +32,14 @@ OPTIMIZATIONS: dict[str, str] = {
                           "judgement's suffix is the line (or SJC entry) in tags; off: the whole question "
                           "after every line",
     "sub_slot_branches": "a slot with sub-sections (Progress: Done / In Progress / Blocked) runs one "
-                         "forked branch per sub-section; the slot's budget is shared, in order",
+                         "forked branch per sub-section, in SpecCompact and Target-self; the slot's "
+                         "budget is shared, in order",
     "repair_candidates": "on a rejection the drafter samples repair_samples lines in one request and "
                          "the target judges them in one batch; the target repairs only if all fail",
     "send_token_ids": "SpecCompactEndpoint sends prompts as input_ids, so the server tokenizes the "
                       "history once per compaction; off: every request carries text the server tokenizes",
+    "drafter_digest": "the drafter reads a digest of the history (tool outputs cut to drafter_digest_tokens "
+                      "at each end); the target still judges and repairs against the whole history",
 }
 
 
@@ -56,6 +59,7 @@ PROMPT_CHANGING: frozenset[str] = frozenset({
 DECISION_CHANGING: frozenset[str] = frozenset({
     "sub_slot_branches",  # what each branch is asked, and its budget
     "repair_candidates",  # a drafter candidate may replace a rejected line instead of the target
+    "drafter_digest",  # the drafter proposes other lines (the target's prompts are the same)
 })
 
 
@@ -101,6 +105,8 @@ class CompactConfig(BaseModel):
     sub_slot_branches: bool = False  # one branch per sub-section of a slot (off until a real-model retention check)
     repair_candidates: bool = False  # drafter candidates judged in one batch before a target repair
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
+    drafter_digest: bool = False  # the drafter reads clipped tool outputs (off until measured on a GPU)
+    drafter_digest_tokens: int = Field(64, ge=1, le=MAX_TOKENS)  # with drafter_digest: tokens kept at each end of a tool output
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

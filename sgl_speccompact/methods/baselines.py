@@ -41,6 +41,9 @@ from ..config import CompactConfig
 from ..core.lines import SlotBudget, split_draft
 from .pipeline import Job, register, run
 from ..core.hermes_prompt import hermes_prompt, rough_tokens, summary_target, transcript
+from ..core.sections import join_parts
+from ..programs.slot_stream import HEADING
+from ..programs.slots import branches_of
 from ..programs.steps import SlotContext, end_states, fork_slots, open_slot, result_of, run_concurrently
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
 from ..result import CompactionResult, LineOrigin, SlotResult, SummaryLine
@@ -62,6 +65,12 @@ def hermes_cap(target_tokens: int, cfg: CompactConfig) -> int:
     4000
     """
     return int(target_tokens * cfg.hermes_cap_ratio)
+
+
+# a sub-section's generation ends where the next heading starts.  A string, not a list: sglang's
+# interpreter extends a list stop in place with the chat template's stops (``clone.stop += ...``),
+# so a shared list would grow on every call until the server refuses it
+SECTION_STOP = "\n#"
 
 
 def slot_sampling(cfg: CompactConfig) -> dict:
@@ -101,38 +110,70 @@ def openclaw_program(s, history, slots, previous_summary, focus, assistant_prefi
 def target_self_program(s, shared, ctx):
     """Target-self: shared prefix, one fork per slot, one generation per slot.
 
+    With ``sub_slot_branches`` on, a slot with sub-sections (Progress: Done /
+    In Progress / Blocked) forks one branch per sub-section, as SpecCompact
+    does, and its parts are joined in order within the slot's one budget.
     Returns the :class:`SlotResult` of every slot in schema order.
     """
-    branches = fork_slots(s, shared, ctx)
+    counts = [len(branches_of(slot, ctx)) for slot in ctx.slots]
+    branches = fork_slots(s, shared, ctx, n=sum(counts))
     try:
-        return run_concurrently(
-            [lambda b=b, slot=slot: write_slot(b, slot, ctx) for b, slot in zip(branches, ctx.slots)],
-            ctx.cancel,
-        )
+        jobs, i = [], 0
+        for slot, k in zip(ctx.slots, counts):
+            jobs.append(lambda slot=slot, mine=branches[i:i + k]: write_slot(mine, slot, ctx))
+            i += k
+        return run_concurrently(jobs, ctx.cancel)
     finally:
         end_states(branches)
 
 
-def write_slot(s, slot: Slot, ctx: SlotContext) -> SlotResult:
-    """The target writes one slot in one generation, capped at the slot budget."""
-    open_slot(s, slot, ctx)
-    if ctx.cancel.is_set():
-        return SlotResult(name=slot.name, title=slot.title, stop_reason="cancelled")
-    t0 = time.perf_counter()
-    s += sgl.gen("slot", **slot_sampling(ctx.cfg))
-    text, meta = result_of(s, "slot")
-    ctx.recorder.time("generate", time.perf_counter() - t0)
-    ctx.recorder.request("target", "generate", meta)
-    finished = (meta.get("finish_reason") or {}).get("type") != "length"
-    lines, truncated = split_draft(text, finished)
-    result = cap_slot(slot, [] if truncated else lines, ctx.count_tokens, ctx.cfg)
-    if not finished and result.stop_reason == "complete":
-        result.stop_reason = "token_budget"  # the generation itself hit the slot's token cap
+def write_slot(states: list, slot: Slot, ctx: SlotContext) -> SlotResult:
+    """The target writes one slot: one generation per branch, capped at the slot budget."""
+    sections = branches_of(slot, ctx)
+    if len(sections) == 1:
+        result = write_part(states[0], slot, ctx)
+    else:
+        parts = run_concurrently([lambda b=b, sec=sec: write_part(b, slot, ctx, sec)
+                                  for b, sec in zip(states, sections)], ctx.cancel)
+        texts = list(dict.fromkeys(line.text for part in parts for line in part.lines)) + [""]
+        tokens = dict(zip(texts, ctx.count_tokens([t + "\n" for t in texts])))
+        cfg = ctx.cfg
+        result = join_parts(slot.name, slot.title, parts, tokens.__getitem__,
+                            SlotBudget(cfg.max_lines_per_slot, cfg.max_tokens_per_slot, cfg.max_blank_lines_per_slot))
+        for line in result.lines:  # the target writes every line of its slots, separators included
+            line.origin = LineOrigin.TARGET
     for line in result.lines:
         if line.text.strip():
             ctx.emit(type="line", slot=slot.name, text=line.text, origin=LineOrigin.TARGET.value, score=None)
     ctx.emit(type="slot_done", slot=slot.name, stop_reason=result.stop_reason,
              lines=sum(1 for line in result.lines if line.text.strip()))
+    return result
+
+
+def write_part(s, slot: Slot, ctx: SlotContext, section: str | None = None) -> SlotResult:
+    """One generation: the whole slot, or (``section``) one sub-section under its heading.
+
+    A sub-section's generation stops at the next heading, so it writes only
+    its own part.
+    """
+    open_slot(s, slot, ctx)
+    if ctx.cancel.is_set():
+        return SlotResult(name=slot.name, title=slot.title, stop_reason="cancelled")
+    head = [HEADING.format(section)] if section is not None else []
+    sampling = slot_sampling(ctx.cfg)
+    if head:
+        s += head[0] + "\n"
+        sampling = {**sampling, "stop": SECTION_STOP}
+    t0 = time.perf_counter()
+    s += sgl.gen("slot", **sampling)
+    text, meta = result_of(s, "slot")
+    ctx.recorder.time("generate", time.perf_counter() - t0)
+    ctx.recorder.request("target", "generate", meta)
+    finished = (meta.get("finish_reason") or {}).get("type") != "length"
+    lines, truncated = split_draft(text, finished)
+    result = cap_slot(slot, head + ([] if truncated else lines), ctx.count_tokens, ctx.cfg)
+    if not finished and result.stop_reason == "complete":
+        result.stop_reason = "token_budget"  # the generation itself hit the slot's token cap
     return result
 
 

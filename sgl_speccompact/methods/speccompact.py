@@ -17,6 +17,8 @@ from ..config import CompactConfig
 from ..errors import BackendError, SpecCompactError
 from ..core.judge_prompts import judge_rubric
 from .pipeline import Job, register, run
+from ..history.digest import drafter_digest
+from ..history.messages import render_history
 from ..programs.steps import SlotContext
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
 from ..result import CompactionResult, SlotResult
@@ -66,8 +68,15 @@ def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
 @register("speccompact", needs_drafter=True, judges=True)
 def speccompact_method(job: Job) -> list[SlotResult]:
     """SpecCompact: drafter drafts, target judges and repairs, one branch per slot."""
-    ctx = slot_context(job, drafter_context(job.history, job.slots, job.previous_summary, job.focus))
+    ctx = slot_context(job, drafter_context(drafter_history(job), job.slots, job.previous_summary, job.focus))
     return run_slots(job, speccompact, ctx)
+
+
+def drafter_history(job: Job) -> str:
+    """The history as the drafter reads it: whole, or its digest with ``drafter_digest`` on."""
+    if not job.cfg.drafter_digest:
+        return job.history
+    return render_history(drafter_digest(job.turns, job.cfg.drafter_digest_tokens, job.count))
 
 
 def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactConfig | dict | None = None,

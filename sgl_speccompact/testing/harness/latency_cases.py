@@ -211,6 +211,7 @@ class CaseRunner:
         kw = runner_kwargs(case, self.tokenizer)
         session = args.scenario == "agent-session"
         from ..sim.simulator import SimulationStalled
+        from ..sim.workload import decisions_digest
 
         for attempt in (1, 2):
             try:
@@ -231,7 +232,7 @@ class CaseRunner:
                 return row
         one_gpu = len(report["gpu_busy_s"]) == 1
         row.update(e2e_s=report["e2e_s"], real_s=time.perf_counter() - t0, summary_tokens=result.summary_tokens,
-                   judged_acceptance=result.stats.acceptance_rate,
+                   judged_acceptance=result.stats.acceptance_rate, decisions=decisions_digest(result),
                    busy_ok=all(b <= report["e2e_s"] + 1e-9 for b in report["busy_s"].values()),
                    gpu_busy_s=report["gpu_busy_s"][0] if one_gpu else None, first_target=first_target(report),
                    agent_tokens=result.stats.agent_tokens, agent_cached_tokens=result.stats.agent_cached_tokens,

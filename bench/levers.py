@@ -1,0 +1,80 @@
+"""SpecCompact's levers against a baseline run: a markdown table from latency reports (SIMULATED figures).
+
+Each report is a ``bench/latency.py`` run of the same cells and seeds with
+one lever switched on (``--config``).  Per target, deployment and method the
+table gives the baseline's median end-to-end, the lever's, their ratio
+(above 1: the lever is faster), the lever's fastest method against the
+baseline's fastest, and whether every draw kept the same decisions (the
+rows' ``decisions`` digests).
+
+Usage:
+    python bench/levers.py bench/results/latency-lever-baseline.json \\
+        bench/results/latency-lever-split-slots.json bench/results/latency-lever-drafter-digest.json
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import statistics
+import sys
+from pathlib import Path
+
+NAMES = {"speccompact": "SpecCompact", "target_self": "Target-self", "hermes": "Hermes-style"}
+
+
+def medians(report: dict) -> dict[tuple, float]:
+    """``(target, deployment, method) -> median e2e_s`` over the report's draws."""
+    runs: dict[tuple, list[float]] = {}
+    for r in report["rows"]:
+        if r.get("e2e_s") is not None and r["method"] in NAMES:
+            runs.setdefault((r["model_pair"].split(":")[0], r["deployment"], r["method"]), []).append(r["e2e_s"])
+    return {k: statistics.median(v) for k, v in runs.items()}
+
+
+def same_decisions(base: dict, lever: dict) -> dict[tuple, bool]:
+    """``(target, deployment, method) -> True`` when every draw's decisions digest matches the baseline's."""
+    def digests(report):
+        return {(r["model_pair"].split(":")[0], r["deployment"], r["method"], r["draw"]): r.get("decisions")
+                for r in report["rows"] if r["method"] in NAMES}
+    a, b = digests(base), digests(lever)
+    out: dict[tuple, bool] = {}
+    for k, v in b.items():
+        out[k[:3]] = out.get(k[:3], True) and v is not None and a.get(k) == v
+    return out
+
+
+def table(base: dict, name: str, lever: dict) -> list[str]:
+    """Markdown rows of one lever against the baseline."""
+    m0, m1, same = medians(base), medians(lever), same_decisions(base, lever)
+    out = []
+    for key in sorted(m1, key=lambda k: ("32b" in k[0], k[1] != "two-gpu-equal", k[2])):
+        if key[2] == "hermes" or key not in m0:
+            continue
+        out.append(f"| {name} | {key[0]} | {key[1]} | {NAMES[key[2]]} | {m0[key]:.2f} | {m1[key]:.2f} | "
+                   f"{m0[key] / m1[key]:.2f}x | {'yes' if same.get(key) else 'no'} |")
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("baseline", help="latency report with every lever at its default")
+    p.add_argument("levers", nargs="+", help="latency reports of the same cells, one lever on in each")
+    args = p.parse_args(argv)
+    base = json.loads(Path(args.baseline).read_text())
+    print("SIMULATED (one-clock simulator, H200 cost model); not a GPU measurement. Medians over "
+          f"{base['conditions']['seeds']} seeds; speculative {','.join(base['conditions']['speculative'])}, "
+          f"p={','.join(map(str, base['conditions']['p_accept']))}.\n")
+    print("| lever | target | deployment | method | baseline e2e (s) | lever e2e (s) | speedup | same decisions |")
+    print("|---|---|---|---|---|---|---|---|")
+    for path in args.levers:
+        lever = json.loads(Path(path).read_text())
+        cond = lever["conditions"]
+        name = f"`{cond.get('config')}`" + (f" penalty {cond.get('digest_penalty')}"
+                                             if "drafter_digest" in (cond.get("config") or "") else "")
+        print("\n".join(table(base, name, lever)))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
