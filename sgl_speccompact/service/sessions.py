@@ -109,6 +109,7 @@ class Sessions:
         size = len(json.dumps(result.to_json_dict()))
         self.store.put(key[0], key[1], params, Stored(result, run.n_messages, run.digest, size, elapsed,
                                                       time.monotonic()))
+        self.metrics.prepares_stored.inc()
 
     async def resolve(self, scope: str, req: CompactRequest, method: str) -> Resolution:
         """What a ``compact`` of ``req.session`` runs: the longest stored prefix is reused.
