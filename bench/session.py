@@ -151,7 +151,14 @@ def goal_check(rows: list[dict]) -> list[dict]:
 
 
 def _s(x) -> str:
-    return "-" if x is None else f"{x:.2f}"
+    """Seconds for a table: milliseconds stay visible under 1 s.
+
+    >>> _s(None), _s(0.00353), _s(12.4798)
+    ('-', '0.004', '12.48')
+    """
+    if x is None:
+        return "-"
+    return f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}"
 
 
 def format_tables(report: dict) -> str:
