@@ -19,8 +19,7 @@ from typing import Any, Callable
 from .body import CompactRequest
 from .metrics import Metrics
 from .store import (SUMMARY_TOKENS, ExpectedTime, SessionStore, Stored, history_tokens, params_digest,
-                    prefix_digests,
-                    self_contained, should_wait, should_wait_predicted)
+                    prefix_digests, self_contained, should_wait, should_wait_predicted)
 
 # predicted seconds of one compaction by ``method`` of a history of ``tokens`` tokens; None: no prediction
 Predictor = Callable[[str, int], "float | None"]
