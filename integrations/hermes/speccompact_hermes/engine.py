@@ -304,7 +304,7 @@ class SpecCompactEngine(_Base):
                      "messages_after": len(out), "incremental": bool(previous), "focus": "focus" in body,
                      "pruned_tool_outputs": p.n_pruned, "session_sent": "session" in body,
                      "prepared_prefix_alone": cut is not p.cut,
-                     "reused_messages": (reply.result.get("session") or {}).get("reused_messages", 0)}
+                     "reused_messages": client.reused_messages(reply.result)}
         return out
 
     def _fail(self, failure: client.Failure) -> None:
