@@ -74,7 +74,7 @@ from ..history.messages import parse_messages
 from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
                            request_config)
 from .metrics import Metrics
-from .sessions import Sessions
+from .sessions import Sessions, cost_predictor
 from .store import auth_scope
 from .runtime import (
     Compactions,
@@ -166,6 +166,7 @@ def create_app(
     health_probe: Callable[[Any], dict] | None = None,
     chat_template: Any = None,
     cost_models: dict | None = None,
+    deployment: Any = None,
 ) -> FastAPI:
     """Build the compaction service around existing backends.
 
@@ -199,6 +200,10 @@ def create_app(
         Role -> :class:`~sgl_speccompact.core.calibration.CostFit` of each server
         (calibrated, saved or a shipped profile); shown in ``/health`` and
         ``/metrics``.
+    deployment : sgl_speccompact.methods.auto.Deployment, optional
+        The GPUs and models the service runs on: a compact that finds a
+        prepare of its session running waits for it or cancels it by the
+        cost model's predicted times; without it, by a moving average.
 
     Returns
     -------
@@ -220,7 +225,8 @@ def create_app(
     cost_report = {role: fit.to_dict() for role, fit in (cost_models or {}).items()}
     metrics.set_cost_models(cost_models or {})
     compactions = Compactions(limits, metrics)
-    sessions = Sessions(limits.session_store_bytes, limits.session_ttl_s, metrics)
+    sessions = Sessions(limits.session_store_bytes, limits.session_ttl_s, metrics,
+                        cost_predictor(deployment) if deployment is not None else None)
 
     app = FastAPI(title="sgl_speccompact", version="0.1.0")
     app.state.metrics = metrics

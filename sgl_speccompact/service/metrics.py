@@ -50,6 +50,8 @@ class Metrics:
                                 ["method"], registry=r, buckets=ratio_buckets)
         self.in_flight = Gauge("speccompact_in_flight", "Compactions whose thread is running now", registry=r)
         self.prepares = Counter("speccompact_prepares_total", "Ahead-of-time compactions started", registry=r)
+        self.prepares_stored = Counter("speccompact_prepares_stored_total",
+                                       "Ahead-of-time compactions finished with their result stored", registry=r)
         self.session_lookups = Counter("speccompact_session_lookups_total",
                                        "Compacts of a session that reused a prepared prefix (hit) or not (miss)",
                                        ["result"], registry=r)

@@ -11,17 +11,37 @@ from __future__ import annotations
 
 import asyncio
 import json
+import math
 import time
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from .body import CompactRequest
 from .metrics import Metrics
-from .store import (ExpectedTime, SessionStore, Stored, params_digest, prefix_digests, self_contained,
-                       should_wait)
+from .store import (SUMMARY_TOKENS, ExpectedTime, SessionStore, Stored, history_tokens, params_digest,
+                    prefix_digests, self_contained, should_wait, should_wait_predicted)
+
+# predicted seconds of one compaction by ``method`` of a history of ``tokens`` tokens; None: no prediction
+Predictor = Callable[[str, int], "float | None"]
 
 # body fields that shape the summary (everything but the messages, how to answer, and routing)
 SHAPING = ("previous_summary", "source_judge", "config", "focus", "tools", "layout", "chat_template_kwargs")
+
+
+def cost_predictor(deployment: Any, p_accept: float | None = None) -> Predictor:
+    """:data:`Predictor` from the cost model (:func:`~sgl_speccompact.methods.auto.predict`) for ``deployment``.
+
+    Methods the cost model does not know predict None (the moving average decides).
+
+    >>> from sgl_speccompact.methods.auto import Deployment
+    >>> p = cost_predictor(Deployment.named(target="qwen3-8b", gpus=2))
+    >>> 0 < p("speccompact", 8000) < p("speccompact", 64000), p("speccompact_sjc", 8000)
+    (True, None)
+    """
+    from ..methods.auto import DEFAULT_P_ACCEPT, METHODS, predict
+
+    accept = DEFAULT_P_ACCEPT if p_accept is None else p_accept
+    return lambda method, tokens: predict(method, deployment, tokens, accept) if method in METHODS else None
 
 
 @dataclass
@@ -54,10 +74,11 @@ def incremental(req: CompactRequest, stored: Stored) -> CompactRequest:
 class Sessions:
     """Prepares, the store of their results, and their metrics, for one app."""
 
-    def __init__(self, max_bytes: int, ttl_s: float, metrics: Metrics):
+    def __init__(self, max_bytes: int, ttl_s: float, metrics: Metrics, predict: Predictor | None = None):
         self.metrics = metrics
         self.store = SessionStore(max_bytes, ttl_s, on_waste=self._wasted)
-        self.expected = ExpectedTime()  # expected seconds of one compaction
+        self.expected = ExpectedTime()  # expected seconds of one compaction (the fallback of ``predict``)
+        self.predict = predict  # the cost model's compaction time, where the deployment is known
         self.running: dict[tuple[str, str], Running] = {}  # (scope, session) -> its prepare in flight
 
     def _wasted(self, seconds: float) -> None:
@@ -109,12 +130,31 @@ class Sessions:
         size = len(json.dumps(result.to_json_dict()))
         self.store.put(key[0], key[1], params, Stored(result, run.n_messages, run.digest, size, elapsed,
                                                       time.monotonic()))
+        self.metrics.prepares_stored.inc()
+
+    def _should_wait(self, elapsed: float, req: CompactRequest, method: str, n_prefix: int) -> bool:
+        """Wait for a running prepare of ``n_prefix`` messages, or cancel it and start afresh?
+
+        The cost model's predictions for the prefix, the rest (incremental,
+        on the prepare's summary: assumed the previous summary's size, or
+        ``SUMMARY_TOKENS``) and the whole, when ``predict`` gives all three;
+        else the moving-average rule.
+        """
+        rest = req.messages[n_prefix:]
+        if self.predict is not None:
+            summary = len(req.previous_summary) // 4 if req.previous_summary else SUMMARY_TOKENS
+            prefix_t, rest_t = history_tokens(req.messages[:n_prefix]), history_tokens(rest)
+            times = [self.predict(method, prefix_t), self.predict(method, rest_t + summary) if rest else 0.0,
+                     self.predict(method, prefix_t + rest_t)]
+            if all(t is not None and math.isfinite(t) and t >= 0 for t in times):
+                return should_wait_predicted(elapsed, *times)
+        return should_wait(elapsed, self.expected.seconds, rest=bool(rest))
 
     async def resolve(self, scope: str, req: CompactRequest, method: str) -> Resolution:
         """What a ``compact`` of ``req.session`` runs: the longest stored prefix is reused.
 
         A prepare of this session still running on a prefix of the messages
-        is waited for or cancelled, by :func:`~.sessions.should_wait`.
+        is waited for or cancelled (:meth:`_should_wait`).
         """
         key, params = (scope, req.session), self.params(req, method)
         info: dict = {"id": req.session, "reused_messages": 0, "prepare": None}
@@ -123,7 +163,7 @@ class Sessions:
                 and prefix_digests(req.messages, {run.n_messages}).get(run.n_messages) == run.digest \
                 and self_contained(req.messages[run.n_messages:]):
             elapsed = time.monotonic() - run.started
-            if should_wait(elapsed, self.expected.seconds, rest=run.n_messages < len(req.messages)):
+            if self._should_wait(elapsed, req, method, run.n_messages):
                 info["prepare"] = "waited"
                 await asyncio.wait({run.task.future})  # its result is stored before this resumes
             else:

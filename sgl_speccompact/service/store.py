@@ -27,7 +27,9 @@ A running prepare
     are bound to a cancel scope, so no further upstream request is sent.  A
     ``compact`` that finds a prepare of its session still running on a prefix
     of its messages either waits for it or cancels it and compacts from
-    scratch, by :func:`should_wait`.
+    scratch: by the cost model's prediction of each compaction's time when
+    the service knows its deployment (:func:`should_wait_predicted`), else
+    by a moving average of its compaction times (:func:`should_wait`).
 
 Wasted work
     Seconds of prepares cancelled, failed, or stored and never reused
@@ -48,6 +50,7 @@ from typing import Any, Callable
 FIXED_SHARE = 0.5  # share of a compaction's time that does not depend on the history's length
 SEED_SECONDS = 5.0  # expected compaction time before any compaction finished (seconds)
 EWMA_WEIGHT = 0.2  # weight of the newest compaction in the expected time
+SUMMARY_TOKENS = 1000  # a prepared summary's size before it exists (tokens; about 43 lines of 24 tokens)
 
 
 def auth_scope(authorization: str | None) -> str:
@@ -125,6 +128,31 @@ def should_wait(elapsed_s: float, expected_s: float, rest: bool) -> bool:
     (False, True, True)
     """
     return not rest or elapsed_s > FIXED_SHARE * expected_s
+
+
+def should_wait_predicted(elapsed_s: float, prefix_s: float, rest_s: float, whole_s: float) -> bool:
+    """:func:`should_wait` with each compaction's time predicted for its own size (the cost model).
+
+    Waiting costs the prepare's remaining ``prefix_s - elapsed_s`` (never
+    below 0: it may outrun its prediction) plus ``rest_s``, the incremental
+    compaction of the turns after the prefix (0 when there are none);
+    starting fresh costs ``whole_s``.  Ties wait: the prepare's work is kept.
+
+    >>> should_wait_predicted(1.0, 10.0, 2.0, 10.5), should_wait_predicted(9.0, 10.0, 2.0, 10.5)
+    (False, True)
+    >>> should_wait_predicted(0.0, 10.0, 0.0, 10.0)  # nothing after the prefix: waiting is never later
+    True
+    """
+    return max(0.0, prefix_s - elapsed_s) + rest_s <= whole_s
+
+
+def history_tokens(messages: list) -> int:
+    """Tokens of ``messages`` as the cost model counts them: a quarter of their JSON's characters.
+
+    >>> history_tokens([{"role": "user", "content": "x" * 400}])
+    108
+    """
+    return (sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) + 3) // 4
 
 
 @dataclass

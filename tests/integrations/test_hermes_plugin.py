@@ -6,9 +6,12 @@ port, a slow proxy and a failing one for the failure modes.
 """
 
 import copy
+import json
 import re
 import socket
 import sys
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -332,3 +335,87 @@ def test_prepare_refused_is_silent_and_accepted_names_the_session():
             # exactly them (the service's stored summary) and keeps the later turns verbatim
             assert e.last["prepared_prefix_alone"] is supported
             assert (proxy.bodies[-1]["messages"] == proxy.bodies[0]["messages"]) is supported
+
+
+def metric_value(url: str, name: str) -> float:
+    """Counter ``name`` on the service's ``/metrics`` (0 before it is first counted)."""
+    text = urllib.request.urlopen(url + "/metrics", timeout=10).read().decode()
+    values = [float(v) for v in re.findall(rf"^{name} (\S+)$", text, re.M)]
+    return values[0] if values else 0.0
+
+
+def wait_for_metric(url: str, name: str, at_least: float) -> None:
+    """Poll the service's ``/metrics`` until counter ``name`` reaches ``at_least``."""
+    deadline = time.monotonic() + READY_S
+    while metric_value(url, name) < at_least:
+        if time.monotonic() > deadline:
+            raise AssertionError(f"{name} did not reach {at_least} within {READY_S} s")
+        time.sleep(0.2)
+
+
+def _compact_as(url: str, body: dict, api_key: str | None, session: str | None) -> dict:
+    """The service's answer to ``body`` sent again under another key or session (``session`` None: dropped)."""
+    body = {k: v for k, v in body.items() if k != "session"}
+    if session is not None:
+        body["session"] = session
+    return client.compact(url, body, api_key=api_key, timeout_s=READY_S).result
+
+
+@pytest.mark.slow
+def test_prepare_on_the_emulated_service_is_reused_at_the_trigger_and_scoped(emulated_service):
+    # the same session shape as the refused/accepted test above, but the service is the real one
+    ms = [{"role": "user", "content": "read"}] + reads(40, size=8000)
+    with ServiceProxy(emulated_service) as proxy:
+        e = make_engine(proxy.url, api_key="k1", timeout_s=READY_S, prepare_timeout_s=READY_S)
+        e.session_id = "s-aot"
+        e.update_model("m", 100_000)
+        eng.AGENT_HISTORY["s-aot"] = ms
+        stored = metric_value(emulated_service, "speccompact_prepares_stored_total")
+        e.update_from_response({"prompt_tokens": 65_000})  # 0.8 x 75,000 = 60,000 reached: a prepare
+        eng.PREPARES["s-aot"].join(READY_S)
+        status, raw = proxy.replies[0]
+        accepted = json.loads(raw)
+        assert status == 202 and accepted["session"] == "s-aot" and accepted["status"] == "preparing"
+        assert accepted["messages"] == len(proxy.bodies[0]["messages"]) > 0 and e._prepare_supported is True
+
+        out = e.compress(ms)  # at the trigger
+        assert out != ms and not e._last_compress_aborted and e.compression_count == 1
+        sent, (status, raw) = proxy.bodies[-1], proxy.replies[-1]
+        answer = json.loads(raw)
+        assert status == 200 and sent["session"] == "s-aot" and "mode" not in sent
+        # the compaction asked for exactly the prepared messages, so the stored result is the answer
+        # (waited for, if the prepare was still running)
+        assert sent["messages"] == proxy.bodies[0]["messages"]
+        assert answer["session"]["id"] == "s-aot" and answer["session"]["reused_messages"] == accepted["messages"]
+        assert answer["session"]["prepare"] in (None, "waited")
+        assert metric_value(emulated_service, "speccompact_prepares_stored_total") == stored + 1
+        assert e.get_status()["speccompact"]["last_compaction"]["reused_messages"] == accepted["messages"]
+
+        # it is still stored: the same key and session reuse it again; another key or session never sees it
+        again = _compact_as(emulated_service, sent, "k1", "s-aot")
+        assert again["session"]["reused_messages"] == accepted["messages"] and again["summary"] == answer["summary"]
+        for key, session in (("k2", "s-aot"), (None, "s-aot"), ("k1", "s-other")):
+            other = _compact_as(emulated_service, sent, key, session)
+            assert other["session"] == {"id": session, "reused_messages": 0, "prepare": None}, (key, session)
+
+        # large outputs arrived before the trigger: the prepared summary alone no longer brings the prompt
+        # under the prepare threshold, so the whole middle is sent; the service reuses the prepared prefix and
+        # compacts only the turns after it, on the stored summary
+        e2 = make_engine(proxy.url, api_key="k1", timeout_s=READY_S, prepare_timeout_s=READY_S)
+        e2.session_id = "s-inc"
+        e2.update_model("m", 100_000)
+        eng.AGENT_HISTORY["s-inc"] = ms
+        stored = metric_value(emulated_service, "speccompact_prepares_stored_total")
+        e2.update_from_response({"prompt_tokens": 65_000})
+        eng.PREPARES["s-inc"].join(READY_S)
+        # the agent's next turns give the prepare time to finish (compacting at once would cancel it: the
+        # service's wait-or-cancel rule starts afresh when a prepare has barely begun)
+        wait_for_metric(emulated_service, "speccompact_prepares_stored_total", stored + 1)
+        prepared = json.loads(proxy.replies[-1][1])["messages"]
+        longer = ms + reads(3, size=80_000, start=40)
+        assert e2.compress(longer) != longer and e2.compression_count == 1
+        sent, answer = proxy.bodies[-1], json.loads(proxy.replies[-1][1])
+        assert sent["session"] == "s-inc" and len(sent["messages"]) > prepared
+        assert sent["messages"][:prepared] == proxy.bodies[-2]["messages"]
+        assert answer["session"] == {"id": "s-inc", "reused_messages": prepared, "prepare": None}
+        assert e2.last["reused_messages"] == prepared and not e2.last["prepared_prefix_alone"]

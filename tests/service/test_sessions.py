@@ -213,6 +213,69 @@ def test_a_compact_cancels_a_young_prepare_and_starts_fresh():
         assert metric(client, "speccompact_prepare_wasted_seconds_total") > 0
 
 
+PREVIOUS = {"previous_summary": "## Goal\n- fix the failing test"}  # sizes the prepared summary: 9 tokens
+
+
+def compact_during_a_prepare(app, runner, after_s: float = 0.0) -> dict:
+    """Start a prepare of MESSAGES, compact MESSAGES + MORE ``after_s`` later while it runs; the ``session`` entry."""
+    with TestClient(app) as client:
+        client.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare", **PREVIOUS})
+        assert runner.started.wait(10)
+        time.sleep(after_s)
+        threading.Timer(0.3, runner.release.set).start()
+        info = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s", **PREVIOUS}
+                           ).json()["session"]
+        runner.release.set()
+        wait_idle(app)
+        return info
+
+
+@pytest.mark.parametrize("fixed, choice", [
+    # waiting costs the fixed part again and the prepared summary's tokens, less the 0.5 s the prepare has
+    # run: sooner when the fixed part is small, later when it dominates
+    (0.0, "waited"),
+    (10.0, "cancelled"),
+])
+def test_the_cost_models_prediction_decides_wait_or_cancel(fixed, choice):
+    runner = Gated()
+    app, _ = service(runner)
+    sizes = []
+
+    def predict(method, tokens):
+        sizes.append(tokens)
+        return fixed + 1e-4 * tokens
+
+    app.state.sessions.predict = predict
+    # the moving average alone would choose the other way: the prediction overrides it
+    app.state.sessions.expected.seconds = 3600.0 if choice == "waited" else 0.0
+    info = compact_during_a_prepare(app, runner, after_s=0.5)
+    assert info["prepare"] == choice, sizes
+    assert info["reused_messages"] == (len(MESSAGES) if choice == "waited" else 0)
+    prefix, rest, whole = sizes
+    assert 0 < rest < prefix < whole  # prefix, rest (on the previous summary), whole: each at its own size
+
+
+def test_without_a_prediction_the_moving_average_decides():
+    runner = Gated()
+    app, _ = service(runner)
+    app.state.sessions.predict = lambda method, tokens: None  # e.g. a method the cost model does not know
+    app.state.sessions.expected.seconds = 0.0
+    assert compact_during_a_prepare(app, runner)["prepare"] == "waited"
+
+
+def test_a_known_deployment_predicts_with_the_cost_model():
+    from sgl_speccompact.methods.auto import Deployment, predict
+
+    runner = Gated()
+    app, _ = service(runner, deployment=Deployment.named(target="qwen3-32b", gpus=2))
+    # a few short messages: the cost model's time is almost all fixed cost, so a young prepare is cancelled
+    # although the moving average (0 s: any prepare is old enough) would wait
+    app.state.sessions.expected.seconds = 0.0
+    dep = Deployment.named(target="qwen3-32b", gpus=2)
+    assert app.state.sessions.predict("speccompact", 500) == predict("speccompact", dep, 500, 0.7)
+    assert compact_during_a_prepare(app, runner)["prepare"] == "cancelled"
+
+
 def test_restart_loses_the_store_and_nothing_breaks():
     app, runner = service()
     with TestClient(app) as client:

@@ -141,6 +141,17 @@ def compact(url: str, body: dict, *, api_key: str | None, timeout_s: float) -> R
     return Reply(summary=summary.strip(), result=result, latency_s=latency)
 
 
+def reused_messages(result: dict) -> int:
+    """Messages the service reused from a prepare, from its answer's ``session`` entry (0 without one).
+
+    >>> reused_messages({"session": {"reused_messages": 58}}), reused_messages({}), reused_messages({"session": 1})
+    (58, 0, 0)
+    """
+    session = result.get("session")
+    n = session.get("reused_messages") if isinstance(session, dict) else 0
+    return n if isinstance(n, int) else 0
+
+
 def _http_failure(exc: urllib.error.HTTPError) -> Failure:
     try:
         err = json.loads(exc.read() or b"{}").get("error") or {}

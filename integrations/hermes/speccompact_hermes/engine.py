@@ -303,7 +303,8 @@ class SpecCompactEngine(_Base):
                      "messages_summarized": len(wire), "messages_before": len(messages),
                      "messages_after": len(out), "incremental": bool(previous), "focus": "focus" in body,
                      "pruned_tool_outputs": p.n_pruned, "session_sent": "session" in body,
-                     "prepared_prefix_alone": cut is not p.cut}
+                     "prepared_prefix_alone": cut is not p.cut,
+                     "reused_messages": client.reused_messages(reply.result)}
         return out
 
     def _fail(self, failure: client.Failure) -> None:

@@ -58,6 +58,9 @@ from ...core.specdecode import SpecDecoding
 # send it over loopback, parse the answer), measured with bench/client_cost.py (see bench/README.md):
 CLIENT_S_PER_REQUEST = 1.5e-3  # fixed part, s
 CLIENT_S_PER_TOKEN = 0.108e-6  # per prompt token sent as input_ids (or its text), s
+# The service's lookup of a stored prepare for a compact naming a session (params digest and
+# SessionStore.longest: SHA-256 over the messages' canonical JSON), measured with bench/store_lookup.py:
+STORE_LOOKUP_S_PER_BYTE = 1.8e-8  # per byte of the request's messages as JSON, s (no fixed part measurable)
 TOKENIZER_TOKENS_PER_S = 440_000.0  # measured, see the module doc (bench/tokenizer_rate.py)
 CHUNKED_PREFILL_SIZE_H200 = 8192  # sglang arg_groups/memory_hook.py, 90 GiB <= gpu_mem < 160 GiB
 MAX_PREFILL_TOKENS = 16384  # sglang arg_groups/fields/schedule.py default

@@ -18,6 +18,14 @@ trigger in one of three modes:
   prepare whose prefix is not reused is wasted work; its GPU time is counted;
 * ``hermes``: the Hermes-style baseline synchronously, the reference.
 
+The plugin's own request to the service is charged on the same clock, added
+to the stall it is part of (:func:`service_hop_s`): the client cost of one
+request (``CLIENT_S_PER_REQUEST`` + ``CLIENT_S_PER_TOKEN`` per token sent, as
+``testing/emulator/cost.py``) for ``sync`` and ``ahead``, and for ``ahead``,
+whose compacts name the session, the service's store lookup over the
+messages sent (``STORE_LOOKUP_S_PER_BYTE``).  ``hermes`` calls the model
+itself: its request's client cost is in the cost model's.
+
 Every compaction's agent-perceived stall, GPU seconds (pass time shared out
 over the requests in each pass, the agent's own excluded) and lines carried
 from the previous summary (origin ``carried``) are recorded.  Only the agent
@@ -28,11 +36,13 @@ gets: conservative for ``ahead``).
 
 from __future__ import annotations
 
+import json
 import statistics
 import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
+from ..emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, STORE_LOOKUP_S_PER_BYTE
 from . import session_policy as sp
 
 CHAT = "/v1/chat/completions"
@@ -54,6 +64,7 @@ class Compaction:
     wait_s: float = 0.0  # of the stall: the prepare still running at the trigger (SIMULATED s)
     aborted: str | None = None  # the error, when the compaction failed
     ineffective: bool = False  # the next prompt was still at or over the trigger
+    service_s: float = 0.0  # of the stall: the plugin's request to the service, store lookup included (SIMULATED s)
     carried_lines: int = 0  # summary lines carried from the previous summary
     lines: int = 0  # summary lines
 
@@ -121,6 +132,23 @@ def carried(result: Any) -> tuple[int, int]:
     """``(carried lines, lines)`` of a result's slots."""
     lines = [line for s in getattr(result, "slots", []) for line in s.lines]
     return sum(1 for line in lines if getattr(line.origin, "value", line.origin) == "carried"), len(lines)
+
+
+def service_hop_s(wire: list[dict], tokens: int, session: bool) -> float:
+    """Seconds of the plugin's compact request outside the compaction (SIMULATED).
+
+    The client cost of one request carrying ``tokens``, plus, for a request
+    naming a session, the service's store lookup over ``wire`` as JSON.
+
+    >>> round(service_hop_s([{"role": "user", "content": "x" * 1000}], 300, session=False) * 1e3, 4)
+    1.5324
+    >>> service_hop_s([{"role": "user", "content": "x" * 1000}], 300, session=True) > 1.5324e-3
+    True
+    """
+    s = CLIENT_S_PER_REQUEST + CLIENT_S_PER_TOKEN * tokens
+    if session:
+        s += STORE_LOOKUP_S_PER_BYTE * len(json.dumps(wire, ensure_ascii=False).encode())
+    return s
 
 
 def chat_body(ctx: list[dict], turn_tokens: int) -> dict:
@@ -217,6 +245,10 @@ class Replay:
             out.wasted_gpu_s += prepared.gpu_s
         return out
 
+    def _hop(self, messages: list[dict], session: bool) -> float:
+        """:func:`service_hop_s` of the plugin's compact request carrying ``messages``."""
+        return service_hop_s(sp.wire(messages), sum(self.tokens(m) for m in messages), session)
+
     def _compact(self, step: sp.Step, mid: list[dict], prepared: Prepared | None, mode: str, rec: Compaction,
                  out: SessionRun, policy: sp.Policy) -> Any:
         if prepared is not None:
@@ -225,15 +257,22 @@ class Replay:
             if sp.wire(now) == sp.wire(prepared.prefix) and step.previous == prepared.previous:
                 rest = sp.paired(step.ctx[cut:step.end])
                 rec.prepared, rec.wait_s, rec.gpu_s = True, prepared.wait_s, prepared.gpu_s
-                rec.stall_s, rec.messages = prepared.wait_s, len(rest)
+                rec.messages = len(rest)
                 after = sp.assemble(sp.Step(step.ctx, step.start, cut, step.boundary, step.previous),
                                     prepared.result.summary)
                 if not rest or sum(self.tokens(m) for m in after) <= policy.soft:
+                    # the plugin asks for exactly the prepared messages: the stored result is the answer
                     rec.applied, rec.messages = True, 0
+                    rec.service_s = self._hop(prepared.prefix, session=True)
+                    rec.stall_s = prepared.wait_s + rec.service_s
                     return prepared.result
+                # the whole middle is sent; the service finds the prefix and compacts the rest incrementally
+                rec.service_s = self._hop(prepared.prefix + rest, session=True)
                 result, e2e, gpu = self._alone("speccompact", sp.wire(rest), prepared.result.summary)
-                rec.stall_s, rec.gpu_s = rec.stall_s + e2e, rec.gpu_s + gpu
+                rec.stall_s, rec.gpu_s = prepared.wait_s + rec.service_s + e2e, rec.gpu_s + gpu
                 return result
             out.wasted_gpu_s += prepared.gpu_s
-        result, rec.stall_s, rec.gpu_s = self._alone(MODES[mode], sp.wire(mid), step.previous)
+        result, e2e, rec.gpu_s = self._alone(MODES[mode], sp.wire(mid), step.previous)
+        rec.service_s = self._hop(mid, session=mode == "ahead") if mode != "hermes" else 0.0
+        rec.stall_s = e2e + rec.service_s
         return result
