@@ -356,13 +356,15 @@ def test_e2e_every_method_round_trip(methods, emulated_pair):
         out = res.json()
         assert out["method"] == method and out["summary"].strip()
         assert out["stats"]["requests"]["target"], method
-    sc = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()  # default: speccompact
-    assert sc["method"] == "speccompact" and sc["stats"]["requests"]["drafter"]
-    sjc = client.post("/v1/compact", json={"messages": MESSAGES * 3, "source_judge": True,
+    # default: auto, which on the default deployment (one shared H200, p_accept prior 0.7) picks Target-self
+    picked = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()
+    assert picked["method"] == picked["stats"]["auto"]["method"] == "target_self"
+    sjc = client.post("/v1/compact", json={"messages": MESSAGES * 3, "source_judge": True, "method": "speccompact",
                                            "previous_summary": "## Goal\n- fix a.py"})
     assert sjc.status_code == 200 and sjc.json()["source_judge"] is not None
+    assert sjc.json()["stats"]["requests"]["drafter"] and sjc.json()["stats"]["auto"] is None
     assert client.get("/health").json()["status"] == "ok"
-    assert 'speccompact_compactions_total{method="speccompact",outcome="ok"} 3.0' in client.get("/metrics").text
+    assert 'speccompact_compactions_total{method="speccompact",outcome="ok"} 2.0' in client.get("/metrics").text
 
 
 def test_e2e_stream_lines_then_result_then_done(methods, emulated_pair):
@@ -400,7 +402,7 @@ def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
     runner = Recording(methods.run_method)
     client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
     sent = copy.deepcopy(MESSAGES)
-    res = client.post("/v1/compact", json={"messages": sent})
+    res = client.post("/v1/compact", json={"messages": sent, "method": "speccompact"})
     assert killed.is_set()
     assert res.status_code == 502, res.text
     assert set(res.json()) == {"error"} and res.json()["error"]["type"] == "backend_unavailable"
@@ -443,7 +445,7 @@ def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_ser
     def one(i):
         msgs = [{"role": "system", "content": "You are a coding agent."},
                 {"role": "user", "content": f"Please finish TASK-{i} in the repository today."}]
-        return i, client.post("/v1/compact", json={"messages": msgs}).json()
+        return i, client.post("/v1/compact", json={"messages": msgs, "method": "speccompact"}).json()
 
     with client, ThreadPoolExecutor(n) as ex:
         results = list(ex.map(one, range(n)))
