@@ -58,7 +58,7 @@ class _Handler(BaseHTTPRequestHandler):
 class FakeLLM(_Server):
     """Chat completions decided per request: ``decide(body) -> (message, prompt_tokens)``.
 
-    ``message`` is ``{"content": ...}`` or ``{"tool_calls": [...]}``.  Every
+    ``message`` is ``{"content": ...}``, ``{"tool_calls": [...]}`` or ``{"error": ...}`` (a 400).  Every
     request body is kept in ``requests``.
     """
 
@@ -85,6 +85,9 @@ class _LLMHandler(_Handler):
             return self.send_json(404, {"error": "not found"})
         body = self.body()
         message, prompt_tokens = llm.next_reply(body)
+        if "error" in message:  # e.g. the prompt is over the model's window
+            return self.send_json(400, {"error": {"message": message["error"], "type": "invalid_request_error",
+                                                  "code": "context_length_exceeded"}})
         usage = {"prompt_tokens": prompt_tokens, "completion_tokens": 10, "total_tokens": prompt_tokens + 10}
         calls = [{"index": i, **c} for i, c in enumerate(message.get("tool_calls") or [])]
         finish = "tool_calls" if calls else "stop"
@@ -114,6 +117,7 @@ class ServiceProxy(_Server):
 
     def __init__(self, upstream: str, slow_s: float = 5.0):
         self.upstream, self.mode, self.slow_s, self.bodies = upstream.rstrip("/"), "forward", slow_s, []
+        self.replies: list[tuple[int, bytes]] = []  # (status, body) of every forwarded answer
         self.canned: dict = {}  # the 200 answer in mode "canned"
         self.refuse_session = False  # answer 422 to bodies naming "session" or "mode", as a service without prepare
         super().__init__(_ProxyHandler)
@@ -139,6 +143,7 @@ class _ProxyHandler(_Handler):
                 status, out = res.status, res.read()
         except urllib.error.HTTPError as exc:
             status, out = exc.code, exc.read()
+        proxy.replies.append((status, out))
         try:
             self.send_response(status)
             self.send_header("content-type", "application/json")

@@ -228,15 +228,19 @@ class SlotStream:
         if kind in (LineKind.UNJUDGED, LineKind.BLANK):
             self.accept(line, LineOrigin.UNJUDGED)
             return None
-        self.prefetch(prefix, line)
-        meta = self.timed("verify", verify_line, self.s, self.slot, line, ctx)
-        judgement = meta.get("judgement") or {}
-        ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
+        judgement = self.judge(prefix, line)
         ctx.recorder.judged(bool(judgement.get("accepted")))
         if judgement.get("accepted") and self.shared.claim(line):
             self.accept(line, LineOrigin.DRAFTED, score=judgement.get("score"))
             return None
         return self.repair(line, score=judgement.get("score"))  # rejected, or another branch has it
+
+    def judge(self, prefix: tuple[str, ...], line: str) -> dict:
+        """The target's judgement of one proposed line; the drafter drafts the next one meanwhile."""
+        self.prefetch(prefix, line)
+        meta = self.timed("verify", verify_line, self.s, self.slot, line, self.ctx)
+        self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
+        return meta.get("judgement") or {}
 
     def carry(self, prefix: tuple[str, ...], line: str) -> str | None:
         """Propose a line of the previous summary: kept (origin carried) if the target judges it
@@ -252,12 +256,9 @@ class SlotStream:
         if kind is LineKind.UNJUDGED:
             self.accept(line, LineOrigin.UNJUDGED)
             return None
-        self.prefetch(prefix, line)
-        meta = self.timed("verify", verify_line, self.s, self.slot, line, ctx)
-        judgement = meta.get("judgement") or {}
-        ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
+        judgement = self.judge(prefix, line)
         ctx.recorder.carried(bool(judgement.get("accepted")))
-        if judgement.get("accepted"):
+        if judgement.get("accepted") and self.shared.claim(line):
             self.accept(line, LineOrigin.CARRIED, score=judgement.get("score"))
             return None
         return self.repair(line, score=judgement.get("score"))

@@ -64,7 +64,7 @@ class CompactRequest(BaseModel):
     chat_template_kwargs: dict[str, Any] | None = None  # what the agent sent (allow-list: TEMPLATE_KWARGS)
     routing_key: str | None = Field(None, min_length=1, max_length=256)  # X-SMG-Routing-Key of the agent's session
     session: str | None = Field(None, min_length=1, max_length=256,
-                                pattern=r"^[\x20-\x7e]+$")  # opaque session id (printable ASCII): ahead-of-time reuse
+                                pattern=r"^[\x21-\x7e]+$")  # opaque session id (visible ASCII, no spaces): ahead-of-time reuse
     mode: Literal["compact", "prepare"] = "compact"  # prepare: answer 202, compact in the background (needs session)
 
     @field_validator("routing_key")

@@ -69,12 +69,25 @@ def test_config_arrays_and_ints_for_floats_still_work():
     ({"messages": MESSAGES, "stream": "true"}, "stream"),
     ({"messages": MESSAGES, "previous_summary": 7}, "previous_summary"),
     ({"messages": MESSAGES, "config": []}, "config"),
+    ({"messages": MESSAGES, "session": 7}, "session"),
+    ({"messages": MESSAGES, "session": ""}, "session"),
+    ({"messages": MESSAGES, "session": "a b"}, "session"),
+    ({"messages": MESSAGES, "session": "s" * 257}, "session"),
+    ({"messages": MESSAGES, "session": "caf\u00e9"}, "session"),
 ])
 def test_probe_strict_body_fields(body, field):
     client, runner = make_client()
     res = client.post("/v1/compact", json=body)
     assert res.status_code == 422 and res.json()["error"]["field"] == field, res.text
     assert runner.calls == []
+
+
+def test_session_id_is_accepted_for_ahead_of_time_compaction():
+    """Agents' plugins (OpenClaw's) send their session id; a 422 here would break every compaction."""
+    client, runner = make_client()
+    res = client.post("/v1/compact", json={"messages": MESSAGES, "session": "agent:main:explicit:s-1"})
+    assert res.status_code == 200, res.text
+    assert len(runner.calls) == 1
 
 
 @pytest.mark.parametrize("raw", [
