@@ -200,7 +200,8 @@ def deployment_for(target_model: str, drafter_model: str | None, *, gpus: int = 
     """
     fits = fits or {}
     key = match_gpu(gpu) or DEFAULT_GPU
-    note = "" if match_gpu(gpu) else f" ({'unknown GPU ' + repr(gpu) if gpu else 'no GPU given'}: {DEFAULT_GPU} assumed)"
+    why = f"unknown GPU {gpu!r}" if gpu else "no GPU given"
+    note = "" if match_gpu(gpu) else f" ({why}: {DEFAULT_GPU} assumed)"
     pair = f"{target_model}|{drafter_model or 'none'}"
     acceptance = acceptance or AcceptanceEstimate()
 

@@ -259,19 +259,20 @@ def create_app(
         """Parse and check one body: CPU work, run on a prepare thread (see ``compact``)."""
         req = parse_request(parse_json(raw, limits), limits)
         method = req.method or default_method
-        if method == AUTO:  # an explicit method never comes here
-            cfg = request_config(base_config, req.config)
-            parse_messages(req.messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
-            choice = picker.pick(req.messages, pickable, req.previous_summary)
-            metrics.auto_picks.labels(choice["method"]).inc()
-            return req, choice["method"], cfg, choice
-        if method not in method_names:
-            raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names)}", field="method")
+        if method not in method_names + (AUTO,):
+            raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names + (AUTO,))}",
+                                      field="method")
         if method == "speccompact" and drafter is None:
             raise InvalidRequestError("speccompact needs a drafter; this service has none", field="method")
         cfg = request_config(base_config, req.config)
         parse_messages(req.messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
-        return req, method, cfg, None
+        if method != AUTO:  # an explicit method always wins
+            return req, method, cfg, None
+        if not pickable:
+            raise InvalidRequestError("auto has no method to pick from on this service", field="method")
+        choice = picker.pick(req.messages, pickable, req.previous_summary)
+        metrics.auto_picks.labels(choice["method"]).inc()
+        return req, choice["method"], cfg, choice
 
     def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None, choice: dict | None = None):
         layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools), ("chat_template", chat_template),
@@ -311,7 +312,8 @@ def create_app(
             return fail(err)
         scope, info, ready = auth_scope(request.headers.get("authorization")), None, None
         if req.mode == "prepare":
-            body = sessions.prepare(scope, req, method, lambda r: compactions.start(method, *job(r, method, cfg, None, choice)))
+            body = sessions.prepare(scope, req, method,
+                                    lambda r: compactions.start(method, *job(r, method, cfg, None, choice)))
             return JSONResponse(body, status_code=202)
         if req.session is not None:
             plan = await sessions.resolve(scope, req, method)
@@ -320,7 +322,8 @@ def create_app(
                 return JSONResponse({**ready.to_json_dict(), "session": info})
         if req.stream:
             stopping = anyio.Event()  # set by sse-starlette when the server begins to stop
-            return EventSourceResponse(_stream(req, method, cfg, stopping, info, ready, choice), ping=SSE_PING_S, sep="\n",
+            return EventSourceResponse(_stream(req, method, cfg, stopping, info, ready, choice), ping=SSE_PING_S,
+                                       sep="\n",
                                        headers={"Cache-Control": "no-cache"}, shutdown_event=stopping,
                                        shutdown_grace_period=SSE_STOP_GRACE_S)
         t0 = time.monotonic()
