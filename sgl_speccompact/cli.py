@@ -29,7 +29,9 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m sgl_speccompact compact",
                       description="Compact one agent trajectory file on SGLang servers.")
     p.add_argument("file", help="trajectory: OpenAI messages, SWE-agent .traj, mini-swe-agent, tau2-bench")
-    p.add_argument("--method", default="speccompact", help="speccompact | hermes | openclaw | target_self")
+    p.add_argument("--method", default="auto",
+                   help="auto (default: the method the cost model predicts fastest, see --gpu/--gpus) | "
+                        "speccompact | hermes | openclaw | target_self")
     p.add_argument("--target-url", default=os.environ.get(TARGET_ENV),
                    help=f"target SGLang server (default ${TARGET_ENV})")
     p.add_argument("--drafter-url", default=os.environ.get(DRAFTER_ENV),
@@ -55,6 +57,12 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-tokenizer", metavar="PATH_OR_NAME",
                    help="the target's tokenizer; its chat template renders the agent-aligned layout")
     p.add_argument("--tools", metavar="FILE", help="the agent's OpenAI tools (JSON list), for the agent layout")
+    g = p.add_argument_group("method auto (what the cost model predicts on)")
+    g.add_argument("--gpu", help="the servers' GPU: H200, H100, A100, L40S or B200 (default H200)")
+    g.add_argument("--gpus", type=int, choices=(1, 2), default=1,
+                   help="1: the drafter shares the target's GPU (default); 2: it has a GPU of its own")
+    g.add_argument("--target-model", default="Qwen/Qwen3-8B", help="the target's model (default Qwen/Qwen3-8B)")
+    g.add_argument("--drafter-model", default="Qwen/Qwen3-0.6B", help="the drafter's model (default Qwen/Qwen3-0.6B)")
     return p
 
 
@@ -138,6 +146,7 @@ def stats_table(result: CompactionResult) -> str:
         f"acceptance rate: {pct(s.acceptance_rate)} ({s.accepted_lines} of {s.proposed_lines} judged lines; "
         f"{s.repaired_lines} repaired, {s.unjudged_lines} unjudged)",
         f"summary:         {result.summary_tokens} tokens",
+        *([f"method auto:     {s.auto['reason']}"] if s.auto else []),
         f"wall time:       {s.total_wall_s:.2f} s",
     ]
     return "\n".join(lines)
@@ -198,9 +207,28 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     run = runner or _default_runner()
     layout = {k: v for k, v in (("layout", args.layout), ("chat_template", args.target_tokenizer),
                                 ("tools", _read_tools(args.tools))) if v is not None}
-    return run(args.method, messages, target=target, drafter=drafter, config=overrides or None,
-               previous_summary=previous, source_judge=args.source_judge, on_event=progress, **layout,
-               **({"focus": args.focus} if args.focus else {}))
+    method, choice = args.method, None
+    if method == "auto":  # picked here, so the runner gets a concrete method (an explicit one skips this)
+        choice = auto_picker(args, has_drafter=drafter is not None).pick(
+            messages, ("speccompact", "hermes", "openclaw", "target_self") if drafter is not None
+            else ("hermes", "openclaw", "target_self"), previous)
+        method = choice["method"]
+    result = run(method, messages, target=target, drafter=drafter, config=overrides or None,
+                 previous_summary=previous, source_judge=args.source_judge, on_event=progress, **layout,
+                 **({"focus": args.focus} if args.focus else {}))
+    if choice is not None:
+        result.stats.auto = choice
+    return result
+
+
+def auto_picker(args: argparse.Namespace, *, has_drafter: bool) -> Any:
+    """What ``--method auto`` predicts on: ``--gpu``, ``--gpus`` and the models, at the prior acceptance."""
+    from .methods.autopick import deployment_for
+
+    gpus = getattr(args, "gpus", 1)
+    return deployment_for(getattr(args, "target_model", "Qwen/Qwen3-8B"),
+                          getattr(args, "drafter_model", "Qwen/Qwen3-0.6B") if has_drafter else None,
+                          gpus=gpus, gpu=getattr(args, "gpu", None), drafter_shares_gpu=gpus == 1)
 
 
 def _read_tools(path: str | None) -> list | None:

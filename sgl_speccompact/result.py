@@ -73,6 +73,7 @@ class CompactionStats(BaseModel):
     layout: str = "classic"  # target shared-prefix layout: classic | agent (the agent's own chat rendering)
     agent_tokens: int | None = None  # agent layout: tokens of the agent's conversation in the prefix
     agent_cached_tokens: int | None = None  # of those, served from the agent's radix cache by the first request
+    auto: dict | None = None  # method="auto": the pick, predicted_s per method, reason, p_accept, deployment
 
     @property
     def acceptance_rate(self) -> float | None:

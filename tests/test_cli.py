@@ -104,7 +104,7 @@ def test_list_trials(capsys):
 @pytest.mark.parametrize("argv,fail,code", [
     (URLS, BackendUnavailableError("http://t:1 unreachable"), "backend_unavailable"),
     (["--drafter-url", "http://d:2"], None, "speccompact_error"),
-    (["--target-url", "http://t:1"], None, "speccompact_error"),  # speccompact without drafter
+    (["--target-url", "http://t:1", "--method", "speccompact"], None, "speccompact_error"),  # no drafter
 ])
 @needs_data
 def test_failures_exit_nonzero_with_one_line(capsys, monkeypatch, argv, fail, code):
@@ -169,13 +169,34 @@ def test_e2e_cli_on_a_trajectory_with_the_emulator(make_emulated_server, capsys)
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
     drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B")
     rc = cli.main([str(traj("function_calling_simple")), "--target-url", target.url, "--drafter-url", drafter.url,
-                   "--drafter-lora-name", "drafter"])
+                   "--drafter-lora-name", "drafter", "--method", "speccompact"])
     out = capsys.readouterr()
     assert rc == 0, out.err
     summary, _, table = out.out.partition("\nserver ")
     assert summary.strip()
     assert re.search(r"^target\s+total\s+[1-9]", table, re.M) and re.search(r"^drafter\s+draft\s+[1-9]", table, re.M)
     assert "acceptance rate: " in table and "n/a" not in table.split("acceptance rate: ")[1].split("\n")[0]
+
+
+@needs_data
+def test_method_auto_is_the_default_and_follows_the_gpus(capsys):
+    path = str(traj("function_calling"))
+    picks = {}
+    for gpus in ("1", "2"):  # Qwen3-32B: Target-self on one shared GPU, SpecCompact with the drafter on its own
+        runner = Recorder()
+        assert cli.main([path, *URLS, "--json", "--target-model", "Qwen/Qwen3-32B", "--gpus", gpus],
+                        connect=fake_connect, runner=runner) == 0
+        out = json.loads(capsys.readouterr().out)
+        auto = out["stats"]["auto"]
+        assert runner.kwargs["method"] == out["method"] == auto["method"] and auto["deployment"]["gpus"] == int(gpus)
+        assert auto["deployment"]["target"] == "Qwen/Qwen3-32B" and "profile:H200" in auto["cost_model"]
+        picks[gpus] = auto["method"]
+    assert picks == {"1": "target_self", "2": "speccompact"}
+    runner = Recorder()  # an explicit method wins, and records no pick
+    assert cli.main([path, *URLS, "--json", "--gpus", "2", "--method", "hermes"], connect=fake_connect,
+                    runner=runner) == 0
+    assert runner.kwargs["method"] == "hermes" and json.loads(capsys.readouterr().out)["stats"]["auto"] is None
+    assert "auto (default" in cli.build_parser().format_help()
 
 
 def test_layout_flags_reach_the_runner(tmp_path):

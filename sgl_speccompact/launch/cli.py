@@ -194,7 +194,8 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--service-host", help="default 127.0.0.1")
     g.add_argument("--service-port", type=int, help="default 8000")
     g.add_argument("--api-key", help="require this bearer token (default: $SGL_SPECCOMPACT_API_KEY, else none)")
-    g.add_argument("--method", help="default method: speccompact | hermes | openclaw | target_self")
+    g.add_argument("--method", help="default method: auto (the default: the method the cost model predicts "
+                   "fastest on these servers) | speccompact | hermes | openclaw | target_self")
     g.add_argument("--max-body-mb", type=float, help="request body limit in MiB, > 0 (default 32)")
     g.add_argument("--max-workers", type=int, help="compactions run at once, >= 1 (default 32)")
     g.add_argument("--request-timeout", type=float, help="per SGLang request, seconds, > 0 (default 120)")

@@ -47,7 +47,7 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "tp_size": 1, "dp_size": 1, "extra_args": [], "enabled": True},
     "router": {"workers": 1, "policy": "cache_aware", "cache_threshold": 0.3, "balance_abs_threshold": 64,
                "balance_rel_threshold": 1.5, "extra_args": []},
-    "service": {"host": "127.0.0.1", "port": 8000, "method": "speccompact", "max_body_mb": 32.0,
+    "service": {"host": "127.0.0.1", "port": 8000, "method": "auto", "max_body_mb": 32.0,
                 "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
                 "compaction_timeout_s": 300.0, "upstream_detail": False, "session_store_mb": 64.0,
                 "session_ttl_s": 1800.0, "calibrate": False, "gpu": None},

@@ -20,6 +20,7 @@ import time
 from pathlib import Path
 
 from ..errors import BackendError, ConfigError, LaunchError
+from .auto import auto_picker
 from .plan import LaunchPlan, build_plan
 from .router import start_router
 from .servers import start_server, stop_servers, wait_healthy
@@ -50,6 +51,8 @@ def _build_app(plan: LaunchPlan, http):
                                       chat_template=plan.drafter_chat_template,
                                       lora_path=plan.drafter_lora_name, timeout_s=timeout)
     cost_models = cost_fits(plan, http)
+    picker = auto_picker(plan, cost_models)
+    log_auto(picker)
     deadline = float(svc["compaction_timeout_s"])
     limits = ServiceLimits(max_body_bytes=int(float(svc["max_body_mb"]) * 2**20),
                            max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
@@ -59,7 +62,15 @@ def _build_app(plan: LaunchPlan, http):
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],
                       health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer,
-                      cost_models=cost_models)
+                      cost_models=cost_models, auto=picker)
+
+
+def log_auto(picker) -> None:
+    """One line on what ``method="auto"`` will predict on."""
+    from ..methods.autopick import describe
+
+    print(f"[launch] method auto predicts on {describe(picker.deployment)} ({picker.source}), "
+          f"acceptance prior {picker.acceptance.prior:g}", file=sys.stderr, flush=True)
 
 
 def cost_fits(plan: LaunchPlan, http) -> dict:

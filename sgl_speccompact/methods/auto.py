@@ -69,6 +69,7 @@ class Deployment:
     single_model_tp: int = 1  # TP of the target for single-model methods (equal hardware: every GPU)
     drafter_lora: LoraCost | None = field(default_factory=LoraCost)  # the drafter's adapter, charged per pass
     hermes_tokens: int = 1200  # Hermes-style summary length, tokens
+    drafter_hardware: Hardware | None = None  # the drafter server's own profile (its calibration); None: hardware
 
     @classmethod
     def named(cls, target: str = "qwen3-8b", drafter: str | None = "qwen3-0.6b", gpus: int = 1, gpu: str = "H200",
@@ -174,20 +175,20 @@ def predict(method: str, dep: Deployment, history_tokens: int, p_accept: float, 
         raise ValueError(f"no prediction for method {method!r}; known: {METHODS}")
     if dep.drafter is None:
         return float("inf")
-    d, lora = dep.drafter, dep.drafter_lora
+    d, lora, dhw = dep.drafter, dep.drafter_lora, dep.drafter_hardware or hw
     pre_t = prefill_s(t, hw, h, 1, dep.target_spec)
-    pre_d = prefill_s(d, hw, h, 1, dep.drafter_spec, lora)
+    pre_d = prefill_s(d, dhw, h, 1, dep.drafter_spec, lora)
     before = (pre_t + pre_d if dep.drafter_shares_gpu else max(pre_t, pre_d)) + 2 * shape.request_s
     q = 1.0 - p_accept
     judge = forward_s(t, hw, [(h, shape.judge_tokens)])
     repair = decode_s(t, hw, h, tpl, 1, 1, dep.target_spec)
-    draft = sum(decode_s(d, hw, h, n * (tpl + 1), b, 1, dep.drafter_spec, lora)  # +1: the newline stop
+    draft = sum(decode_s(d, dhw, h, n * (tpl + 1), b, 1, dep.drafter_spec, lora)  # +1: the newline stop
                 for b, n in _slot_phases(shape))
     longest = max(shape.slot_lines)
     # a repair's decode steps wait behind the judges (prefills go first) the other slots send meanwhile:
     # about one per slot per drafted line
     others = max(len(shape.slot_lines) / 2 - 1, 0)
-    line_s = decode_s(d, hw, h, tpl + 1, len(shape.slot_lines) // 2, 1, dep.drafter_spec, lora)
+    line_s = decode_s(d, dhw, h, tpl + 1, len(shape.slot_lines) // 2, 1, dep.drafter_spec, lora)
     repair *= 1 + others * judge / line_s
     per_line = shape.request_s * (2 + q)  # draft + judge (+ repair) requests
     crit = draft + longest * (q * (repair + judge) + per_line) + judge

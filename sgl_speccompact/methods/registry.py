@@ -3,6 +3,9 @@
 ``run_method(name, messages, ...)`` runs SpecCompact or a baseline and,
 with ``source_judge=True``, Source-Judged Compaction on its summary.  Every
 method returns the same :class:`~sgl_speccompact.result.CompactionResult`.
+``run_method("auto", ...)`` runs the method the cost model predicts fastest
+on ``deployment`` (:mod:`~sgl_speccompact.methods.autopick`) and records the
+pick in ``result.stats.auto``.
 
 Target requests per compaction (``stats.requests["target"]``; n = slots,
 six by default, e entries of the summary):
@@ -24,6 +27,8 @@ from typing import Any, Callable
 
 from . import baselines, speccompact  # noqa: F401 - importing them registers the methods
 from ..config import CompactConfig
+from .auto import Deployment
+from .autopick import AUTO, AcceptanceEstimate, AutoPicker, default_picker
 from .pipeline import run
 from ..result import CompactionResult
 from ..schema import Slot
@@ -36,13 +41,14 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
                previous_summary: str | None = None, source_judge: bool = False,
                on_event: Callable[[dict], None] | None = None, layout: str | None = None,
                tools: list[dict] | None = None, chat_template: Any = None,
-               chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
+               chat_template_kwargs: dict | None = None, focus: str | None = None,
+               deployment: Deployment | AutoPicker | None = None) -> CompactionResult:
     """Compact ``messages`` with the named method.
 
     Parameters
     ----------
     method : str
-        One of :data:`METHODS`, or a name added with
+        One of :data:`METHODS`, ``"auto"``, or a name added with
         :func:`~sgl_speccompact.methods.pipeline.register`.
     messages : list of dict
         OpenAI chat messages; read only, never modified.
@@ -89,6 +95,14 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
     focus : str, optional
         What the summary should favour (Hermes's ``/compress <focus>``).
         Untrusted text: quoted into every method's prompt as a label.
+    deployment : Deployment or AutoPicker, optional
+        What ``method="auto"`` predicts on (ignored otherwise).  An
+        :class:`~sgl_speccompact.methods.autopick.AutoPicker` also carries the
+        acceptance observed so far and is updated by a SpecCompact run; a
+        bare :class:`~sgl_speccompact.methods.auto.Deployment` starts from the
+        prior acceptance.  Default: Qwen3-8B with Qwen3-0.6B on one shared
+        H200 (:func:`~sgl_speccompact.methods.autopick.default_picker`).
+        Without a ``drafter``, ``auto`` never picks ``speccompact``.
 
     Returns
     -------
@@ -103,7 +117,28 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         invalid config.
     InvalidHistoryError, LabelTokenError, BackendError, SummaryBudgetError
     """
-    return run(method, messages, target=target, drafter=drafter, config=config, schema=schema,
+    choice = None
+    if method == AUTO:
+        picker = _picker(deployment, drafter is not None)
+        choice = picker.pick(messages, tuple(m for m in METHODS if m != "speccompact" or drafter is not None),
+                             previous_summary)
+        method = choice["method"]
+    result = run(method, messages, target=target, drafter=drafter, config=config, schema=schema,
                previous_summary=previous_summary, source_judge=source_judge, on_event=on_event,
                layout=layout, tools=tools, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs,
                focus=focus)
+    if choice is not None:
+        picker.observe(method, result.stats.acceptance_rate)
+        result.stats.auto = choice
+    return result
+
+
+def _picker(deployment: Deployment | AutoPicker | None, has_drafter: bool) -> AutoPicker:
+    """The picker ``auto`` uses: the one given, one around a bare deployment, or the default."""
+    if isinstance(deployment, AutoPicker):
+        return deployment
+    if deployment is None:
+        return default_picker(has_drafter)
+    pair = f"{deployment.target.name}|{deployment.drafter.name if deployment.drafter else 'none'}"
+    return AutoPicker(deployment, f"deployment given by the caller ({deployment.hardware.name})", pair,
+                      AcceptanceEstimate())

@@ -10,7 +10,11 @@ Routes
 ``POST /v1/compact``
     Body ``{messages, previous_summary?, method?, source_judge?, config?, stream?,
     focus?, tools?, layout?, chat_template_kwargs?, routing_key?, session?, mode?}``
-    (validated by :mod:`sgl_speccompact.service.body`).  Returns
+    (validated by :mod:`sgl_speccompact.service.body`).  ``method`` defaults
+    to the service's (``auto`` unless the operator set another): ``auto``
+    runs the method the cost model predicts fastest on this deployment
+    (:mod:`sgl_speccompact.methods.autopick`) and the result's
+    ``stats.auto`` names the pick, the predicted times and the reason.  Returns
     ``CompactionResult.to_json_dict()``, or with ``stream: true``
     Server-Sent Events: one event per runner event (``line``, ``slot_done``),
     then ``result``, then ``data: [DONE]``.  A failure after the stream
@@ -160,13 +164,14 @@ def create_app(
     api_key: str | None = None,
     limits: ServiceLimits = ServiceLimits(),
     default_config: CompactConfig | dict | None = None,
-    default_method: str = "speccompact",
+    default_method: str = "auto",
     runner: Callable[..., Any] | None = None,
     methods: Sequence[str] | None = None,
     health_probe: Callable[[Any], dict] | None = None,
     chat_template: Any = None,
     cost_models: dict | None = None,
     deployment: Any = None,
+    auto: Any = None,
 ) -> FastAPI:
     """Build the compaction service around existing backends.
 
@@ -185,7 +190,7 @@ def create_app(
     default_config : CompactConfig or dict, optional
         Config every request starts from; its ``max_*`` limits cap requests.
     default_method : str
-        Method when a request names none.
+        Method when a request names none; ``auto`` (the default) picks per request.
     runner : callable, optional
         ``run_method``-compatible function; ``sgl_speccompact.methods.registry.run_method``
         when omitted.
@@ -203,7 +208,14 @@ def create_app(
     deployment : sgl_speccompact.methods.auto.Deployment, optional
         The GPUs and models the service runs on: a compact that finds a
         prepare of its session running waits for it or cancels it by the
-        cost model's predicted times; without it, by a moving average.
+        cost model's predicted times; without it, by a moving average.  By
+        default the deployment of ``auto``, when one is given.
+    auto : AutoPicker, optional
+        What ``method="auto"`` predicts from (:mod:`sgl_speccompact.methods.autopick`):
+        the deployment and the acceptance observed per model pair.  When
+        omitted: Qwen3-8B and Qwen3-0.6B on one shared H200
+        (:func:`~sgl_speccompact.methods.autopick.default_picker`), which the
+        result's ``stats.auto.cost_model`` says.
 
     Returns
     -------
@@ -215,7 +227,10 @@ def create_app(
         runner, default_names = _default_runner()
         methods = methods or default_names
     method_names = tuple(methods or DEFAULT_METHODS)
-    if default_method not in method_names:
+    from ..methods.autopick import AUTO, default_picker  # imported late, as the runner is
+
+    picker = auto if auto is not None else default_picker(has_drafter=drafter is not None)
+    if default_method not in method_names + (AUTO,):
         raise UnknownMethodError(f"default method {default_method!r} is not one of {list(method_names)}")
     base_config = make_config(default_config)
     targets = RoundRobin(list(target) if isinstance(target, (list, tuple)) else [target])
@@ -224,7 +239,11 @@ def create_app(
     metrics = Metrics()
     cost_report = {role: fit.to_dict() for role, fit in (cost_models or {}).items()}
     metrics.set_cost_models(cost_models or {})
+    metrics.observed_acceptance.labels(picker.pair).set(picker.acceptance.get(picker.pair))
+    pickable = tuple(m for m in method_names if m != "speccompact" or drafter is not None)
     compactions = Compactions(limits, metrics)
+    if deployment is None and auto is not None:  # the deployment auto picks on times the prepares too
+        deployment = auto.deployment
     sessions = Sessions(limits.session_store_bytes, limits.session_ttl_s, metrics,
                         cost_predictor(deployment) if deployment is not None else None)
 
@@ -259,23 +278,36 @@ def create_app(
         """Parse and check one body: CPU work, run on a prepare thread (see ``compact``)."""
         req = parse_request(parse_json(raw, limits), limits)
         method = req.method or default_method
-        if method not in method_names:
-            raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names)}", field="method")
+        if method not in method_names + (AUTO,):
+            raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names + (AUTO,))}",
+                                      field="method")
         if method == "speccompact" and drafter is None:
             raise InvalidRequestError("speccompact needs a drafter; this service has none", field="method")
         cfg = request_config(base_config, req.config)
         parse_messages(req.messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
-        return req, method, cfg
+        if method != AUTO:  # an explicit method always wins
+            return req, method, cfg, None
+        if not pickable:
+            raise InvalidRequestError("auto has no method to pick from on this service", field="method")
+        choice = picker.pick(req.messages, pickable, req.previous_summary)
+        metrics.auto_picks.labels(choice["method"]).inc()
+        return req, choice["method"], cfg, choice
 
-    def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None):
+    def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None, choice: dict | None = None):
         layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools), ("chat_template", chat_template),
                                     ("chat_template_kwargs", req.chat_template_kwargs), ("focus", req.focus))
                   if v is not None}
 
         def run(target_backend, drafter_backend):
-            return runner(method, req.messages, target=target_backend, drafter=drafter_backend, config=cfg,
-                          previous_summary=req.previous_summary, source_judge=req.source_judge,
-                          on_event=on_event, **layout)
+            result = runner(method, req.messages, target=target_backend, drafter=drafter_backend, config=cfg,
+                            previous_summary=req.previous_summary, source_judge=req.source_judge,
+                            on_event=on_event, **layout)
+            estimate = picker.observe(method, result.stats.acceptance_rate)
+            if estimate is not None:
+                metrics.observed_acceptance.labels(picker.pair).set(estimate)
+            if choice is not None:
+                result.stats.auto = choice
+            return result
         target = targets.pick()
         if req.routing_key and hasattr(target, "with_routing_key"):  # sglang-router manual policy
             target = target.with_routing_key(req.routing_key)
@@ -293,13 +325,14 @@ def create_app(
             raw = await _read_body(request, limits)
             # parsing and checking a large body is CPU work: off the event loop, so /health and
             # other requests are served meanwhile (redaction runs on the compaction's thread)
-            req, method, cfg = await asyncio.get_running_loop().run_in_executor(preparing(), prepare, raw)
+            req, method, cfg, choice = await asyncio.get_running_loop().run_in_executor(preparing(), prepare, raw)
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()
             return fail(err)
         scope, info, ready = auth_scope(request.headers.get("authorization")), None, None
         if req.mode == "prepare":
-            body = sessions.prepare(scope, req, method, lambda r: compactions.start(method, *job(r, method, cfg)))
+            body = sessions.prepare(scope, req, method,
+                                    lambda r: compactions.start(method, *job(r, method, cfg, None, choice)))
             return JSONResponse(body, status_code=202)
         if req.session is not None:
             plan = await sessions.resolve(scope, req, method)
@@ -308,11 +341,12 @@ def create_app(
                 return JSONResponse({**ready.to_json_dict(), "session": info})
         if req.stream:
             stopping = anyio.Event()  # set by sse-starlette when the server begins to stop
-            return EventSourceResponse(_stream(req, method, cfg, stopping, info, ready), ping=SSE_PING_S, sep="\n",
+            return EventSourceResponse(_stream(req, method, cfg, stopping, info, ready, choice), ping=SSE_PING_S,
+                                       sep="\n",
                                        headers={"Cache-Control": "no-cache"}, shutdown_event=stopping,
                                        shutdown_grace_period=SSE_STOP_GRACE_S)
         t0 = time.monotonic()
-        task = compactions.start(method, *job(req, method, cfg))
+        task = compactions.start(method, *job(req, method, cfg, None, choice))
         try:
             result = await task.wait(request)
         except asyncio.CancelledError:  # the server is stopping and cancels open requests
@@ -327,7 +361,7 @@ def create_app(
         return JSONResponse(out if info is None else {**out, "session": info})
 
     async def _stream(req: CompactRequest, method: str, cfg: CompactConfig, stopping: anyio.Event,
-                      info: dict | None = None, ready=None):
+                      info: dict | None = None, ready=None, choice: dict | None = None):
         if ready is not None:  # a stored result covers every message
             yield _event({**ready.to_json_dict(), "session": info}, "result")
             yield {"data": "[DONE]"}
@@ -338,7 +372,7 @@ def create_app(
         def on_event(event: dict) -> None:  # called from the runner's worker threads
             loop.call_soon_threadsafe(queue.put_nowait, dict(event))
 
-        task = compactions.start(method, *job(req, method, cfg, on_event))
+        task = compactions.start(method, *job(req, method, cfg, on_event, choice))
         stop = asyncio.ensure_future(stopping.wait())
         try:
             done = asyncio.ensure_future(task.wait(None))

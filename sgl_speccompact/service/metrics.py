@@ -61,6 +61,12 @@ class Metrics:
         self.cost_model = Gauge("speccompact_cost_model_param",
                                 "Cost-model parameter per server (s, s/token or FLOP/s); source: calibrated or "
                                 "profile:<GPU>", ["role", "param", "source", "gpu"], registry=r)
+        self.auto_picks = Counter("speccompact_auto_picks_total", "method=auto requests by the method picked",
+                                  ["method"], registry=r)
+        self.observed_acceptance = Gauge("speccompact_observed_acceptance",
+                                         "Running acceptance estimate method=auto picks with, per target|drafter "
+                                         "model pair (the prior until a SpecCompact compaction finishes)",
+                                         ["pair"], registry=r)
 
     def set_cost_models(self, fits: dict) -> None:
         """Publish each server's cost-model parameters (role -> CostFit)."""

@@ -6,6 +6,7 @@ import json
 import os
 import shlex
 import signal
+import re
 import subprocess
 import sys
 import textwrap
@@ -307,12 +308,15 @@ def test_launch_with_emulated_servers_compacts_then_sigterm_leaves_no_orphans(tm
         wait_healthy(base, proc)
         assert set(httpx.get(f"{base}/health", timeout=EXIT_S).json()["upstreams"]) == {"target", "drafter"}
         traj = next((Path(__file__).parents[3] / "shared/data/trajectories").glob("*function_calling_simple*"))
-        body = {"messages": load_history(traj)}
+        body = {"messages": load_history(traj), "method": "speccompact"}  # explicit: the default auto may not pick it
         assert httpx.post(f"{base}/v1/compact", json=body, timeout=READY_S).status_code == 401
         res = httpx.post(f"{base}/v1/compact", json=body, headers={"Authorization": "Bearer tok"}, timeout=READY_S)
         assert res.status_code == 200, res.text
         out = res.json()
-        assert out["summary"].strip() and out["stats"]["requests"]["drafter"]
+        assert out["summary"].strip() and out["stats"]["requests"]["drafter"] and out["stats"]["auto"] is None
+        # the service keeps the acceptance observed on this model pair for method auto
+        text = httpx.get(f"{base}/metrics", timeout=EXIT_S).text
+        assert re.search(r'^speccompact_observed_acceptance\{pair="[^"]+\|[^"]+"\} ', text, re.M), text[-2000:]
         children = pids(tmp_path, tp) + pids(tmp_path, dp)
         assert len(children) == 2 and all(alive(p) for p in children)
         proc.send_signal(signal.SIGTERM)
@@ -396,3 +400,37 @@ def test_router_plan_checks():
         plan_for("--target-workers", "0")
     with pytest.raises(ConfigError, match="share a port"):
         plan_for("--target-workers", "2", "--router-port", "30011")
+
+
+def test_auto_is_the_default_method_everywhere():
+    assert plan_for().service["method"] == "auto"
+    for config in CONFIGS:
+        assert plan_for("--config", str(config)).service["method"] == "auto", config.name
+    method = next(a for a in build_parser()._actions if a.dest == "method")
+    assert method.help.startswith("default method: auto")
+
+
+def test_auto_deployment_follows_the_plan():
+    from sgl_speccompact.core.calibration import profile_fit
+    from sgl_speccompact.launch.auto import auto_picker
+
+    shared = auto_picker(plan_for("--target-model", "Qwen/Qwen3-32B"))
+    own = auto_picker(plan_for("--target-model", "Qwen/Qwen3-32B", "--drafter-arg", "--base-gpu-id 1"))
+    assert (shared.deployment.gpus, shared.deployment.drafter_shares_gpu) == (1, True)
+    assert (own.deployment.gpus, own.deployment.drafter_shares_gpu) == (2, False)
+    history = [{"role": "user", "content": "x" * 12000}]
+    allowed = ("speccompact", "hermes", "openclaw", "target_self")
+    assert (shared.pick(history, allowed)["method"], own.pick(history, allowed)["method"]) == (
+        "target_self", "speccompact")
+    # the two-H100 config: TP=2 target, the drafter beside it on GPU 1, the shipped speculative tables
+    two = auto_picker(plan_for("--config", str(REPO / "launch/qwen3-32b-2xh100.toml")))
+    d = two.deployment
+    assert (d.gpus, d.drafter_shares_gpu, d.single_model_tp, d.target_spec.algorithm) == (2, True, 2, "EAGLE3")
+    assert "H100" in d.hardware.name
+    # a calibrated fit replaces the profile, per server, and the source says so
+    fit = profile_fit("Qwen/Qwen3-0.6B", "A100").__class__(**{**profile_fit("Qwen/Qwen3-0.6B", "A100").to_dict(),
+                                                             "source": "calibrated"})
+    cal = auto_picker(plan_for(), {"drafter": fit})
+    assert "drafter: calibrated" in cal.source and cal.deployment.drafter_hardware is not None
+    external = auto_picker(plan_for("--target-url", "http://t:1", "--drafter-url", "http://d:2"))
+    assert external.deployment is None and "one shared GPU assumed" in external.source

@@ -78,7 +78,8 @@ def test_auto_does_not_import_the_testing_package():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("name", ["core.costmodel", "core.specdecode", "methods.auto", "testing.harness.latency", "testing.harness.latency_cases"])
+@pytest.mark.parametrize("name", ["core.costmodel", "core.specdecode", "methods.auto", "methods.autopick",
+                                  "testing.harness.latency", "testing.harness.latency_cases"])
 def test_docstring_examples_of_the_cost_model_modules(name):
     import doctest
     import importlib

@@ -53,6 +53,28 @@ def test_dispatches_every_method():
     assert "Historical Task Snapshot" not in baseline_target_prompt("openclaw")
 
 
+def test_auto_runs_the_pick_for_the_deployment_given():
+    from sgl_speccompact.methods.auto import Deployment
+    from sgl_speccompact.methods.autopick import AcceptanceEstimate, deployment_for
+
+    # default (one shared H200, prior 0.7): Target-self; the drafter on its own GPU at acceptance 0.95:
+    # SpecCompact, and its observed acceptance (judge_bad rejects some lines) updates the caller's picker
+    res = run_method("auto", MESSAGES, target=baseline_target(), drafter=ScriptedBackend())
+    assert res.method == res.stats.auto["method"] == "target_self" and "H200" in res.stats.auto["cost_model"]
+    picker = deployment_for("Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B", gpus=2, drafter_shares_gpu=False,
+                            acceptance=AcceptanceEstimate(prior=0.95))
+    target, drafter = pair()
+    res = run_method("auto", MESSAGES, target=target, drafter=drafter, deployment=picker)
+    assert res.method == "speccompact" and kinds(res, "drafter")["draft"] >= 1
+    assert picker.acceptance.get(picker.pair) == pytest.approx(0.8 * 0.95 + 0.2 * res.stats.acceptance_rate)
+    # no drafter: never SpecCompact, whatever the deployment says
+    res = run_method("auto", MESSAGES, target=baseline_target(), deployment=Deployment.named(gpus=2))
+    assert res.method != "speccompact" and "speccompact" not in res.stats.auto["predicted_s"]
+    # an explicit method ignores the deployment and records no pick
+    res = run_method("hermes", MESSAGES, target=baseline_target(), deployment=picker)
+    assert res.method == "hermes" and res.stats.auto is None
+
+
 def baseline_target_prompt(method):
     target = baseline_target()
     run_method(method, MESSAGES, target=target)

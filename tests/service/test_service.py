@@ -356,13 +356,15 @@ def test_e2e_every_method_round_trip(methods, emulated_pair):
         out = res.json()
         assert out["method"] == method and out["summary"].strip()
         assert out["stats"]["requests"]["target"], method
-    sc = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()  # default: speccompact
-    assert sc["method"] == "speccompact" and sc["stats"]["requests"]["drafter"]
-    sjc = client.post("/v1/compact", json={"messages": MESSAGES * 3, "source_judge": True,
+    # default: auto, which on the default deployment (one shared H200, p_accept prior 0.7) picks Target-self
+    picked = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()
+    assert picked["method"] == picked["stats"]["auto"]["method"] == "target_self"
+    sjc = client.post("/v1/compact", json={"messages": MESSAGES * 3, "source_judge": True, "method": "speccompact",
                                            "previous_summary": "## Goal\n- fix a.py"})
     assert sjc.status_code == 200 and sjc.json()["source_judge"] is not None
+    assert sjc.json()["stats"]["requests"]["drafter"] and sjc.json()["stats"]["auto"] is None
     assert client.get("/health").json()["status"] == "ok"
-    assert 'speccompact_compactions_total{method="speccompact",outcome="ok"} 3.0' in client.get("/metrics").text
+    assert 'speccompact_compactions_total{method="speccompact",outcome="ok"} 2.0' in client.get("/metrics").text
 
 
 def test_e2e_stream_lines_then_result_then_done(methods, emulated_pair):
@@ -400,7 +402,7 @@ def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
     runner = Recording(methods.run_method)
     client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
     sent = copy.deepcopy(MESSAGES)
-    res = client.post("/v1/compact", json={"messages": sent})
+    res = client.post("/v1/compact", json={"messages": sent, "method": "speccompact"})
     assert killed.is_set()
     assert res.status_code == 502, res.text
     assert set(res.json()) == {"error"} and res.json()["error"]["type"] == "backend_unavailable"
@@ -443,7 +445,7 @@ def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_ser
     def one(i):
         msgs = [{"role": "system", "content": "You are a coding agent."},
                 {"role": "user", "content": f"Please finish TASK-{i} in the repository today."}]
-        return i, client.post("/v1/compact", json={"messages": msgs}).json()
+        return i, client.post("/v1/compact", json={"messages": msgs, "method": "speccompact"}).json()
 
     with client, ThreadPoolExecutor(n) as ex:
         results = list(ex.map(one, range(n)))
@@ -488,3 +490,98 @@ def test_layout_fields_reach_the_runner():
     assert got["chat_template_kwargs"] == {"enable_thinking": False}
     assert got["target"].routing_key == "session-1"
     assert client.post("/v1/compact", json={"messages": MESSAGES, "layout": "agentic"}).status_code == 422
+
+
+# ------------------------------------------------------------------ method="auto"
+
+def _picker(gpus=1, prior=0.9, fits=None):
+    from sgl_speccompact.methods.autopick import AcceptanceEstimate, deployment_for
+
+    return deployment_for("Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B", gpus=gpus, drafter_shares_gpu=gpus == 1, fits=fits,
+                          acceptance=AcceptanceEstimate(prior=prior))
+
+
+def test_auto_is_the_default_and_its_pick_follows_the_deployment():
+    # the same history and acceptance (0.9): Target-self when the drafter shares the target's GPU,
+    # SpecCompact when it has its own (predicted 1.42 s against 1.76 s on H200 profiles)
+    picks = {}
+    for gpus in (1, 2):
+        client, runner = make_client(auto=_picker(gpus))
+        out = client.post("/v1/compact", json={"messages": MESSAGES}).json()
+        auto = out["stats"]["auto"]
+        assert runner.calls[0]["method"] == out["method"] == auto["method"]
+        assert auto["requested"] == "auto" and auto["deployment"]["gpus"] == gpus
+        assert auto["method"] == min(auto["predicted_s"], key=auto["predicted_s"].get)
+        assert auto["p_accept"] == 0.9 and auto["p_accept_source"] == "prior"
+        assert auto["history_tokens"] > 0 and auto["history_tokens_source"].startswith("estimate")
+        assert "profile:H200" in auto["cost_model"] and auto["method"] in auto["reason"]
+        picks[gpus] = out["method"]
+    assert picks == {1: "target_self", 2: "speccompact"}
+
+
+def test_auto_pick_changes_with_a_calibrated_slower_drafter():
+    from dataclasses import replace
+
+    from sgl_speccompact.core.calibration import profile_fit
+
+    # an L40S's numbers for the drafter, as a calibration on a slow drafter GPU would give
+    slow = replace(profile_fit("Qwen/Qwen3-0.6B", "L40S"), source="calibrated", gpu="H200")
+    fast_out = make_client(auto=_picker(2))[0].post("/v1/compact", json={"messages": MESSAGES}).json()
+    slow_out = make_client(auto=_picker(2, fits={"drafter": slow}))[0].post(
+        "/v1/compact", json={"messages": MESSAGES}).json()
+    assert (fast_out["method"], slow_out["method"]) == ("speccompact", "target_self")
+    assert "drafter: calibrated" in slow_out["stats"]["auto"]["cost_model"]
+    assert slow_out["stats"]["auto"]["predicted_s"]["speccompact"] > fast_out["stats"]["auto"]["predicted_s"][
+        "speccompact"]
+
+
+def test_an_explicit_method_wins_over_auto():
+    client, runner = make_client(auto=_picker(2))
+    for method in ("hermes", "target_self", "speccompact"):
+        out = client.post("/v1/compact", json={"messages": MESSAGES, "method": method}).json()
+        assert out["method"] == method and out["stats"]["auto"] is None
+    assert [c["method"] for c in runner.calls] == ["hermes", "target_self", "speccompact"]
+    assert "speccompact_auto_picks_total" not in _samples(client)
+
+
+def test_auto_without_a_drafter_never_picks_speccompact():
+    client, runner = make_client(auto=_picker(2, prior=1.0), drafter=None)
+    out = client.post("/v1/compact", json={"messages": MESSAGES}).json()
+    assert out["method"] == "target_self" and "speccompact" not in out["stats"]["auto"]["predicted_s"]
+
+
+def test_observed_acceptance_moves_the_estimate_and_the_pick():
+    # FakeRunner reports acceptance 0.5; from the prior 0.9 the estimate falls by the EMA (weight 0.2):
+    # 0.9, 0.82, 0.756, 0.7048, and below about 0.73 Target-self is predicted faster on two GPUs
+    client, _ = make_client(auto=_picker(2, prior=0.9))
+    seen = [client.post("/v1/compact", json={"messages": MESSAGES}).json()["stats"]["auto"] for _ in range(4)]
+    assert [a["p_accept"] for a in seen] == pytest.approx([0.9, 0.82, 0.756, 0.7048])
+    assert [a["method"] for a in seen] == ["speccompact"] * 3 + ["target_self"]
+    assert seen[1]["p_accept_source"] == "observed over 1 compactions"
+    text = client.get("/metrics").text
+    pair = 'pair="Qwen/Qwen3-8B|Qwen/Qwen3-0.6B"'
+    assert f"speccompact_observed_acceptance{{{pair}}} 0.7048" in text
+    assert 'speccompact_auto_picks_total{method="speccompact"} 3.0' in text
+    assert 'speccompact_auto_picks_total{method="target_self"} 1.0' in text
+    # a Target-self compaction judges no drafts: the estimate stays
+    client.post("/v1/compact", json={"messages": MESSAGES})
+    assert f"speccompact_observed_acceptance{{{pair}}} 0.7048" in client.get("/metrics").text
+
+
+def _samples(client) -> str:
+    return "\n".join(l for l in client.get("/metrics").text.splitlines() if not l.startswith("#"))
+
+
+def test_auto_on_emulators_runs_the_pick(methods, emulated_pair):
+    # two GPUs and a high observed acceptance: SpecCompact runs, drafting on the drafter emulator,
+    # every body checked by the emulator against sglang's own request classes
+    target, drafter = endpoints(*emulated_pair)
+    client = TestClient(create_app(target, drafter, auto=_picker(2, prior=0.95)))
+    out = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()
+    assert out["method"] == out["stats"]["auto"]["method"] == "speccompact"
+    assert out["stats"]["requests"]["drafter"]["draft"]["requests"] >= 1
+    assert out["stats"]["auto"]["p_accept"] == 0.95
+    # the observed acceptance of that run replaced part of the prior
+    again = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()["stats"]["auto"]
+    rate = out["stats"]["acceptance_rate"]
+    assert again["p_accept"] == pytest.approx(0.8 * 0.95 + 0.2 * rate, abs=1e-4)
