@@ -8,7 +8,7 @@ import pytest
 MODULES = ["__init__", "errors", "config", "schema", "core.judge", "core.lines", "core.sections", "core.prompts", "core.judge_prompts", "history.messages", "result",
            "backends.endpoint", "backends.http", "backends.plain_select", "methods.baselines", "methods.assembly", "methods.pipeline", "core.entries", "methods.source_judge", "history.formats", "history.convert", "launch.cli", "launch.servers", "launch.router", "testing.emulator.policy", "testing.sim.workload",
            "core.hermes_prompt", "backends.layout", "backends.chat_render", "flags", "service.body", "launch.plan", "cli", "service.runtime",
-           "service.app", "service.cancel", "launch.auto",
+           "service.app", "service.cancel", "service.stream", "launch.auto",
            "train.data", "train.incremental", "train.sections",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",
            "evaluation.continuation", "evaluation.sjc", "evaluation.frontier", "evaluation.runner",

@@ -1,7 +1,7 @@
 """The compaction HTTP service: app, request body, runtime, metrics, cancellation.
 
 ``app`` is the FastAPI application (:func:`create_app`), ``body`` reads and
-validates a request, ``sessions`` and ``store`` keep ahead-of-time (prepared)
+validates a request, ``stream`` sends a compaction as Server-Sent Events, ``sessions`` and ``store`` keep ahead-of-time (prepared)
 compactions, ``runtime`` runs compactions on worker threads with
 deadlines, ``metrics`` counts them for Prometheus, ``cancel`` stops a
 compaction's upstream requests.

@@ -49,18 +49,15 @@ from __future__ import annotations
 
 import asyncio
 import hmac
-import json
 import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, Callable, Sequence
 
-import anyio
 from fastapi import FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
-from sse_starlette.sse import EventSourceResponse
 
 from ..config import CompactConfig, make_config
 from ..errors import (
@@ -72,13 +69,13 @@ from ..errors import (
     SpecCompactError,
     UnauthorizedError,
     UnknownMethodError,
-    http_status,
 )
 from ..history.messages import parse_messages
 from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
                            request_config)
 from .metrics import Metrics
 from .sessions import Sessions, cost_predictor
+from .stream import error_body, error_status, stream_response
 from .store import auth_scope
 from .runtime import (
     Compactions,
@@ -93,10 +90,6 @@ log = logging.getLogger(__name__)
 
 API_KEY_ENV = "SGL_SPECCOMPACT_API_KEY"
 DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
-SSE_PING_S = 15  # keep-alive comment interval on event streams (seconds)
-# once shutdown starts, how long an event stream may take to send its service_stopping event and end
-# before sse-starlette cuts it; below launch_run.SHUTDOWN_GRACE_S, uvicorn's own drain limit (seconds)
-SSE_STOP_GRACE_S = 2.0
 PREPARE_WORKERS = 4  # threads that parse and check request bodies
 
 __all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
@@ -120,21 +113,6 @@ def resolve_api_key(cli_value: str | None) -> str | None:
             raise ConfigError("is empty; omit it to run without auth", field=where)
         return value
     return None
-
-
-def error_body(err: SpecCompactError) -> dict:
-    """``{"error": {...}}`` for a typed error."""
-    return {"error": err.to_dict()}
-
-
-def error_status(err: SpecCompactError) -> int:
-    """HTTP status of a typed error."""
-    return http_status(err)
-
-
-def _event(data: dict, kind: str | None = None) -> dict:
-    """One SSE event (encoded by sse-starlette with the response's separator)."""
-    return {"event": kind or str(data.get("type", "event")), "data": json.dumps(data, ensure_ascii=False)}
 
 
 def _default_runner() -> tuple[Callable, tuple[str, ...]]:
@@ -340,11 +318,8 @@ def create_app(
             if ready is not None and not req.stream:
                 return JSONResponse({**ready.to_json_dict(), "session": info})
         if req.stream:
-            stopping = anyio.Event()  # set by sse-starlette when the server begins to stop
-            return EventSourceResponse(_stream(req, method, cfg, stopping, info, ready, choice), ping=SSE_PING_S,
-                                       sep="\n",
-                                       headers={"Cache-Control": "no-cache"}, shutdown_event=stopping,
-                                       shutdown_grace_period=SSE_STOP_GRACE_S)
+            return stream_response(lambda on_event: compactions.start(method, *job(req, method, cfg, on_event, choice)),
+                                   upstreams.scrub, info, ready)
         t0 = time.monotonic()
         task = compactions.start(method, *job(req, method, cfg, None, choice))
         try:
@@ -359,50 +334,6 @@ def create_app(
         sessions.expected.observe(time.monotonic() - t0)
         out = result.to_json_dict()
         return JSONResponse(out if info is None else {**out, "session": info})
-
-    async def _stream(req: CompactRequest, method: str, cfg: CompactConfig, stopping: anyio.Event,
-                      info: dict | None = None, ready=None, choice: dict | None = None):
-        if ready is not None:  # a stored result covers every message
-            yield _event({**ready.to_json_dict(), "session": info}, "result")
-            yield {"data": "[DONE]"}
-            return
-        loop = asyncio.get_running_loop()
-        queue: asyncio.Queue = asyncio.Queue()
-
-        def on_event(event: dict) -> None:  # called from the runner's worker threads
-            loop.call_soon_threadsafe(queue.put_nowait, dict(event))
-
-        task = compactions.start(method, *job(req, method, cfg, on_event, choice))
-        stop = asyncio.ensure_future(stopping.wait())
-        try:
-            done = asyncio.ensure_future(task.wait(None))
-            while True:
-                getter = asyncio.ensure_future(queue.get())
-                waiting = {getter, done} if stop.done() else {getter, done, stop}
-                await asyncio.wait(waiting, return_when=asyncio.FIRST_COMPLETED)
-                if stop.done():  # the service is stopping: `done` answers service_stopping within a poll
-                    task.scope.cancel("shutdown")
-                if getter.done():
-                    item = getter.result()
-                    yield _event(item)
-                    continue
-                getter.cancel()
-                if not done.done():
-                    continue
-                while not queue.empty():  # events sent before the result
-                    yield _event(queue.get_nowait())
-                try:
-                    result = done.result()
-                except SpecCompactError as err:
-                    yield _event({**upstreams.scrub(error_body(err)), "status": error_status(err)}, "error")
-                    return
-                out = result.to_json_dict()
-                yield _event(out if info is None else {**out, "session": info}, "result")
-                yield {"data": "[DONE]"}
-                return
-        finally:
-            stop.cancel()
-            task.scope.cancel("cancelled")  # the client left (or the stream ended): stop the work
 
     @app.get("/health")
     async def health():
