@@ -300,7 +300,7 @@ def gated(make_emulated_server):
 def _live(gated, **limits) -> LiveService:
     target = gated.endpoint(gated.target_srv.url)
     drafter = gated.endpoint(gated.drafter_srv.url, lora_path="drafter")
-    return LiveService(create_app(target, drafter, limits=ServiceLimits(**limits)))
+    return LiveService(create_app(target, drafter, limits=ServiceLimits(**limits), default_method="speccompact"))
 
 
 def _check_cancelled(svc: LiveService, gated: GatedServers, outcome: str) -> None:
@@ -734,7 +734,7 @@ def test_probe7_sigterm_ends_open_streams_with_an_error_event(make_emulated_serv
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,
-                             "--drafter-url", drafter_srv.url, "--service-port", str(port)],
+                             "--drafter-url", drafter_srv.url, "--service-port", str(port), "--method", "speccompact"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True,
                             env={**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)})
     got: list = []
@@ -778,7 +778,8 @@ def test_probe7_server_stop_ends_streams_without_a_signal(gated):
     from sgl_speccompact.launch.run import service_server
     from sgl_speccompact.testing.emulator.server import listening_socket
 
-    app = create_app(gated.endpoint(gated.target_srv.url), gated.endpoint(gated.drafter_srv.url, lora_path="drafter"))
+    app = create_app(gated.endpoint(gated.target_srv.url), gated.endpoint(gated.drafter_srv.url, lora_path="drafter"),
+                     default_method="speccompact")
     sock = listening_socket("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     server = service_server(app, log_level="warning", timeout_graceful_shutdown=3)
