@@ -195,19 +195,26 @@ def run(args) -> dict:
               "optimizations": dict(OPTIMIZATIONS), "variants": entries, "runner": runner_src,
               "timestamp": now.isoformat(timespec="seconds"), "conditions": vars(args), **info,
               "decisions": {f"{s}/{v}": d for (s, v), d in digests.items()},
-              "comparable": comparable(digests), "rows": rows, "summary": summary}
+              "comparable": comparable(digests, entries), "rows": rows, "summary": summary}
     path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"ablation-{now.strftime('%Y%m%dT%H%M%SZ')}.json"))
     print(f"wrote {path}")
     return report
 
 
-def comparable(digests: dict) -> dict:
-    """Per history seed: whether every SpecCompact run on it made the same decisions."""
-    seeds = sorted({s for s, _ in digests})
+def comparable(digests: dict, entries: list[dict] = ()) -> dict:
+    """Per history seed: whether every SpecCompact run on it made the same decisions.
+
+    Runs of a variant that flips a switch of ``config.DECISION_CHANGING`` (from its entry's
+    ``changes``) are left out: they may decide otherwise by design.
+    """
+    from sgl_speccompact.config import DECISION_CHANGING
+
+    other = {e["variant"] for e in entries if set(e.get("changes") or ()) & DECISION_CHANGING}
+    kept = {k: ds for k, ds in digests.items() if k[1] not in other}
     out = {}
-    for seed in seeds:
-        got = {d for (s, _), ds in digests.items() if s == seed for d in ds}
-        out[str(seed)] = {"runs": sum(len(ds) for (s, _), ds in digests.items() if s == seed),
+    for seed in sorted({s for s, _ in kept}):
+        got = {d for (s, _), ds in kept.items() if s == seed for d in ds}
+        out[str(seed)] = {"runs": sum(len(ds) for (s, _), ds in kept.items() if s == seed),
                           "distinct_decisions": len(got), "same": len(got) == 1 and None not in got}
     return out
 
