@@ -43,7 +43,7 @@ from .pipeline import Job, register, run
 from ..core.hermes_prompt import hermes_prompt, rough_tokens, summary_target, transcript
 from ..core.sections import join_parts
 from ..programs.slot_stream import HEADING
-from ..programs.slots import branches_of
+from ..programs.slots import branches_of, per_slot
 from ..programs.steps import SlotContext, end_states, fork_slots, open_slot, result_of, run_concurrently
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
 from ..result import CompactionResult, LineOrigin, SlotResult, SummaryLine
@@ -115,14 +115,9 @@ def target_self_program(s, shared, ctx):
     does, and its parts are joined in order within the slot's one budget.
     Returns the :class:`SlotResult` of every slot in schema order.
     """
-    counts = [len(branches_of(slot, ctx)) for slot in ctx.slots]
-    branches = fork_slots(s, shared, ctx, n=sum(counts))
+    branches = fork_slots(s, shared, ctx, n=sum(len(branches_of(slot, ctx)) for slot in ctx.slots))
     try:
-        jobs, i = [], 0
-        for slot, k in zip(ctx.slots, counts):
-            jobs.append(lambda slot=slot, mine=branches[i:i + k]: write_slot(mine, slot, ctx))
-            i += k
-        return run_concurrently(jobs, ctx.cancel)
+        return per_slot(branches, ctx, write_slot)
     finally:
         end_states(branches)
 

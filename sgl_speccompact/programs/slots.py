@@ -35,14 +35,20 @@ def speccompact(s, shared, ctx):
         forks = fork_slots(s, shared, ctx, n=len(units))
     try:
         warm.result()
-        jobs, i = [], 0
-        for slot in ctx.slots:
-            k = len(branches_of(slot, ctx))
-            jobs.append(lambda slot=slot, mine=forks[i:i + k]: run_slot(mine, slot, ctx))
-            i += k
-        return run_concurrently(jobs, ctx.cancel)
+        return per_slot(forks, ctx, run_slot)
     finally:
         end_states(forks)
+
+
+def per_slot(forks: list, ctx: SlotContext, run) -> list[SlotResult]:
+    """``run(branches, slot, ctx)`` for every slot, concurrently, each with its own slice of ``forks``
+    (one fork per branch, in schema order: :func:`branches_of`)."""
+    jobs, i = [], 0
+    for slot in ctx.slots:
+        k = len(branches_of(slot, ctx))
+        jobs.append(lambda slot=slot, mine=forks[i:i + k]: run(mine, slot, ctx))
+        i += k
+    return run_concurrently(jobs, ctx.cancel)
 
 
 def run_slot(forks: list, slot: Slot, ctx: SlotContext) -> SlotResult:
