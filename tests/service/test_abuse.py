@@ -446,6 +446,10 @@ def test_probe_cli_set_errors_are_one_line(tmp_path, capsys, item, words):
 # ------------------------------------------------------------------ 3. clean shutdown, no thread leak
 
 
+# SpecCompact by name: its drafts are what fail here, and auto picks Target-self on a shared GPU.
+SPECCOMPACT_BODY = {"messages": MESSAGES, "method": "speccompact"}
+
+
 def _failing_servers(make_emulated_server):
     """Target fine; every draft fails with an upstream error once the target forked its slots."""
     from sgl_speccompact.testing import ScriptedPolicy
@@ -477,7 +481,7 @@ def test_probe_fifty_failing_compactions_leak_no_threads(make_emulated_server):
                      SpecCompactEndpoint(drafter_srv.url, lora_path="drafter", timeout_s=30))
     with TestClient(app) as client:
         def fail_once():
-            res = client.post("/v1/compact", json={"messages": MESSAGES})
+            res = client.post("/v1/compact", json=SPECCOMPACT_BODY)
             assert res.status_code == 502, res.text
         for _ in range(3):  # warm up: connection pools, the loop's executor
             fail_once()
@@ -528,13 +532,13 @@ def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_
     try:
         wait_healthy(base, proc, statuses=(200, 503))  # 503: an upstream is down, the service is up
         for _ in range(10):
-            assert httpx.post(base + "/v1/compact", json={"messages": MESSAGES}, timeout=READY_S).status_code == 502
+            assert httpx.post(base + "/v1/compact", json=SPECCOMPACT_BODY, timeout=READY_S).status_code == 502
         failing.clear()  # now a request gets stuck inside an upstream call while the signal arrives
         answers: list = []
 
         def ask() -> None:
             try:
-                answers.append(httpx.post(base + "/v1/compact", json={"messages": MESSAGES}, timeout=READY_S))
+                answers.append(httpx.post(base + "/v1/compact", json=SPECCOMPACT_BODY, timeout=READY_S))
             except httpx.HTTPError as exc:  # kept, so a failure says what the client saw
                 answers.append(exc)
 
