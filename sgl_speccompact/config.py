@@ -40,6 +40,8 @@ OPTIMIZATIONS: dict[str, str] = {
                       "history once per compaction; off: every request carries text the server tokenizes",
     "drafter_digest": "the drafter reads a digest of the history (tool outputs cut to drafter_digest_tokens "
                       "at each end); the target still judges and repairs against the whole history",
+    "lockstep_branches": "SpecCompact's branches send their drafts, judgements and repairs in rounds (each "
+                         "waits until every live branch is ready), so they share forward passes",
 }
 
 
@@ -107,6 +109,7 @@ class CompactConfig(BaseModel):
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
     drafter_digest: bool = False  # the drafter reads clipped tool outputs (off until measured on a GPU)
     drafter_digest_tokens: int = Field(64, ge=1, le=MAX_TOKENS)  # with drafter_digest: tokens kept at each end of a tool output
+    lockstep_branches: bool = False  # SpecCompact branches send requests in rounds (off: a loss when raced, bench/README.md)
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

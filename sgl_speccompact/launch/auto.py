@@ -12,6 +12,8 @@ says so.
 
 from __future__ import annotations
 
+import json
+
 from .plan import LaunchPlan
 from .servers import ServerSpec
 
@@ -68,3 +70,32 @@ def auto_picker(plan: LaunchPlan, fits: dict | None = None):
     if not started:
         picker.source += "; servers not started here: one shared GPU assumed"
     return picker
+
+
+DRY_RUN_TOKENS = (8_000, 32_000)  # history sizes whose pick --dry-run shows (tokens)
+
+
+def format_auto(plan: LaunchPlan) -> str:
+    """What ``--dry-run`` adds when the service's method is ``auto``: the deployment it predicts on,
+    and its pick at the prior acceptance for a few history sizes (profiles; no calibration yet).
+
+    Comment lines (``# ...``), so the dry run stays a script of commands and one JSON object.
+    """
+    from ..methods.auto import METHODS, choose
+    from ..methods.autopick import describe
+
+    picker = auto_picker(plan)
+    out = [f"# method=auto predicts on: {json.dumps(describe(picker.deployment))}",
+           f"# cost model: {picker.source} (a calibration or --calibrate replaces the profiles)"]
+    if picker.deployment is None:
+        return "\n".join(out + ["# no cost-model preset for the target: auto runs speccompact "
+                                "(target_self without a drafter), not predicted"])
+    p = picker.acceptance.get(picker.pair)
+    dep = picker.deployment
+    methods = tuple(m for m in METHODS if m != "speccompact" or dep.drafter is not None)
+    for tokens in DRY_RUN_TOKENS:
+        got = choose(dep, tokens, p, methods=methods)
+        times = ", ".join(f"{m} {s:.2f} s" for m, s in sorted(got.predicted_s.items(), key=lambda kv: kv[1]))
+        out.append(f"# {tokens:,}-token history at prior acceptance {p:.2f}: {got.method} "
+                   f"(predicted, not measured: {times})")
+    return "\n".join(out)

@@ -79,6 +79,7 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..flags import OneLineParser
+from .auto import format_auto
 from .plan import LaunchPlan, build_plan, format_dry_run, load_config_file  # noqa: F401  (public API)
 from .run import run, run_emulated
 from .router import ROUTER_POLICIES
@@ -253,7 +254,7 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.dry_run:
-        print(format_dry_run(plan))
+        print(format_dry_run(plan, format_auto(plan) if plan.service.get("method") == "auto" else ""))
         return 0
     if plan.servers and not args.no_gpu_check and not cuda_available():
         roles = " and ".join(s.role for s in plan.servers) + (" servers" if len(plan.servers) > 1 else " server")

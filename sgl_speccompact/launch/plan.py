@@ -325,8 +325,9 @@ def service_config(plan: LaunchPlan) -> dict:
     }
 
 
-def format_dry_run(plan: LaunchPlan) -> str:
-    """What ``--dry-run`` prints: one shell command per server, then the service JSON."""
+def format_dry_run(plan: LaunchPlan, notes: str = "") -> str:
+    """What ``--dry-run`` prints: one shell command per server, ``notes`` (comment lines), then the
+    service JSON, last so that it parses from its heading to the end."""
     out = []
     for i, spec in enumerate(plan.servers):
         when = "starts first" if i == 0 else "starts once the one above is healthy"
@@ -338,6 +339,8 @@ def format_dry_run(plan: LaunchPlan) -> str:
         out.append(shlex.join(router_command(plan.router, plan.python)))
     if not plan.servers:
         out.append("# no servers to start: using running servers")
+    if notes:
+        out.append(notes)
     out.append("# service config")
     out.append(json.dumps(service_config(plan), indent=2))
     return "\n".join(out)

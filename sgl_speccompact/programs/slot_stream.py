@@ -13,6 +13,10 @@
       -> accept, or repair: drafter candidates judged in one batch
          (``repair_candidates``), else the target writes the line.
 
+With ``lockstep_branches`` on, every blocking request waits for its round
+(:mod:`~sgl_speccompact.programs.lockstep`), so the branches' requests share
+forward passes.
+
 Decisions depend only on the drafted lines and the verdicts, so they are the
 same with and without pipelining.
 
@@ -84,6 +88,12 @@ class SlotStream:
         finally:
             self.ctx.recorder.time(phase, time.perf_counter() - t0)
 
+    def sent(self, phase: str, fn, *args):
+        """A blocking request: it waits for its round first when branches run in lockstep."""
+        if self.ctx.cfg.lockstep_branches:
+            self.timed("lockstep_wait", self.ctx.lockstep.wait)
+        return self.timed(phase, fn, *args)
+
     def count(self, lines: list[str]) -> None:
         new = [line for line in dict.fromkeys(lines) if line not in self.tokens]
         if new:
@@ -129,7 +139,7 @@ class SlotStream:
         else:
             if pending is not None:
                 self.drop(pending[1])
-            d = self.timed("draft", draft, self.slot, prefix, self.ctx, self.room())
+            d = self.sent("draft", draft, self.slot, prefix, self.ctx, self.room())
         self.ctx.recorder.request("drafter", "draft", d.meta)
         return d
 
@@ -161,14 +171,15 @@ class SlotStream:
 
     def run(self) -> SlotResult:
         """Write the branch until it stops; returns its :class:`SlotResult`."""
-        open_slot(self.s, self.slot, self.ctx)
-        if self.section is not None:
-            heading = HEADING.format(self.section)
-            self.count([heading])
-            self.accept(heading, LineOrigin.UNJUDGED)
         try:
+            open_slot(self.s, self.slot, self.ctx)
+            if self.section is not None:
+                heading = HEADING.format(self.section)
+                self.count([heading])
+                self.accept(heading, LineOrigin.UNJUDGED)
             return self.stop(self.loop())
         finally:
+            self.ctx.lockstep.leave()  # however the branch ends, later rounds go without it
             if self.pending is not None:
                 self.drop(self.pending[1])
             self.pool.shutdown(wait=False, cancel_futures=True)
@@ -238,7 +249,7 @@ class SlotStream:
     def judge(self, prefix: tuple[str, ...], line: str) -> dict:
         """The target's judgement of one proposed line; the drafter drafts the next one meanwhile."""
         self.prefetch(prefix, line)
-        meta = self.timed("verify", verify_line, self.s, self.slot, line, self.ctx)
+        meta = self.sent("verify", verify_line, self.s, self.slot, line, self.ctx)
         self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
         return meta.get("judgement") or {}
 
@@ -271,7 +282,7 @@ class SlotStream:
             done, reason = self.candidates(rejected)
             if done:
                 return reason
-        text, meta = self.timed("repair", repair_line, self.s, self.ctx)
+        text, meta = self.sent("repair", repair_line, self.s, self.ctx)
         self.ctx.recorder.request("target", "repair", meta)
         # no explicit discard: buffered lines continue a prefix that now differs, so take() refuses them
         out = read_repair(text, meta.get("finish_reason"))
@@ -304,7 +315,7 @@ class SlotStream:
         ctx, prefix = self.ctx, tuple(self.accepted)
         if self.room() <= 0:
             return False, None
-        samples, meta = self.timed("candidates", sample_candidates, self.slot, prefix, ctx, self.room())
+        samples, meta = self.sent("candidates", sample_candidates, self.slot, prefix, ctx, self.room())
         ctx.recorder.request("drafter", "candidates", meta)
         lines: list[str] = []
         for text, reason in samples:
@@ -314,7 +325,7 @@ class SlotStream:
                 lines.append(got[0])
         if not lines:
             return False, None
-        verdicts, jmeta = self.timed("verify_candidates", judge_lines, self.s, self.slot, lines, ctx)
+        verdicts, jmeta = self.sent("verify_candidates", judge_lines, self.s, self.slot, lines, ctx)
         ctx.recorder.request("target", "verify_candidates", jmeta, n=int(jmeta.get("requests", 1)))
         ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if v.accepted)
         if not ranked:

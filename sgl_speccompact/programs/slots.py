@@ -4,7 +4,9 @@
 ``sections`` when ``sub_slot_branches`` is on: one shared budget and one
 duplicate check across them, :mod:`~sgl_speccompact.core.sections`), runs one
 :class:`~sgl_speccompact.programs.slot_stream.SlotStream` per branch,
-concurrently, and joins a slot's sub-sections in order.
+concurrently, and joins a slot's sub-sections in order.  With
+``lockstep_branches`` on, the branches send their requests in rounds
+(:mod:`~sgl_speccompact.programs.lockstep`).
 """
 
 from __future__ import annotations
@@ -17,6 +19,7 @@ from ..core.lines import SlotBudget
 from ..core.sections import SlotLines, join_parts
 from ..result import SlotResult
 from ..schema import Slot
+from .lockstep import Lockstep, NoLockstep
 from .slot_stream import SlotStream
 from .steps import SlotContext, check_backends, end_states, fork_slots, prefill_drafter, run_concurrently
 
@@ -30,6 +33,7 @@ def speccompact(s, shared, ctx):
     ctx.target = s.stream_executor.backend
     check_backends(ctx)
     units = [(slot, section) for slot in ctx.slots for section in branches_of(slot, ctx)]
+    ctx.lockstep = Lockstep(len(units)) if ctx.cfg.lockstep_branches else NoLockstep()
     with ThreadPoolExecutor(max_workers=1) as pool:
         warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
         forks = fork_slots(s, shared, ctx, n=len(units))

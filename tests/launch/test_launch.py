@@ -434,3 +434,28 @@ def test_auto_deployment_follows_the_plan():
     assert "drafter: calibrated" in cal.source and cal.deployment.drafter_hardware is not None
     external = auto_picker(plan_for("--target-url", "http://t:1", "--drafter-url", "http://d:2"))
     assert external.deployment is None and "one shared GPU assumed" in external.source
+
+
+def auto_notes(stdout: str) -> list[str]:
+    return [line for line in stdout.split("# service config")[0].splitlines() if "history at prior" in line
+            or line.startswith("# method=auto")]
+
+
+def test_dry_run_shows_what_auto_predicts_on_and_its_pick():
+    one = launch("--dry-run")
+    assert one.returncode == 0, one.stderr
+    notes = auto_notes(one.stdout)
+    deployment = json.loads(notes[0].split("predicts on: ", 1)[1])
+    assert deployment["gpus"] == 1 and deployment["drafter_shares_gpu"] and deployment["gpu"] == "H200"
+    picks = [line.split(": ")[1].split()[0] for line in notes[1:]]
+    assert len(picks) == 2 and set(picks) <= {"speccompact", "target_self", "hermes", "openclaw"}
+    assert "predicted, not measured" in notes[1]
+    # the deployment follows the plan: the drafter on a second GPU
+    two = launch("--dry-run", "--drafter-arg=--base-gpu-id 1")
+    assert two.returncode == 0, two.stderr
+    moved = json.loads(auto_notes(two.stdout)[0].split("predicts on: ", 1)[1])
+    assert moved["gpus"] == 2 and not moved["drafter_shares_gpu"]
+    cmds, svc = parse_dry_run(one.stdout)  # the service JSON still parses to the end
+    assert svc["service"]["method"] == "auto"
+    explicit = launch("--dry-run", "--method", "target_self")
+    assert explicit.returncode == 0 and not auto_notes(explicit.stdout)
