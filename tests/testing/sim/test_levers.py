@@ -11,7 +11,6 @@ Every request body is checked with sglang's own contract check.
 
 from __future__ import annotations
 
-import pytest
 from sglang.srt.entrypoints.api_contract import generate_contract_error
 
 from sgl_speccompact.methods.registry import run_method
@@ -19,21 +18,12 @@ from sgl_speccompact.schema import OPENCLAW_SLOTS
 from sgl_speccompact.testing import CostModel
 from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
 from sgl_speccompact.testing.sim.simulator import build_simulation
-from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions, synthetic_history, trajectory_lines
+from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions, synthetic_history
 
-from test_bench_latency import TRAJECTORIES
+from test_workload import lines  # noqa: F401  (the fixture: lines of the shared trajectories)
 
 SLOTS = tuple(s.name for s in OPENCLAW_SLOTS)
 COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
-
-
-@pytest.fixture(scope="module")
-def lines():
-    paths = sorted(p for p in TRAJECTORIES.glob("*") if p.suffix in (".json", ".traj")) if TRAJECTORIES.is_dir() else []
-    got = trajectory_lines(paths)
-    if len(got) < 200:
-        pytest.skip(f"shared trajectories absent or too few lines ({TRAJECTORIES})")
-    return got
 
 
 def run(path, lines, method: str, config: dict, seed: int = 2):
