@@ -83,14 +83,14 @@ def geomean(xs):
 
 
 def workload_lines():
-    from sgl_speccompact.testing.sim.workload import trajectory_lines
+    from sgl_speccompact.testing.sim.sources import trajectory_lines
 
     return trajectory_lines(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
 
 
 def workload_section_sizes():
     """Progress sub-section sizes of the shared trajectories (the workload draws one per seed)."""
-    from sgl_speccompact.testing.sim.workload import trajectory_section_sizes
+    from sgl_speccompact.testing.sim.sources import trajectory_section_sizes
 
     return trajectory_section_sizes(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
 

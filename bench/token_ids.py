@@ -38,7 +38,7 @@ import radix_cache as rc  # noqa: E402
 def histories(args, lines, count) -> tuple[list, list]:
     """The shared trajectories (unless --no-trajectories) and the synthetic histories, seeded as the latency bench."""
     from sgl_speccompact.testing.harness.latency import draw_seed
-    from sgl_speccompact.testing.sim.workload import synthetic_history
+    from sgl_speccompact.testing.sim.sources import synthetic_history
 
     trajs, skipped = [], []
     if not args.no_trajectories:

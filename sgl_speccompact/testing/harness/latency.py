@@ -187,7 +187,7 @@ def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, i
              deployment_cls, choose) -> list[dict]:
     """One cell: every draw of every history, every case; the auto rows."""
     from ...schema import OPENCLAW_SLOTS
-    from ..sim.workload import synthetic_history
+    from ..sim.sources import synthetic_history
 
     slots = tuple(s.name for s in OPENCLAW_SLOTS)
     out = []

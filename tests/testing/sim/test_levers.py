@@ -18,7 +18,8 @@ from sgl_speccompact.schema import OPENCLAW_SLOTS
 from sgl_speccompact.testing import CostModel
 from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
 from sgl_speccompact.testing.sim.simulator import build_simulation
-from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions, synthetic_history
+from sgl_speccompact.testing.sim.sources import synthetic_history
+from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions
 
 from test_workload import lines  # noqa: F401  (the fixture: lines of the shared trajectories)
 

@@ -19,8 +19,8 @@ from sgl_speccompact.schema import OPENCLAW_SLOTS
 from sgl_speccompact.testing import CostModel
 from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
 from sgl_speccompact.testing.sim.simulator import build_simulation
-from sgl_speccompact.testing.sim.workload import (SummaryWorkload, decisions, decisions_digest, synthetic_history,
-                                              trajectory_lines, trajectory_section_sizes)
+from sgl_speccompact.testing.sim.sources import synthetic_history, trajectory_lines, trajectory_section_sizes
+from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions, decisions_digest
 
 from test_bench_latency import TRAJECTORIES
 
