@@ -14,6 +14,7 @@ from typing import Any, Sequence
 import sglang as sgl
 
 from ..errors import BackendError, BackendTimeoutError, BackendUnavailableError
+from ..programs.states import retire
 from ..programs.steps import result_of
 
 ANSWER_TOKENS = 256  # default reply budget (tokens)
@@ -59,7 +60,10 @@ class SglangAsker:
             [{"system": sys_, "user": user, "assistant_prefix": prefix,
               "sampling": question_sampling(self.max_tokens)} for sys_, user in questions],
             backend=self.backend, num_threads=min(MAX_PARALLEL, len(questions)))
-        return [result_of(state, "answer")[0] for state in states]
+        try:
+            return [result_of(state, "answer")[0] for state in states]
+        finally:
+            retire(states)
 
 
 class OpenAIChatAsker:

@@ -44,6 +44,7 @@ from ..core.hermes_prompt import hermes_prompt, rough_tokens, summary_target, tr
 from ..core.sections import join_parts
 from ..programs.slot_stream import HEADING
 from ..programs.slots import branches_of, per_slot
+from ..programs.states import retire
 from ..programs.steps import SlotContext, end_states, fork_slots, open_slot, result_of, run_concurrently
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
 from ..result import CompactionResult, LineOrigin, SlotResult, SummaryLine
@@ -220,7 +221,10 @@ def _one_shot(job: Job, program, names: dict[str, str] | None = None, max_tokens
     t0 = time.perf_counter()
     state = program.run(assistant_prefix=getattr(job.target, "assistant_prefix", ""),
                         sampling=monolithic_sampling(job.cfg, max_tokens), backend=job.target, **kwargs)
-    text, meta = result_of(state, "summary")
+    try:
+        text, meta = result_of(state, "summary")
+    finally:
+        retire([state])
     job.recorder.time("generate", time.perf_counter() - t0)
     job.recorder.request("target", "generate", meta)
     return OneShot(text=text, meta=meta, names=names, max_tokens=max_tokens, budget=budget)

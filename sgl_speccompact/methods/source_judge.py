@@ -50,6 +50,7 @@ from ..backends.endpoint import LabelJudgement, connect
 from ..backends.http import token_counter
 from ..history.messages import Turn, environment_outputs, parse_messages
 from ..core.judge import Judgement, label_choices
+from ..programs.states import retire
 from ..programs.steps import result_of
 from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
 from ..core.judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context, source_judge_question
@@ -168,7 +169,7 @@ def judge_entries(entries: list[Entry], src: Sources, *, target: Any, cfg: Compa
                  for e in entries]
     common = dict(system=src.system, context=src.context, assistant_prefix=prefix)
     if hasattr(target, "judge_batch"):
-        texts = [source_judge_prompt.run(question=q, backend=target, **common).text() for q in questions]
+        texts = [_text(source_judge_prompt.run(question=q, backend=target, **common)) for q in questions]
         judgements, meta = target.judge_batch(texts, pos, neg, eta)
         recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
         return judgements
@@ -178,11 +179,22 @@ def judge_entries(entries: list[Entry], src: Sources, *, target: Any, cfg: Compa
     states = program.run_batch([{"question": q} for q in questions], backend=target,
                                num_threads=min(FALLBACK_THREADS, len(questions)))
     out = []
-    for state in states:
-        _, meta = result_of(state, "verdict")
-        recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
-        out.append(Judgement(**meta["judgement"]))
+    try:
+        for state in states:
+            _, meta = result_of(state, "verdict")
+            recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
+            out.append(Judgement(**meta["judgement"]))
+    finally:
+        retire(states)
     return out
+
+
+def _text(state) -> str:
+    """A prompt-building run's text (it sends nothing), its state retired."""
+    try:
+        return state.text()
+    finally:
+        retire([state])
 
 
 def _precaches(backend: Any, n: int) -> bool:

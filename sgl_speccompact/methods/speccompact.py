@@ -19,6 +19,7 @@ from ..core.judge_prompts import judge_rubric
 from .pipeline import Job, register, run
 from ..history.digest import drafter_digest
 from ..history.messages import render_history
+from ..programs.states import retire
 from ..programs.steps import SlotContext
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
 from ..result import CompactionResult, SlotResult
@@ -54,7 +55,10 @@ def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
     shared, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary,
                                              focus_block(job.focus) + rubric)
     state = program.run(shared=shared, ctx=ctx, backend=job.target)
-    err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
+    try:
+        err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
+    finally:
+        retire([state])
     if err is not None:
         raise err if isinstance(err, SpecCompactError) else BackendError(f"SGLang request failed: {err}")
     job.recorder.agent_reuse(job.layout.name, agent_tokens)

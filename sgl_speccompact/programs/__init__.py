@@ -3,7 +3,9 @@
 Call them from your own SGLang pipeline: :func:`speccompact` (the target
 side, one :class:`SlotStream` per forked branch) and :func:`draft_slot` (the
 drafter side); the helpers take ``s``: :func:`open_slot`,
-:func:`verify_line`, :func:`repair_line`.
+:func:`verify_line`, :func:`repair_line`.  :func:`retire` and
+:func:`scratch` end program states without sglang 0.5.23's ``__del__`` hang
+(:mod:`.states`); :mod:`.lockstep` holds the ``lockstep_branches`` rounds.
 
 May import: ``backends``, ``core``, ``history`` and the vocabulary.  Must
 not import: methods, service, launch.
@@ -11,6 +13,8 @@ not import: methods, service, launch.
 
 from .slot_stream import SlotStream
 from .slots import speccompact
+from .states import retire, scratch
 from .steps import SlotContext, draft_slot, open_slot, repair_line, verify_line
 
-__all__ = ["SlotContext", "SlotStream", "draft_slot", "open_slot", "repair_line", "speccompact", "verify_line"]
+__all__ = ["SlotContext", "SlotStream", "draft_slot", "open_slot", "repair_line", "retire", "scratch", "speccompact",
+           "verify_line"]

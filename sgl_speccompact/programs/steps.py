@@ -40,6 +40,7 @@ from ..core.prompts import SUMMARIZER_SYSTEM, drafter_slot_request, target_slot_
 from ..result import StatsRecorder
 from ..schema import Slot
 from .lockstep import NoLockstep
+from .states import retire, scratch
 
 ERROR_WAIT_S = 10.0  # longest wait for sglang's executor thread to store a request's error, s
 
@@ -153,7 +154,10 @@ def prefill_drafter(ctx: "SlotContext") -> None:
     """Run :func:`draft_context` and count it."""
     t0 = time.perf_counter()
     state = draft_context.run(context=ctx.drafter_context, backend=ctx.drafter)
-    _, meta = result_of(state, "prefill")
+    try:
+        _, meta = result_of(state, "prefill")
+    finally:
+        retire([state])
     ctx.recorder.request("drafter", "prefill", meta)
     ctx.recorder.time("drafter_prefill", time.perf_counter() - t0)
 
@@ -183,14 +187,13 @@ def fork_slots(s, shared: str, ctx: SlotContext, n: int | None = None) -> list:
 
 
 def end_states(states: list) -> None:
-    """Stop the worker thread of each forked state now.
+    """Stop the worker thread of each forked state now (:func:`~.states.retire`).
 
     sglang stops a forked state's (non-daemon) thread only on ``join`` or
     when the state is garbage-collected; after a failure a traceback can
     keep the states alive, and their threads would keep the process alive.
     """
-    for st in states:
-        st.stream_executor.end()
+    retire(states)
 
 
 def run_concurrently(jobs: list[Callable[[], Any]], cancel: threading.Event) -> list:
@@ -266,7 +269,7 @@ def verify_line(s, slot: Slot, line: str, ctx: SlotContext) -> dict:
     """
     cfg = ctx.cfg
     choices, n_positive = label_choices(cfg.positive_label, cfg.negative_label)
-    with s.copy() as v:
+    with scratch(s) as v:
         ask_verdict(v, slot, line, ctx)
         v += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(
             cfg.eta, one_request=cfg.one_request_judging, n_positive=n_positive))
@@ -283,7 +286,7 @@ def judge_lines(s, slot: Slot, lines: list[str], ctx: SlotContext) -> tuple[list
     """
     texts = []
     for line in lines:
-        with s.copy() as v:
+        with scratch(s) as v:
             ask_verdict(v, slot, line, ctx)
             texts.append(v.text())
     cfg = ctx.cfg
@@ -296,7 +299,7 @@ def repair_line(s, ctx: SlotContext) -> tuple[str, dict]:
     On a copy, a line cut off by the token limit never enters the branch.
     Without line-aware stopping the repair runs on; the caller keeps the first line.
     """
-    with s.copy() as r:
+    with scratch(s) as r:
         r += sgl.gen("repair", **repair_sampling(ctx.cfg))
         return result_of(r, "repair")
 
@@ -324,7 +327,10 @@ def draft(slot: Slot, prefix: tuple[str, ...], ctx: SlotContext, max_tokens: int
         sampling=sampling,
         backend=ctx.drafter,
     )
-    text, meta = result_of(state, "draft")
+    try:
+        text, meta = result_of(state, "draft")
+    finally:
+        retire([state])
     reason = meta.get("finish_reason")
     capped = sampling["max_tokens"] < ctx.cfg.max_new_tokens
     if not ctx.cfg.draft_buffer:
@@ -346,7 +352,11 @@ def sample_candidates(slot: Slot, prefix: tuple[str, ...], ctx: SlotContext,
         accepted="".join(line + "\n" for line in prefix), assistant_prefix=ctx.drafter_prefix,
         backend=ctx.drafter,
     )
-    return ctx.drafter.sample_n(state.text(), candidate_sampling(ctx.cfg, max_tokens))
+    try:
+        text = state.text()
+    finally:
+        retire([state])
+    return ctx.drafter.sample_n(text, candidate_sampling(ctx.cfg, max_tokens))
 
 
 def check_backends(ctx: SlotContext) -> None:
