@@ -53,6 +53,7 @@ from ..backends.chat_format import ChatFormat, decide
 from ..errors import BackendError, ConfigError
 from ..history import parse_messages, render_history
 from ..core.prompts import THINK_OFF, assemble, drafter_messages
+from ..programs.states import retire
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from .incremental import cut_point, pick_incremental, split_history
 from .sections import section_records
@@ -209,7 +210,9 @@ def _run_slots(jobs: list[tuple], backend, think_off: bool, max_tokens: int) -> 
              "max_tokens": max_tokens} for j in jobs]
     if not args:
         return []
-    return target_slot.run_batch(args, backend=backend, num_threads=len(args), progress_bar=False)
+    states = target_slot.run_batch(args, backend=backend, num_threads=len(args), progress_bar=False)
+    retire(states)  # ended and held until their workers exit (programs/states.py); still readable
+    return states
 
 
 def _incremental_jobs(histories: list[Trajectory], slots: tuple[Slot, ...], run) -> list[tuple]:
