@@ -957,6 +957,9 @@ TOOLS_SECRET = "sk-proj-Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6"  # a secret in the too
 ALL_SECRETS = [s for _, _, secrets in LISTED_FORMATS for s in secrets] + [ID_SECRET, TOOLS_SECRET]
 
 
+LINEAR_BOUND = 15.0  # 10x the input: a linear scan measures 10-13x under load, a quadratic one ~100x
+
+
 def _scan_cpu_s(fn, text: str, repeats: int) -> float:
     best = float("inf")
     for _ in range(repeats):
@@ -975,9 +978,15 @@ def test_probe_redaction_time_grows_linearly_on_the_reported_input():
     def text(n):
         return ("a.a." * (n // 4 + 1))[:n]
 
+    def ratio(small: int, large: int) -> float:
+        return _scan_cpu_s(redact, text(large), 2) / _scan_cpu_s(redact, text(small), 5)
+
     for small, large in ((10_000, 100_000), (100_000, 1_000_000)):
-        ratio = _scan_cpu_s(redact, text(large), 2) / _scan_cpu_s(redact, text(small), 5)
-        assert ratio < 12, f"redact: {large} chars took {ratio:.0f}x the time of {small}"
+        got = ratio(small, large)
+        for _ in range(2):  # a quadratic pattern is ~100x every time; a loaded machine is not
+            if got >= LINEAR_BOUND:
+                got = min(got, ratio(small, large))
+        assert got < LINEAR_BOUND, f"redact: {large} chars took {got:.0f}x the time of {small}"
 
 
 @pytest.mark.parametrize("name,text,secrets", LISTED_FORMATS, ids=[c[0] for c in LISTED_FORMATS])
