@@ -2,10 +2,10 @@
 
 Each report is a ``bench/latency.py`` run of the same cells and seeds with
 one lever switched on (``--config``).  Per target, deployment and method the
-table gives the baseline's median end-to-end, the lever's, their ratio
-(above 1: the lever is faster), the lever's fastest method against the
-baseline's fastest, and whether every draw kept the same decisions (the
-rows' ``decisions`` digests).
+table gives the baseline's median end-to-end and the lever's, each with its
+spread over the draws (min-max), their ratio (above 1: the lever is faster),
+and whether every draw kept the same decisions (the rows' ``decisions``
+digests).
 
 Usage:
     python bench/levers.py bench/results/latency-lever-baseline.json \\
@@ -23,13 +23,22 @@ from pathlib import Path
 NAMES = {"speccompact": "SpecCompact", "target_self": "Target-self", "hermes": "Hermes-style"}
 
 
-def medians(report: dict) -> dict[tuple, float]:
-    """``(target, deployment, method) -> median e2e_s`` over the report's draws."""
+def medians(report: dict) -> dict[tuple, tuple[float, float, float]]:
+    """``(target, deployment, method) -> (median, min, max)`` of e2e_s over the report's draws."""
     runs: dict[tuple, list[float]] = {}
     for r in report["rows"]:
         if r.get("e2e_s") is not None and r["method"] in NAMES:
             runs.setdefault((r["model_pair"].split(":")[0], r["deployment"], r["method"]), []).append(r["e2e_s"])
-    return {k: statistics.median(v) for k, v in runs.items()}
+    return {k: (statistics.median(v), min(v), max(v)) for k, v in runs.items()}
+
+
+def spread(m: tuple[float, float, float]) -> str:
+    """``median (min-max)``.
+
+    >>> spread((2.0, 1.0, 9.0))
+    '2.00 (1.00-9.00)'
+    """
+    return f"{m[0]:.2f} ({m[1]:.2f}-{m[2]:.2f})"
 
 
 def same_decisions(base: dict, lever: dict) -> dict[tuple, bool]:
@@ -51,8 +60,8 @@ def table(base: dict, name: str, lever: dict) -> list[str]:
     for key in sorted(m1, key=lambda k: ("32b" in k[0], k[1] != "two-gpu-equal", k[2])):
         if key[2] == "hermes" or key not in m0:
             continue
-        out.append(f"| {name} | {key[0]} | {key[1]} | {NAMES[key[2]]} | {m0[key]:.2f} | {m1[key]:.2f} | "
-                   f"{m0[key] / m1[key]:.2f}x | {'yes' if same.get(key) else 'no'} |")
+        out.append(f"| {name} | {key[0]} | {key[1]} | {NAMES[key[2]]} | {spread(m0[key])} | {spread(m1[key])} | "
+                   f"{m0[key][0] / m1[key][0]:.2f}x | {'yes' if same.get(key) else 'no'} |")
     return out
 
 
@@ -65,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     print("SIMULATED (one-clock simulator, H200 cost model); not a GPU measurement. Medians over "
           f"{base['conditions']['seeds']} seeds; speculative {','.join(base['conditions']['speculative'])}, "
           f"p={','.join(map(str, base['conditions']['p_accept']))}.\n")
-    print("| lever | target | deployment | method | baseline e2e (s) | lever e2e (s) | speedup | same decisions |")
+    print("| lever | target | deployment | method | baseline e2e (s), median (min-max) | lever e2e (s) | speedup "
+          "(medians) | same decisions |")
     print("|---|---|---|---|---|---|---|---|")
     for path in args.levers:
         lever = json.loads(Path(path).read_text())

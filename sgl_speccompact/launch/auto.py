@@ -81,21 +81,16 @@ def format_auto(plan: LaunchPlan) -> str:
 
     Comment lines (``# ...``), so the dry run stays a script of commands and one JSON object.
     """
-    from ..methods.auto import METHODS, choose
+    from ..methods.auto import METHODS
     from ..methods.autopick import describe
 
     picker = auto_picker(plan)
     out = [f"# method=auto predicts on: {json.dumps(describe(picker.deployment))}",
            f"# cost model: {picker.source} (a calibration or --calibrate replaces the profiles)"]
-    if picker.deployment is None:
-        return "\n".join(out + ["# no cost-model preset for the target: auto runs speccompact "
-                                "(target_self without a drafter), not predicted"])
-    p = picker.acceptance.get(picker.pair)
-    dep = picker.deployment
-    methods = tuple(m for m in METHODS if m != "speccompact" or dep.drafter is not None)
+    methods = tuple(m for m in METHODS if m != "speccompact" or plan.drafter_url)
     for tokens in DRY_RUN_TOKENS:
-        got = choose(dep, tokens, p, methods=methods)
-        times = ", ".join(f"{m} {s:.2f} s" for m, s in sorted(got.predicted_s.items(), key=lambda kv: kv[1]))
-        out.append(f"# {tokens:,}-token history at prior acceptance {p:.2f}: {got.method} "
-                   f"(predicted, not measured: {times})")
+        got = picker.predict(tokens, methods)
+        times = ", ".join(f"{m} {s:.2f} s" for m, s in sorted(got["predicted_s"].items(), key=lambda kv: kv[1]))
+        why = f"predicted, not measured: {times}" if times else got["reason"]
+        out.append(f"# {tokens:,}-token history at prior acceptance {got['p_accept']:.2f}: {got['method']} ({why})")
     return "\n".join(out)

@@ -125,13 +125,17 @@ class AutoPicker:
         ValueError
             No method allowed.
         """
+        return self.predict(estimate_tokens(messages, previous_summary), methods,
+                            tokens_source=f"estimate: characters / {CHARS_PER_TOKEN}")
+
+    def predict(self, tokens: int, methods: tuple[str, ...], tokens_source: str = "given") -> dict:
+        """:meth:`pick` for a history of ``tokens`` tokens (``launch --dry-run`` shows a few sizes)."""
         allowed = tuple(m for m in methods if m != AUTO)
         if not allowed:
             raise ValueError("no method to pick from")
-        tokens = estimate_tokens(messages, previous_summary)
         p, seen = self.acceptance.get(self.pair), self.acceptance.count(self.pair)
         info = {"requested": AUTO, "history_tokens": tokens,
-                "history_tokens_source": f"estimate: characters / {CHARS_PER_TOKEN}", "p_accept": round(p, 4),
+                "history_tokens_source": tokens_source, "p_accept": round(p, 4),
                 "p_accept_source": f"observed over {seen} compactions" if seen else "prior", "pair": self.pair,
                 "cost_model": self.source, "deployment": describe(self.deployment)}
         predictable = tuple(m for m in allowed if m in PREDICTED)

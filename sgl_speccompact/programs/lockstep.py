@@ -74,15 +74,3 @@ class Lockstep:
         self.waiting = 0
         self.rounds += 1
         self.cond.notify_all()
-
-
-class NoLockstep:
-    """The switch off: requests go when their branch is ready."""
-
-    rounds = 0  # no rounds are held
-
-    def wait(self) -> None:
-        pass
-
-    def leave(self) -> None:
-        pass

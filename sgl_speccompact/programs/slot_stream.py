@@ -90,7 +90,7 @@ class SlotStream:
 
     def sent(self, phase: str, fn, *args):
         """A blocking request: it waits for its round first when branches run in lockstep."""
-        if self.ctx.cfg.lockstep_branches:
+        if self.ctx.lockstep is not None:
             self.timed("lockstep_wait", self.ctx.lockstep.wait)
         return self.timed(phase, fn, *args)
 
@@ -179,7 +179,8 @@ class SlotStream:
                 self.accept(heading, LineOrigin.UNJUDGED)
             return self.stop(self.loop())
         finally:
-            self.ctx.lockstep.leave()  # however the branch ends, later rounds go without it
+            if self.ctx.lockstep is not None:
+                self.ctx.lockstep.leave()  # however the branch ends, later rounds go without it
             if self.pending is not None:
                 self.drop(self.pending[1])
             self.pool.shutdown(wait=False, cancel_futures=True)

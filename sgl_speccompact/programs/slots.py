@@ -19,7 +19,7 @@ from ..core.lines import SlotBudget
 from ..core.sections import SlotLines, join_parts
 from ..result import SlotResult
 from ..schema import Slot
-from .lockstep import Lockstep, NoLockstep
+from .lockstep import Lockstep
 from .slot_stream import SlotStream
 from .steps import SlotContext, check_backends, end_states, fork_slots, prefill_drafter, run_concurrently
 
@@ -33,7 +33,7 @@ def speccompact(s, shared, ctx):
     ctx.target = s.stream_executor.backend
     check_backends(ctx)
     units = [(slot, section) for slot in ctx.slots for section in branches_of(slot, ctx)]
-    ctx.lockstep = Lockstep(len(units)) if ctx.cfg.lockstep_branches else NoLockstep()
+    ctx.lockstep = Lockstep(len(units)) if ctx.cfg.lockstep_branches else None
     with ThreadPoolExecutor(max_workers=1) as pool:
         warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
         forks = fork_slots(s, shared, ctx, n=len(units))

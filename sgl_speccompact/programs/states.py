@@ -58,9 +58,9 @@ def retire(states: Iterable) -> None:
     for st in states:
         st.stream_executor.end()
     with _HELD_LOCK:
-        gone = [st for st in _HELD if not _worker_alive(st)]
-        _HELD[:] = [st for st in _HELD if _worker_alive(st)] + [st for st in states if _worker_alive(st)]
-    del gone  # the last references drop here, in the caller's thread, with no worker left to hang
+        seen = _HELD + states
+        _HELD[:] = [st for st in seen if _worker_alive(st)]
+    del seen  # the last references to the others drop here, in the caller's thread, with no worker to hang
 
 
 def held() -> int:

@@ -39,7 +39,7 @@ from ..core.lines import split_draft, split_line
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_slot_request, target_slot_request, verify_question
 from ..result import StatsRecorder
 from ..schema import Slot
-from .lockstep import NoLockstep
+from .lockstep import Lockstep
 from .states import retire, scratch
 
 ERROR_WAIT_S = 10.0  # longest wait for sglang's executor thread to store a request's error, s
@@ -64,7 +64,7 @@ class SlotContext:
     chat_prefix: bool = False  # the shared prefix is chat-templated text ending inside a user turn (agent layout)
     cancel: threading.Event = field(default_factory=threading.Event)  # set when any slot fails
     carried: dict = field(default_factory=dict)  # (slot, section|None) -> previous summary's lines (carried.py)
-    lockstep: Any = field(default_factory=NoLockstep)  # rounds across branches (set by speccompact)
+    lockstep: Lockstep | None = None  # rounds across branches (set by speccompact with lockstep_branches)
 
     def emit(self, **event) -> None:
         if self.on_event is not None:

@@ -17,5 +17,5 @@ def test_a_lever_row_gives_both_medians_the_speedup_and_the_decisions_check():
     base = report({"target_self": [1.0, 2.0, 9.0], "speccompact": [3.0, 3.0, 3.0], "hermes": [5.0, 5.0, 5.0]})
     lever = report({"target_self": [1.0, 1.0, 1.0], "speccompact": [4.0, 6.0, 6.0], "hermes": [5.0, 5.0, 5.0]}, "x")
     rows = levers.table(base, "L", lever)
-    assert rows == ["| L | qwen3-8b | one-gpu | SpecCompact | 3.00 | 6.00 | 0.50x | yes |",
-                    "| L | qwen3-8b | one-gpu | Target-self | 2.00 | 1.00 | 2.00x | no |"]
+    assert rows == ["| L | qwen3-8b | one-gpu | SpecCompact | 3.00 (3.00-3.00) | 6.00 (4.00-6.00) | 0.50x | yes |",
+                    "| L | qwen3-8b | one-gpu | Target-self | 2.00 (1.00-9.00) | 1.00 (1.00-1.00) | 2.00x | no |"]

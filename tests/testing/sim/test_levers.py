@@ -21,6 +21,7 @@ from sgl_speccompact.testing.sim.simulator import build_simulation
 from sgl_speccompact.testing.sim.sources import synthetic_history
 from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions
 
+from test_sim_speculative import _bodies
 from test_workload import lines  # noqa: F401  (the fixture: lines of the shared trajectories)
 
 SLOTS = tuple(s.name for s in OPENCLAW_SLOTS)
@@ -35,14 +36,7 @@ def run(path, lines, method: str, config: dict, seed: int = 2):
     wl.bind(model)
     history = synthetic_history(lines, 1500, lambda t: len(model.encode(t)), seed=seed)
     sent: list[tuple[str, dict]] = []
-    real = sim.call
-
-    def spy(server, method_, route, body, url):
-        if route == "/generate":
-            sent.append((server, body))
-        return real(server, method_, route, body, url)
-
-    sim.call = spy
+    _bodies(sim, sent)
     target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
     kw = {"drafter": drafter} if method == "speccompact" else {}
     result, report = sim.run(lambda: run_method(method, history, target=target, config=config, **kw))

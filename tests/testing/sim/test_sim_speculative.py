@@ -82,6 +82,7 @@ def _sim(tok, target_spec=None, drafter_spec=None):
 
 
 def _bodies(sim, sent):
+    """Record every ``/generate`` body ``sim`` answers in ``sent``, as ``(server, body)``."""
     real = sim.call
 
     def spy(server, method, path, body, url):
