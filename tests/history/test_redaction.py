@@ -50,7 +50,7 @@ def _seconds(spans, text: str, min_total_s: float) -> float:
 
 def _ratio(spans, unit: str, careful: bool) -> float:
     small, large = _text(unit, SMALL), _text(unit, LARGE)
-    floor = 0.02 if careful else 0.0  # a second, careful look only when the quick one looks bad
+    floor = 0.1 if careful else 0.0  # a second, careful look (best of 0.1-0.3 s of scans) only when the quick one looks bad
     return _seconds(spans, large, floor * 3) / max(_seconds(spans, small, floor), 1e-7)
 
 
