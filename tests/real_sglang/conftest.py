@@ -17,7 +17,7 @@ from real_servers import TARGET_CONTEXT, RealServers, model_dir, start, unavaila
 from sgl_speccompact.testing.emulator.qwen3 import qwen_tokenizer_available
 
 
-def pytest_collection_modifyitems(items):(items):
+def pytest_collection_modifyitems(items):
     here = Path(__file__).parent
     for item in items:
         if here in Path(str(item.fspath)).parents:
