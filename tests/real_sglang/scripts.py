@@ -14,6 +14,7 @@ from sgl_speccompact.schema import Slot
 from sgl_speccompact.testing.tiny_qwen3 import Script, written_lines
 
 REJECT = " Gibraltar"  # in a proposed line: the target judges it negative
+REJECT_DEFAULT = " Montreal"  # the same, in the drafter's line for slots without a marker
 NO_SOURCE = " Zurich"  # in a summary entry: the source judge deletes it
 LABELS = ("positive", "negative")
 
@@ -49,11 +50,11 @@ REPAIRS = {
     "context": "Exact details kept",
 }
 MONOLITHIC = "Whole summary written once"  # the target's line when no single slot is asked for
-DRAFTER_DEFAULT = "Fallback sentence here"
+DRAFTER_DEFAULT = "Fallback" + REJECT_DEFAULT + " sentence"  # default schema: rejected, then repaired
 
 DRAFTER = Script(lines={MARKERS[s]: DRAFTS[s] for s in MARKERS}, default=(DRAFTER_DEFAULT,))
 TARGET = Script(lines={MARKERS[s]: (REPAIRS[s],) for s in MARKERS}, default=(MONOLITHIC,),
-                reject_markers=(REJECT, NO_SOURCE))
+                reject_markers=(REJECT, REJECT_DEFAULT, NO_SOURCE))
 TARGET_REJECTS_ALL = Script(lines=TARGET.lines, default=TARGET.default, reject_markers=TARGET.reject_markers,
                             positive=("positive", 0.0), negative=("negative", 4.0))
 TARGET_NEVER_STOPS = Script(lines=TARGET.lines, default=TARGET.default, reject_markers=TARGET.reject_markers,
