@@ -79,19 +79,28 @@ def choice_logprobs(input_token_logprobs: list[list]) -> list[float | None]:
     """Each choice's next-token logprob after the prompt, from a plain select's entries.
 
     Every choice's entries (``(logprob, token id, text)``) start with the
-    same prompt tokens; the rest is the choice.  A choice of one token gets
-    its logprob, a multi-token choice ``None`` (the one-request judge skips
-    multi-token variants too).
+    prompt's last tokens; the rest is the choice.  The prompt part is the
+    prefix most choices share: a choice that merges with the prompt's last
+    token (``ASSISTANT:`` + ``negative`` is ``:n`` + ``egative`` in Qwen3's
+    vocabulary) shares less of it and, like a multi-token choice, gets
+    ``None`` (the one-request judge skips such variants too).
 
     >>> choice_logprobs([[(None, 1, "a"), (-0.5, 7, "pos")], [(None, 1, "a"), (-2.0, 8, "neg")],
-    ...                  [(None, 1, "a"), (-3.0, 9, "NE"), (-0.1, 10, "G")]])
-    [-0.5, -2.0, None]
+    ...                  [(None, 1, "a"), (-3.0, 9, "NE"), (-0.1, 10, "G")], [(None, 11, "aN"), (-1.0, 12, "EG")]])
+    [-0.5, -2.0, None, None]
     """
     ids = [[e[1] for e in entries] for entries in input_token_logprobs]
-    n = 0
-    while ids and all(len(x) > n for x in ids) and len({x[n] for x in ids}) == 1:
-        n += 1
-    return [entries[n][0] if len(entries) == n + 1 else None for entries in input_token_logprobs]
+    prefix: list[int] = []
+    while True:
+        n = len(prefix)
+        heads = [x[n] for x in ids if len(x) > n + 1 and x[:n] == prefix]  # choices that go on past n
+        top = max(set(heads), key=heads.count, default=None)
+        if top is None or 2 * heads.count(top) <= len(ids):
+            break
+        prefix.append(top)
+    n = len(prefix)
+    return [entries[n][0] if len(entries) == n + 1 and x[:n] == prefix else None
+            for entries, x in zip(input_token_logprobs, ids)]
 
 
 def resolve_label_tokens(

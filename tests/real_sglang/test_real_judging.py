@@ -9,11 +9,13 @@ dimension against bias and one-hot), so r = sigmoid(gap * sqrt(2/3)).
 import math
 
 import pytest
+from sglang import assistant_begin, function, select, user
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
 import scripts
 from reading import assert_scripted, history
-from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+from sgl_speccompact.backends.endpoint import LabelJudgement, SpecCompactEndpoint
+from sgl_speccompact.core.judge import label_choices
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.testing.tiny_qwen3 import Script
@@ -62,10 +64,35 @@ def test_judgements_are_prefill_only_and_reuse_the_branch(servers):
     assert verify.cached_tokens > 0.8 * verify.prompt_tokens
 
 
-def test_plain_runtime_endpoint_gives_the_same_summary(servers):
+def test_plain_runtime_endpoint_select_gives_the_same_decisions(servers):
+    """sglang's own two-request select against the one-request judgement.
+
+    The plain endpoint opens assistant turns without the empty think block,
+    so the judge reads another prompt; the verdicts (and so the summary) must
+    not change.  Its assistant prefix ends with a token that some label
+    variants merge with, which the select's logprobs must survive.
+    """
     one = compact(servers)
     servers.reset()
-    plain = run_method("speccompact", history(), target=RuntimeEndpoint(servers.target.url),
-                       drafter=RuntimeEndpoint(servers.drafter.url), schema=scripts.SCHEMA)
+    plain = run_method("speccompact", history(), target=RuntimeEndpoint(servers.target.url, chat_template_name="qwen"),
+                       drafter=SpecCompactEndpoint(servers.drafter.url), schema=scripts.SCHEMA)
+    assert [[ln.origin for ln in s.lines] for s in plain.slots] == [[ln.origin for ln in s.lines] for s in one.slots]
     assert plain.summary == one.summary
+    assert plain.stats.requests["target"]["verify"].requests == 2 * plain.stats.proposed_lines
     assert_scripted(plain.summary)
+
+
+def test_plain_select_reads_labels_after_an_assistant_colon(servers):
+    """sglang's default template ends turns with ``ASSISTANT:``; ``:n`` is one Qwen3 token."""
+    state = _judge_program.run(prompt="Deploy canary cluster.", backend=RuntimeEndpoint(servers.target.url))
+    decision = state.get_meta_info("verdict")
+    assert state["verdict"] == "positive"
+    assert decision["judgement"]["score"] > 0.9
+
+
+@function
+def _judge_program(s, prompt):
+    s += user("Judge this line for the" + scripts.MARKERS["goal"] + " section: " + prompt)
+    s += assistant_begin()
+    choices, n_positive = label_choices(*scripts.LABELS)
+    s += select("verdict", choices=choices, choices_method=LabelJudgement(0.7, n_positive=n_positive))
