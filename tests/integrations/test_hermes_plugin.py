@@ -160,8 +160,8 @@ def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service)
         assert e.get_status()["speccompact"]["last_compaction"]["incremental"] is True
 
 
-def test_service_down_keeps_messages_and_cools_down():
-    e = make_engine(closed_port_url())
+def test_service_down_with_abort_keeps_messages_and_cools_down():
+    e = make_engine(closed_port_url(), abort_on_summary_failure=True)
     ms = history()
     assert e.compress(ms) is ms and e._last_compress_aborted
     assert "unreachable" in e._last_summary_error and e.last["cooldown_s"] == 60
@@ -171,7 +171,7 @@ def test_service_down_keeps_messages_and_cools_down():
 
 def test_500_and_timeouts_follow_hermes_cooldowns():
     with ServiceProxy("http://127.0.0.1:9", slow_s=3.0) as proxy:
-        e = make_engine(proxy.url, timeout_s=0.5)
+        e = make_engine(proxy.url, timeout_s=0.5, abort_on_summary_failure=True)
         proxy.mode = "error500"
         ms = history()
         assert e.compress(ms) is ms and e.last["cooldown_s"] == 60 and "HTTP 500" in e._last_summary_error
@@ -186,7 +186,7 @@ def test_500_and_timeouts_follow_hermes_cooldowns():
 
 def test_a_cut_off_or_empty_summary_is_a_failure_never_a_summary():
     with ServiceProxy("http://127.0.0.1:9") as proxy:
-        e = make_engine(proxy.url)
+        e = make_engine(proxy.url, abort_on_summary_failure=True)
         proxy.mode = "canned"
         ms = history()
         for canned, error in (({"summary": "## Goal\n- half", "truncated": True}, "truncated"),
