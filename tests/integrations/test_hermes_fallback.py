@@ -70,23 +70,26 @@ def test_in_the_cooldown_automatic_calls_hand_off_without_asking_the_service():
         proxy.mode = "auth401"
         e = make_engine(proxy.url)
         e.compress(session(), current_tokens=160_000)
-        assert e.last["cooldown_s"] == client.AUTH_COOLDOWN and not e.should_compress(160_000)
+        assert e.last["cooldown_s"] == client.AUTH_COOLDOWN and e.should_compress(160_000)  # compaction goes on
         grown = session(16)
         handed_off(e.compress(grown, current_tokens=160_000), grown)
         assert len(proxy.bodies) == 1  # the pause held the request back, not the compaction
 
 
-def test_a_call_over_the_window_is_never_held_back_by_the_cooldown():
+@pytest.mark.parametrize("abort", [True, False])
+def test_hermes_recovery_from_a_refused_prompt_is_never_held_back_by_the_cooldown(abort):
+    """Hermes asks ``_automatic_compression_blocked`` before its recovery call: it must say no."""
     with ServiceProxy("http://127.0.0.1:9") as proxy:
         proxy.mode = "error500"
-        e = make_engine(proxy.url, abort_on_summary_failure=True)
+        e = make_engine(proxy.url, abort_on_summary_failure=abort)
         ms = session()
-        assert e.compress(ms, current_tokens=160_000) is ms and e._last_compress_aborted  # the user's choice
-        assert e.compress(ms, current_tokens=160_000) is ms and len(proxy.bodies) == 1  # paused
+        out = e.compress(ms, current_tokens=160_000)
+        assert (out is ms) == abort == e._last_compress_aborted  # the user's choice
+        assert e.should_compress(160_000) != abort and not e._automatic_compression_blocked()
         proxy.mode, proxy.canned = "canned", {"summary": "## Goal\n- fix the parser", "method": "speccompact"}
         out = e.compress(ms, current_tokens=WINDOW + 4_000)  # Hermes's recovery after a refused prompt
-        assert len(proxy.bodies) == 2 and out != ms and e.compression_count == 1
-        assert not e._last_summary_fallback_used and "fix the parser" in json.dumps(out)
+        assert len(proxy.bodies) == 2 and out != ms and not e._last_summary_fallback_used
+        assert "fix the parser" in json.dumps(out)
 
 
 def test_with_abort_true_a_failure_keeps_the_messages():

@@ -159,8 +159,21 @@ class SpecCompactEngine(_Base):
         self._verify_compaction_cleared_threshold = True
 
     def _automatic_compression_blocked(self) -> bool:
-        """In cooldown, or too many ineffective compactions (Hermes reads this too)."""
-        return self._cooling_down() or self._ineffective_compression_count >= self.settings.max_ineffective
+        """Never: Hermes asks this before every call without ``force``, its recovery from a refused prompt too.
+
+        Automatic compaction is held back in :meth:`should_compress` instead
+        (which Hermes's automatic paths ask first and its recovery does not).
+        """
+        return False
+
+    def _held(self) -> bool:
+        """Automatic compaction waits: too many ineffective ones, or a cooldown with the abort key set.
+
+        With ``abort_on_summary_failure`` False a cooldown holds back only the
+        requests to the service: compress() hands off locally meanwhile.
+        """
+        return (self._ineffective_compression_count >= self.settings.max_ineffective
+                or (self._cooling_down() and self.settings.abort_on_summary_failure))
 
     def _cooling_down(self) -> bool:
         return time.monotonic() < self._cooldown_until
@@ -172,7 +185,7 @@ class SpecCompactEngine(_Base):
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
-        return 0 < self.threshold_tokens <= tokens and not self._automatic_compression_blocked()
+        return 0 < self.threshold_tokens <= tokens and not self._held()
 
     def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
                      provider: str = "", api_mode: str = "", max_tokens: int | None = None, **_: Any) -> None:
@@ -230,7 +243,7 @@ class SpecCompactEngine(_Base):
         history = AGENT_HISTORY.get(self.session_id)
         if (not s.prepare or self._prepare_supported is False or not self.session_id or not history
                 or not 0 < soft <= self.last_prompt_tokens < self.threshold_tokens
-                or self._automatic_compression_blocked()):  # at the trigger compress() runs next: no prepare
+                or self._held() or self._cooling_down()):  # at the trigger compress() runs next: no prepare
             return
         p = self._plan(history)
         split = policy.prepared_split(p)
@@ -273,11 +286,12 @@ class SpecCompactEngine(_Base):
         self._last_compression_made_progress = self._last_summary_fallback_used = False
         if force:
             self._cooldown_until, self._ineffective_compression_count = 0.0, 0
-        held = not force and not self._over_window(current_tokens) and self._automatic_compression_blocked()
-        if held and (self.settings.abort_on_summary_failure or not self._cooling_down()):
-            return messages
+        # cooling down: no request, the hand-off Hermes would insert; a call reaching here with the abort
+        # key set, or over the window, is Hermes's recovery from a refused prompt (should_compress said no)
+        local = (self._cooling_down() and not self.settings.abort_on_summary_failure
+                 and not self._over_window(current_tokens))
         try:
-            if held:  # cooling down: no request, the hand-off Hermes would insert
+            if local:
                 return self._fall_back(messages, str(self.last.get("error") or "the service is cooling down"))
             return self._compress(messages, focus_topic)
         except client.Failure as failure:
