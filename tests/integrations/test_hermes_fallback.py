@@ -161,4 +161,6 @@ def test_prepares_roll_forward_as_the_history_grows():
         assert len(sent) >= 3 and e.prepares_sent == len(sent)
         for a, b in zip(sent, sent[1:]):
             assert b[:len(a)] == a and len(b) > len(a)  # rolling: each prepare extends the last one
-        assert len(sent) < 30  # not one per turn: each would cancel the one running
+        # 30 reads of about 1,000 tokens: at most one prepare per 7,500 tokens (prepare_step 0.1 of the trigger),
+        # not one per turn, each of which would cancel the one the service is running
+        assert len(sent) <= 5
