@@ -46,6 +46,8 @@ from typing import Any
 
 from . import client, fallback, hermes_body, messages as msgs, policy
 from .framing import hermes_markers, redact
+from .seen import (AGENT_HISTORY, AGENT_TOOLS, PREPARES, SUMMARY_GUESS, _fingerprint, carry_over,  # noqa: F401
+                   remember_tools)
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -65,38 +67,6 @@ except ImportError:  # outside Hermes: the same attributes, so the logic runs an
         def on_session_reset(self) -> None:
             self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
             self.compression_count = 0
-
-# Filled by the pre_api_request hook; module level, so every copy of the engine shares them and
-# none is deep-copied.  session id -> the tool schemas of the agent's latest request:
-AGENT_TOOLS: dict[str, list] = {}
-# session id -> the message list (without the system prompt) of the agent's latest request, as
-# compress() will receive it; what an ahead-of-time compaction is made from:
-AGENT_HISTORY: dict[str, list] = {}
-# session id -> the thread sending the latest prepare (compress() waits for its answer):
-PREPARES: dict[str, threading.Thread] = {}
-MAX_SESSIONS = 64  # sessions remembered in each map
-SUMMARY_GUESS = 2000  # summary size assumed before the first compaction reports one (tokens)
-
-
-def _fingerprint(wire: list[dict]) -> str:
-    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()
-
-
-def _bounded_put(table: dict, key: str, value: Any) -> None:
-    table[key] = value
-    while len(table) > MAX_SESSIONS:
-        table.pop(next(iter(table)))
-
-
-def remember_tools(session_id: str = "", request: dict | None = None, conversation_history: list | None = None,
-                   **_: Any) -> None:
-    """``pre_api_request`` hook: keep the tools the agent is sending and its message list."""
-    tools = ((request or {}).get("body") or {}).get("tools")
-    if session_id and isinstance(tools, list):
-        _bounded_put(AGENT_TOOLS, session_id, tools)
-    if session_id and isinstance(conversation_history, list):
-        _bounded_put(AGENT_HISTORY, session_id, conversation_history)
-
 
 class SpecCompactEngine(_Base):
     """Hermes context engine: compaction by the sgl_speccompact service."""
@@ -384,10 +354,7 @@ class SpecCompactEngine(_Base):
 
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
         self.session_id = session_id or ""
-        old = kwargs.get("old_session_id")
-        for table in (AGENT_TOOLS, AGENT_HISTORY):
-            if old and old in table and self.session_id not in table:
-                _bounded_put(table, self.session_id, table[old])
+        carry_over(kwargs.get("old_session_id"), self.session_id)
 
     def on_session_reset(self) -> None:
         super().on_session_reset()
