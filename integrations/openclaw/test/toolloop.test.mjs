@@ -150,3 +150,15 @@ test("pause: a failure is kept under the state folder and honoured by the next p
   const later = new SpecCompact(readSettings({ serviceUrl: "http://svc" }), quiet, undefined, up.fetch, newShared(path));
   assert.equal(later.blocked(later.state("")), undefined);
 });
+
+test("settled prefix: after the latest summary, before the kept tail, never a call without its result", async () => {
+  const { settledPrefix } = await import("../dist/ahead.js");
+  const call = (id) => ({ role: "assistant", content: [{ type: "toolCall", id, name: "read", arguments: {} }] });
+  const result = (id, n) => ({ role: "toolResult", toolCallId: id, content: [{ type: "text", text: "x".repeat(n) }] });
+  const ms = [{ role: "compactionSummary", content: "old" }, { role: "user", content: "go" },
+              call("a"), result("a", 4000), call("b"), result("b", 400)];
+  // the last 100 tokens hold b's result alone: the raw cut falls between b's call and its result
+  assert.deepEqual(settledPrefix(ms, 100).map((m) => m.role), ["user", "assistant", "toolResult"]);
+  assert.deepEqual(settledPrefix(ms, 10_000), []);
+  assert.deepEqual(settledPrefix(ms, 0).length, 5); // the summary entry is never part of it
+});
