@@ -154,6 +154,8 @@ class _ProxyHandler(_Handler):
                 status, out = res.status, res.read()
         except urllib.error.HTTPError as exc:
             status, out = exc.code, exc.read()
+        except urllib.error.URLError as exc:  # no upstream (a proxy that only answers late)
+            status, out = 502, json.dumps({"error": {"type": "bad_gateway", "message": str(exc.reason)}}).encode()
         proxy.replies.append((status, out))
         try:
             self.send_response(status)

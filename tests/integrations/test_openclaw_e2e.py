@@ -337,7 +337,12 @@ def test_a_long_tool_loop_stays_inside_the_window(loop_run):
 
 
 def test_a_40_file_tool_loop_is_never_refused_for_length(wide_run):
-    """With midTurnPrecheck OpenClaw compacts before the window inside the loop; prepares go ahead of it."""
+    """With midTurnPrecheck OpenClaw compacts before the window inside the loop, through the service.
+
+    (Checked: without midTurnPrecheck OpenClaw's safeguard mode sent requests over the window.) OpenClaw
+    2026.9.6 calls no engine method inside the loop of an engine that does not own compaction, and a
+    ``--local`` turn skips post-turn work, so no prepare goes out here (observed: none).
+    """
     turn, requests = wide_run["turn"], wide_run["llm"]
     assert turn["rc"] == 0 and "Loop done" in turn["stdout"], turn["stderr"][-3000:]
     sizes = [rough_tokens(r) for r in requests if r.get("tools")]
@@ -345,6 +350,7 @@ def test_a_40_file_tool_loop_is_never_refused_for_length(wide_run):
     reads = {m for r in requests for m in re.findall(r"WIDE-FILE-(\d+)-START", json.dumps(r["messages"][-3:]))}
     assert reads == {str(i) for i in range(WIDE_FILES)}
     compacts = [b for b in wide_run["bodies"] if b.get("mode") != "prepare" and b.get("session") == "wide-1"]
-    prepares = [b for b in wide_run["bodies"] if b.get("mode") == "prepare"]
-    assert len(compacts) >= 2 and prepares, [b.get("mode") for b in wide_run["bodies"]]
-    assert all(p["session"] == "wide-1" for p in prepares)
+    assert len(compacts) >= 2, [b.get("mode") for b in wide_run["bodies"]]  # several, inside the one turn
+    for body in compacts:
+        calls = [tc["id"] for m in body["messages"] for tc in m.get("tool_calls") or []]
+        assert sorted(calls) == sorted(m["tool_call_id"] for m in body["messages"] if m["role"] == "tool")

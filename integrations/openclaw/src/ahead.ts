@@ -1,8 +1,9 @@
 /**
  * Ahead-of-time compactions ("prepares"): which messages, and when.
  *
- * Inside a tool loop OpenClaw calls the engine's `afterTurn()` before every
- * model request with the whole transcript since the latest compaction. The
+ * OpenClaw calls the engine's `afterTurn()` with the whole transcript since
+ * the latest compaction (before every model request of a tool loop for
+ * engines that own compaction, after a completed turn otherwise). The
  * engine sends the part OpenClaw's next compaction will surely summarize --
  * everything before the recent tail OpenClaw keeps (`keepRecentTokens`),
  * never ending inside a tool call's results -- as `"mode": "prepare"` with

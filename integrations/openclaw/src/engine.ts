@@ -19,9 +19,10 @@
  * `maxIneffective` compactions in a row that did not shrink the context, it
  * is skipped until one (by OpenClaw's summarizer) does.
  *
- * Ahead of time: `afterTurn()`, which OpenClaw calls before each model
- * request of a tool loop, sends the settled part of the transcript as a
+ * Ahead of time: `afterTurn()` sends the settled part of the transcript as a
  * prepare (`ahead.ts`), in the background: it never delays the agent.
+ * OpenClaw 2026.9.6 calls it before each model request of a tool loop only
+ * for engines that own compaction; for this one, after a completed turn.
  */
 
 import { AsyncLocalStorage } from "node:async_hooks";

@@ -1,8 +1,9 @@
-// A 40-file tool loop in a scripted host that calls the plugin as openclaw 2026.9.6's embedded runner does
-// (read from its dist/: afterTurn() with the whole transcript before each model request, then the mid-turn
-// precheck, which compacts through the engine when the prompt would no longer fit), against a scripted model
-// that refuses any prompt over its window and a fake service that records prepares and reports reuse.
-// The real OpenClaw runs the same loop in tests/integrations/test_openclaw_e2e.py.
+// A 40-file tool loop in a scripted host modelled on openclaw 2026.9.6's embedded runner (read from its dist/):
+// the mid-turn precheck, which compacts through the engine when the prompt would no longer fit, and afterTurn()
+// with the whole transcript before each model request. OpenClaw makes that afterTurn() call per request only
+// for engines that own compaction; for this one it comes after a completed turn, so the prepare checks here
+// cover the engine's side only. The scripted model refuses any prompt over its window; a fake service records
+// prepares and reports reuse. The real OpenClaw runs a 40-file loop in tests/integrations/test_openclaw_e2e.py.
 import assert from "node:assert/strict";
 import { mkdtempSync } from "node:fs";
 import { tmpdir } from "node:os";
