@@ -97,6 +97,7 @@ def run_loop(agent_cls, llm_url: str, loop: dict, proto) -> dict:
     return {"engine_type": type(engine).__name__, "threshold_tokens": engine.threshold_tokens,
             "context_length": engine.context_length, "compress_calls": calls, "shown": shown,
             "final": (result.get("final_response") or "")[:200], "messages": result.get("messages"),
+            "failed": bool(result.get("failed")), "completed": result.get("completed"),
             "status": engine.get_status()}
 
 

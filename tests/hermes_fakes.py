@@ -113,7 +113,11 @@ class _LLMHandler(_Handler):
 
 
 class ServiceProxy(_Server):
-    """Forwards ``/v1/compact`` to ``upstream``; ``mode`` = forward | error500 | slow | canned (answer ``canned``)."""
+    """Forwards ``/v1/compact`` to ``upstream``; ``mode`` = forward | error500 | slow | canned (answer ``canned``).
+
+    Also ``auth401`` (a service started with another ``--api-key``) and ``kill`` (the request is read,
+    then the connection closes with no answer, as when the service process dies mid-compaction).
+    """
 
     def __init__(self, upstream: str, slow_s: float = 5.0):
         self.upstream, self.mode, self.slow_s, self.bodies = upstream.rstrip("/"), "forward", slow_s, []
@@ -132,6 +136,13 @@ class _ProxyHandler(_Handler):
             return self.send_json(422, {"error": {"type": "invalid_request", "message": "extra fields not permitted"}})
         if proxy.mode == "error500":
             return self.send_json(500, {"error": {"type": "internal", "message": "injected failure"}})
+        if proxy.mode == "auth401":
+            return self.send_json(401, {"error": {"type": "unauthorized", "message": "bad or missing API key"}})
+        if proxy.mode == "kill":
+            self.close_connection = True
+            self.wfile.flush()
+            self.connection.shutdown(2)  # no status line: the client sees the connection drop
+            return
         if proxy.mode == "canned":
             return self.send_json(200, proxy.canned)
         if proxy.mode == "slow":
@@ -143,6 +154,8 @@ class _ProxyHandler(_Handler):
                 status, out = res.status, res.read()
         except urllib.error.HTTPError as exc:
             status, out = exc.code, exc.read()
+        except urllib.error.URLError as exc:  # no upstream (a proxy that only answers late)
+            status, out = 502, json.dumps({"error": {"type": "bad_gateway", "message": str(exc.reason)}}).encode()
         proxy.replies.append((status, out))
         try:
             self.send_response(status)

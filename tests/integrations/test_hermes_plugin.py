@@ -160,18 +160,19 @@ def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service)
         assert e.get_status()["speccompact"]["last_compaction"]["incremental"] is True
 
 
-def test_service_down_keeps_messages_and_cools_down():
-    e = make_engine(closed_port_url())
+def test_service_down_with_abort_keeps_messages_and_cools_down():
+    e = make_engine(closed_port_url(), abort_on_summary_failure=True)
     ms = history()
     assert e.compress(ms) is ms and e._last_compress_aborted
     assert "unreachable" in e._last_summary_error and e.last["cooldown_s"] == 60
-    assert e._automatic_compression_blocked() and not e.should_compress(190_000)
-    assert e.compress(ms) is ms and not e._last_compress_aborted  # in cooldown: not even tried
+    assert not e.should_compress(190_000)  # in cooldown no automatic compaction comes
+    assert not e._automatic_compression_blocked()  # but Hermes's recovery from a refused prompt gets through
+    assert e.compress(ms) is ms and e._last_compress_aborted and e._failures_in_a_row == 2
 
 
 def test_500_and_timeouts_follow_hermes_cooldowns():
     with ServiceProxy("http://127.0.0.1:9", slow_s=3.0) as proxy:
-        e = make_engine(proxy.url, timeout_s=0.5)
+        e = make_engine(proxy.url, timeout_s=0.5, abort_on_summary_failure=True)
         proxy.mode = "error500"
         ms = history()
         assert e.compress(ms) is ms and e.last["cooldown_s"] == 60 and "HTTP 500" in e._last_summary_error
@@ -186,7 +187,7 @@ def test_500_and_timeouts_follow_hermes_cooldowns():
 
 def test_a_cut_off_or_empty_summary_is_a_failure_never_a_summary():
     with ServiceProxy("http://127.0.0.1:9") as proxy:
-        e = make_engine(proxy.url)
+        e = make_engine(proxy.url, abort_on_summary_failure=True)
         proxy.mode = "canned"
         ms = history()
         for canned, error in (({"summary": "## Goal\n- half", "truncated": True}, "truncated"),
@@ -204,7 +205,7 @@ def test_automatic_compaction_stops_after_two_ineffective_ones():
     for _ in range(2):
         e.record_completed_compaction()
         e.update_from_response({"prompt_tokens": 170_000, "completion_tokens": 5})
-    assert not e.should_compress(170_000) and e._automatic_compression_blocked()
+    assert not e.should_compress(170_000) and not e._automatic_compression_blocked()  # recovery still passes
     e.update_from_response({"prompt_tokens": 90_000})  # the prompt fits again: the guard resets
     assert e.should_compress(160_000)
 

@@ -91,6 +91,7 @@ def closed_port() -> str:
 
 
 LOOP_FILES = 18  # files the tool loop reads, one per model call
+WIDE_FILES = 40  # files the long tool loop reads (with OpenClaw's mid-turn precheck on)
 LOOP_FILE_CHARS = 20_000  # more than OpenClaw keeps of one tool result at this window (about 16,000 characters)
 
 
@@ -118,16 +119,18 @@ def decide(body: dict) -> tuple[dict, int]:
     since = max((i for i, m in enumerate(ms) if m.get("role") == "assistant"), default=-1)
     trailing = ms[since + 1:]  # what came after the model's last message (OpenClaw adds its own context)
     results = [text_of(m) for m in trailing if m.get("role") == "tool"]
-    read = re.search(r"LOOP-FILE-(\d+)-START", results[-1]) if results else None
-    if any("PHASE loop" in text_of(m) for m in trailing) or read:
+    read = re.search(r"(LOOP|WIDE)-FILE-(\d+)-START", results[-1]) if results else None
+    asked = next((p for p in ("loop", "wide") if any(f"PHASE {p}" in text_of(m) for m in trailing)), None)
+    if asked or read:
         if rough_tokens(body) > WINDOW:
             return {"error": f"This model's maximum context length is {WINDOW} tokens; "
                              f"your request has {rough_tokens(body)} (context length exceeded)"}, 0
-        nxt = int(read.group(1)) + 1 if read else 0
-        if nxt == LOOP_FILES:
+        name = read.group(1).lower() if read else asked
+        nxt = int(read.group(2)) + 1 if read else 0
+        if nxt == (LOOP_FILES if name == "loop" else WIDE_FILES):
             return {"content": "Loop done: every file is read."}, rough_tokens(body)
         call = {"id": f"read_{nxt}_{len(ms)}", "type": "function",
-                "function": {"name": "read", "arguments": json.dumps({"path": f"loop{nxt}.txt"})}}
+                "function": {"name": "read", "arguments": json.dumps({"path": f"{name}{nxt}.txt"})}}
         return {"tool_calls": [call]}, rough_tokens(body)
     return {"content": f"Done: reply {len(ms)}."}, NEAR_FULL
 
@@ -171,10 +174,11 @@ def model_config(llm_url: str, workspace: Path) -> dict:
                             "contextWindow": WINDOW, "maxTokens": 1024}]}}}}
 
 
-def select_plugin(service_url: str):
+def select_plugin(service_url: str, mid_turn_precheck: bool = False):
     def change(cfg: dict) -> None:
         # no memory-flush turn before each compaction: one model call less per compaction
-        cfg["agents"]["defaults"]["compaction"] = {"provider": "speccompact", "memoryFlush": {"enabled": False}}
+        cfg["agents"]["defaults"]["compaction"] = {"provider": "speccompact", "memoryFlush": {"enabled": False},
+                                                   "midTurnPrecheck": {"enabled": mid_turn_precheck}}
         plugins = cfg.setdefault("plugins", {})
         plugins.setdefault("slots", {})["contextEngine"] = "speccompact"
         entry = plugins.setdefault("entries", {}).setdefault("speccompact", {})
@@ -213,10 +217,11 @@ def stack(openclaw_built, emulated_service, tmp_path_factory):
     """``(openclaw, llm, proxy)``: an OpenClaw home with the plugin installed, the fake model, the service proxy."""
     env, cli, tgz, _ = openclaw_built
     oc = OpenClaw(tmp_path_factory.mktemp("openclaw-home"), env, cli)
-    for i in range(LOOP_FILES):
-        head = f"LOOP-FILE-{i}-START\n"
-        row = f"row {i}: " + "value " * 15 + "\n"  # about 100 characters: far fewer lines than read's cap
-        (oc.workspace / f"loop{i}.txt").write_text(head + row * ((LOOP_FILE_CHARS - len(head)) // len(row)))
+    for name, n in (("loop", LOOP_FILES), ("wide", WIDE_FILES)):
+        for i in range(n):
+            head = f"{name.upper()}-FILE-{i}-START\n"
+            row = f"row {i}: " + "value " * 15 + "\n"  # about 100 characters: far fewer lines than read's cap
+            (oc.workspace / f"{name}{i}.txt").write_text(head + row * ((LOOP_FILE_CHARS - len(head)) // len(row)))
     with FakeLLM(decide) as llm, ServiceProxy(emulated_service) as proxy:
         oc.config.write_text(json.dumps(model_config(llm.url, oc.workspace)))
         install = oc("plugins", "install", f"npm-pack:{tgz}", "--force", "--accept-capabilities")
@@ -250,6 +255,18 @@ def loop_run(stack):
     oc.edit(select_plugin(proxy.url))
     out = oc.turn("loop-1", f"PHASE loop: read loop0.txt to loop{LOOP_FILES - 1}.txt one by one, then say you are done.")
     return {"turn": out, "llm": llm.requests[start_llm:], "bodies": proxy.bodies[start_bodies:]}
+
+
+@pytest.fixture(scope="module")
+def wide_run(stack):
+    """One turn reading WIDE_FILES files (about three windows), with OpenClaw's mid-turn precheck on."""
+    oc, llm, proxy = stack
+    start_llm, start_bodies = len(llm.requests), len(proxy.bodies)
+    oc.edit(select_plugin(proxy.url, mid_turn_precheck=True))
+    out = oc.turn("wide-1", f"PHASE wide: read wide0.txt to wide{WIDE_FILES - 1}.txt one by one, then say you are done.")
+    oc.edit(select_plugin(proxy.url))
+    return {"turn": out, "llm": llm.requests[start_llm:], "bodies": proxy.bodies[start_bodies:],
+            "replies": proxy.replies[start_bodies:]}
 
 
 def test_plugin_unit_tests_pass_under_node_24(openclaw_built):
@@ -317,3 +334,23 @@ def test_a_long_tool_loop_stays_inside_the_window(loop_run):
         assert sorted(calls) == sorted(m["tool_call_id"] for m in body["messages"] if m["role"] == "tool")
     assert loop_run["bodies"], "no compaction reached the service during the loop"
     assert any(b.get("session") == "loop-1" for b in loop_run["bodies"])  # through the engine
+
+
+def test_a_40_file_tool_loop_is_never_refused_for_length(wide_run):
+    """With midTurnPrecheck OpenClaw compacts before the window inside the loop, through the service.
+
+    (Checked: without midTurnPrecheck OpenClaw's safeguard mode sent requests over the window.) OpenClaw
+    2026.9.6 calls no engine method inside the loop of an engine that does not own compaction, and a
+    ``--local`` turn skips post-turn work, so no prepare goes out here (observed: none).
+    """
+    turn, requests = wide_run["turn"], wide_run["llm"]
+    assert turn["rc"] == 0 and "Loop done" in turn["stdout"], turn["stderr"][-3000:]
+    sizes = [rough_tokens(r) for r in requests if r.get("tools")]
+    assert max(sizes) <= WINDOW, sizes  # 0 requests refused for length
+    reads = {m for r in requests for m in re.findall(r"WIDE-FILE-(\d+)-START", json.dumps(r["messages"][-3:]))}
+    assert reads == {str(i) for i in range(WIDE_FILES)}
+    compacts = [b for b in wide_run["bodies"] if b.get("mode") != "prepare" and b.get("session") == "wide-1"]
+    assert len(compacts) >= 2, [b.get("mode") for b in wide_run["bodies"]]  # several, inside the one turn
+    for body in compacts:
+        calls = [tc["id"] for m in body["messages"] for tc in m.get("tool_calls") or []]
+        assert sorted(calls) == sorted(m["tool_call_id"] for m in body["messages"] if m["role"] == "tool")

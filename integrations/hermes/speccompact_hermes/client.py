@@ -13,6 +13,7 @@ timeouts (502/504 count as timeouts), 30 s for a body that is not JSON,
 
 from __future__ import annotations
 
+import http.client
 import json
 import socket
 import time
@@ -126,7 +127,7 @@ def compact(url: str, body: dict, *, api_key: str | None, timeout_s: float) -> R
         if isinstance(exc.reason, (TimeoutError, socket.timeout)):
             raise Failure("timeout", f"no answer within {timeout_s:g} s") from exc
         raise Failure("unreachable", f"{url}: {exc.reason}") from exc
-    except (ConnectionError, OSError) as exc:
+    except (ConnectionError, OSError, http.client.HTTPException) as exc:  # refused, reset, cut off mid-answer
         raise Failure("unreachable", f"{url}: {exc.__class__.__name__}: {exc}") from exc
     latency = time.perf_counter() - t0
     try:
@@ -186,5 +187,5 @@ def prepare(url: str, body: dict, *, api_key: str | None, timeout_s: float) -> s
             return "accepted" if 200 <= res.status < 300 else "failed"
     except urllib.error.HTTPError as exc:
         return "unsupported" if exc.code in PREPARE_UNSUPPORTED else "failed"
-    except (OSError, ValueError):  # network errors, timeouts
+    except (OSError, ValueError, http.client.HTTPException):  # network errors, timeouts, a cut-off answer
         return "failed"

@@ -7,20 +7,29 @@ included), keeps Hermes's head and tail, sends the middle (redacted, with
 the previous summary, the ``/compress`` topic or Hermes's auto-focus from the
 recent user turns, and the agent's tools) to the service, and returns the
 list Hermes continues with, the summary under Hermes's headings.  A middle
-with nothing to send is a local no-op: the pruned list, no request.  A
-failure -- service down, slow, 5xx, a cut-off or empty summary -- returns
-the messages unchanged, sets a cooldown like Hermes's own compressor, and
-never raises into the agent loop.  Automatic compaction stops after two
-compactions in a row that did not bring the prompt under the trigger
-(Hermes applies no such guard to plugin engines); ``/compress``
-(``force=True``) always runs.
+with nothing to send is a local no-op: the pruned list, no request.
+
+A failure -- service down, killed mid-answer, slow, 401, 5xx, a cut-off or
+empty summary -- never raises into the agent loop and sets a cooldown like
+Hermes's own compressor (no request to the service until it ends).  What
+the agent continues with follows Hermes's ``compression.abort_on_summary_failure``:
+by default (False) the pruned list with the middle replaced by a
+deterministic hand-off (``fallback.py``), so the prompt still shrinks; with
+True the messages unchanged.  During the cooldown an automatic compaction
+makes the same local hand-off without asking the service (or, with True,
+keeps the messages).  A call over the window -- Hermes's recovery after the
+model refused the prompt for length -- is never held back by the cooldown.
+Automatic compaction stops after two compactions in a row that did not
+bring the prompt under the trigger (Hermes applies no such guard to plugin
+engines); ``/compress`` (``force=True``) always runs.
 
 Ahead of time: once a usage report reaches ``prepare_ratio`` of the trigger,
 the engine sends the middle it can already fix as ``"mode": "prepare"`` with
-the session id, in a background thread, so the compaction at the trigger
-finds most of the work done.  A service that refuses the fields (422) is
-not asked again; compactions name the session only once a prepare was
-accepted.
+the session id, in a background thread, and again each time that prefix
+grew by ``prepare_step`` of the trigger, so the compaction at the trigger
+finds a prefix at most a few turns old already summarized.  A service that
+refuses the fields (422) is not asked again; compactions name the session
+only once a prepare was accepted.
 
 Every field is plain data, so ``copy.deepcopy`` (Hermes copies the engine
 for each agent) always works.
@@ -35,8 +44,10 @@ import threading
 import time
 from typing import Any
 
-from . import client, hermes_body, messages as msgs, policy
+from . import client, fallback, hermes_body, messages as msgs, policy
 from .framing import hermes_markers, redact
+from .seen import (AGENT_HISTORY, AGENT_TOOLS, PREPARES, SUMMARY_GUESS, _fingerprint, carry_over,  # noqa: F401
+                   remember_tools)
 from .settings import Settings
 
 log = logging.getLogger(__name__)
@@ -56,38 +67,6 @@ except ImportError:  # outside Hermes: the same attributes, so the logic runs an
         def on_session_reset(self) -> None:
             self.last_prompt_tokens = self.last_completion_tokens = self.last_total_tokens = 0
             self.compression_count = 0
-
-# Filled by the pre_api_request hook; module level, so every copy of the engine shares them and
-# none is deep-copied.  session id -> the tool schemas of the agent's latest request:
-AGENT_TOOLS: dict[str, list] = {}
-# session id -> the message list (without the system prompt) of the agent's latest request, as
-# compress() will receive it; what an ahead-of-time compaction is made from:
-AGENT_HISTORY: dict[str, list] = {}
-# session id -> the thread sending the latest prepare (compress() waits for its answer):
-PREPARES: dict[str, threading.Thread] = {}
-MAX_SESSIONS = 64  # sessions remembered in each map
-SUMMARY_GUESS = 2000  # summary size assumed before the first compaction reports one (tokens)
-
-
-def _fingerprint(wire: list[dict]) -> str:
-    return hashlib.sha256(json.dumps(wire, sort_keys=True).encode()).hexdigest()
-
-
-def _bounded_put(table: dict, key: str, value: Any) -> None:
-    table[key] = value
-    while len(table) > MAX_SESSIONS:
-        table.pop(next(iter(table)))
-
-
-def remember_tools(session_id: str = "", request: dict | None = None, conversation_history: list | None = None,
-                   **_: Any) -> None:
-    """``pre_api_request`` hook: keep the tools the agent is sending and its message list."""
-    tools = ((request or {}).get("body") or {}).get("tools")
-    if session_id and isinstance(tools, list):
-        _bounded_put(AGENT_TOOLS, session_id, tools)
-    if session_id and isinstance(conversation_history, list):
-        _bounded_put(AGENT_HISTORY, session_id, conversation_history)
-
 
 class SpecCompactEngine(_Base):
     """Hermes context engine: compaction by the sgl_speccompact service."""
@@ -109,12 +88,14 @@ class SpecCompactEngine(_Base):
         self._verify_compaction_cleared_threshold = False  # judge the next usage report
         self._last_compress_aborted = False  # read by Hermes: the last compress() failed, messages kept
         self._last_summary_error: str | None = None  # read by Hermes for its warning
-        self._last_summary_fallback_used = False  # read by Hermes; never a fallback summary here
+        self._last_summary_fallback_used = False  # read by Hermes: the last compress() inserted the local hand-off
         self._last_compression_made_progress = False  # read by Hermes after compress()
         self._prepare_supported: bool | None = None  # the service took (True) or refused (False) a prepare
         self._prepared_key = ""  # digest of the last prepared request: one prepare per prefix
         self._prepared_n = 0  # messages the last prepare covered, from the first summarized one
         self._prepared_digest = ""  # fingerprint of those messages as sent
+        self._prepared_params = ""  # digest of the last prepare's fields other than its messages
+        self._prepared_tokens = 0  # rough tokens of the last prepare's messages before pruning
         self.prepares_sent = 0  # ahead-of-time compactions sent
         self.last: dict = {}  # stats of the last compaction (get_status)
 
@@ -148,13 +129,33 @@ class SpecCompactEngine(_Base):
         self._verify_compaction_cleared_threshold = True
 
     def _automatic_compression_blocked(self) -> bool:
-        """In cooldown, or too many ineffective compactions (Hermes reads this too)."""
-        return (time.monotonic() < self._cooldown_until
-                or self._ineffective_compression_count >= self.settings.max_ineffective)
+        """Never: Hermes asks this before every call without ``force``, its recovery from a refused prompt too.
+
+        Automatic compaction is held back in :meth:`should_compress` instead
+        (which Hermes's automatic paths ask first and its recovery does not).
+        """
+        return False
+
+    def _held(self) -> bool:
+        """Automatic compaction waits: too many ineffective ones, or a cooldown with the abort key set.
+
+        With ``abort_on_summary_failure`` False a cooldown holds back only the
+        requests to the service: compress() hands off locally meanwhile.
+        """
+        return (self._ineffective_compression_count >= self.settings.max_ineffective
+                or (self._cooling_down() and self.settings.abort_on_summary_failure))
+
+    def _cooling_down(self) -> bool:
+        return time.monotonic() < self._cooldown_until
+
+    def _over_window(self, current_tokens: int | None) -> bool:
+        """Whether a call is Hermes's recovery from a prompt the model refused: the prompt fills the window."""
+        window = self.context_length - (self.max_tokens or 0)
+        return bool(current_tokens) and 0 < window <= int(current_tokens)
 
     def should_compress(self, prompt_tokens: int | None = None) -> bool:
         tokens = self.last_prompt_tokens if prompt_tokens is None else prompt_tokens
-        return 0 < self.threshold_tokens <= tokens and not self._automatic_compression_blocked()
+        return 0 < self.threshold_tokens <= tokens and not self._held()
 
     def update_model(self, model: str, context_length: int, base_url: str = "", api_key: str = "",
                      provider: str = "", api_mode: str = "", max_tokens: int | None = None, **_: Any) -> None:
@@ -212,7 +213,7 @@ class SpecCompactEngine(_Base):
         history = AGENT_HISTORY.get(self.session_id)
         if (not s.prepare or self._prepare_supported is False or not self.session_id or not history
                 or not 0 < soft <= self.last_prompt_tokens < self.threshold_tokens
-                or self._automatic_compression_blocked()):  # at the trigger compress() runs next: no prepare
+                or self._held() or self._cooling_down()):  # at the trigger compress() runs next: no prepare
             return
         p = self._plan(history)
         split = policy.prepared_split(p)
@@ -221,10 +222,15 @@ class SpecCompactEngine(_Base):
             return
         body = self._body(wire, self._previous_for(p.cut), hermes_body.auto_focus(history, self._is_summary))
         key = hashlib.sha256(json.dumps(body, sort_keys=True).encode()).hexdigest()
-        if key == self._prepared_key:
+        params = _fingerprint([{k: v for k, v in body.items() if k != "messages"}])
+        tokens = sum(msgs.rough_tokens(m) for m in history[split.summarize_from:split.end])  # as the agent sent them
+        running = PREPARES.get(self.session_id)
+        if key == self._prepared_key or (running is not None and running.is_alive()):
             return
+        if params == self._prepared_params and tokens < self._prepared_tokens + self.threshold_tokens * s.prepare_step:
+            return  # rolling: the stored prefix is recent enough; a new prepare would cancel a running one
         self._prepared_key, self._prepared_n = key, split.end - split.summarize_from
-        self._prepared_digest = _fingerprint(wire)
+        self._prepared_digest, self._prepared_params, self._prepared_tokens = _fingerprint(wire), params, tokens
         self.prepares_sent += 1
         body.update(session=self.session_id, mode="prepare")
         thread = threading.Thread(target=self._send_prepare, args=(body,), daemon=True, name="speccompact-prepare")
@@ -245,21 +251,49 @@ class SpecCompactEngine(_Base):
 
     def compress(self, messages: list[dict], current_tokens: int | None = None, focus_topic: str | None = None,
                  force: bool = False) -> list[dict]:
-        """Summarize the middle of ``messages`` on the service; the input unchanged on any failure."""
+        """Summarize the middle of ``messages`` on the service; on failure, Hermes's hand-off or the input."""
         self._last_compress_aborted, self._last_summary_error = False, None
-        self._last_compression_made_progress = False
+        self._last_compression_made_progress = self._last_summary_fallback_used = False
         if force:
             self._cooldown_until, self._ineffective_compression_count = 0.0, 0
-        elif self._automatic_compression_blocked():
-            return messages
+        # cooling down: no request, the hand-off Hermes would insert; a call reaching here with the abort
+        # key set, or over the window, is Hermes's recovery from a refused prompt (should_compress said no)
+        local = (self._cooling_down() and not self.settings.abort_on_summary_failure
+                 and not self._over_window(current_tokens))
         try:
+            if local:
+                return self._fall_back(messages, str(self.last.get("error") or "the service is cooling down"))
             return self._compress(messages, focus_topic)
         except client.Failure as failure:
             self._fail(failure)
         except Exception as exc:  # never into the agent loop
             log.exception("speccompact: compaction failed")
             self._fail(client.Failure("error", f"{exc.__class__.__name__}: {exc}"))
+        if not self.settings.abort_on_summary_failure:
+            try:
+                return self._fall_back(messages, str(self.last.get("error")))
+            except Exception:  # the hand-off is local and pure; should it ever fail, keep the messages
+                log.exception("speccompact: the local hand-off failed")
+        self._last_compress_aborted = True
         return messages
+
+    def _fall_back(self, messages: list[dict], reason: str) -> list[dict]:
+        """The pruned list with the middle replaced by a deterministic hand-off (no request)."""
+        p = self._plan(messages)
+        middle = msgs.middle(p.pruned, p.cut) if p.cut is not None else []
+        if not middle:  # nothing to drop: the pruning alone
+            return [msgs.kept(m) for m in p.pruned] if p.n_pruned else messages
+        body = fallback.handoff(middle, reason, p.cut.previous_summary)
+        out = msgs.assemble(p.pruned, p.cut, redact(body), hermes_markers())
+        self._previous_summary = None  # the next summary builds on the hand-off now in the list
+        self._prepared_key, self._prepared_n, self._prepared_params = "", 0, ""
+        self.compression_count += 1
+        self._last_compression_made_progress = self._last_summary_fallback_used = True
+        self.last = {**self.last, "fallback": True, "messages_dropped": len(middle), "messages_before": len(messages),
+                     "messages_after": len(out), "pruned_tool_outputs": p.n_pruned}
+        log.warning("speccompact: no summary (%s); %d messages replaced by a local hand-off "
+                    "(compression.abort_on_summary_failure: false)", reason, len(middle))
+        return out
 
     def _compress(self, messages: list[dict], focus_topic: str | None) -> list[dict]:
         p = self._plan(messages)
@@ -282,7 +316,7 @@ class SpecCompactEngine(_Base):
         body = self._body(wire, previous, focus)
         pending = PREPARES.pop(self.session_id, None)
         if pending is not None:  # the service must have seen the prepare before this compaction
-            pending.join(self.settings.prepare_timeout_s)
+            pending.join(min(self.settings.prepare_timeout_s, self.settings.timeout_s))
         if self._prepare_supported:
             body["session"] = self.session_id
         s = self.settings
@@ -291,7 +325,7 @@ class SpecCompactEngine(_Base):
                                          cut.previous_summary, hermes_body.tool_paths(middle))
         out = msgs.assemble(p.pruned, cut, redact(rendered), hermes_markers())
         self._previous_summary = redact(reply.summary)
-        self._prepared_key, self._prepared_n = "", 0
+        self._prepared_key, self._prepared_n, self._prepared_params = "", 0, ""
         self.compression_count += 1
         self._cooldown_until, self._timeouts_in_a_row, self._failures_in_a_row = 0.0, 0, 0
         self._last_compression_made_progress = True
@@ -312,24 +346,21 @@ class SpecCompactEngine(_Base):
         self._failures_in_a_row += 1
         wait = failure.cooldown(self._timeouts_in_a_row)
         self._cooldown_until = time.monotonic() + wait
-        self._last_compress_aborted, self._last_summary_error = True, f"speccompact service: {failure}"
+        self._last_summary_error = f"speccompact service: {failure}"
         self.last = {"error": str(failure), "cooldown_s": wait}
-        log.warning("speccompact: %s; messages kept unchanged, automatic compaction paused for %d s", failure, wait)
+        log.warning("speccompact: %s; no request to the service for %d s", failure, wait)
 
     # ------------------------------------------------------------ session and status
 
     def on_session_start(self, session_id: str, **kwargs: Any) -> None:
         self.session_id = session_id or ""
-        old = kwargs.get("old_session_id")
-        for table in (AGENT_TOOLS, AGENT_HISTORY):
-            if old and old in table and self.session_id not in table:
-                _bounded_put(table, self.session_id, table[old])
+        carry_over(kwargs.get("old_session_id"), self.session_id)
 
     def on_session_reset(self) -> None:
         super().on_session_reset()
         self._previous_summary, self._ineffective_compression_count = None, 0
         self._cooldown_until, self._timeouts_in_a_row, self._failures_in_a_row = 0.0, 0, 0
-        self._prepared_key, self._prepared_n = "", 0
+        self._prepared_key, self._prepared_n, self._prepared_params = "", 0, ""
 
     def get_status(self) -> dict:
         status = super().get_status()

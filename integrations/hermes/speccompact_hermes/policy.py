@@ -85,9 +85,9 @@ def plan(messages: list[dict], *, head_n: int, protect_last_n: int, tail_tokens:
 def prepared_end(p: Plan) -> int:
     """End of what an ahead-of-time compaction sends: the middle up to the prune boundary, whole tool groups.
 
-    Pruning never changes these messages again before the trigger, so the
-    later compaction's middle starts with them (unless a newer identical tool
-    output turns one into a back-reference: then the service misses).
+    Pruning never changes these messages again before the trigger (a newer
+    identical tool output does not turn an older stub into a back-reference,
+    see ``prune.py``), so the later compaction's middle starts with them.
     """
     if p.cut is None:
         return 0

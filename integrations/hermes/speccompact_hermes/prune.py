@@ -5,7 +5,14 @@ before every summary, over the whole list (the head and tail it keeps
 included): older copies of an identical tool output become a back-reference,
 every tool output outside the protected recent messages becomes a one-line
 stub (``[read_file] read src/a.py from line 1 (22,000 chars)``), and long
-tool-call arguments there are shortened.  Without it a single user request
+tool-call arguments there are shortened.
+
+One difference, so a pruned prefix stays byte-identical as the history
+grows (what an ahead-of-time compaction needs): back-references are made
+only inside the protected recent messages.  An older output is stubbed from
+its own call and content alone, so a newer duplicate appearing later never
+rewrites it (Hermes would turn its stub into the back-reference, and the
+prefix the service prepared would no longer match).  Without it a single user request
 that turns into a long tool loop keeps every result after that request
 whole, and the prompt outgrows the window.
 
@@ -143,7 +150,7 @@ def prune(messages: list[dict], tail_tokens: int, tail_count: int) -> tuple[list
     def rewrite(i: int, **changes: Any) -> None:
         out[i] = {k: v for k, v in out[i].items() if k != "api_content"} | changes
 
-    for i in range(len(out) - 1, -1, -1):  # the newest copy of an output stays whole
+    for i in range(len(out) - 1, boundary - 1, -1):  # the newest copy of an output stays whole
         content = out[i].get("content")
         if out[i].get("role") != "tool" or not isinstance(content, str) or len(content) < MIN_PRUNE_CHARS:
             continue

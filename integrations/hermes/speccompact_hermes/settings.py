@@ -11,16 +11,19 @@
       target_ratio: 0.20         # the kept tail, as a share of the trigger
       protect_first_n: 3
       protect_last_n: 20
+      abort_on_summary_failure: false   # true: a failed summary keeps the messages unchanged
     speccompact:
       url: http://127.0.0.1:8000
       method: speccompact        # or hermes, openclaw, target_self
       source_judge: false
       timeout_s: 120
       prepare: true              # ahead-of-time compaction, when the service offers it
-      prepare_ratio: 0.8         # ... sent once the prompt reaches this share of the trigger
+      prepare_ratio: 0.5         # ... sent once the prompt reaches this share of the trigger
+      prepare_step: 0.1          # ... and again each time the preparable prefix grows by this share of it
 
 A key under ``speccompact:`` (``threshold_percent``, ``target_ratio``,
-``protect_first_n``, ``protect_last_n``) wins over Hermes's ``compression:``.
+``protect_first_n``, ``protect_last_n``, ``abort_on_summary_failure``) wins
+over Hermes's ``compression:``.
 Environment (wins over the file): ``SPECCOMPACT_URL``, ``SPECCOMPACT_API_KEY``
 (else ``SGL_SPECCOMPACT_API_KEY``), ``SPECCOMPACT_METHOD``,
 ``SPECCOMPACT_SOURCE_JUDGE`` (1/true/yes), ``SPECCOMPACT_TIMEOUT_S``,
@@ -49,9 +52,11 @@ class Settings:
     target_ratio: float = 0.20  # Hermes's compression.target_ratio: tail token budget as a share of the trigger
     protect_first_n: int = 3  # Hermes's compression.protect_first_n: messages kept on the first compaction
     protect_last_n: int = 20  # Hermes's compression.protect_last_n: recent messages never pruned (tail floor <= 8)
+    abort_on_summary_failure: bool = False  # Hermes's key: True keeps the messages when no summary comes back
     max_ineffective: int = 2  # automatic compaction stops after this many ineffective ones in a row
     prepare: bool = True  # send ahead-of-time compactions when the service accepts them
-    prepare_ratio: float = 0.80  # ... once the prompt reaches this share of the trigger (ratio)
+    prepare_ratio: float = 0.50  # ... once the prompt reaches this share of the trigger (ratio)
+    prepare_step: float = 0.10  # ... again once the preparable prefix grew by this share of the trigger (ratio)
     prepare_timeout_s: float = 10.0  # one prepare request (answered 202 at once) (s)
 
 
@@ -59,7 +64,8 @@ ENV = {"url": "SPECCOMPACT_URL", "api_key": "SPECCOMPACT_API_KEY", "method": "SP
        "source_judge": "SPECCOMPACT_SOURCE_JUDGE", "timeout_s": "SPECCOMPACT_TIMEOUT_S",
        "prepare": "SPECCOMPACT_PREPARE"}
 HERMES_KEYS = {"threshold": "threshold_percent", "target_ratio": "target_ratio", "protect_first_n": "protect_first_n",
-               "protect_last_n": "protect_last_n"}  # Hermes's compression.* -> our field
+               "protect_last_n": "protect_last_n",
+               "abort_on_summary_failure": "abort_on_summary_failure"}  # Hermes's compression.* -> our field
 
 
 def _coerce(name: str, value: Any) -> Any:

@@ -113,3 +113,30 @@ export async function compact(url: string, body: Record<string, unknown>, opts: 
   if (result.truncated) throw new Failure("truncated", "the summary was cut off by its token cap", status);
   return { summary, result, latencyMs: performance.now() - t0 };
 }
+
+/** How the service took an ahead-of-time compaction. */
+export type PrepareAnswer = "accepted" | "unsupported" | "failed";
+
+const PREPARE_UNSUPPORTED = [400, 404, 405, 422]; // a service without ahead-of-time compaction refuses the fields
+
+/**
+ * POST an ahead-of-time compaction (`"mode": "prepare"`); never throws.
+ *
+ * "accepted": 2xx, the service compacts in the background; "unsupported": a
+ * service that does not know `session`/`mode` (400/404/405/422); "failed":
+ * anything else, tried again later.
+ */
+export async function prepare(url: string, body: Record<string, unknown>, opts: CompactOptions): Promise<PrepareAnswer> {
+  const headers: Record<string, string> = { "content-type": "application/json", accept: "application/json" };
+  if (opts.apiKey) headers.authorization = `Bearer ${opts.apiKey}`;
+  try {
+    const res = await (opts.fetchImpl ?? fetch)(`${url}/v1/compact`, {
+      method: "POST", headers, body: JSON.stringify(body), signal: AbortSignal.timeout(opts.timeoutMs),
+    });
+    await res.text();
+    if (res.status >= 200 && res.status < 300) return "accepted";
+    return PREPARE_UNSUPPORTED.includes(res.status) ? "unsupported" : "failed";
+  } catch {
+    return "failed";
+  }
+}

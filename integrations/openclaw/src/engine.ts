@@ -14,16 +14,27 @@
  * summary, the provider throws and OpenClaw falls back to its own built-in
  * summarizer, exactly as with no plugin. Nothing is thrown into the agent
  * loop. After a failure the service is skipped for a cooldown (as the Hermes
- * plugin does); after `maxIneffective` compactions in a row that did not
- * shrink the context, it is skipped until one (by OpenClaw's summarizer) does.
+ * plugin does), kept in a file under OpenClaw's state folder so the next
+ * `openclaw agent --local` process honours it too (`pause.ts`); after
+ * `maxIneffective` compactions in a row that did not shrink the context, it
+ * is skipped until one (by OpenClaw's summarizer) does.
+ *
+ * Ahead of time: `afterTurn()` sends the settled part of the transcript as a
+ * prepare (`ahead.ts`), in the background: it never delays the agent.
+ * OpenClaw 2026.9.6 calls it before each model request of a tool loop only
+ * for engines that own compaction; for this one, after a completed turn.
  */
 
 import { AsyncLocalStorage } from "node:async_hooks";
-import { compact as postCompact, Failure, type Reply } from "./client.js";
+import { join } from "node:path";
+import { estimateTokens, settledPrefix, shouldPrepare } from "./ahead.js";
+import { compact as postCompact, Failure, prepare as postPrepare, type Reply } from "./client.js";
+import { PAUSE_FILE, PauseFile, pauseKey, stateDir } from "./pause.js";
 import type { Settings } from "./settings.js";
-import type { AgentMessage, CompactParams, CompactResult, CompactionProvider, ContextEngine, PluginLogger, SummarizeParams } from "./types.js";
+import type { AfterTurnParams, CompactParams, CompactResult, CompactionProvider, ContextEngine, PluginLogger, SummarizeParams } from "./types.js";
 import { redact, toWire } from "./wire.js";
 
+export { estimateTokens } from "./ahead.js";
 export const ENGINE_ID = "speccompact";
 export const FOCUS_MAX_CHARS = 800; // OpenClaw's own bound on operator focus (code points)
 export const SESSION_MAX_CHARS = 256; // the service's bound on `session`
@@ -54,6 +65,12 @@ export type SessionState = {
   failuresInARow: number;
   /** automatic compactions in a row that did not reduce the context */
   ineffectiveInARow: number;
+  /** estimated tokens of the prefix the latest prepare sent (0: none since the last compaction) */
+  preparedTokens: number;
+  /** a prepare request is on its way */
+  preparing: boolean;
+  /** prepares sent for this session */
+  preparesSent: number;
   /** what happened last, for logs and tests */
   last: Record<string, unknown>;
 };
@@ -103,7 +120,8 @@ export function requestBody(settings: Settings, messages: readonly unknown[], ca
 }
 
 function freshState(): SessionState {
-  return { cooldownUntil: 0, timeoutsInARow: 0, failuresInARow: 0, ineffectiveInARow: 0, last: {} };
+  return { cooldownUntil: 0, timeoutsInARow: 0, failuresInARow: 0, ineffectiveInARow: 0, preparedTokens: 0,
+           preparing: false, preparesSent: 0, last: {} };
 }
 
 /** What the engine and the provider share. */
@@ -114,23 +132,30 @@ export type Shared = {
   inflight: Set<CallScope>;
   /** advancement keys of committed turns */
   committed: Set<string>;
+  /** the service's pauses, shared with other OpenClaw processes */
+  pauses: PauseFile;
+  /** the service took (true) or refused (false) a prepare; undefined: not asked yet */
+  prepareSupported?: boolean;
 };
 
-export function newShared(): Shared {
-  return { sessions: new Map(), inflight: new Set(), committed: new Set() };
+/** Fresh process state; `pausePath` undefined keeps pauses in memory only. */
+export function newShared(pausePath?: string): Shared {
+  return { sessions: new Map(), inflight: new Set(), committed: new Set(), pauses: new PauseFile(pausePath) };
 }
 
 // OpenClaw may load this module more than once in a process (the compaction provider can come
 // from another plugin registry than the engine), so the state lives on globalThis, under a
 // registered symbol that every copy of the module finds.
 const SHARED_KEY = Symbol.for("sgl-speccompact.openclaw.shared");
-const PROCESS_SHARED: Shared = ((globalThis as Record<symbol, unknown>)[SHARED_KEY] ??= newShared()) as Shared;
+const PROCESS_SHARED: Shared = ((globalThis as Record<symbol, unknown>)[SHARED_KEY] ??=
+  newShared(join(stateDir(process.env), PAUSE_FILE))) as Shared;
 
 /** The engine and provider of one plugin registration. */
 export class SpecCompact {
   readonly sessions: Map<string, SessionState>;
   private readonly inflight: Set<CallScope>;
   private readonly committed: Set<string>;
+  private readonly shared: Shared;
   private delegate?: (params: CompactParams) => Promise<CompactResult>;
 
   constructor(
@@ -143,6 +168,7 @@ export class SpecCompact {
     shared: Shared = PROCESS_SHARED,
   ) {
     this.delegate = delegate;
+    this.shared = shared;
     ({ sessions: this.sessions, inflight: this.inflight, committed: this.committed } = shared);
   }
 
@@ -164,6 +190,9 @@ export class SpecCompact {
     let s = this.sessions.get(key);
     if (!s) {
       s = freshState();
+      const pause = this.shared.pauses.get(pauseKey(this.settings.serviceUrl, key)); // set by another process
+      if (pause) Object.assign(s, { cooldownUntil: pause.until, timeoutsInARow: pause.timeoutsInARow,
+                                    failuresInARow: pause.failuresInARow, last: { error: pause.error } });
       this.sessions.set(key, s);
       while (this.sessions.size > 256) this.sessions.delete(this.sessions.keys().next().value as string);
     }
@@ -217,28 +246,35 @@ export class SpecCompact {
     } catch (err) {
       if (params.signal?.aborted) throw err; // OpenClaw cancelled: it expects the rejection
       const failure = err instanceof Failure ? err : new Failure("http_error", String(err));
-      this.fail(s, failure);
+      this.fail(s, failure, call?.sessionId ?? "");
       throw new Error(`speccompact: ${failure.message}; OpenClaw's built-in summarizer runs instead`);
     }
     const summary = redact(reply.summary);
     const stats = (reply.result.stats ?? {}) as Record<string, unknown>;
+    if (s.failuresInARow) this.shared.pauses.put(pauseKey(this.settings.serviceUrl, call?.sessionId ?? ""), undefined);
     s.previousSummary = summary;
+    s.preparedTokens = 0; // the transcript restarts after this summary
     s.cooldownUntil = 0;
     s.timeoutsInARow = 0;
     s.failuresInARow = 0;
+    const session = reply.result.session as { reused_messages?: unknown } | undefined;
     s.last = { method: reply.result.method, summaryTokens: reply.result.summary_tokens, acceptanceRate: stats.acceptance_rate,
                latencyMs: Math.round(reply.latencyMs), messages: (body.messages as unknown[]).length,
-               incremental: "previous_summary" in body, focus: "focus" in body };
+               incremental: "previous_summary" in body, focus: "focus" in body,
+               reusedMessages: typeof session?.reused_messages === "number" ? session.reused_messages : 0 };
     this.log.info(`speccompact: summarized ${(body.messages as unknown[]).length} messages in ${Math.round(reply.latencyMs)} ms (method ${String(reply.result.method)})`);
     return summary;
   }
 
-  private fail(s: SessionState, failure: Failure): void {
+  private fail(s: SessionState, failure: Failure, sessionId: string): void {
     s.timeoutsInARow = failure.kind === "timeout" ? s.timeoutsInARow + 1 : 0;
     s.failuresInARow += 1;
     const wait = failure.cooldownS(s.timeoutsInARow);
     s.cooldownUntil = Date.now() + wait * 1000;
+    s.previousSummary = undefined; // OpenClaw's summarizer writes this compaction: its summary comes back next time
     s.last = { error: failure.message, cooldownS: wait };
+    this.shared.pauses.put(pauseKey(this.settings.serviceUrl, sessionId), {
+      until: s.cooldownUntil, timeoutsInARow: s.timeoutsInARow, failuresInARow: s.failuresInARow, error: failure.message });
     this.log.warn(`speccompact: ${failure.message}; OpenClaw's built-in summarizer takes this compaction, the service is skipped for ${wait} s`);
   }
 
@@ -251,10 +287,42 @@ export class SpecCompact {
         transcriptSemantics: { currentTurnFence: "before-current-turn-entry-v1", turnAdvancementIdempotency: "atomic-idempotent-v1" },
       },
       ingest: async () => ({ ingested: false }),
+      afterTurn: async (params) => this.prepareAhead(params),
       commitTurn: async ({ advancementKey }) => ({ status: this.commit(advancementKey) }),
       assemble: async ({ messages }) => ({ messages, estimatedTokens: estimateTokens(messages) }),
       compact: (params) => this.compact(params),
     };
+  }
+
+  /**
+   * Send the settled part of the transcript as a prepare when it is due (`ahead.ts`); returns at once.
+   *
+   * The request runs in the background; one at a time per session, so a
+   * newer prepare never cancels one the service is still running.
+   */
+  prepareAhead(params: AfterTurnParams): void {
+    const st = this.settings;
+    const budget = params.tokenBudget ?? params.runtimeContext?.tokenBudget;
+    const session = st.sendSession ? sessionField(params.sessionId) : undefined;
+    if (!st.prepare || this.shared.prepareSupported === false || !session || !budget || !Array.isArray(params.messages)) return;
+    const s = this.state(params.sessionId);
+    if (s.preparing || this.blocked(s)) return;
+    const prefix = settledPrefix(params.messages, st.keepRecentTokens);
+    const rolling = { totalTokens: estimateTokens(params.messages), prefixTokens: estimateTokens(prefix),
+                      preparedTokens: s.preparedTokens, budget, ratio: st.prepareRatio, step: st.prepareStep };
+    if (!shouldPrepare(rolling)) return;
+    const body = requestBody(st, prefix, { sessionId: params.sessionId, tokenBudget: budget, force: false }, s.previousSummary);
+    if ((body.messages as unknown[]).length < 2) return;
+    body.mode = "prepare";
+    s.preparing = true;
+    s.preparedTokens = rolling.prefixTokens;
+    s.preparesSent += 1;
+    this.log.info(`speccompact: preparing ${(body.messages as unknown[]).length} messages of session ${session} ahead of compaction`);
+    void postPrepare(st.serviceUrl, body, { apiKey: st.apiKey, timeoutMs: Math.min(st.timeoutMs, 10_000), fetchImpl: this.fetchImpl })
+      .then((answer) => {
+        s.preparing = false;
+        if (answer !== "failed") this.shared.prepareSupported = answer === "accepted";
+      });
   }
 
   async compact(params: CompactParams): Promise<CompactResult> {
@@ -281,18 +349,6 @@ export class SpecCompact {
     }
     return result;
   }
-}
-
-/**
- * A rough token count (4 characters a token) for OpenClaw's threshold checks.
- *
- * @example
- *   estimateTokens([{ role: "user", content: "abcdefgh" }])  // 9
- */
-export function estimateTokens(messages: readonly AgentMessage[]): number {
-  let chars = 0;
-  for (const m of messages) chars += JSON.stringify(m.content ?? "").length;
-  return Math.ceil(chars / 4) + messages.length * 4;
 }
 
 async function loadDelegate(): Promise<(params: CompactParams) => Promise<CompactResult>> {

@@ -17,12 +17,16 @@ export default {
   name: "SpecCompact",
   description: "Compacts OpenClaw sessions with the sgl_speccompact service",
   register(api: PluginApi): void {
-    const settings = readSettings(api.pluginConfig, process.env);
+    const compaction = api.config?.agents?.defaults?.compaction ?? {};
+    const settings = readSettings(api.pluginConfig, process.env, compaction);
     const plugin = new SpecCompact(settings, api.logger);
     api.registerCompactionProvider(plugin.provider());
     api.registerContextEngine(ENGINE_ID, () => plugin.engine());
-    if (api.config?.agents?.defaults?.compaction?.provider !== ENGINE_ID) {
+    if (compaction.provider !== ENGINE_ID) {
       api.logger.warn(`speccompact: agents.defaults.compaction.provider is not "${ENGINE_ID}": compactions use OpenClaw's built-in summarizer, not the service`);
+    } else if (compaction.midTurnPrecheck?.enabled !== true) {
+      // a provider puts OpenClaw in safeguard mode, which compacts inside a tool loop only after the model refused a request
+      api.logger.warn("speccompact: set agents.defaults.compaction.midTurnPrecheck.enabled: true, or a long tool loop sends the model requests over its window before OpenClaw compacts");
     }
   },
 };

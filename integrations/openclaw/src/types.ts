@@ -51,6 +51,18 @@ export type ContextEngineInfo = {
   };
 };
 
+/** What OpenClaw passes to `afterTurn()` (before each model request of a tool loop, and after a run). */
+export type AfterTurnParams = {
+  sessionId: string;
+  sessionKey?: string;
+  /** the transcript since the latest compaction, the current turn included */
+  messages: AgentMessage[];
+  prePromptMessageCount?: number;
+  tokenBudget?: number;
+  runtimeContext?: ContextEngineRuntimeContext;
+  isHeartbeat?: boolean;
+};
+
 export interface ContextEngine {
   readonly info: ContextEngineInfo;
   ingest(params: { sessionId: string; message: AgentMessage }): Promise<{ ingested: boolean }>;
@@ -60,6 +72,7 @@ export interface ContextEngine {
   }>;
   compact(params: CompactParams): Promise<CompactResult>;
   commitTurn?(params: { advancementKey: string; sessionId: string }): Promise<{ status: "committed" | "duplicate" }>;
+  afterTurn?(params: AfterTurnParams): Promise<void>;
 }
 
 export type SummarizeParams = {
@@ -84,9 +97,16 @@ export type PluginLogger = {
   debug?: (msg: string) => void;
 };
 
+/** The slice of `agents.defaults.compaction` the plugin reads. */
+export type CompactionConfig = {
+  provider?: string;
+  keepRecentTokens?: number;
+  midTurnPrecheck?: { enabled?: boolean };
+};
+
 export type PluginApi = {
   id: string;
-  config?: { agents?: { defaults?: { compaction?: { provider?: string } } } } & Record<string, unknown>;
+  config?: { agents?: { defaults?: { compaction?: CompactionConfig } } } & Record<string, unknown>;
   pluginConfig?: Record<string, unknown>;
   logger: PluginLogger;
   registerContextEngine: (id: string, factory: (ctx: Record<string, unknown>) => ContextEngine) => void;
