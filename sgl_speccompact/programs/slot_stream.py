@@ -85,6 +85,7 @@ class SlotStream:
         self.carried = list(ctx.carried.get((slot.name, section), ()))  # proposed before any draft
         self.carried_used = (0, 0)  # carried lines kept: (lines, tokens), against max_carried_share
         self.stale: set[str] = set()  # carried lines judged no longer to hold (norm_line), never kept
+        self.section_drafted = False  # the new lines before the next carried sub-section heading are drafted
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -205,14 +206,22 @@ class SlotStream:
             if self.budget.lines >= self.budget.max_lines:
                 return "line_budget"  # full: no drafter call
             prefix = tuple(self.accepted)
-            if self.carried:
+            if self.carried and not self.draft_section():
                 self.carry(prefix, self.carried.pop(0))
                 continue
             line = self.buffer.take(prefix)
             if line is not None:
+                if self.carried and line.strip().startswith("#"):
+                    self.section_drafted = True  # the drafter moves on: the carried heading comes next
+                    continue
                 reason = self.step(prefix, line)
-                if reason:
+                if reason in ("complete", "target_ended") and self.carried:
+                    self.section_drafted = True
+                elif reason:
                     return reason
+                continue
+            if self.buffer.done(prefix) and self.carried:
+                self.section_drafted = True
                 continue
             if self.buffer.done(prefix):
                 return "complete"
@@ -222,11 +231,23 @@ class SlotStream:
             lines = list(d.lines)
             while not any(a.strip() for a in prefix) and lines and not lines[0].strip():
                 lines.pop(0)  # a slot does not open with blank lines
+            if not lines and self.carried:
+                self.section_drafted = True
+                continue
             if not lines:
                 return "complete"
             self.buffer = DraftBuffer(prefix, lines, d.ended)
             self.cut, self.capped = (lines[-1] if d.truncated else None), d.capped
             self.count(lines)
+
+    def draft_section(self) -> bool:
+        """Whether to draft now although carried lines remain: the next carried line heads the
+        slot's next sub-section, so the new lines of the one carried so far go before it (a new
+        Done line lands under Done).  Once per heading: the flag clears when it is carried."""
+        if self.budget.lines and not self.section_drafted and section_heading(self.carried[0], self.slot):
+            return True
+        self.section_drafted = False
+        return False
 
     def ends_section(self, line: str) -> bool:
         """A heading in a sub-section branch starts the next sub-section: this one is done."""
