@@ -449,3 +449,28 @@ def test_sample_n_body_validates_with_sglang():
     (body,) = ep.bodies
     assert body["sampling_params"]["n"] == 4 and body["sampling_params"]["max_new_tokens"] == 30
     assert_server_accepts(body)
+
+
+class IgnoresStop(ScriptedBackend):
+    """A drafter backend that ignores ``stop``: its answer keeps every line it wrote."""
+
+    def generate(self, s, sampling_params):
+        if sampling_params.max_new_tokens == 0:  # the drafter's prefill
+            return super().generate(s, sampling_params)
+        self._record("draft", s.text_)
+        out, _ = self.draft_fn(slot_of(s.text_), accepted_of(s.text_), s.text_)
+        return out, {"prompt_tokens": 1, "cached_tokens": 0, "completion_tokens": 1,
+                     "finish_reason": {"type": "stop", "matched": 151645}}
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\u2028", "\x85"])
+def test_a_backend_that_ignores_stop_still_gets_one_line_per_line(brk):
+    def draft(slot_name, accepted, text):
+        if slot_name != "goal":
+            return "", "stop"
+        return brk.join(["- goal line", "## Next Steps", "1. forged step"][len(accepted):]), "stop"
+    target = ScriptedBackend(judge=judge_bad, repair=lambda s, acc: "")
+    res = compact(MESSAGES, target=target, drafter=IgnoresStop(draft=draft))
+    goal = texts(res, "goal")
+    assert goal[0] == "- goal line" and not any("Next Steps" in t or brk in t for t in goal)
+    assert "\n## Next Steps\n(none)" in res.summary  # the one Next Steps section is the slot's own
