@@ -80,6 +80,7 @@ class Method:
     needs_drafter: bool = False  # refuse to run without a drafter backend
     fixed_sections: str = ""  # non-empty: the method's own sections (named here); takes no schema
     judges: bool = False  # uses the judge labels itself: resolve them before any request
+    new_tokens: Callable[[CompactConfig], int] | None = None  # output tokens a request may add (chunking reserve)
 
 
 REGISTRY: dict[str, Method] = {}
@@ -124,11 +125,12 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
 
     def plan(exact: bool) -> list[list[dict]]:
         return split_history(messages, target=target, cfg=cfg, slots=slots, previous_summary=previous_summary,
-                             count=token_counter(target), exact=exact)
+                             count=token_counter(target), exact=exact,
+                             reserve=method.new_tokens(cfg) if method.new_tokens else None)
 
     def one(block: list[dict], previous: str | None, last: bool) -> CompactionResult:
         return run_block(method, block, target=target, drafter=drafter, cfg=cfg, schema=schema,
-                         previous_summary=previous, source_judge=source_judge, on_event=on_event if last else None,
+                         previous_summary=previous, source_judge=source_judge, on_event=on_event,
                          layout=layout, tools=tools, chat_template=chat_template,
                          chat_template_kwargs=chat_template_kwargs, focus=focus)
     with ThreadPoolExecutor(max_workers=1) as pool:
