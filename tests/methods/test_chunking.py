@@ -111,12 +111,14 @@ def test_run_blocks_chains_summaries_and_adds_the_cost():
         seen.append((len(block), previous, last))
         res = CompactionResult(method="m", summary=f"S{len(seen)}")
         res.stats.proposed_lines, res.stats.total_wall_s = 2, 1.5
+        res.stats.layout, res.stats.agent_tokens, res.stats.agent_cached_tokens = "agent", 100, 40
         return res
 
     out = run_blocks([[1], [2, 2], [3]], "S0", one)
     assert seen == [(1, "S0", False), (2, "S1", False), (1, "S2", True)]
     assert out.summary == "S3" and out.chunks == 3
     assert out.stats.proposed_lines == 6 and out.stats.total_wall_s == 4.5
+    assert (out.stats.layout, out.stats.agent_tokens, out.stats.agent_cached_tokens) == ("agent", 300, 120)
     single = run_blocks([[1]], None, one)
     assert single.chunks == 1
 
