@@ -101,6 +101,19 @@ def register(name: str, **flags) -> Callable[[Callable[[Job], Written]], Callabl
     return wrap
 
 
+def refusal(method: Method, *, has_drafter: bool, schema_given: bool) -> str | None:
+    """Why ``method`` cannot serve a compaction, from its registry flags (None: it can).
+
+    >>> refusal(Method("x", print, fixed_sections="its own"), has_drafter=True, schema_given=True)
+    'x uses its own and takes no schema'
+    """
+    if method.needs_drafter and not has_drafter:
+        return f"{method.name} needs a drafter backend"
+    if method.fixed_sections and schema_given:
+        return f"{method.name} uses {method.fixed_sections} and takes no schema"
+    return None
+
+
 def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
         config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
         previous_summary: str | None = None, source_judge: bool = False,
@@ -111,10 +124,9 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     method = REGISTRY.get(name)
     if method is None:
         raise UnknownMethodError(f"unknown method {name!r}; one of {list(REGISTRY)}")
-    if method.needs_drafter and drafter is None:
-        raise ConfigError(f"{name} needs a drafter backend")
-    if method.fixed_sections and schema is not None:
-        raise ConfigError(f"{name} uses {method.fixed_sections} and takes no schema")
+    refused = refusal(method, has_drafter=drafter is not None, schema_given=schema is not None)
+    if refused:
+        raise ConfigError(refused)
     cfg = make_config(config)
     pruned = None
     if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs
