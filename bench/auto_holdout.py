@@ -110,6 +110,9 @@ SPLITS = {  # name -> (fit cells, held-out cells)
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("reports", nargs="*", type=Path, default=REPORTS, help="bench/latency.py JSON reports")
+    ap.add_argument("--held-out", nargs="*", type=Path, default=[],
+                    help="reports whose cells no fit sees (other sizes or rates): scored with the shipped "
+                         "parameters and with those refitted on every cell of REPORTS")
     ap.add_argument("--out", type=Path, help="write the JSON report here too")
     args = ap.parse_args(argv)
     all_cells = cells(args.reports)
@@ -140,6 +143,26 @@ def main(argv: list[str] | None = None) -> int:
               f"({out['exact_rate']}) |")
         for miss in out["misses"]:
             print(f"    held-out miss: {miss}")
+    if args.held_out:
+        unseen = cells(args.held_out)
+        shape = fit(all_cells)
+        report["held_out"] = {"reports": [str(p) for p in args.held_out],
+                              "refit_on_all": {"fitted": {"queueing": shape.queueing, "repair_batch": shape.repair_batch},
+                                               "in_sample": score(all_cells, shape), "out_of_sample": score(unseen, shape)},
+                              "shipped": score(unseen, shipped)}
+        h = report["held_out"]
+        print(f"held-out reports {', '.join(map(str, args.held_out))}: {len(unseen)} cells "
+              f"({', '.join(sorted({str(c['tokens']) + ' tokens' for c in unseen}))}, "
+              f"p {sorted({c['p'] for c in unseen})})")
+        print(f"| refit on all {len(all_cells)} cells ({shape.queueing}, {shape.repair_batch}) | "
+              f"{h['refit_on_all']['in_sample']['hit_rate']} ({h['refit_on_all']['in_sample']['exact_rate']}) | "
+              f"{h['refit_on_all']['out_of_sample']['hits']}/{len(unseen)} = "
+              f"{h['refit_on_all']['out_of_sample']['hit_rate']} ({h['refit_on_all']['out_of_sample']['exact_rate']}) |")
+        print(f"| shipped ({shipped.queueing}, {shipped.repair_batch}) | {report['shipped']['hit_rate']} "
+              f"({report['shipped']['exact_rate']}) | {h['shipped']['hits']}/{len(unseen)} = {h['shipped']['hit_rate']} "
+              f"({h['shipped']['exact_rate']}) |")
+        for miss in h["shipped"]["misses"]:
+            print(f"    held-out miss (shipped): {miss}")
     if args.out:
         args.out.write_text(json.dumps(report, indent=2) + "\n")
     return 0

@@ -5,7 +5,7 @@
 :class:`SlotStream` per branch, concurrently.  Each stream loops::
 
     take the next proposed line (a line carried from the previous summary,
-      see carried.py; else buffered, prefetched, or drafted now)
+      see carrying.py; else buffered, prefetched, or drafted now)
       -> checks (duplicate / too long -> repair; heading, marker, blank -> accept)
       -> budget check
       -> judge (while it is judged, the drafter already drafts the next line:
@@ -33,7 +33,7 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..core.carried import section_heading
+from .carrying import CarriedProposals
 from ..core.lines import (DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, norm_line, read_repair,
                           split_line)
 from .steps import Draft, SlotContext, draft, judge_lines, open_slot, repair_line, sample_candidates, verify_line
@@ -44,7 +44,7 @@ from ..core.sections import SlotLines, branch_lines
 HEADING = "### {}"  # how a sub-section heading line looks
 
 
-class SlotStream:
+class SlotStream(CarriedProposals):
     """One branch: its accepted lines, budget, draft buffer and prefetched draft.
 
     Parameters
@@ -240,15 +240,6 @@ class SlotStream:
             self.cut, self.capped = (lines[-1] if d.truncated else None), d.capped
             self.count(lines)
 
-    def draft_section(self) -> bool:
-        """Whether to draft now although carried lines remain: the next carried line heads the
-        slot's next sub-section, so the new lines of the one carried so far go before it (a new
-        Done line lands under Done).  Once per heading: the flag clears when it is carried."""
-        if self.budget.lines and not self.section_drafted and section_heading(self.carried[0], self.slot):
-            return True
-        self.section_drafted = False
-        return False
-
     def ends_section(self, line: str) -> bool:
         """A heading in a sub-section branch starts the next sub-section: this one is done."""
         return self.section is not None and line.strip().startswith("#")
@@ -284,39 +275,6 @@ class SlotStream:
         meta = self.sent("verify", verify_line, self.s, self.slot, line, self.ctx, carried)
         self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
         return meta.get("judgement") or {}
-
-    def carry(self, prefix: tuple[str, ...], line: str) -> None:
-        """Propose a line of the previous summary (see carried.py): kept (origin carried) if the
-        target judges it still holds after the new turns, else dropped and remembered as stale.
-
-        Only the slot's own sub-section headings pass unjudged, in the schema's
-        words; any other heading, a marker, a blank, a duplicate (across the
-        slot's branches too) or an over-long line is dropped.  Carried lines
-        stop at ``max_carried_share`` of the slot's lines and tokens.
-        """
-        heading = section_heading(line, self.slot) if self.section is None else None
-        line = heading or line
-        kind = self.kind(line)
-        if kind is not (LineKind.UNJUDGED if heading else LineKind.JUDGE):
-            return
-        self.count([line])
-        if self.budget.check(line, self.tokens[line]):
-            return  # does not fit what is left: the drafter may still write shorter lines
-        if heading:
-            self.accept(line, LineOrigin.UNJUDGED)
-            return
-        share = self.ctx.cfg.max_carried_share
-        if (self.carried_used[0] + 1 > int(self.budget.max_lines * share)
-                or self.carried_used[1] + self.tokens[line] > int(self.budget.max_tokens * share)):
-            self.carried = [x for x in self.carried if section_heading(x, self.slot)]  # the rest is for new lines
-            return
-        judgement = self.judge(prefix, line, carried=True)
-        self.ctx.recorder.carried(bool(judgement.get("accepted")))
-        if judgement.get("accepted") and self.shared.claim(line):
-            self.accept(line, LineOrigin.CARRIED, score=judgement.get("score"))
-            self.carried_used = (self.carried_used[0] + 1, self.carried_used[1] + self.tokens[line])
-        else:  # completed, abandoned or contradicted by the new turns: not drafted back either
-            self.stale.add(norm_line(line))
 
     # ------------------------------------------------------------ repairs
 
