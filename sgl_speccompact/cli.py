@@ -61,8 +61,10 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpu", help="the servers' GPU: H200, H100, A100, L40S or B200 (default H200)")
     g.add_argument("--gpus", type=int, choices=(1, 2), default=1,
                    help="1: the drafter shares the target's GPU (default); 2: it has a GPU of its own")
-    g.add_argument("--target-model", default="Qwen/Qwen3-8B", help="the target's model (default Qwen/Qwen3-8B)")
-    g.add_argument("--drafter-model", default="Qwen/Qwen3-0.6B", help="the drafter's model (default Qwen/Qwen3-0.6B)")
+    g.add_argument("--target-model", help="the target's model (default: the one the server reports, "
+                                          "else Qwen/Qwen3-8B)")
+    g.add_argument("--drafter-model", help="the drafter's model (default: the one the server reports, "
+                                           "else Qwen/Qwen3-0.6B)")
     return p
 
 
@@ -207,12 +209,7 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     run = runner or _default_runner()
     layout = {k: v for k, v in (("layout", args.layout), ("chat_template", args.target_tokenizer),
                                 ("tools", _read_tools(args.tools))) if v is not None}
-    method, choice = args.method, None
-    if method == "auto":  # picked here, so the runner gets a concrete method (an explicit one skips this)
-        choice = auto_picker(args, has_drafter=drafter is not None).pick(
-            messages, ("speccompact", "hermes", "openclaw", "target_self") if drafter is not None
-            else ("hermes", "openclaw", "target_self"), previous)
-        method = choice["method"]
+    method, choice = resolve_auto(args, messages, previous, target, drafter, overrides)
     result = run(method, messages, target=target, drafter=drafter, config=overrides or None,
                  previous_summary=previous, source_judge=args.source_judge, on_event=progress, **layout,
                  **({"focus": args.focus} if args.focus else {}))
@@ -221,14 +218,29 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     return result
 
 
-def auto_picker(args: argparse.Namespace, *, has_drafter: bool) -> Any:
-    """What ``--method auto`` predicts on: ``--gpu``, ``--gpus`` and the models, at the prior acceptance."""
-    from .methods.autopick import deployment_for
+def resolve_auto(args: argparse.Namespace, messages: list, previous: str | None, target: Any, drafter: Any,
+                 overrides: dict) -> tuple[str, dict | None]:
+    """The method to run (picked here for ``auto``, so the runner gets a concrete one) and its pick."""
+    from .methods.resolve import MethodRequest, resolve_method
+
+    if args.method != "auto":
+        return args.method, None
+    request = MethodRequest(messages, previous, has_drafter=drafter is not None,
+                            offered=("speccompact", "hermes", "openclaw", "target_self"),
+                            context_tokens=overrides.get("target_context_tokens"))
+    return resolve_method("auto", request, auto_picker(args, target, drafter))
+
+
+def auto_picker(args: argparse.Namespace, target: Any = None, drafter: Any = None) -> Any:
+    """What ``--method auto`` predicts on: ``--gpu``, ``--gpus`` and the models (``--target-model`` /
+    ``--drafter-model``, else what the servers report), at the prior acceptance."""
+    from .methods.resolve import served_picker
 
     gpus = getattr(args, "gpus", 1)
-    return deployment_for(getattr(args, "target_model", "Qwen/Qwen3-8B"),
-                          getattr(args, "drafter_model", "Qwen/Qwen3-0.6B") if has_drafter else None,
-                          gpus=gpus, gpu=getattr(args, "gpu", None), drafter_shares_gpu=gpus == 1)
+    return served_picker(target, drafter, fallback_target=getattr(args, "target_model", None) or "Qwen/Qwen3-8B",
+                         fallback_drafter=getattr(args, "drafter_model", None) or "Qwen/Qwen3-0.6B",
+                         prefer_served=not getattr(args, "target_model", None),
+                         gpus=gpus, gpu=getattr(args, "gpu", None), drafter_shares_gpu=gpus == 1)
 
 
 def _read_tools(path: str | None) -> list | None:

@@ -28,6 +28,7 @@ The transport under it (pooled connections, timeouts, typed errors,
 from __future__ import annotations
 
 import math
+import sys
 import time
 from dataclasses import asdict
 
@@ -37,10 +38,10 @@ from sglang.lang.global_config import global_config
 
 from .chat_format import ChatFormat, decide
 from .http import HttpEndpoint, http_error, token_counter  # noqa: F401 - public here too
-from ..errors import BackendError
-from ..core.judge import (Judgement, LabelTokens, choice_logprobs, judge_next_token, label_variants,
-                    resolve_label_tokens)
-from .plain_select import plain_select
+from ..errors import BackendError, ConfigError
+from ..core.judge import (Judgement, LabelTokens, choice_logprobs, judge_next_token, label_choices,
+                          label_variants, resolve_label_tokens)
+from .plain_select import choice_entries, plain_select, select_caller
 from ..core.prompts import THINK_OFF
 
 
@@ -50,13 +51,19 @@ JUDGE_TOP_K = 5  # top-k logprobs asked with each judgement: the missing-label r
 class LabelJudgement(ChoicesSamplingMethod):
     """``choices_method`` for the judge select: r = p+/(p+ + p-) >= eta.
 
-    The choices are every variant of both labels, positive first
-    (:func:`~sgl_speccompact.core.judge.label_choices`).  On a plain
-    ``RuntimeEndpoint`` (and with ``one_request`` off) each choice is scored
-    by its own next-token logprob after the prompt and a label's probability
-    is its best single-token variant's: the rule the one-request path of
+    The verdict is the engine's whatever choices a pipeline passes: its
+    positive label is ``choices[0]``, its negative ``choices[n_positive]``,
+    and every variant of both (:func:`~sgl_speccompact.core.judge.label_choices`)
+    is read.  On a plain ``RuntimeEndpoint`` (and with ``one_request`` off)
+    each variant is scored by its own next-token logprob after the prompt;
+    variants the select did not pass are scored with one more prefill and
+    batch, the same requests sglang's select sends
+    (:func:`~.plain_select.choice_entries`).  A label's probability is its
+    best single-token variant's: the rule the one-request path of
     :class:`SpecCompactEndpoint` applies to exact logprobs of the same
-    variants.
+    variants.  So ``sgl.select("verdict", choices=["positive", "negative"],
+    choices_method=LabelJudgement(0.7))`` judges as the engine does; passing
+    ``label_choices(...)`` saves the extra requests.
     """
 
     def __init__(self, eta: float, one_request: bool = True, n_positive: int = 1):
@@ -70,10 +77,20 @@ class LabelJudgement(ChoicesSamplingMethod):
 
     def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
                  output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
-        lps = choice_logprobs(input_token_logprobs)
-        j = judge_next_token(dict(enumerate(lps)), None, self.labels(len(choices)), self.eta)
-        # the plain endpoint's select is a prefill plus one scoring request
-        return decision(choices, j, {"requests": 2}, self.n_positive)
+        want, n_want = label_choices(choices[0], choices[self.n_positive])
+        entries = dict(zip(choices, input_token_logprobs))
+        missing = [c for c in want if c not in entries]
+        if missing:  # the pipeline passed fewer variants than the engine reads: score the rest too
+            caller = select_caller(sys._getframe(1))
+            if caller is None:
+                raise ConfigError("LabelJudgement cannot score the label variants the select lacks; pass "
+                                  f"choices=label_choices({choices[0].strip()!r}, {choices[self.n_positive].strip()!r})[0]")
+            entries.update(zip(missing, choice_entries(*caller, missing)[0]))
+        lps = choice_logprobs([entries[c] for c in want])
+        labels = LabelTokens(tuple(range(n_want)), tuple(range(n_want, len(want))))
+        j = judge_next_token(dict(enumerate(lps)), None, labels, self.eta)
+        # the plain endpoint's select is a prefill plus one scoring request (twice with missing variants)
+        return decision(choices, j, {"requests": 4 if missing else 2}, self.n_positive)
 
 
 def decision(choices: list[str], j: Judgement, meta: dict, n_positive: int = 1) -> ChoicesDecision:

@@ -45,6 +45,44 @@ def heal(prompt: str, entries: list) -> list:
     return entries[1:] if text and prompt.endswith(text) else entries
 
 
+def choice_entries(endpoint, s, choices: list[str]) -> tuple[list[list], list[list]]:
+    """sglang's two select requests: a prefill of the prompt, then ``prompt + choice`` for every
+    choice; returns each choice's healed ``input_token_logprobs`` and its ``output_token_logprobs``."""
+    obj = endpoint._generate_http_request(s, {"text": s.text_, "sampling_params": {"max_new_tokens": 0}})
+    start = max(obj["meta_info"]["prompt_tokens"] - 2, 0)  # sglang's token healing window
+    obj = endpoint._generate_http_request(s, {
+        "text": [s.text_ + c for c in choices],
+        "sampling_params": {"max_new_tokens": 0, "temperature": 0},
+        "return_logprob": True,
+        "return_text_in_logprobs": True,
+        "logprob_start_len": start,
+    })
+    return ([heal(s.text_, r["meta_info"]["input_token_logprobs"]) for r in obj],
+            [r["meta_info"]["output_token_logprobs"] for r in obj])
+
+
+def select_caller(frame, depth: int = 4):
+    """``(endpoint, state)`` of the ``select`` that called a choices method, found in the frames
+    above ``frame``, or None.
+
+    sglang hands a choices method only the scores of the choices the program
+    passed, never its backend, so a method that must score more choices
+    (:class:`~.endpoint.LabelJudgement`: every label variant) finds them
+    here: the state has ``text_``, the endpoint ``_generate_http_request``
+    (``RuntimeEndpoint.select``'s ``self`` and ``s``, :func:`plain_select`'s
+    ``endpoint`` and ``s``).
+    """
+    for _ in range(depth):
+        if frame is None:
+            return None
+        local = frame.f_locals
+        s, endpoint = local.get("s"), local.get("endpoint", local.get("self"))
+        if isinstance(getattr(s, "text_", None), str) and callable(getattr(endpoint, "_generate_http_request", None)):
+            return endpoint, s
+        frame = frame.f_back
+    return None
+
+
 def plain_select(endpoint, s, choices: list[str], temperature: float,
                  choices_method: ChoicesSamplingMethod) -> ChoicesDecision:
     """``RuntimeEndpoint.select`` with the same requests, safe for the ``None`` first entry.
@@ -65,17 +103,7 @@ def plain_select(endpoint, s, choices: list[str], temperature: float,
     """
     if temperature > 1e-5:
         raise ConfigError("select scores choices greedily: temperature must be 0")
-    obj = endpoint._generate_http_request(s, {"text": s.text_, "sampling_params": {"max_new_tokens": 0}})
-    start = max(obj["meta_info"]["prompt_tokens"] - 2, 0)  # sglang's token healing window
-    obj = endpoint._generate_http_request(s, {
-        "text": [s.text_ + c for c in choices],
-        "sampling_params": {"max_new_tokens": 0, "temperature": 0},
-        "return_logprob": True,
-        "return_text_in_logprobs": True,
-        "logprob_start_len": start,
-    })
-    input_token_logprobs = [heal(s.text_, r["meta_info"]["input_token_logprobs"]) for r in obj]
-    output_token_logprobs = [r["meta_info"]["output_token_logprobs"] for r in obj]
+    input_token_logprobs, output_token_logprobs = choice_entries(endpoint, s, choices)
     unconditional = None
     if choices_method.requires_unconditional_logprobs:
         ids = [[e[1] for e in entries] for entries in input_token_logprobs]

@@ -1,10 +1,24 @@
 """Carried lines: the previous summary read back into slots, as free first proposals (pure).
 
-In an incremental compaction most of the previous summary still holds.
+In an incremental compaction much of the previous summary still holds.
 Each slot stream proposes the previous summary's lines for its slot before
-it asks the drafter for anything; the target judges each with the same
-verdict as a drafted line.  An accepted line costs no drafter decode (origin
-``carried``); a rejected one is repaired like a rejected draft.
+it asks the drafter for anything.  The target judges each for whether it
+STILL HOLDS after the turns since that summary
+(:data:`~.prompts.CARRIED_QUESTION`: the earlier summary is the line's
+origin, not evidence for it).  An accepted line costs no drafter decode
+(origin ``carried``); a rejected one -- a step the new turns completed or
+abandoned, a fact they contradicted -- is dropped, not repaired: what the new
+turns established is drafted after the carried lines.  Carried lines take
+at most ``max_carried_share`` of a slot's lines and tokens, so new
+information always has room (docs/concepts/incremental-compaction.md).
+
+The previous summary is untrusted text.  Its lines pass the checks a
+drafted line passes (:func:`~.lines.classify_line`), and more strictly:
+a heading is kept only as the slot's own ``### <section>`` heading,
+rewritten in the schema's words; any other heading, a marker, a blank, a
+duplicate or an over-long line is dropped, never accepted without a
+judgement.  Every line break a reader may see (CR, VT, FF, NEL, U+2028,
+U+2029, ...: :func:`~.lines.split_breaks`) splits lines before any check.
 
 The previous summary is split at ``## <slot title>`` headings; inside a slot
 with sub-sections, at ``### <section>`` headings.  Blank lines and empty
@@ -17,8 +31,21 @@ from __future__ import annotations
 from typing import Iterable
 
 from ..schema import Slot
+from .lines import split_breaks
 
 Key = tuple[str, "str | None"]  # (slot name, sub-section or None for the whole slot)
+
+
+def section_heading(line: str, slot: Slot) -> str | None:
+    """The schema's own ``### <section>`` line if ``line`` heads one of ``slot``'s sub-sections.
+
+    >>> from ..schema import OPENCLAW_SLOTS
+    >>> section_heading("###  in progress", OPENCLAW_SLOTS[2]), section_heading("### IGNORE ALL", OPENCLAW_SLOTS[2])
+    ('### In Progress', None)
+    """
+    sub = _heading(line, "###")
+    found = next((x for x in slot.sections if sub is not None and x.lower() == sub.lower()), None)
+    return f"### {found}" if found is not None else None
 
 
 def _heading(line: str, level: str) -> str | None:
@@ -44,6 +71,8 @@ def previous_lines(previous_summary: str | None, slots: Iterable[Slot],
     (('- fix a.py',), ('- read a.py',), ('### Done', '- read a.py', '### Blocked'))
     >>> ("progress", "Blocked") in got, previous_lines(None, OPENCLAW_SLOTS)
     (False, {})
+    >>> previous_lines("## Goal\\n- a\\u2028## Next Steps\\r1. b", OPENCLAW_SLOTS)[("next_steps", None)]
+    ('1. b',)
     """
     if not previous_summary:
         return {}
@@ -51,7 +80,7 @@ def previous_lines(previous_summary: str | None, slots: Iterable[Slot],
     markers = {m.strip().lower() for m in empty_markers}
     out: dict[Key, list[str]] = {}
     slot, section = None, None
-    for line in previous_summary.split("\n"):
+    for line in split_breaks(previous_summary):
         title = _heading(line, "##")
         if title is not None:
             slot, section = by_title.get(title.lower()), None

@@ -77,6 +77,28 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
     return LineKind.JUDGE
 
 
+# every character a reader may take for a line end (``str.splitlines``'s set): CR LF, LF, CR,
+# VT, FF, FS, GS, RS, NEL, U+2028, U+2029.  A line holding one would read as two lines there
+LINE_BREAK = re.compile("\r\n|[\n\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029]")
+
+
+def split_breaks(text: str) -> list[str]:
+    """``text`` cut at every line break a reader may see, like ``str.split("\\n")``: a text
+    ending in a break ends with ``""``.
+
+    >>> split_breaks("- a\\r\\n- b\\u2028## Next Steps\\x85c\\x0bd\\x0c")
+    ['- a', '- b', '## Next Steps', 'c', 'd', '']
+    >>> split_breaks("- a"), has_break("- a\\u2029b"), has_break("- a")
+    (['- a'], True, False)
+    """
+    return LINE_BREAK.split(text)
+
+
+def has_break(text: str) -> bool:
+    """Whether ``text`` holds any line break :func:`split_breaks` cuts at."""
+    return LINE_BREAK.search(text) is not None
+
+
 def split_draft(text: str, finished: bool) -> tuple[list[str], bool]:
     """Split one draft completion into complete lines.
 
@@ -91,8 +113,10 @@ def split_draft(text: str, finished: bool) -> tuple[list[str], bool]:
     (['- a', '- b'], False)
     >>> split_draft("- a very long line with no end", finished=False)
     (['- a very long line with no end'], True)
+    >>> split_draft("- a\\u2028## Next Steps", finished=True)  # every line break, not only LF
+    (['- a', '## Next Steps'], False)
     """
-    parts = text.split("\n")
+    parts = split_breaks(text)
     if finished:
         while parts and not parts[-1].strip():
             parts.pop()
@@ -116,8 +140,20 @@ def split_line(text: str, finish_reason: dict | None) -> tuple[list[str], bool, 
     (([], True, False), (['- a'], True, False))
     >>> split_line("- a very long li", {"type": "length", "length": 64})
     (['- a very long li'], False, True)
+
+    A backend that ignored the stop returns several lines: each is a line
+    of its own, the answer's end read as :func:`split_draft` reads a draft.
+
+    >>> split_line("- goal\\n## Next Steps\\n1. x", {"type": "stop", "matched": 2})
+    (['- goal', '## Next Steps', '1. x'], True, False)
+    >>> split_line("- goal\\n- half a li", {"type": "length"})
+    (['- goal'], False, False)
     """
     reason = finish_reason or {}
+    if has_break(text):
+        ended = reason.get("type") != "length"
+        lines, truncated = split_draft(text, ended)
+        return lines, ended and reason.get("matched") != "\n", truncated
     if reason.get("type") == "length":
         return ([text] if text.strip() else []), False, bool(text.strip())
     if reason.get("matched") == "\n":
@@ -148,9 +184,21 @@ def read_repair(text: str, finish_reason: dict | None) -> RepairLine:
     (RepairLine(line='- a', ended=False, truncated=False), True)
     >>> read_repair("- last", {"type": "stop", "matched": 151645})
     RepairLine(line='- last', ended=True, truncated=False)
+
+    A replacement that opens with line breaks and has text after them keeps
+    the text (the first non-blank line); one with only breaks is a blank line.
+
+    >>> read_repair("\\n- a\\n", {"type": "length"}).line, read_repair("\\u2028", {"type": "length"}).line
+    ('- a', '')
     """
-    if "\n" in text:
-        return RepairLine(text.split("\n", 1)[0], False, False)
+    if has_break(text):
+        parts = split_breaks(text)
+        real = [p for p in parts[:-1] if p.strip()]
+        if real:
+            return RepairLine(real[0], False, False)
+        if parts[-1].strip():  # breaks, then one line: read as if the breaks were not there
+            return read_repair(parts[-1], finish_reason)
+        return RepairLine("", False, False)
     reason = finish_reason or {}
     if reason.get("type") == "length":
         return RepairLine(None, False, True)
@@ -162,18 +210,20 @@ def read_repair(text: str, finish_reason: dict | None) -> RepairLine:
 def empty_repair(line: str, accepted: list[str] | tuple[str, ...], after_blank_repair: bool) -> bool:
     """Whether a repaired ``line`` is empty: the slot stops and keeps its accepted prefix.
 
-    A blank repair after a real line is a paragraph break.  It is empty when
-    the slot's previous repair was blank too (two in a row), when the slot
-    has no real line yet, or when it already ends with a blank line.
+    A blank repair is a paragraph break, kept while a real line may follow
+    (blank lines at a slot's ends are dropped when it stops), also at the
+    slot's start.  It is empty when the slot's previous repair was blank
+    too with no real line accepted since (``after_blank_repair``: two in a
+    row), or when the slot already ends with a blank line.
 
     >>> empty_repair("", ["- a"], False), empty_repair("", ["- a"], True), empty_repair("", ["- a", ""], False)
     (False, True, True)
-    >>> empty_repair("", [], False), empty_repair("- b", ["- a"], True)
-    (True, False)
+    >>> empty_repair("", [], False), empty_repair("", [], True), empty_repair("- b", ["- a"], True)
+    (False, True, False)
     """
     if line.strip():
         return False
-    return after_blank_repair or not any(a.strip() for a in accepted) or not accepted[-1].strip()
+    return after_blank_repair or bool(accepted and not accepted[-1].strip())
 
 
 @dataclass

@@ -102,6 +102,23 @@ VERIFY_CRITERION = (
 # Long form (short_judge_suffix off): the whole question after every line.
 VERIFY_QUESTION = "Proposed next line for the {slot_title} section:\n<line>\n{line}\n</line>\n\n" + VERIFY_CRITERION
 
+# A line carried from the previous summary (incremental compaction) is asked
+# whether it STILL HOLDS after the conversation above, which is the turns since
+# that summary.  Its place in the earlier summary is no evidence: the earlier
+# summary is the line's origin, so "supported by the earlier summary" would
+# pass every carried line.  Always the long form (the rubric in the prefix is
+# the drafted lines' one).
+CARRIED_QUESTION = (
+    "A line of the earlier summary, proposed again for the {slot_title} section:\n<line>\n{line}\n"
+    "</line>\n\n"
+    "The conversation above is what happened since the earlier summary was written. Answer "
+    "{positive} only if the line still holds after it: the conversation does not contradict it "
+    "or make it obsolete, and, for a step still to do or work in progress, the conversation did "
+    "not complete or abandon it (completed work belongs in Done). That the earlier summary holds "
+    "the line is not evidence. Otherwise answer {negative}. Reply with one word: {positive} or "
+    "{negative}."
+)
+
 # Short form: what is the same for every judgement -- the rubric and the label
 # words -- sits once at the end of the shared prefix (``judge_prompts.judge_rubric``),
 # so a judgement's suffix is the line in tags.
@@ -210,6 +227,17 @@ def verify_question(slot: Slot, line: str, positive: str, negative: str, has_pre
         slot_title=slot.title, line=line, positive=positive, negative=negative,
         or_previous=_or_previous(has_previous),
     )
+
+
+def carried_question(slot: Slot, line: str, positive: str, negative: str) -> str:
+    """The judge question for a line carried from the previous summary (:data:`CARRIED_QUESTION`).
+
+    >>> from ..schema import OPENCLAW_SLOTS
+    >>> q = carried_question(OPENCLAW_SLOTS[4], "1. run the tests", "positive", "negative")
+    >>> q.splitlines()[1], "still holds" in q, "or the earlier summary" in q
+    ('<line>', True, False)
+    """
+    return CARRIED_QUESTION.format(slot_title=slot.title, line=line, positive=positive, negative=negative)
 
 
 def section(slot: Slot, lines: list[str]) -> str:

@@ -40,7 +40,8 @@ from .speccompact import run_slots, slot_context
 from ..config import CompactConfig
 from ..core.lines import SlotBudget, split_draft
 from .pipeline import Job, register, run
-from ..core.hermes_prompt import hermes_prompt, rough_tokens, summary_target, transcript
+from ..core.hermes_prompt import MIN_TARGET, hermes_prompt, rough_tokens, summary_target, transcript
+from .chunking import context_tokens, room_left
 from ..core.sections import join_parts
 from ..programs.slot_stream import HEADING
 from ..programs.slots import branches_of, per_slot
@@ -230,26 +231,41 @@ def _one_shot(job: Job, program, names: dict[str, str] | None = None, max_tokens
     return OneShot(text=text, meta=meta, names=names, max_tokens=max_tokens, budget=budget)
 
 
-@register("hermes", fixed_sections="Hermes Agent's fixed sections")
+def hermes_reserve(cfg: CompactConfig) -> int:
+    """The output tokens a chunked Hermes block reserves: its smallest cap (its cap is then clamped
+    to the room its prompt leaves, :func:`~.chunking.room_left`).
+
+    >>> from ..config import make_config
+    >>> hermes_reserve(make_config())
+    4000
+    """
+    return hermes_cap(MIN_TARGET, cfg)
+
+
+@register("hermes", fixed_sections="Hermes Agent's fixed sections", new_tokens=hermes_reserve)
 def hermes_method(job: Job) -> OneShot:
     """Hermes: hermes-agent's prompt and length target, the whole summary in one generation.
 
     Like hermes-agent, no summary budget beyond the prompt's target; the
-    generation cap is :func:`hermes_cap`.
+    generation cap is :func:`hermes_cap`, clamped to the room the prompt
+    leaves in the target's context when the context is known.
     """
     prompt, target_tokens = hermes_request(job)
     cap = hermes_cap(target_tokens, job.cfg)
+    context = context_tokens(job.target, job.cfg)
+    if context is not None:  # sglang refuses prompt + max_new_tokens over the context
+        cap = room_left(context, job.count([SUMMARIZER_SYSTEM + prompt])[0], cap)
     return _one_shot(job, hermes_program, max_tokens=cap, budget=cap, prompt=prompt)
 
 
-@register("openclaw")
+@register("openclaw", new_tokens=lambda cfg: cfg.monolithic_max_tokens)
 def openclaw_method(job: Job) -> OneShot:
     """OpenClaw-style: every slot of the schema in one generation."""
     return _one_shot(job, openclaw_program, names={s.title: s.name for s in job.slots}, slots=job.slots,
                      history=job.history, previous_summary=job.previous_summary, focus=job.focus)
 
 
-@register("target_self")
+@register("target_self", new_tokens=lambda cfg: cfg.max_tokens_per_slot)
 def target_self_method(job: Job) -> list[SlotResult]:
     """Target-self: the shared prefix, one fork per slot, the target writes each slot."""
     return run_slots(job, target_self_program, slot_context(job))

@@ -19,10 +19,17 @@ Margins (all in target tokens)::
   (SpecCompact's shared prefix with its judge rubric, OpenClaw's, Hermes's)
   plus :data:`MARGIN_TOKENS` for chat-template tokens, the slot request and
   the judge question;
-* summary written: the larger of ``max_summary_tokens`` and
-  ``monolithic_max_tokens``; previous summary: the larger of
+* summary written: the method's own ``max_new_tokens`` reserve
+  (:attr:`~.pipeline.Method.new_tokens`: a slot's tokens plus one request's
+  for the slot methods, ``monolithic_max_tokens`` for OpenClaw-style, the
+  smallest Hermes cap for Hermes, whose cap is then clamped to the room its
+  prompt leaves: :func:`room_left`); previous summary: the larger of
   ``max_summary_tokens`` and the caller's previous summary;
 * 5% for the difference between per-message and whole-text token counts.
+
+The history's system prompt opens every block (the agent's instructions
+are part of what each block's summary must keep), and counts against every
+block's room.  Stats and progress events add up over all blocks.
 
 A tool-call group larger than a whole block has its tool outputs replaced by
 :func:`~.pruning.stub` lines; a single message that still does not fit is a
@@ -49,6 +56,7 @@ ESTIMATE_BYTES_PER_TOKEN = 3.0  # the first guess of a history's tokens, before 
 SMALL_HISTORY_BYTES = 16_384  # a history this small is sent whole without asking the server's context
 MIN_BLOCK_TOKENS = 256  # less room than this: the target cannot compact anything (target tokens)
 TURN_SEPARATOR_TOKENS = 2  # the blank line between rendered turns (target tokens)
+CHAT_TEMPLATE_TOKENS = 512  # role markers and think block around a one-shot prompt (target tokens)
 
 
 def context_tokens(target: Any, cfg: CompactConfig) -> int | None:
@@ -89,15 +97,34 @@ def estimate(texts: list[str]) -> list[int]:
     return [int(-(-n // ESTIMATE_BYTES_PER_TOKEN)) for n in utf8_bytes(texts)]
 
 
-def block_room(context: int, overhead: int, cfg: CompactConfig, previous_tokens: int) -> int:
-    """History tokens one block may hold.
+def default_reserve(cfg: CompactConfig) -> int:
+    """The output tokens a block reserves for a method that names none (target tokens)."""
+    return max(cfg.max_summary_tokens, cfg.monolithic_max_tokens)
+
+
+def block_room(context: int, overhead: int, cfg: CompactConfig, previous_tokens: int,
+               reserve: int | None = None) -> int:
+    """History tokens one block may hold; ``reserve``: the method's new tokens (:func:`default_reserve`).
 
     >>> block_room(32768, 1500, CompactConfig(), 0)
     25813
+    >>> block_room(40960, 1500, CompactConfig(), 0, reserve=13106)
+    23090
     """
-    written = max(cfg.max_summary_tokens, cfg.monolithic_max_tokens)
+    written = default_reserve(cfg) if reserve is None else reserve
     previous = max(cfg.max_summary_tokens, previous_tokens)
     return int((context - overhead - written - previous) * SAFETY)
+
+
+def room_left(context: int | None, prompt_tokens: int, cap: int) -> int:
+    """A generation cap clamped to what the context leaves after the prompt (and the chat template).
+
+    >>> room_left(40960, 30000, 13106), room_left(None, 30000, 13106), room_left(40960, 1000, 4000)
+    (10448, 13106, 4000)
+    """
+    if context is None:
+        return cap
+    return max(1, min(cap, context - prompt_tokens - CHAT_TEMPLATE_TOKENS))
 
 
 def tool_groups(turns: tuple[Turn, ...]) -> list[tuple[int, int]]:
@@ -140,10 +167,10 @@ def small(messages: list, previous_summary: str | None) -> bool:
 
 
 def fits(texts: list[str], count: Callable[[list[str]], list[int]], context: int, slots: tuple[Slot, ...],
-         cfg: CompactConfig, previous_summary: str | None) -> bool:
+         cfg: CompactConfig, previous_summary: str | None, reserve: int | None = None) -> bool:
     """Whether the rendered turns ``texts`` fit one block, measured with ``count``."""
     previous = count([previous_summary])[0] if previous_summary else 0
-    room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous)
+    room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous, reserve)
     return sum(count(texts)) + TURN_SEPARATOR_TOKENS * len(texts) <= room
 
 
@@ -179,7 +206,7 @@ def _stubbed(messages: list, turns: tuple[Turn, ...], a: int, b: int) -> list:
 
 def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tuple[Slot, ...],
                   previous_summary: str | None, count: Callable[[list[str]], list[int]],
-                  exact: bool = False) -> list[list]:
+                  exact: bool = False, reserve: int | None = None) -> list[list]:
     """The blocks to compact one after the other; ``[messages]`` when the history fits (or the
     context is unknown).
 
@@ -204,25 +231,27 @@ def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tup
     turns = parse_messages(messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
     texts = [_render_turn(t) for t in turns]
     # bytes bound tokens from above: a history that fits by bytes needs no tokenizer call
-    if fits(texts, utf8_bytes if exact else estimate, context, slots, cfg, previous_summary):
+    if fits(texts, utf8_bytes if exact else estimate, context, slots, cfg, previous_summary, reserve):
         return [messages]
     previous = count([previous_summary])[0] if previous_summary else 0
-    room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous)
+    sizes = [n + TURN_SEPARATOR_TOKENS for n in count(texts)]
+    head = 1 if turns and turns[0].role == "system" and len(turns) == len(messages) else 0  # opens every block
+    room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous, reserve)
+    if sum(sizes) <= room:
+        return [messages]
+    room -= sum(sizes[:head])
     if room < MIN_BLOCK_TOKENS:
         raise HistoryTooLongError(f"the target's context of {context} tokens leaves {room} for the history; "
                                   f"at least {MIN_BLOCK_TOKENS} are needed", field="messages")
-    sizes = [n + TURN_SEPARATOR_TOKENS for n in count(texts)]
-    if sum(sizes) <= room:
-        return [messages]
-    groups = tool_groups(turns)
+    groups = [(max(a, head), b) for a, b in tool_groups(turns) if b > head]
     blocks: list[list] = []
     group_sizes = [sum(sizes[a:b]) for a, b in groups]
     for ga, gb in pack(group_sizes, room):
         a, b = groups[ga][0], groups[gb - 1][1]
-        part = list(messages[a:b])
+        part = list(messages[:head]) + list(messages[a:b])
         if sum(sizes[a:b]) > room:  # one group alone: stub its tool outputs
-            part = _stubbed(messages, turns, a, b)
-            shown = parse_messages(part)
+            part = list(messages[:head]) + _stubbed(messages, turns, a, b)
+            shown = parse_messages(part[head:])
             if sum(count([_render_turn(t) for t in shown])) > room:
                 raise HistoryTooLongError(f"messages[{a}:{b}] do not fit the target's context ({room} history "
                                           f"tokens per block) even with tool outputs stubbed", field="messages")
@@ -241,6 +270,10 @@ def add_stats(into: CompactionStats, more: CompactionStats) -> None:
               "dropped_drafts", "carried_proposed", "carried_lines"):
         if hasattr(into, f):
             setattr(into, f, getattr(into, f) + getattr(more, f))
+    for f in ("agent_tokens", "agent_cached_tokens"):  # None: no block used the agent layout
+        if getattr(more, f) is not None:
+            setattr(into, f, (getattr(into, f) or 0) + getattr(more, f))
+    into.layout = more.layout
     for phase, s in more.wall_time_s.items():
         into.wall_time_s[phase] = into.wall_time_s.get(phase, 0.0) + s
     into.total_wall_s += more.total_wall_s
@@ -260,7 +293,5 @@ def run_blocks(blocks: list[list], previous_summary: str | None,
         add_stats(total, result.stats)
         previous = result.summary
     if len(blocks) > 1:
-        total.layout, total.agent_tokens, total.agent_cached_tokens = (
-            result.stats.layout, result.stats.agent_tokens, result.stats.agent_cached_tokens)
         result = result.model_copy(update={"stats": total, "chunks": len(blocks)})
     return result

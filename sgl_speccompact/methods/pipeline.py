@@ -80,6 +80,7 @@ class Method:
     needs_drafter: bool = False  # refuse to run without a drafter backend
     fixed_sections: str = ""  # non-empty: the method's own sections (named here); takes no schema
     judges: bool = False  # uses the judge labels itself: resolve them before any request
+    new_tokens: Callable[[CompactConfig], int] | None = None  # output tokens a request may add (chunking reserve)
 
 
 REGISTRY: dict[str, Method] = {}
@@ -100,6 +101,19 @@ def register(name: str, **flags) -> Callable[[Callable[[Job], Written]], Callabl
     return wrap
 
 
+def refusal(method: Method, *, has_drafter: bool, schema_given: bool) -> str | None:
+    """Why ``method`` cannot serve a compaction, from its registry flags (None: it can).
+
+    >>> refusal(Method("x", print, fixed_sections="its own"), has_drafter=True, schema_given=True)
+    'x uses its own and takes no schema'
+    """
+    if method.needs_drafter and not has_drafter:
+        return f"{method.name} needs a drafter backend"
+    if method.fixed_sections and schema_given:
+        return f"{method.name} uses {method.fixed_sections} and takes no schema"
+    return None
+
+
 def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
         config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
         previous_summary: str | None = None, source_judge: bool = False,
@@ -110,10 +124,9 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     method = REGISTRY.get(name)
     if method is None:
         raise UnknownMethodError(f"unknown method {name!r}; one of {list(REGISTRY)}")
-    if method.needs_drafter and drafter is None:
-        raise ConfigError(f"{name} needs a drafter backend")
-    if method.fixed_sections and schema is not None:
-        raise ConfigError(f"{name} uses {method.fixed_sections} and takes no schema")
+    refused = refusal(method, has_drafter=drafter is not None, schema_given=schema is not None)
+    if refused:
+        raise ConfigError(refused)
     cfg = make_config(config)
     pruned = None
     if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs
@@ -124,11 +137,12 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
 
     def plan(exact: bool) -> list[list[dict]]:
         return split_history(messages, target=target, cfg=cfg, slots=slots, previous_summary=previous_summary,
-                             count=token_counter(target), exact=exact)
+                             count=token_counter(target), exact=exact,
+                             reserve=method.new_tokens(cfg) if method.new_tokens else None)
 
     def one(block: list[dict], previous: str | None, last: bool) -> CompactionResult:
         return run_block(method, block, target=target, drafter=drafter, cfg=cfg, schema=schema,
-                         previous_summary=previous, source_judge=source_judge, on_event=on_event if last else None,
+                         previous_summary=previous, source_judge=source_judge, on_event=on_event,
                          layout=layout, tools=tools, chat_template=chat_template,
                          chat_template_kwargs=chat_template_kwargs, focus=focus)
     with ThreadPoolExecutor(max_workers=1) as pool:

@@ -26,10 +26,11 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from . import baselines, speccompact  # noqa: F401 - importing them registers the methods
-from ..config import CompactConfig
+from ..config import CompactConfig, make_config
 from .auto import Deployment
-from .autopick import AUTO, AcceptanceEstimate, AutoPicker, default_picker
+from .autopick import AUTO, AutoPicker
 from .pipeline import run
+from .resolve import MethodRequest, as_picker, resolve_method
 from ..result import CompactionResult
 from ..schema import Slot
 
@@ -102,7 +103,9 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         bare :class:`~sgl_speccompact.methods.auto.Deployment` starts from the
         prior acceptance.  Default: Qwen3-8B with Qwen3-0.6B on one shared
         H200 (:func:`~sgl_speccompact.methods.autopick.default_picker`).
-        Without a ``drafter``, ``auto`` never picks ``speccompact``.
+        ``auto`` picks only among the methods that accept the request
+        (:func:`~sgl_speccompact.methods.resolve.resolve_method`): not
+        ``speccompact`` without a ``drafter``, not ``hermes`` with a ``schema``.
 
     Returns
     -------
@@ -117,12 +120,11 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         invalid config.
     InvalidHistoryError, LabelTokenError, BackendError, SummaryBudgetError
     """
-    choice = None
-    if method == AUTO:
-        picker = _picker(deployment, drafter is not None)
-        choice = picker.pick(messages, tuple(m for m in METHODS if m != "speccompact" or drafter is not None),
-                             previous_summary)
-        method = choice["method"]
+    picker = as_picker(deployment, drafter is not None) if method == AUTO else None
+    cfg = make_config(config)
+    method, choice = resolve_method(method, MethodRequest(
+        messages, previous_summary, custom_schema=schema is not None, has_drafter=drafter is not None,
+        offered=METHODS, context_tokens=cfg.target_context_tokens, config=cfg), picker)
     result = run(method, messages, target=target, drafter=drafter, config=config, schema=schema,
                previous_summary=previous_summary, source_judge=source_judge, on_event=on_event,
                layout=layout, tools=tools, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs,
@@ -131,14 +133,3 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         picker.observe(method, result.stats.acceptance_rate)
         result.stats.auto = choice
     return result
-
-
-def _picker(deployment: Deployment | AutoPicker | None, has_drafter: bool) -> AutoPicker:
-    """The picker ``auto`` uses: the one given, one around a bare deployment, or the default."""
-    if isinstance(deployment, AutoPicker):
-        return deployment
-    if deployment is None:
-        return default_picker(has_drafter)
-    pair = f"{deployment.target.name}|{deployment.drafter.name if deployment.drafter else 'none'}"
-    return AutoPicker(deployment, f"deployment given by the caller ({deployment.hardware.name})", pair,
-                      AcceptanceEstimate())

@@ -69,7 +69,8 @@ def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
     return state.ret_value
 
 
-@register("speccompact", needs_drafter=True, judges=True)
+@register("speccompact", needs_drafter=True, judges=True,
+          new_tokens=lambda cfg: cfg.max_tokens_per_slot + cfg.max_new_tokens)  # a branch's lines + one request
 def speccompact_method(job: Job) -> list[SlotResult]:
     """SpecCompact: drafter drafts, target judges and repairs, one branch per slot."""
     ctx = slot_context(job, drafter_context(drafter_history(job), job.slots, job.previous_summary, job.focus))

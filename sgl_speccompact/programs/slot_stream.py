@@ -5,7 +5,7 @@
 :class:`SlotStream` per branch, concurrently.  Each stream loops::
 
     take the next proposed line (a line carried from the previous summary,
-      see carried.py; else buffered, prefetched, or drafted now)
+      see carrying.py; else buffered, prefetched, or drafted now)
       -> checks (duplicate / too long -> repair; heading, marker, blank -> accept)
       -> budget check
       -> judge (while it is judged, the drafter already drafts the next line:
@@ -20,9 +20,12 @@ forward passes.
 Decisions depend only on the drafted lines and the verdicts, so they are the
 same with and without pipelining.
 
-An empty repair (:func:`~sgl_speccompact.core.lines.empty_repair`: a second
-blank repair in a row) stops the slot with ``stop_reason="empty_repair"``,
-keeping its accepted prefix, as the paper says.
+A blank repair is a paragraph break, kept (blank lines at a slot's ends are
+dropped when it stops), so a real line may follow it, also at a slot's
+start.  An empty repair (:func:`~sgl_speccompact.core.lines.empty_repair`:
+a second blank repair with no real line accepted in between) stops the slot
+with ``stop_reason="empty_repair"``, keeping its accepted prefix, as the
+paper says: a target that only answers blank costs at most two repairs.
 """
 
 from __future__ import annotations
@@ -30,7 +33,9 @@ from __future__ import annotations
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 
-from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, read_repair, split_line
+from .carrying import CarriedProposals
+from ..core.lines import (DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, norm_line, read_repair,
+                          split_line)
 from .steps import Draft, SlotContext, draft, judge_lines, open_slot, repair_line, sample_candidates, verify_line
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
@@ -39,7 +44,7 @@ from ..core.sections import SlotLines, branch_lines
 HEADING = "### {}"  # how a sub-section heading line looks
 
 
-class SlotStream:
+class SlotStream(CarriedProposals):
     """One branch: its accepted lines, budget, draft buffer and prefetched draft.
 
     Parameters
@@ -67,7 +72,7 @@ class SlotStream:
         self.result = SlotResult(name=slot.name, title=slot.title)
         self.accepted: list[str] = []  # the branch's lines so far, blank lines included
         self.shared = shared if shared is not None else SlotLines()  # judged lines of the whole slot
-        self.blank_repair = False  # the slot's last repair was a blank line
+        self.blank_repair = False  # the last repair was blank and no real line was accepted since
         self.budget = SlotBudget(branch_lines(cfg.max_lines_per_slot, index), cfg.max_tokens_per_slot,
                                  cfg.max_blank_lines_per_slot)
         self.buffer = DraftBuffer()
@@ -78,6 +83,9 @@ class SlotStream:
         self.dropped: list[Future] = []  # prefetched drafts sent, then dropped
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.carried = list(ctx.carried.get((slot.name, section), ()))  # proposed before any draft
+        self.carried_used = (0, 0)  # carried lines kept: (lines, tokens), against max_carried_share
+        self.stale: set[str] = set()  # carried lines judged no longer to hold (norm_line), never kept
+        self.section_drafted = False  # the new lines before the next carried sub-section heading are drafted
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -105,15 +113,20 @@ class SlotStream:
         self.budget.add(line, self.tokens[line])
         self.accepted.append(line)
         self.result.lines.append(SummaryLine(text=line, origin=origin, score=score, rejected_draft=rejected))
+        if line.strip():
+            self.blank_repair = False  # "two blank repairs in a row" counts between real lines only
         if origin is not LineOrigin.DRAFTED:
             self.ctx.recorder.line(origin, line)
         if line.strip():
             self.ctx.emit(type="line", slot=self.slot.name, text=line, origin=origin.value, score=score)
 
     def kind(self, line: str) -> LineKind:
-        """The line checks, with the duplicate check across the slot's branches."""
+        """The line checks, with the duplicate check across the slot's branches; a line the target
+        judged stale as a carried line counts as a duplicate (it goes to repair unjudged)."""
         kind = classify_line(line, self.accepted, self.ctx.cfg)
-        return LineKind.DUPLICATE if kind is LineKind.JUDGE and self.shared.has(line) else kind
+        if kind is LineKind.JUDGE and (self.shared.has(line) or norm_line(line) in self.stale):
+            return LineKind.DUPLICATE
+        return kind
 
     def stop(self, reason: str) -> SlotResult:
         lines = self.result.lines
@@ -193,16 +206,22 @@ class SlotStream:
             if self.budget.lines >= self.budget.max_lines:
                 return "line_budget"  # full: no drafter call
             prefix = tuple(self.accepted)
-            if self.carried:
-                reason = self.carry(prefix, self.carried.pop(0))
-                if reason:
-                    return reason
+            if self.carried and not self.draft_section():
+                self.carry(prefix, self.carried.pop(0))
                 continue
             line = self.buffer.take(prefix)
             if line is not None:
+                if self.carried and line.strip().startswith("#"):
+                    self.section_drafted = True  # the drafter moves on: the carried heading comes next
+                    continue
                 reason = self.step(prefix, line)
-                if reason:
+                if reason in ("complete", "target_ended") and self.carried:
+                    self.section_drafted = True
+                elif reason:
                     return reason
+                continue
+            if self.buffer.done(prefix) and self.carried:
+                self.section_drafted = True
                 continue
             if self.buffer.done(prefix):
                 return "complete"
@@ -212,6 +231,9 @@ class SlotStream:
             lines = list(d.lines)
             while not any(a.strip() for a in prefix) and lines and not lines[0].strip():
                 lines.pop(0)  # a slot does not open with blank lines
+            if not lines and self.carried:
+                self.section_drafted = True
+                continue
             if not lines:
                 return "complete"
             self.buffer = DraftBuffer(prefix, lines, d.ended)
@@ -247,33 +269,12 @@ class SlotStream:
             return None
         return self.repair(line, score=judgement.get("score"))  # rejected, or another branch has it
 
-    def judge(self, prefix: tuple[str, ...], line: str) -> dict:
+    def judge(self, prefix: tuple[str, ...], line: str, carried: bool = False) -> dict:
         """The target's judgement of one proposed line; the drafter drafts the next one meanwhile."""
         self.prefetch(prefix, line)
-        meta = self.sent("verify", verify_line, self.s, self.slot, line, self.ctx)
+        meta = self.sent("verify", verify_line, self.s, self.slot, line, self.ctx, carried)
         self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
         return meta.get("judgement") or {}
-
-    def carry(self, prefix: tuple[str, ...], line: str) -> str | None:
-        """Propose a line of the previous summary: kept (origin carried) if the target judges it
-        still holds, repaired like a rejected draft if not; a duplicate or too long one is skipped."""
-        ctx = self.ctx
-        kind = classify_line(line, self.accepted, ctx.cfg)
-        if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG, LineKind.BLANK):
-            return None
-        self.count([line])
-        over = self.budget.check(line, self.tokens[line])
-        if over:
-            return over
-        if kind is LineKind.UNJUDGED:
-            self.accept(line, LineOrigin.UNJUDGED)
-            return None
-        judgement = self.judge(prefix, line)
-        ctx.recorder.carried(bool(judgement.get("accepted")))
-        if judgement.get("accepted") and self.shared.claim(line):
-            self.accept(line, LineOrigin.CARRIED, score=judgement.get("score"))
-            return None
-        return self.repair(line, score=judgement.get("score"))
 
     # ------------------------------------------------------------ repairs
 
@@ -335,7 +336,6 @@ class SlotStream:
         line = lines[best]
         if not self.shared.claim(line):
             return False, None  # another branch accepted it meanwhile: the target repairs
-        self.blank_repair = False
         self.count([line])
         over = self.budget.check(line, self.tokens[line])
         if over:

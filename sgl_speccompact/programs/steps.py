@@ -36,7 +36,8 @@ from ..backends.endpoint import LabelJudgement
 from ..errors import BackendError, ConfigError, SpecCompactError
 from ..core.judge import Judgement, label_choices
 from ..core.lines import split_draft, split_line
-from ..core.prompts import SUMMARIZER_SYSTEM, drafter_slot_request, target_slot_request, verify_question
+from ..core.prompts import (SUMMARIZER_SYSTEM, carried_question, drafter_slot_request, target_slot_request,
+                            verify_question)
 from ..result import StatsRecorder
 from ..schema import Slot
 from .lockstep import Lockstep
@@ -251,18 +252,23 @@ def open_slot(s, slot: Slot, ctx: SlotContext) -> None:
     s += ctx.target_prefix
 
 
-def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext) -> None:
-    """Close the slot's turn on ``v`` (a copy) and ask the judge question about ``line``."""
+def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext, carried: bool = False) -> None:
+    """Close the slot's turn on ``v`` (a copy) and ask the judge question about ``line``
+    (``carried``: whether the previous summary's line still holds)."""
     cfg = ctx.cfg
     v += sgl.assistant_end()
-    v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous,
-                                  short=cfg.short_judge_suffix))
+    if carried:
+        v += sgl.user(carried_question(slot, line, cfg.positive_label, cfg.negative_label))
+    else:
+        v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous,
+                                      short=cfg.short_judge_suffix))
     v += sgl.assistant_begin()
     v += ctx.target_prefix
 
 
-def verify_line(s, slot: Slot, line: str, ctx: SlotContext) -> dict:
-    """Judge ``line`` on a copy of the branch; the branch itself is not changed.
+def verify_line(s, slot: Slot, line: str, ctx: SlotContext, carried: bool = False) -> dict:
+    """Judge ``line`` on a copy of the branch; the branch itself is not changed
+    (``carried``: a previous summary's line, asked whether it still holds).
 
     The copy is a 1-way fork, which sends no request of its own, so a
     verification costs one target request on ``SpecCompactEndpoint``.
@@ -270,7 +276,7 @@ def verify_line(s, slot: Slot, line: str, ctx: SlotContext) -> dict:
     cfg = ctx.cfg
     choices, n_positive = label_choices(cfg.positive_label, cfg.negative_label)
     with scratch(s) as v:
-        ask_verdict(v, slot, line, ctx)
+        ask_verdict(v, slot, line, ctx, carried)
         v += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(
             cfg.eta, one_request=cfg.one_request_judging, n_positive=n_positive))
         _, meta = result_of(v, "verdict")

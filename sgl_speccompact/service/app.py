@@ -191,8 +191,8 @@ def create_app(
     auto : AutoPicker, optional
         What ``method="auto"`` predicts from (:mod:`sgl_speccompact.methods.autopick`):
         the deployment and the acceptance observed per model pair.  When
-        omitted: Qwen3-8B and Qwen3-0.6B on one shared H200
-        (:func:`~sgl_speccompact.methods.autopick.default_picker`), which the
+        omitted: the models the servers report (else Qwen3-8B and Qwen3-0.6B) on one
+        shared H200 (:func:`~sgl_speccompact.methods.resolve.served_picker`), which the
         result's ``stats.auto.cost_model`` says.
 
     Returns
@@ -205,9 +205,11 @@ def create_app(
         runner, default_names = _default_runner()
         methods = methods or default_names
     method_names = tuple(methods or DEFAULT_METHODS)
-    from ..methods.autopick import AUTO, default_picker  # imported late, as the runner is
+    from ..methods.autopick import AUTO  # imported late, as the runner is
+    from ..methods.resolve import MethodRequest, resolve_method, served_picker
 
-    picker = auto if auto is not None else default_picker(has_drafter=drafter is not None)
+    first = target[0] if isinstance(target, (list, tuple)) and target else target
+    picker = auto if auto is not None else served_picker(first, drafter)  # the models the servers report
     if default_method not in method_names + (AUTO,):
         raise UnknownMethodError(f"default method {default_method!r} is not one of {list(method_names)}")
     base_config = make_config(default_config)
@@ -267,9 +269,11 @@ def create_app(
             return req, method, cfg, None
         if not pickable:
             raise InvalidRequestError("auto has no method to pick from on this service", field="method")
-        choice = picker.pick(req.messages, pickable, req.previous_summary)
-        metrics.auto_picks.labels(choice["method"]).inc()
-        return req, choice["method"], cfg, choice
+        picked, choice = resolve_method(AUTO, MethodRequest(
+            req.messages, req.previous_summary, has_drafter=drafter is not None, offered=pickable,
+            context_tokens=cfg.target_context_tokens, config=cfg), picker)
+        metrics.auto_picks.labels(picked).inc()
+        return req, picked, cfg, choice
 
     def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None, choice: dict | None = None):
         layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools), ("chat_template", chat_template),

@@ -156,13 +156,23 @@ def test_label_words_without_single_token_fail_at_startup():
 def test_plain_endpoint_select_scores_choices_by_their_tokens():
     # RuntimeEndpoint.select hands the choices method each choice's token logprobs;
     # the shared prefix token cancels in r.
-    method = LabelJudgement(eta=0.7)
-    d = method(choices=["positive", "negative"], normalized_prompt_logprobs=[0, 0],
-               input_token_logprobs=[[(-1.0, 5, "\n"), (math.log(0.6), 101, "positive")],
-                                     [(-1.0, 5, "\n"), (math.log(0.2), 201, "negative")]],
-               output_token_logprobs=[[], []])
+    from sgl_speccompact.core.judge import label_choices
+    from sgl_speccompact.errors import ConfigError
+
+    choices, n = label_choices("positive", "negative")
+    single = {"positive": (math.log(0.6), 101), "negative": (math.log(0.2), 201)}
+    entries = [[(-1.0, 5, "\n"), (*single[c], c)] if c in single else [(-1.0, 5, "\n"), (-3.0, 300 + i, c[:2]),
+                                                                          (-0.1, 400 + i, c[2:])]
+               for i, c in enumerate(choices)]  # the other variants are two tokens here: skipped
+    method = LabelJudgement(eta=0.7, n_positive=n)
+    d = method(choices=choices, normalized_prompt_logprobs=[0] * len(choices), input_token_logprobs=entries,
+               output_token_logprobs=[[]] * len(choices))
     assert d.decision == "positive" and d.meta_info["judgement"]["score"] == pytest.approx(0.75)
     assert d.meta_info["requests"] == 2
+    # called outside a select with fewer variants than the engine reads: a clear error, not another rule
+    with pytest.raises(ConfigError, match="label_choices"):
+        LabelJudgement(eta=0.7)(choices=["positive", "negative"], normalized_prompt_logprobs=[0, 0],
+                                input_token_logprobs=[entries[0], entries[n]], output_token_logprobs=[[], []])
 
 
 def _free_port():
@@ -258,12 +268,12 @@ def test_one_request_and_plain_select_agree_where_the_old_rules_differed():
     (one, j1), (plain, j2) = judged(ep, True), judged(ep, False)
     assert j1["score"] == pytest.approx(0.4 / 0.7) == pytest.approx(j2["score"])
     assert one == plain == "negative" and not j1["accepted"] and not j2["accepted"]
-    # the old plain rule, which scored only the exact words: it would have accepted
-    words = LabelJudgement(0.7)(choices=["positive", "negative"], normalized_prompt_logprobs=[0, 0],
-                                input_token_logprobs=[[(-0.5, 2, ">"), (math.log(0.4), 101, "positive")],
-                                                      [(-0.5, 2, ">"), (math.log(0.1), 201, "negative")]],
-                                output_token_logprobs=[[], []])
-    assert words.meta_info["judgement"]["score"] == pytest.approx(0.8)
+    # the two bare label words, as a pipeline may pass them: the same verdict on both paths (the
+    # old plain rule scored only the exact words and accepted)
+    for one_request in (True, False):
+        bare = ep.select(State(JUDGE_PROMPT), ["positive", "negative"], 0.0,
+                         LabelJudgement(0.7, one_request=one_request))
+        assert bare.decision == "negative" and bare.meta_info["judgement"]["score"] == pytest.approx(j1["score"])
     for b in ep.bodies:
         assert_server_accepts(b)
 

@@ -8,10 +8,13 @@ after an empty think block into two tokens, that is every judge prompt.
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
 from sgl_speccompact.backends.endpoint import LabelJudgement
+from sgl_speccompact.core.judge import label_choices
 from sgl_speccompact.core.prompts import THINK_OFF
 from sgl_speccompact.testing import CostModel, ScriptedPolicy
 from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS
@@ -46,11 +49,18 @@ def test_sglang_select_fails_where_ours_answers(emulator_tokenizer_path):
     method = LabelJudgement(0.7, one_request=False)
     with pytest.raises(TypeError, match="NoneType"):
         sim.run(lambda: RuntimeEndpoint.select(ep, State(PROMPT), ["positive", "negative"], 0.0, method))
-    decision, report = sim.run(lambda: ep.select(State(PROMPT), ["positive", "negative"], 0.0, method))
+    choices, n = label_choices("positive", "negative")
+    method = LabelJudgement(0.7, one_request=False, n_positive=n)
+    decision, report = sim.run(lambda: ep.select(State(PROMPT), choices, 0.0, method))
     assert decision.decision == "positive"
     assert decision.meta_info["judgement"]["accepted"]
     # sglang's two requests (with prompts sent as ids, their new segments go to /tokenize first)
     assert [r.path for r in report["requests"] if r.path != "/tokenize"] == ["/generate", "/generate"]
+    # the two bare labels: the variants they lack are scored with two more requests
+    decision, report = sim.run(lambda: ep.select(State(PROMPT), ["positive", "negative"], 0.0,
+                                                 LabelJudgement(0.7, one_request=False)))
+    assert decision.decision == "positive"
+    assert [r.path for r in report["requests"] if r.path != "/tokenize"] == ["/generate"] * 4
 
 
 def test_plain_select_follows_the_judge(emulator_tokenizer_path):
@@ -58,3 +68,52 @@ def test_plain_select_follows_the_judge(emulator_tokenizer_path):
     decision, _ = sim.run(lambda: ep.select(State(PROMPT), ["positive", "negative"], 0.0,
                                             LabelJudgement(0.7, one_request=False)))
     assert decision.decision == "negative"
+
+
+class Distribution:
+    """A stand-in server behind sglang's own ``RuntimeEndpoint.select``: one next-token distribution."""
+
+    def __init__(self, probs: dict[str, float]):
+        self.probs = probs  # next token after the prompt -> probability
+        self.bodies = []  # every /generate body
+
+    def __call__(self, s, data):
+        self.bodies.append(data)
+        if not data.get("return_logprob"):
+            return {"meta_info": {"prompt_tokens": 9}}
+        ids = {t: i for i, t in enumerate(["prompt", "tail", *self.probs, "other"])}
+        out = []
+        for text in data["text"]:
+            choice = text[len(s.text_):]
+            lp = math.log(self.probs.get(choice, 1e-6))
+            entries = [[None, ids["prompt"], "prompt"], [-0.1, ids["tail"], "tail"], [lp, ids.get(choice, 99), choice]]
+            out.append({"meta_info": {"input_token_logprobs": entries, "output_token_logprobs": []}})
+        return out
+
+
+def plain_endpoint(probs):
+    """sglang's ``RuntimeEndpoint`` without a server: only its HTTP call is replaced."""
+    ep = object.__new__(RuntimeEndpoint)
+    ep._generate_http_request = Distribution(probs)
+    return ep
+
+
+def test_label_judgement_gives_the_engine_verdict_whatever_choices_the_pipeline_passes():
+    from sgl_speccompact.core.judge import judge_next_token, LabelTokens
+
+    probs = {"Positive": 0.60, "positive": 0.20, "negative": 0.15, "Negative": 0.01}
+    ep = plain_endpoint(probs)
+    got = RuntimeEndpoint.select(ep, State("Q? "), ["positive", "negative"], 0.0, LabelJudgement(0.7))
+    j = got.meta_info["judgement"]
+    assert got.decision == "positive" and j["score"] == pytest.approx(0.8)  # 0.571 from the two labels alone
+    choices, n = label_choices("positive", "negative")
+    assert sorted(t[len("Q? "):] for b in ep._generate_http_request.bodies if b.get("return_logprob")
+                  for t in b["text"]) == sorted(choices)  # every variant scored once
+    # the engine's rule on the same distribution
+    engine = judge_next_token({c: math.log(probs[c]) for c in choices if c in probs}, None,
+                              LabelTokens(tuple(choices[:n]), tuple(choices[n:])), 0.7)
+    assert engine.score == pytest.approx(j["score"])
+    # the variants passed by the pipeline: the same verdict, no extra requests
+    ep = plain_endpoint(probs)
+    full = RuntimeEndpoint.select(ep, State("Q? "), choices, 0.0, LabelJudgement(0.7, n_positive=n))
+    assert full.meta_info["judgement"]["score"] == pytest.approx(0.8) and len(ep._generate_http_request.bodies) == 2

@@ -25,6 +25,8 @@ def suffixes(target):
     """``(suffix as a Qwen3 endpoint sends it, judged line)`` of every verification."""
     out = []
     for text in target.kinds("verify"):
+        if "still holds" in text[text.rindex(TURN):]:
+            continue  # a carried line's question is always the long one (prompts.CARRIED_QUESTION)
         line = re.findall(r"<line>\n(.*)\n</line>", text)[-1]
         out.append((text[text.rindex(TURN):] + THINK_OFF, line))
     return out

@@ -76,7 +76,8 @@ def test_split_history_blocks_fit_and_never_split_a_pair():
     blocks = split_history(msgs, target=Sized(6000), cfg=cfg, slots=OPENCLAW_SLOTS, previous_summary=None,
                            count=count_tokens)
     assert len(blocks) >= 3
-    assert [m for b in blocks for m in b] == msgs  # every message once, in order
+    assert all(b[0] == msgs[0] for b in blocks)  # the system prompt opens every block
+    assert [m for b in blocks for m in b[1:]] == msgs[1:]  # every other message once, in order
     for b in blocks:
         parse_messages(b)  # raises if a tool result lost its call
     room = chunking.block_room(6000, chunking.overhead_tokens(OPENCLAW_SLOTS, cfg, count_tokens), cfg, 0)
@@ -110,12 +111,14 @@ def test_run_blocks_chains_summaries_and_adds_the_cost():
         seen.append((len(block), previous, last))
         res = CompactionResult(method="m", summary=f"S{len(seen)}")
         res.stats.proposed_lines, res.stats.total_wall_s = 2, 1.5
+        res.stats.layout, res.stats.agent_tokens, res.stats.agent_cached_tokens = "agent", 100, 40
         return res
 
     out = run_blocks([[1], [2, 2], [3]], "S0", one)
     assert seen == [(1, "S0", False), (2, "S1", False), (1, "S2", True)]
     assert out.summary == "S3" and out.chunks == 3
     assert out.stats.proposed_lines == 6 and out.stats.total_wall_s == 4.5
+    assert (out.stats.layout, out.stats.agent_tokens, out.stats.agent_cached_tokens) == ("agent", 300, 120)
     single = run_blocks([[1]], None, one)
     assert single.chunks == 1
 

@@ -323,30 +323,62 @@ def test_a_blank_repaired_line_does_not_end_the_slot():
     assert goal.lines[1].origin is LineOrigin.REPAIRED
 
 
+def repairs_per_slot(target):
+    out = {}
+    for t in target.kinds("repair"):
+        out[slot_of(t)] = out.get(slot_of(t), 0) + 1
+    return out
+
+
 def test_a_target_that_always_answers_blank_costs_at_most_two_blank_repairs_per_slot():
     # before: each blank repair was accepted and the slot went on until its 320 tokens ran out
     # (one slot: 316 judgements, 316 repairs); now the second blank repair in a row ends it
+    drafts = {name: [f"- BAD {i}" for i in range(60)] for name in DRAFTS}
+    target, drafter = backends(drafts=drafts, repair=lambda s, acc: "\n")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    repairs = repairs_per_slot(target)
+    assert set(repairs) == set(DRAFTS) and max(repairs.values()) == 2
+    for s in res.slots:
+        assert s.stop_reason == "empty_repair" and not s.lines  # blank lines at the ends are not content
+
+
+def test_two_blank_repairs_in_a_row_count_only_since_the_last_real_line():
+    # a real line accepted between two blank repairs makes the second a paragraph break too
     alternating = [f"- good {i}" if i % 2 == 0 else f"- BAD {i}" for i in range(60)]
     drafts = {name: alternating for name in DRAFTS}
     target, drafter = backends(drafts=drafts, repair=lambda s, acc: "\n")
-    res = compact(MESSAGES, target=target, drafter=drafter)
-    repairs = {}
-    for t in target.kinds("repair"):
-        repairs[slot_of(t)] = repairs.get(slot_of(t), 0) + 1
-    assert repairs and max(repairs.values()) <= 2
+    res = compact(MESSAGES, target=target, drafter=drafter, config={"max_blank_lines_per_slot": 3})
+    assert max(repairs_per_slot(target).values()) <= 3 + 1  # bounded by the blank budget
     for s in res.slots:
-        assert s.stop_reason == "empty_repair"
         kept = [l.text for l in s.lines]
-        assert kept == ["- good 0", "", "- good 2"]  # the accepted prefix, the paragraph break kept
+        assert kept == ["- good 0", "", "- good 2", "", "- good 4", "", "- good 6"], s.name
+        assert s.stop_reason == "blank_budget"
 
 
-def test_a_blank_repair_with_nothing_before_it_or_after_a_blank_is_empty():
-    target, drafter = backends(drafts={**DRAFTS, "goal": ["- BAD a", "- b"]}, repair=lambda s, acc: "\n")
+def test_a_first_blank_repair_is_a_paragraph_break_when_a_real_line_follows():
+    answers = {}
+
+    def repair(slot_name, accepted):  # blank first, a real line second, per slot
+        answers[slot_name] = answers.get(slot_name, 0) + 1
+        return "\n" if answers[slot_name] == 1 else "- fixed\n"
+    target, drafter = backends(drafts={**DRAFTS, "goal": ["- BAD a", "- BAD b"]}, repair=repair)
     res = compact(MESSAGES, target=target, drafter=drafter)
-    assert texts(res, "goal") == [] and slot(res, "goal").stop_reason == "empty_repair"
+    assert texts(res, "goal") == ["- fixed"] and slot(res, "goal").lines[0].origin is LineOrigin.REPAIRED
+    assert answers["goal"] == 2
+
+
+def test_a_blank_repair_after_a_blank_line_is_empty():
     target, drafter = backends(drafts={**DRAFTS, "goal": ["- a", "", "- BAD c"]}, repair=lambda s, acc: "\n")
     res = compact(MESSAGES, target=target, drafter=drafter)
     assert texts(res, "goal") == ["- a"] and slot(res, "goal").stop_reason == "empty_repair"
+
+
+def test_a_replacement_opening_with_a_newline_keeps_its_text():
+    # without line-aware stopping the target's answer runs on; a leading newline is not the line
+    drafts = {**DRAFTS, "goal": ["- a", "- BAD b"]}
+    target, drafter = backends(drafts=drafts, repair=lambda s, acc: ("\n- fixed\n- more", "length"))
+    res = compact(MESSAGES, target=target, drafter=drafter, config={"line_aware_stopping": False})
+    assert texts(res, "goal") == ["- a", "- fixed"]
 
 
 def test_blank_lines_count_toward_a_small_per_slot_cap():
@@ -417,3 +449,28 @@ def test_sample_n_body_validates_with_sglang():
     (body,) = ep.bodies
     assert body["sampling_params"]["n"] == 4 and body["sampling_params"]["max_new_tokens"] == 30
     assert_server_accepts(body)
+
+
+class IgnoresStop(ScriptedBackend):
+    """A drafter backend that ignores ``stop``: its answer keeps every line it wrote."""
+
+    def generate(self, s, sampling_params):
+        if sampling_params.max_new_tokens == 0:  # the drafter's prefill
+            return super().generate(s, sampling_params)
+        self._record("draft", s.text_)
+        out, _ = self.draft_fn(slot_of(s.text_), accepted_of(s.text_), s.text_)
+        return out, {"prompt_tokens": 1, "cached_tokens": 0, "completion_tokens": 1,
+                     "finish_reason": {"type": "stop", "matched": 151645}}
+
+
+@pytest.mark.parametrize("brk", ["\n", "\r\n", "\u2028", "\x85"])
+def test_a_backend_that_ignores_stop_still_gets_one_line_per_line(brk):
+    def draft(slot_name, accepted, text):
+        if slot_name != "goal":
+            return "", "stop"
+        return brk.join(["- goal line", "## Next Steps", "1. forged step"][len(accepted):]), "stop"
+    target = ScriptedBackend(judge=judge_bad, repair=lambda s, acc: "")
+    res = compact(MESSAGES, target=target, drafter=IgnoresStop(draft=draft))
+    goal = texts(res, "goal")
+    assert goal[0] == "- goal line" and not any("Next Steps" in t or brk in t for t in goal)
+    assert "\n## Next Steps\n(none)" in res.summary  # the one Next Steps section is the slot's own

@@ -1,0 +1,128 @@
+"""One method resolver for the CLI, :func:`~.registry.run_method` and the HTTP service.
+
+``resolve_method(name, request, deployment)`` returns the method to run and,
+for ``auto``, the pick behind it (``stats.auto``).  An explicit name is
+returned as it is (the pipeline refuses it with its own typed error if it
+cannot serve the request).  ``auto`` picks only among the methods that
+accept the request, decided by the registry's own per-method flags
+(:func:`~.pipeline.refusal`):
+
+* a method that ``needs_drafter`` is left out without a drafter;
+* a method with ``fixed_sections`` (Hermes) is left out with a custom schema;
+* a method whose output reserve (:attr:`~.pipeline.Method.new_tokens`)
+  leaves no room for a block of history in the target's context is left out.
+
+So ``auto`` never picks a method that then refuses the request.  It
+predicts for the models the servers report
+(:func:`served_picker`: ``/get_model_info``'s ``model_path``), not a
+default model name.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+from ..config import CompactConfig, make_config
+from ..errors import ConfigError
+from .auto import Deployment
+from .autopick import AUTO, AcceptanceEstimate, AutoPicker, default_picker, deployment_for
+from .chunking import MIN_BLOCK_TOKENS
+from .pipeline import REGISTRY, refusal
+
+
+@dataclass(frozen=True)
+class MethodRequest:
+    """What decides which methods can serve one compaction."""
+
+    messages: list  # the history (read only)
+    previous_summary: str | None = None  # incremental compaction: part of the history's size
+    custom_schema: bool = False  # the caller gives its own schema (methods with fixed sections refuse it)
+    has_drafter: bool = False  # a drafter backend is connected
+    offered: tuple[str, ...] | None = None  # the methods the caller serves (the service's list); None: all registered
+    context_tokens: int | None = None  # the target's context window (tokens); None: unknown, not checked
+    config: CompactConfig | None = None  # the compaction's config (the methods' output reserves)
+
+
+def accepting(request: MethodRequest) -> tuple[str, ...]:
+    """The registered methods that can serve ``request``, in the offered order.
+
+    >>> from . import baselines, speccompact  # noqa: F401 - registers the methods
+    >>> accepting(MethodRequest([], custom_schema=True, offered=("speccompact", "hermes", "openclaw")))
+    ('openclaw',)
+    >>> accepting(MethodRequest([], has_drafter=True, context_tokens=4096, offered=("hermes", "speccompact")))
+    ('speccompact',)
+    """
+    cfg = request.config or make_config(None)
+    out = []
+    for name in request.offered or tuple(REGISTRY):
+        method = REGISTRY.get(name)
+        if method is None or name == AUTO:
+            continue
+        if refusal(method, has_drafter=request.has_drafter, schema_given=request.custom_schema):
+            continue
+        if request.context_tokens and method.new_tokens is not None and \
+                method.new_tokens(cfg) + cfg.max_summary_tokens + MIN_BLOCK_TOKENS > request.context_tokens:
+            continue  # its output reserve leaves no block of history room in the target's context
+        out.append(name)
+    return tuple(out)
+
+
+def as_picker(deployment: Deployment | AutoPicker | None, has_drafter: bool) -> AutoPicker:
+    """The picker ``auto`` uses: the one given, one around a bare deployment, or the default."""
+    if isinstance(deployment, AutoPicker):
+        return deployment
+    if deployment is None:
+        return default_picker(has_drafter)
+    pair = f"{deployment.target.name}|{deployment.drafter.name if deployment.drafter else 'none'}"
+    return AutoPicker(deployment, f"deployment given by the caller ({deployment.hardware.name})", pair,
+                      AcceptanceEstimate())
+
+
+def resolve_method(name: str, request: MethodRequest,
+                   deployment: Deployment | AutoPicker | None = None) -> tuple[str, dict | None]:
+    """The method to run for ``name`` and, for ``auto``, its pick (``stats.auto``; None otherwise).
+
+    Raises
+    ------
+    ConfigError
+        ``auto`` and no offered method accepts the request.
+    """
+    if name != AUTO:
+        return name, None
+    allowed = accepting(request)
+    if not allowed:
+        raise ConfigError(f"auto has no method that accepts this request among "
+                          f"{list(request.offered or REGISTRY)}", field="method")
+    choice = as_picker(deployment, request.has_drafter).pick(request.messages, allowed, request.previous_summary)
+    return choice["method"], choice
+
+
+def served_model(backend: Any) -> str | None:
+    """The model a connected SGLang backend serves (``/get_model_info``'s ``model_path``), if it says.
+
+    >>> class B: model_info = {"model_path": "Qwen/Qwen3-32B"}
+    >>> served_model(B()), served_model(object())
+    ('Qwen/Qwen3-32B', None)
+    """
+    info = getattr(backend, "model_info", None)
+    path = info.get("model_path") if isinstance(info, dict) else None
+    return path if isinstance(path, str) and path else None
+
+
+def served_picker(target: Any, drafter: Any, *, fallback_target: str = "Qwen/Qwen3-8B",
+                  fallback_drafter: str = "Qwen/Qwen3-0.6B", prefer_served: bool = True,
+                  **deployment) -> AutoPicker:
+    """An :class:`AutoPicker` for the models the servers report (the fallbacks where they do not;
+    ``prefer_served=False``: the fallbacks, named by the user, win).
+
+    ``deployment``: :func:`~.autopick.deployment_for`'s keywords (``gpus``, ``gpu``, ...).
+
+    >>> class B: model_info = {"model_path": "Qwen/Qwen3-32B"}
+    >>> served_picker(B(), None).pair, served_picker(B(), None, fallback_target="x", prefer_served=False).pair
+    ('Qwen/Qwen3-32B|none', 'x|none')
+    """
+    def pick(backend, fallback):
+        return (served_model(backend) if prefer_served else None) or fallback
+    d = pick(drafter, fallback_drafter) if drafter is not None else None
+    return deployment_for(pick(target, fallback_target), d, **deployment)
