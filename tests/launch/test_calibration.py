@@ -133,7 +133,7 @@ def test_probe_bodies_are_valid_sglang_generate_requests():
 # ---------------------------------------------------------- against timed emulators
 
 
-@pytest.mark.slow
+@pytest.mark.perf
 @pytest.mark.parametrize("model,plan,time_scale,rates", [
     # the 8B's decode is weight-bound at these contexts: its KV share is too small to resolve through
     # the emulator's own CPU noise, so the KV rate is checked on the 0.6B, whose decode is KV-bound
