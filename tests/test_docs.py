@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import re
 import subprocess
 from functools import lru_cache
@@ -105,10 +106,19 @@ def module_name_exists(dotted: str) -> bool | None:
     return True
 
 
+# Pages written alongside this site's first version; DOCS_SKIP_MISSING=1 (as for mkdocs, see
+# docs/hooks/nav_check.py) tolerates exactly these being absent, to check a branch without them.
+PENDING = {f"docs/{p}.md" for p in (
+    "guides/real-sglang", "guides/security", "guides/sessions-and-prepare", "guides/shared-store",
+    "guides/hermes", "guides/openclaw", "guides/emulator", "concepts/incremental-compaction",
+    "benchmarks/single-compaction", "benchmarks/session", "benchmarks/auto-picker")}
+
+
 @pytest.mark.parametrize("page", PAGES, ids=lambda p: str(p.relative_to(ROOT)))
 def test_every_backticked_path_and_module_exists(page):
     text = page.read_text()
-    missing = [s for s in repo_paths(text) if not path_exists(s)]
+    pending_ok = PENDING if os.environ.get("DOCS_SKIP_MISSING") == "1" else set()
+    missing = [s for s in repo_paths(text) if not path_exists(s) and s not in pending_ok]
     missing += [s for s in spans(text) if DOTTED_RE.match(s) and not PATH_RE.match(s) and module_name_exists(s) is False]
     assert not missing, f"{page.relative_to(ROOT)} names what does not exist: {missing}"
 
