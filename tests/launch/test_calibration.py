@@ -225,7 +225,7 @@ def test_emulator_cli_and_launcher_flags():
     assert res.returncode == 2 and "--emulate only" in res.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # the launcher's child processes, end to end
 def test_serve_calibrate_and_launch_emulate_gpu_end_to_end(make_emulated_server, tmp_path):
     """The command lines: ``serve --calibrate`` probes, saves and reports; ``launch --emulate-gpu`` plays a GPU."""
     import os
