@@ -120,6 +120,15 @@ def http_page() -> str:
             codes = ", ".join(f"`{c}` {r.get('description', '')}" for c, r in op.get("responses", {}).items())
             if codes:
                 out.append(f"\nResponses: {codes}.\n")
+    from sgl_speccompact import errors
+
+    out.append("\n## Error statuses\n\nA failed request is answered with the status of the nearest class in "
+               "`errors.HTTP_STATUS` and a body `{\"error\": {\"type\": code, \"message\": ..., \"field\": ...}}`:\n\n"
+               "| status | error classes |\n|---|---|")
+    by_status: dict[int, list[str]] = {}
+    for cls, status in errors.HTTP_STATUS.items():
+        by_status.setdefault(status, []).append(f"`{cls.__name__}`")
+    out += [f"| {status} | {', '.join(names)} |" for status, names in sorted(by_status.items())]
     out.append("\n## The whole schema\n\n```json\n" + json.dumps(schema, indent=1) + "\n```\n")
     return "\n".join(out)
 
