@@ -51,7 +51,7 @@ MAX_TEMPERATURE = 2.0  # upper bound of every sampling temperature
 # changes the text the target reads (so a real model's verdicts may differ); one in
 # DECISION_CHANGING changes what is asked or who writes a line, even for a judge that
 # reads only the line.  Every other switch changes the requests only: the same
-# prompts, so the same verdicts and the same summary (tests/test_switches.py).
+# prompts, so the same verdicts and the same summary (tests/methods/test_switches.py).
 PROMPT_CHANGING: frozenset[str] = frozenset({
     "shared_prefix",  # off: the slot request comes before the history
     "short_judge_suffix",  # off: the whole judge question follows every line
@@ -110,7 +110,7 @@ class CompactConfig(BaseModel):
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
     drafter_digest: bool = False  # the drafter reads clipped tool outputs (off until measured on a GPU)
     drafter_digest_tokens: int = Field(64, ge=1, le=MAX_TOKENS)  # with drafter_digest: tokens kept at each end of a tool output
-    lockstep_branches: bool = False  # SpecCompact branches send requests in rounds (off: a loss when raced, bench/README.md)
+    lockstep_branches: bool = False  # SpecCompact branches send requests in rounds (off: a loss when raced, docs/benchmarks/ablation.md)
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

@@ -1,6 +1,6 @@
 """The package's layers: imports flow down, never up, and no module imports itself back.
 
-The floors, bottom up (README "Layout"):
+The floors, bottom up (docs/concepts/layout.md):
 
     vocabulary (config, errors, schema, result, flags) < history < core < backends
     < programs < methods < service < launch < cli / __main__ / __init__

@@ -16,7 +16,7 @@ not wording:
 * the date rule (finished actions as dated past-tense facts);
 * the focus topic block: 60-70% of the target for the topic.
 
-The sentences are ours.  ``tests/test_hermes_prompt.py`` compares the
+The sentences are ours.  ``tests/integrations/test_hermes_e2e.py`` compares the
 structure with the installed hermes-agent when one is available.
 """
 

@@ -4,7 +4,7 @@ Every pattern here is linear in its input: no quantifier repeats a group
 whose classes overlap what follows it, and every unbounded run is either
 anchored on a literal prefix or preceded by a look-behind that allows one
 start per run (``(?<![...])``), so a long run of the run's own class is
-scanned once, not once per position.  ``tests/test_redaction.py`` times
+scanned once, not once per position.  ``tests/history/test_redaction.py`` times
 each pattern on adversarial 100 KB and 1 MB inputs and checks the ratio.
 
 Formats follow the providers' documented token shapes and the public rule

@@ -1,7 +1,7 @@
 """Command line: ``python -m sgl_speccompact.testing --tokenizer PATH --port N``.
 
 Serves the SGLang-API emulator until interrupted.  ``--policy controlled``
-(the default) judges with ``--p-accept``; ``--policy echo`` answers every
+(the default) judges with ``--p-accept``; ``--policy empty`` answers every
 generation with an empty string.  ``--cost-model qwen3-8b`` adds SIMULATED
 latencies (``meta_info["simulated_latency_s"]``) and delays every answer by
 them (times ``--time-scale``); ``--gpu H100`` and ``--gpu-speed 0.5`` make it

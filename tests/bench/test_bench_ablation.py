@@ -57,7 +57,7 @@ def tiny(bench, emulator_tokenizer_path, tmp_path_factory):
     return code, json.loads(out.read_text())
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # runs the whole bench script
 def test_tiny_ablation_runs_end_to_end_and_every_row_is_comparable(bench, tiny):
     code, report = tiny
     assert code == 0 and not [r for r in report["rows"] if "error" in r]
@@ -79,7 +79,7 @@ def test_tiny_ablation_runs_end_to_end_and_every_row_is_comparable(bench, tiny):
     assert refs == {("hermes", "classic", 300), ("target_self", "agent", None), ("target_self", "classic", None)}
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # runs the whole bench script
 def test_tables_say_simulated_and_name_the_conditions(bench, tiny):
     _, report = tiny
     text = bench.format_tables(report["summary"], report["variants"])

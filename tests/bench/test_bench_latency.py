@@ -37,7 +37,7 @@ def run(bench, emulator_tokenizer_path, tmp_path_factory):
     return rc, json.loads(out.read_text()), out
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # runs the whole bench script
 def test_every_row_is_simulated_and_keeps_the_busy_time_invariant(bench, run):
     rc, report, _ = run
     assert rc == 0
@@ -62,7 +62,7 @@ def test_every_row_is_simulated_and_keeps_the_busy_time_invariant(bench, run):
                for r in spec)
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # runs the whole bench script
 def test_summary_rows_carry_the_required_fields_and_auto_names_its_pick(run):
     _, report, out = run
     for s in report["summary_by_cell"]:

@@ -28,7 +28,7 @@ def run(emulator_tokenizer_path, tmp_path_factory):
     return rc, json.loads(out.read_text()), out
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # runs the whole bench script
 def test_three_modes_simulated_and_accounted(run):
     rc, report, out = run
     assert rc == 0 and report["latency_kind"] == "simulated" and "SIMULATED" in report["simulated_note"]
@@ -56,7 +56,7 @@ def test_three_modes_simulated_and_accounted(run):
     assert out.with_name(out.stem + "-stall.png").is_file()
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # runs the whole bench script
 def test_goal_rows_name_every_pair(run):
     _, report, _ = run
     goals = report["goals"]

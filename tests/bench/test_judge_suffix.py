@@ -74,7 +74,7 @@ def test_benchmark_policy_judges_the_short_forms_on_the_emulator(make_emulated_s
     assert res.stats.proposed_lines > 0 and 0 < res.stats.acceptance_rate
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # runs the whole bench script
 def test_judge_suffix_benchmark_prints_both_forms(tmp_path, capsys):
     import json
 

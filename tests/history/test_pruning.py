@@ -81,5 +81,9 @@ def test_pipeline_prunes_only_when_asked_and_reports_the_effect():
     assert msgs == reading_session()
 
 
-def test_default_keeps_four():
-    assert CompactConfig().keep_tool_outputs == 4 and CompactConfig().prune_tool_outputs is False
+def test_the_pipeline_keeps_the_newest_keep_tool_outputs_whole_by_default():
+    target = baseline_target()
+    out = run_method("openclaw", reading_session(), target=target, config={"prune_tool_outputs": True})
+    prompt = target.kinds("generate")[0]
+    assert out.pruning["messages_pruned"] == 5 - CompactConfig().keep_tool_outputs
+    assert "x0 = 0" not in prompt and all(f"x{i} = {i}" in prompt for i in range(1, 5))

@@ -64,7 +64,7 @@ def _allowed(unit: str) -> float:
     return MAX_RATIO * max(1.0, reference / 10)
 
 
-@pytest.mark.slow
+@pytest.mark.perf
 @pytest.mark.parametrize("index", range(len(detectors())), ids=lambda i: f"{detectors()[i].kind}-{i}")
 def test_every_detector_is_linear_on_adversarial_inputs(index):
     det = detectors()[index]

@@ -36,7 +36,7 @@ CONTEXT, OVER = 200_000, 190_000  # the agent's context window; a prompt over it
 INDEX_DOWN = ("No matching distribution", "Could not find a version", "Failed to establish a new connection",
               "Temporary failure in name resolution", "Network is unreachable", "ProxyError")
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 def _pip(python: Path, *args: str) -> subprocess.CompletedProcess:

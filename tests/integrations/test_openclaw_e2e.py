@@ -41,7 +41,7 @@ REGISTRY_DOWN = ("ENOTFOUND", "EAI_AGAIN", "ECONNREFUSED", "ETIMEDOUT", "ENETUNR
                  "network request to", "getaddrinfo")
 STEP_S = 900  # one OpenClaw command, hang guard only (a 2-core CI machine is slow to start it)
 
-pytestmark = pytest.mark.slow
+pytestmark = [pytest.mark.slow, pytest.mark.e2e]
 
 
 def node_bin(root: Path) -> Path:

@@ -133,7 +133,7 @@ def test_probe_bodies_are_valid_sglang_generate_requests():
 # ---------------------------------------------------------- against timed emulators
 
 
-@pytest.mark.slow
+@pytest.mark.perf
 @pytest.mark.parametrize("model,plan,time_scale,rates", [
     # the 8B's decode is weight-bound at these contexts: its KV share is too small to resolve through
     # the emulator's own CPU noise, so the KV rate is checked on the 0.6B, whose decode is KV-bound
@@ -225,7 +225,7 @@ def test_emulator_cli_and_launcher_flags():
     assert res.returncode == 2 and "--emulate only" in res.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # the launcher's child processes, end to end
 def test_serve_calibrate_and_launch_emulate_gpu_end_to_end(make_emulated_server, tmp_path):
     """The command lines: ``serve --calibrate`` probes, saves and reports; ``launch --emulate-gpu`` plays a GPU."""
     import os

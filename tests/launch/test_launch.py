@@ -287,7 +287,7 @@ EMULATOR_WRAPPER = textwrap.dedent('''\
 ''')
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # the launcher's child processes, end to end
 @pytest.mark.skipif(not (Path(__file__).parents[3] / "shared/data/trajectories").is_dir(),
                     reason="shared trajectories not found beside the repo")
 def test_launch_with_emulated_servers_compacts_then_sigterm_leaves_no_orphans(tmp_path, emulator_tokenizer_path):
@@ -338,7 +338,7 @@ def test_api_key_from_environment():
         assert res.returncode == 2 and "is empty" in res.stderr and "Traceback" not in res.stderr
 
 
-@pytest.mark.slow
+@pytest.mark.e2e  # the launcher's child processes, end to end
 def test_serve_against_running_servers(make_emulated_server, tmp_path):
     pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
     import httpx

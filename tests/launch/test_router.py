@@ -13,7 +13,8 @@ import pytest
 import requests
 from procs import READY_S, poll_until
 
-pytest.importorskip("sglang_router", reason="sglang-router is not installed (pip install -e '.[test]')")
+pytestmark = pytest.mark.e2e  # sglang-router subprocesses in front of emulators
+pytest.importorskip("sglang_router", reason="sglang-router is not installed (pip install -e '.[e2e]')")
 
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint  # noqa: E402
 from sgl_speccompact.backends.router import worker_urls  # noqa: E402

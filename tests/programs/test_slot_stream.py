@@ -173,11 +173,6 @@ PROGRESS = ["### Done", "- [x] created hello.py", "- [x] ran it", "", "### In Pr
 BRANCHES = {"sub_slot_branches": True}  # off by default until a real-model retention check
 
 
-def test_sub_slot_branches_are_off_by_default():
-    from sgl_speccompact.config import CompactConfig
-    assert CompactConfig().sub_slot_branches is False
-
-
 def test_sub_slot_branches_assemble_in_order_like_one_branch():
     drafts = {**DRAFTS, "progress": PROGRESS}
     target, drafter = backends(drafts=drafts)

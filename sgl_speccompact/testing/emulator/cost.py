@@ -55,7 +55,7 @@ from ...core.costmodel import (  # noqa: F401 - re-exported: the pure model live
 from ...core.specdecode import SpecDecoding
 
 # Client-side cost of one request (the project's SpecCompactEndpoint: build the body, JSON-encode it,
-# send it over loopback, parse the answer), measured with bench/client_cost.py (see bench/README.md):
+# send it over loopback, parse the answer), measured with bench/client_cost.py (see docs/benchmarks/index.md):
 CLIENT_S_PER_REQUEST = 1.5e-3  # fixed part, s
 CLIENT_S_PER_TOKEN = 0.108e-6  # per prompt token sent as input_ids (or its text), s
 # The service's lookup of a stored prepare for a compact naming a session (params digest and

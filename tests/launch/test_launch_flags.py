@@ -1,0 +1,66 @@
+"""``serve``/``launch`` flags and config-file service sections: each bad value is one line and a
+non-zero exit before anything starts.
+"""
+
+from __future__ import annotations
+
+import pytest
+from test_cli_probes import _one_clear_line
+
+
+def _serve(argv: list[str], capsys) -> tuple[int, str]:
+    from sgl_speccompact.launch.cli import main
+
+    try:
+        rc = main(["--target-url", "http://t:1", "--drafter-url", "http://d:2", *argv, "--dry-run"],
+                  serve_only=True)
+    except SystemExit as exc:
+        rc = exc.code
+    return rc, capsys.readouterr().err
+
+
+@pytest.mark.parametrize("flags,word", [  # before: accepted (dry run 0) or a traceback at start
+    (["--request-timeout", "0"], "--request-timeout"), (["--request-timeout", "-1"], "--request-timeout"),
+    (["--request-timeout", "nan"], "--request-timeout"), (["--request-timeout", "inf"], "--request-timeout"),
+    (["--compaction-timeout", "-5"], "--compaction-timeout"), (["--compaction-timeout", "nan"], "--compaction-timeout"),
+    (["--compaction-timeout", "inf"], "--compaction-timeout"), (["--compaction-timeout", "0"], "--compaction-timeout"),
+    (["--max-workers", "0"], "--max-workers"), (["--max-workers", "-3"], "--max-workers"),
+    (["--max-body-mb", "nan"], "--max-body-mb"), (["--max-body-mb", "inf"], "--max-body-mb"),
+    (["--max-body-mb", "-1"], "--max-body-mb"), (["--max-body-mb", "0"], "--max-body-mb"),
+    (["--health-wait", "nan"], "--health-wait"), (["--service-port", "70000"], "--service-port"),
+    (["--max-workers", "many"], "--max-workers"),
+])
+def test_probe8_serve_flags_one_line_nonzero(capsys, flags, word):
+    rc, err = _serve(flags, capsys)
+    assert rc not in (0, None)
+    _one_clear_line(err, word)
+
+
+@pytest.mark.parametrize("line,word", [  # before: accepted
+    ("max_workers = 0", "max_workers"), ("compaction_timeout_s = -5.0", "compaction_timeout_s"),
+    ("max_body_mb = nan", "max_body_mb"), ("request_timeout_s = inf", "request_timeout_s"),
+])
+def test_probe8_service_section_of_a_config_file(tmp_path, capsys, line, word):
+    path = tmp_path / "c.toml"
+    path.write_text(f"[service]\n{line}\n")
+    rc, err = _serve(["--config", str(path)], capsys)
+    assert rc not in (0, None)
+    _one_clear_line(err, word)
+
+
+def test_probe8_emulate_checks_flags_before_starting(monkeypatch, capsys):
+    # before: the emulators started first and the error came after their banner lines
+    from sgl_speccompact.launch import cli as launch
+
+    monkeypatch.setattr(launch, "run_emulated", lambda args: pytest.fail("started with a bad flag"))
+    assert launch.main(["--emulate", "--max-workers", "0"]) == 2
+    _one_clear_line(capsys.readouterr().err, "--max-workers")
+
+
+def test_probe8_no_gpu_message_names_emulate(monkeypatch, capsys):
+    from sgl_speccompact.launch import cli as launch
+
+    monkeypatch.setattr(launch, "cuda_available", lambda: False)
+    assert launch.main([]) == 2
+    err = capsys.readouterr().err
+    assert "no CUDA device" in err and "--emulate" in err
