@@ -18,13 +18,6 @@ from real_servers import TARGET_CONTEXT, RealServers, Server, model_dir, start, 
 from sgl_speccompact.testing.emulator.qwen3 import qwen_tokenizer_available
 
 
-def pytest_collection_modifyitems(items):
-    here = Path(__file__).parent
-    for item in items:
-        if here in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.real_sglang)
-
-
 @pytest.fixture(scope="session")
 def real(tmp_path_factory) -> RealServers:
     """Target and drafter real servers (started once, stopped by PID at the end).

@@ -15,6 +15,8 @@ import pytest
 
 from sgl_speccompact.testing import EmulatedServer, ScriptedPolicy
 
+pytestmark = pytest.mark.real_sglang
+
 THINK = "<|im_start|>assistant\n<think>\n\n</think>\n\n"
 PROMPT = "<|im_start|>user\nSay something.<|im_end|>\n" + THINK
 POS, NEG = 30487, 42224  # "positive", "negative" in Qwen3's vocabulary

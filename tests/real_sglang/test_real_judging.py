@@ -20,6 +20,8 @@ from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.testing.tiny_qwen3 import Script
 
+pytestmark = pytest.mark.real_sglang
+
 SCALE = math.sqrt(2 / 3)  # what the final norm leaves of a logit gap with one marker present
 
 

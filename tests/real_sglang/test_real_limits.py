@@ -9,6 +9,8 @@ from sgl_speccompact.errors import BackendError, PromptTooLongError, SpecCompact
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.result import LineOrigin
 
+pytestmark = pytest.mark.real_sglang
+
 
 def digits_history(n_messages: int, digits: int) -> list[dict]:
     """A history whose text is digits: Qwen3 splits every digit, so 1 byte is 1 token.

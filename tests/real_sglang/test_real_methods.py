@@ -13,6 +13,8 @@ from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.result import LineOrigin
 
+pytestmark = pytest.mark.real_sglang
+
 REJECTED = "Delete" + scripts.REJECT + " archives"
 REPAIRED = scripts.REPAIRS["next_steps"]
 

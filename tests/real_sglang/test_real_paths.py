@@ -20,6 +20,8 @@ from reading import OPENAI, TRAJ, Unchanged, assert_scripted, history
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.service.app import create_app
 
+pytestmark = pytest.mark.real_sglang
+
 REPAIRED = [scripts.MONOLITHIC] * 6
 
 
