@@ -284,7 +284,7 @@ class Sessions:
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise CompactionTimeoutError(f"the compaction did not finish within {timeout_s:g} s "
-                                             "(it waited for a prepare of its session, which goes on)")
+                                             "(it waited for a prepare of its session)")
             await asyncio.wait({run.task.future}, timeout=POLL_S if left is None else min(POLL_S, left))
             if not run.task.future.done() and gone is not None and await gone():
                 raise CompactionCancelledError("compaction cancelled")
