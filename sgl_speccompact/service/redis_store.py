@@ -13,8 +13,9 @@ store keys (no caller text in a Redis key):
 * ``e:<id>``: hash ``meta`` (JSON: messages, digest, per-message hashes,
   size, cost), ``result`` (the CompactionResult's JSON), ``cost``, ``used``;
 * ``g:<group>``: sorted set of a session's entry ids by prefix length;
-* ``lru`` (sorted set id -> stored at, Unix seconds), ``sizes``, ``groups``
-  (hashes id -> size, group) and ``bytes``: the bounds, shared;
+* ``lru`` (sorted set id -> order stored, from the counter ``seq``),
+  ``ages`` (id -> stored at, Unix seconds), ``sizes``, ``groups`` (hashes
+  id -> size, group) and ``bytes``: the bounds, shared;
 * ``p:<group>``: a session's ``auto`` pick, ``SET NX`` with the TTL.
 
 Puts and lookups are Lua scripts, so the bounds hold with several
@@ -58,6 +59,7 @@ local function drop(p, x, acc)
   redis.call('HDEL', p .. 'sizes', x)
   redis.call('HDEL', p .. 'groups', x)
   redis.call('ZREM', p .. 'lru', x)
+  redis.call('ZREM', p .. 'ages', x)
 end
 """
 
@@ -68,7 +70,7 @@ local size, cost, n = tonumber(ARGV[6]), ARGV[7], tonumber(ARGV[8])
 local now, ttl, max, per = tonumber(ARGV[9]), tonumber(ARGV[10]), tonumber(ARGV[11]), tonumber(ARGV[12])
 local keep = math.ceil(ttl) + tonumber(ARGV[13])
 local acc = {wasted = 0}
-for _, x in ipairs(redis.call('ZRANGEBYSCORE', p .. 'lru', '-inf', '(' .. (now - ttl))) do drop(p, x, acc) end
+for _, x in ipairs(redis.call('ZRANGEBYSCORE', p .. 'ages', '-inf', '(' .. (now - ttl))) do drop(p, x, acc) end
 if redis.call('ZSCORE', p .. 'lru', id) then drop(p, id, acc) end
 if size > max then return tostring(acc.wasted + tonumber(cost)) end
 local e, g = p .. 'e:' .. id, p .. 'g:' .. gid
@@ -76,7 +78,8 @@ redis.call('HSET', e, 'meta', meta, 'result', result, 'cost', cost, 'used', '0')
 redis.call('EXPIRE', e, keep)
 redis.call('ZADD', g, n, id)
 redis.call('EXPIRE', g, keep)
-redis.call('ZADD', p .. 'lru', now, id)
+redis.call('ZADD', p .. 'lru', redis.call('INCR', p .. 'seq'), id)
+redis.call('ZADD', p .. 'ages', now, id)
 redis.call('HSET', p .. 'sizes', id, size)
 redis.call('HSET', p .. 'groups', id, gid)
 redis.call('INCRBY', p .. 'bytes', size)
@@ -94,7 +97,7 @@ CANDIDATES = """
 local p, gid, n, cutoff = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local out = {}
 for _, x in ipairs(redis.call('ZRANGEBYSCORE', p .. 'g:' .. gid, '-inf', n)) do
-  local at = redis.call('ZSCORE', p .. 'lru', x)
+  local at = redis.call('ZSCORE', p .. 'ages', x)
   local meta = redis.call('HGET', p .. 'e:' .. x, 'meta')
   if at and tonumber(at) >= cutoff and meta then table.insert(out, x) table.insert(out, meta) end
 end
