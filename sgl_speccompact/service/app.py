@@ -23,8 +23,12 @@ Routes
     stream then ends cleanly, not mid-chunk.
     ``mode: "prepare"`` (with a ``session``) answers 202 at once and
     compacts in the background; a later compact of that session reuses it
-    (:mod:`sgl_speccompact.service.sessions`; the result then has a
-    ``session`` entry).
+    (:mod:`sgl_speccompact.service.sessions`: identical prepares join,
+    longer ones roll on the last, 429 with ``Retry-After`` beyond the
+    prepare queue; the result then has a ``session`` entry).  Prepares'
+    target requests carry ``ServiceLimits.prepare_priority`` when set.
+    With ``auto`` a session keeps its first pick; acceptance estimates are
+    kept per API key (:mod:`~sgl_speccompact.service.keyed`).
 ``GET /health``
     200 when every SGLang server answers its ``/health``, else 503.
 ``GET /metrics``
