@@ -58,6 +58,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
 }
 
 
+STORE_SCHEMES = ("redis", "rediss", "unix")  # --session-store URLs the service can open (Redis)
+
 # [service] key -> (its flag, its check): every value, from a flag or a config file, is checked at start
 SERVICE_CHECKS = {
     "port": ("--service-port", port),
@@ -187,6 +189,11 @@ def check_service(svc: dict, from_flags: dict) -> None:
     for key, (flag, check) in SERVICE_CHECKS.items():
         if key in svc:
             check(svc[key], flag if key in from_flags else f"[service] {key}")
+    store = svc.get("session_store")
+    if store is not None and store != "memory" and str(store).split("://", 1)[0] not in STORE_SCHEMES:
+        where = "--session-store" if "session_store" in from_flags else "[service] session_store"
+        raise ConfigError(f"must be memory or a redis://, rediss:// or unix:// URL, got {str(store)[:40]!r}",
+                          field=where)
 
 
 def _check_server(role: str, sec: dict) -> None:

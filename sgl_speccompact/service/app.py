@@ -336,9 +336,6 @@ def create_app(
             if req.mode == "prepare":
                 body = sessions.prepare(scope, req, method, lambda r: compactions.start(
                     method, *job(r, method, cfg, None, choice, scope, background=True)), size=len(raw))
-                metrics.prepares_waiting.set(sessions.n_waiting)
-                if body.get("joined"):
-                    metrics.prepares_joined.inc()
                 return JSONResponse(body, status_code=202)
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()

@@ -168,6 +168,7 @@ class Sessions:
             self.n_waiting -= 1
             self.queued_bytes -= slot.waiting.size
             slot.waiting = None
+            self.metrics.prepares_waiting.set(self.n_waiting)
 
     def _admit(self, slot: Slot, size: int) -> None:
         """Raise 429 when one more waiting prepare (replacing the slot's) would pass a bound."""
@@ -195,6 +196,7 @@ class Sessions:
         for state, p in (("preparing", slot.running), ("queued", slot.waiting)):
             if p is not None and (p.params, p.digest, p.n_messages) == (params, digest, n) \
                     and not (p.task is not None and p.task.scope.cancelled):
+                self.metrics.prepares_joined.inc()
                 return {**body, "status": state, "joined": True}
         base = self.store.longest(scope, req.session, params, req.messages)
         if base is not None and base.n_messages == n:
@@ -209,6 +211,7 @@ class Sessions:
         slot.waiting = Prepare(req, params, n, digest, *keys, size, start)
         self.n_waiting += 1
         self.queued_bytes += size
+        self.metrics.prepares_waiting.set(self.n_waiting)
         self.slots[key] = slot
         if slot.running is None and key not in self.queue:
             self.queue.append(key)

@@ -221,3 +221,5 @@ def test_the_store_flag_reaches_the_service_and_its_password_stays_out_of_the_pl
     assert plan.service["session_store"] == "redis://:hunter2@10.0.0.2:6379/1"
     shown = service_config(plan)["service"]["session_store"]
     assert shown == "redis://:***@10.0.0.2:6379/1"
+    with pytest.raises(ConfigError, match="--session-store: must be memory or a redis"):  # before any server starts
+        build_plan(build_parser("x").parse_args(["--no-drafter", "--session-store", "mysql://db/0"]))
