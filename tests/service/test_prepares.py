@@ -32,7 +32,7 @@ class Held(FakeRunner):
     def __call__(self, method, messages, **kw):
         self.arrivals.append(messages)
         self.arrived.release()
-        assert self.release.wait(30)
+        assert self.release.wait(60)
         return super().__call__(method, messages, **kw)
 
 
@@ -48,7 +48,7 @@ def test_probe_twenty_identical_prepares_join_one_and_nothing_is_cancelled():
     app, _ = service(runner)
     with TestClient(app) as client:
         answers = [prepare(client, MESSAGES) for _ in range(20)]
-        assert runner.arrived.acquire(timeout=10)
+        assert runner.arrived.acquire(timeout=30)
         assert [a.status_code for a in answers] == [202] * 20
         assert [a.json()["joined"] for a in answers] == [False] + [True] * 19
         runner.release.set()
@@ -67,7 +67,7 @@ def test_a_longer_prepare_waits_behind_the_running_one_and_compacts_only_its_new
     app, _ = service(runner)
     with TestClient(app) as client:
         assert prepare(client, MESSAGES).json()["status"] == "preparing"
-        assert runner.arrived.acquire(timeout=10)
+        assert runner.arrived.acquire(timeout=30)
         longer = prepare(client, MESSAGES + MORE).json()
         assert longer["status"] == "queued" and not longer["joined"]
         assert len(runner.arrivals) == 1  # behind the running one, not beside it
@@ -87,7 +87,7 @@ def test_a_newer_waiting_prepare_replaces_the_older_waiting_one():
     third = MORE + [{"role": "assistant", "content": "Fixed."}, {"role": "user", "content": "Run it again"}]
     with TestClient(app) as client:
         prepare(client, MESSAGES)
-        assert runner.arrived.acquire(timeout=10)
+        assert runner.arrived.acquire(timeout=30)
         assert prepare(client, MESSAGES + MORE).json()["status"] == "queued"
         assert prepare(client, MESSAGES + third).json()["status"] == "queued"
         assert app.state.sessions.n_waiting == 1
@@ -117,7 +117,7 @@ def test_probe_a_compact_waiting_for_a_prepare_ends_at_its_own_deadline():
     app, _ = service(runner, limits=ServiceLimits(compaction_timeout_s=1.0))
     with TestClient(app) as client:
         prepare(client, MESSAGES)
-        assert runner.arrived.acquire(timeout=10)
+        assert runner.arrived.acquire(timeout=30)
         app.state.sessions.expected.seconds = 0.0  # any prepare is old enough to wait for
         res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
         assert res.status_code == 504, res.text
@@ -137,7 +137,7 @@ def test_the_compaction_after_a_wait_gets_only_what_is_left_of_the_deadline():
                      limits=ServiceLimits(compaction_timeout_s=30.0))
     with TestClient(app) as client:
         prepare(client, MESSAGES)
-        assert runner.arrived.acquire(timeout=10)
+        assert runner.arrived.acquire(timeout=30)
         app.state.sessions.expected.seconds = 0.0
         threading.Timer(0.5, runner.release.set).start()
         res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
@@ -154,7 +154,7 @@ def test_probe_beyond_the_queue_a_prepare_gets_429_with_retry_after():
     app, _ = service(runner, limits=ServiceLimits(prepare_workers=1, prepare_queue=2))
     with TestClient(app) as client:
         codes = [prepare(client, MESSAGES, session=f"s{i}").status_code for i in range(3)]
-        assert runner.arrived.acquire(timeout=10)
+        assert runner.arrived.acquire(timeout=30)
         refused = prepare(client, MESSAGES, session="s3")
         assert codes == [202, 202, 202] and refused.status_code == 429
         assert int(refused.headers["Retry-After"]) >= 1 and refused.json()["error"]["type"] == "busy"
@@ -170,7 +170,7 @@ def test_beyond_the_queued_bytes_a_prepare_gets_429():
     app, _ = service(runner, limits=ServiceLimits(prepare_workers=1, prepare_queue=50, prepare_queue_bytes=12000))
     with TestClient(app) as client:
         assert prepare(client, big, session="run").status_code == 202  # starts: its bytes are not queued
-        assert runner.arrived.acquire(timeout=10)
+        assert runner.arrived.acquire(timeout=30)
         assert [prepare(client, big, session=f"q{i}").status_code for i in range(3)] == [202, 202, 429]
         assert app.state.sessions.queued_bytes <= 12000
         runner.release.set()
@@ -183,7 +183,7 @@ def test_probe_a_thousand_prepares_leave_threads_and_queued_bytes_bounded():
     app, _ = service(runner, limits=limits)
     with TestClient(app) as client:
         prepare(client, MESSAGES, session="warm")  # the app's own threads exist before counting
-        assert runner.arrived.acquire(timeout=10)
+        assert runner.arrived.acquire(timeout=30)
         before = threading.active_count()
         codes = [prepare(client, MESSAGES + [{"role": "user", "content": f"turn {i}"}], session=f"s{i}").status_code
                  for i in range(1000)]
