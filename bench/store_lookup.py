@@ -46,7 +46,7 @@ def one_lookup(store, ms: list[dict], fields: dict) -> float:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sgl_speccompact.service.store import SessionStore, Stored, params_digest, prefix_digests
+    from sgl_speccompact.service.store import SessionStore, Stored, message_keys, params_digest, prefix_digests
 
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--sizes", type=int, nargs="+", default=[10, 40, 160], help="tool rounds per message list")
@@ -66,7 +66,8 @@ def main(argv: list[str] | None = None) -> int:
         params = params_digest(fields)
         for s in range(args.sessions):
             k = len(ms) - 2
-            store.put("key:x", f"s{s}", params, Stored(None, k, prefix_digests(ms, {k})[k], 1000, 1.0, time.monotonic()))
+            store.put("key:x", f"s{s}", params, Stored(None, k, prefix_digests(ms, {k})[k], 1000, 1.0,
+                                                        time.monotonic(), *message_keys(ms[:k])))
         took = statistics.median(one_lookup(store, ms, fields) for _ in range(args.repeats))
         size = len(json.dumps(ms).encode())
         points.append((size, took))

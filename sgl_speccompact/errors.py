@@ -153,6 +153,19 @@ class CompactionTimeoutError(BackendTimeoutError):
     code = "compaction_timeout"
 
 
+class ServiceBusyError(SpecCompactError):
+    """The service holds as much queued work of this kind as it may; retry after ``retry_after_s``."""
+
+    code = "busy"
+
+    def __init__(self, message: str, *, retry_after_s: float = 1.0):
+        super().__init__(message)
+        self.retry_after_s = retry_after_s  # sent as Retry-After (whole seconds, at least 1)
+
+    def to_dict(self) -> dict:
+        return {**super().to_dict(), "retry_after_s": self.retry_after_s}
+
+
 class UnauthorizedError(SpecCompactError):
     """Missing or wrong bearer token."""
 
@@ -178,6 +191,7 @@ HTTP_STATUS: dict[type[SpecCompactError], int] = {
     UnknownMethodError: 422,
     SummaryBudgetError: 422,
     ServiceStoppingError: 503,
+    ServiceBusyError: 429,
     CompactionCancelledError: 499,  # client closed the request (nginx's code)
     BackendTimeoutError: 504,
     BackendError: 502,

@@ -109,6 +109,7 @@ class HttpEndpoint(RuntimeEndpoint):
         self.verify = None
         self.lora_path = lora_path
         self.routing_key: str | None = None  # sent as X-SMG-Routing-Key (see with_routing_key)
+        self.priority: int | None = None  # sent as /generate `priority` (see with_priority)
         self.timeout_s = timeout_s
         # one pooled session for all threads: sglang runs every fork and every
         # verification copy on a fresh thread, and each should reuse a kept-alive connection
@@ -146,6 +147,20 @@ class HttpEndpoint(RuntimeEndpoint):
         other = copy.copy(self)
         other.routing_key = key
         return other
+
+    def with_priority(self, priority: int | None) -> "HttpEndpoint":
+        """A view sending ``priority`` with every ``/generate`` (sglang's ``GenerateReqInput.priority``).
+
+        The server orders and preempts by it only when started with
+        ``--enable-priority-scheduling`` (higher values first unless
+        ``--schedule-low-priority-values-first``).  The copy shares the
+        connection pool and caches.
+        """
+        if priority == self.priority:
+            return self
+        view = copy.copy(self)
+        view.priority = priority
+        return view
 
     def with_token_ids(self, on: bool) -> "HttpEndpoint":
         """A view that sends prompts as ``input_ids`` (``on``, when the tokenizer allows) or as text.
@@ -224,6 +239,8 @@ class HttpEndpoint(RuntimeEndpoint):
             prompt = body.get("text", body.get("input_ids"))
             n = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else None
             body["lora_path"] = [self.lora_path] * n if n else self.lora_path
+        if self.priority is not None:
+            body["priority"] = self.priority
         return self._request("POST", "/generate", body)
 
     def as_token_ids(self, body: dict) -> dict:

@@ -208,6 +208,20 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--session-store-mb", type=float,
                    help="prepared (ahead-of-time) results kept for reuse, at most, in MiB (default 64)")
     g.add_argument("--session-ttl", type=float, help="seconds a prepared result is kept (default 1800)")
+    g.add_argument("--session-store", metavar="URL",
+                   help="where prepared results are kept: memory (default) or redis://host:port/db, shared by "
+                        "every replica that names it and kept across restarts (needs the [redis] extra)")
+    g.add_argument("--prepare-workers", type=int, help="prepares computing at once, >= 1 (default 4)")
+    g.add_argument("--prepare-queue", type=int,
+                   help="prepares waiting to start, at most, >= 1; beyond: 429 with Retry-After (default 64)")
+    g.add_argument("--prepare-queue-mb", type=float,
+                   help="request bodies of waiting prepares, at most, in MiB; beyond: 429 (default 64)")
+    g.add_argument("--prepare-priority", type=int, metavar="N",
+                   help="sglang `priority` of prepares' target requests (default: -100 when this launch starts "
+                        "the target with priority scheduling, else not sent)")
+    g.add_argument("--no-priority-scheduling", action="store_true",
+                   help="start the target without --enable-priority-scheduling (keeps --schedule-policy lpm; "
+                        "prepares then compete with the agent's own requests)")
     g = p.add_argument_group("cost model (used to predict which method is fastest)")
     g.add_argument("--calibrate", action="store_true",
                    help="at start, time prefill and decode passes on each server through /generate (seconds), "

@@ -24,25 +24,27 @@ from typing import Any
 from ..errors import ConfigError
 from ..flags import count, port, positive_number
 from .router import ROUTER_POLICIES, RouterSpec, router_command
-from .servers import ServerSpec, server_command
+from .servers import PREPARE_PRIORITY, PRIORITY_POLICIES, ServerSpec, server_command
 from .speculative import check_server, describe, parse_spec_flag, spec_from_table
 
 SECTIONS = {
     "target": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
-               "attention_backend", "chat_template", "extra_args", "urls", "tokenizer", "speculative"},
+               "attention_backend", "chat_template", "extra_args", "urls", "tokenizer", "speculative",
+               "priority_scheduling"},
     "router": {"workers", "port", "policy", "url", "cache_threshold", "balance_abs_threshold",
                "balance_rel_threshold", "extra_args"},
     "drafter": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
                 "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled",
                 "speculative"},
     "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
-                "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s", "calibrate", "gpu"},
+                "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s", "calibrate", "gpu",
+                "session_store", "prepare_workers", "prepare_queue", "prepare_queue_mb", "prepare_priority"},
     "compact": None,  # CompactConfig fields, checked by make_config
 }
 
 DEFAULTS: dict[str, dict[str, Any]] = {
     "target": {"model_path": "Qwen/Qwen3-8B", "host": "127.0.0.1", "port": 30000, "mem_fraction_static": 0.60,
-               "tp_size": 1, "dp_size": 1, "extra_args": [], "urls": []},
+               "tp_size": 1, "dp_size": 1, "extra_args": [], "urls": [], "priority_scheduling": True},
     "drafter": {"model_path": "Qwen/Qwen3-0.6B", "host": "127.0.0.1", "port": 30001, "mem_fraction_static": 0.45,
                 "tp_size": 1, "dp_size": 1, "extra_args": [], "enabled": True},
     "router": {"workers": 1, "policy": "cache_aware", "cache_threshold": 0.3, "balance_abs_threshold": 64,
@@ -50,10 +52,13 @@ DEFAULTS: dict[str, dict[str, Any]] = {
     "service": {"host": "127.0.0.1", "port": 8000, "method": "auto", "max_body_mb": 32.0,
                 "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
                 "compaction_timeout_s": 300.0, "upstream_detail": False, "session_store_mb": 64.0,
-                "session_ttl_s": 1800.0, "calibrate": False, "gpu": None},
+                "session_ttl_s": 1800.0, "calibrate": False, "gpu": None, "session_store": "memory",
+                "prepare_workers": 4, "prepare_queue": 64, "prepare_queue_mb": 64.0, "prepare_priority": None},
     "compact": {},
 }
 
+
+STORE_SCHEMES = ("redis", "rediss", "unix")  # --session-store URLs the service can open (Redis)
 
 # [service] key -> (its flag, its check): every value, from a flag or a config file, is checked at start
 SERVICE_CHECKS = {
@@ -63,6 +68,9 @@ SERVICE_CHECKS = {
     "request_timeout_s": ("--request-timeout", positive_number),
     "health_wait_s": ("--health-wait", positive_number),
     "compaction_timeout_s": ("--compaction-timeout", positive_number),
+    "prepare_workers": ("--prepare-workers", count),
+    "prepare_queue": ("--prepare-queue", count),
+    "prepare_queue_mb": ("--prepare-queue-mb", positive_number),
 }
 
 
@@ -133,7 +141,13 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
              (s, "request_timeout_s", a.request_timeout), (s, "health_wait_s", a.health_wait),
              (s, "compaction_timeout_s", a.compaction_timeout), (s, "upstream_detail", a.upstream_detail or None),
              (s, "session_store_mb", a.session_store_mb), (s, "session_ttl_s", a.session_ttl),
-             (s, "calibrate", getattr(a, "calibrate", False) or None), (s, "gpu", getattr(a, "gpu", None))]
+             (s, "calibrate", getattr(a, "calibrate", False) or None), (s, "gpu", getattr(a, "gpu", None)),
+             (s, "session_store", getattr(a, "session_store", None)),
+             (s, "prepare_workers", getattr(a, "prepare_workers", None)),
+             (s, "prepare_queue", getattr(a, "prepare_queue", None)),
+             (s, "prepare_queue_mb", getattr(a, "prepare_queue_mb", None)),
+             (s, "prepare_priority", getattr(a, "prepare_priority", None)),
+             (t, "priority_scheduling", False if getattr(a, "no_priority_scheduling", False) else None)]
     for sec in (t, d):
         pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
                   (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template)]
@@ -175,6 +189,11 @@ def check_service(svc: dict, from_flags: dict) -> None:
     for key, (flag, check) in SERVICE_CHECKS.items():
         if key in svc:
             check(svc[key], flag if key in from_flags else f"[service] {key}")
+    store = svc.get("session_store")
+    if store is not None and store != "memory" and str(store).split("://", 1)[0] not in STORE_SCHEMES:
+        where = "--session-store" if "session_store" in from_flags else "[service] session_store"
+        raise ConfigError(f"must be memory or a redis://, rediss:// or unix:// URL, got {str(store)[:40]!r}",
+                          field=where)
 
 
 def _check_server(role: str, sec: dict) -> None:
@@ -197,9 +216,11 @@ def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
             lora_path=str(sec["lora_path"]) if sec.get("lora_path") else None,
             lora_name=str(sec.get("lora_name") or "drafter"),
             extra_args=tuple(_split_extra(list(sec.get("extra_args") or [])) + extra_cli),
+            priority_scheduling=bool(sec.get("priority_scheduling", False)),
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"[{role}]: {exc}") from exc
+    _check_priority(spec)
     if not 0.0 < spec.mem_fraction_static < 1.0:
         raise ConfigError(f"[{role}] mem_fraction_static must be in (0, 1), got {spec.mem_fraction_static}")
     speculative = spec_from_table(sec["speculative"], role) if sec.get("speculative") else None
@@ -209,6 +230,42 @@ def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
         check_server(speculative, role, lora=lora, server_args=spec.extra_args)
         spec = replace(spec, speculative=speculative)
     return spec
+
+
+def _check_priority(spec: ServerSpec) -> None:
+    """Refuse a schedule policy sglang would refuse with priority scheduling (only fcfs and lof)."""
+    if not spec.priority_scheduling:
+        return
+    args = list(spec.extra_args)
+    for i, a in enumerate(args):
+        name, _, value = a.partition("=")
+        if name == "--schedule-policy":
+            value = value or (args[i + 1] if i + 1 < len(args) else "")
+            if value not in PRIORITY_POLICIES:
+                raise ConfigError(f"sglang allows priority scheduling only with --schedule-policy "
+                                  f"{' or '.join(PRIORITY_POLICIES)}, got {value!r}; pass --no-priority-scheduling "
+                                  "to keep it", field=f"[{spec.role}] extra_args")
+
+
+def prepare_priority(svc: dict, servers: list[ServerSpec]) -> int | None:
+    """The ``priority`` the service gives its prepares' target requests.
+
+    The ``[service] prepare_priority`` given, else :data:`PREPARE_PRIORITY`
+    when this launch starts the target with priority scheduling, else None
+    (not sent: a server started elsewhere may refuse or ignore it).
+
+    >>> prepare_priority({"prepare_priority": None}, [ServerSpec("target", "m", "h", 1, 0.5, priority_scheduling=True)])
+    -100
+    >>> prepare_priority({"prepare_priority": None}, []) is None, prepare_priority({"prepare_priority": -5}, [])
+    (True, -5)
+    """
+    if svc.get("prepare_priority") is not None:
+        value = svc["prepare_priority"]
+        if isinstance(value, bool) or not isinstance(value, int):
+            raise ConfigError(f"must be an integer, got {value!r}", field="--prepare-priority")
+        return value
+    targets = [s for s in servers if s.role.startswith("target")]
+    return PREPARE_PRIORITY if targets and all(s.priority_scheduling for s in targets) else None
 
 
 def build_plan(args: argparse.Namespace) -> LaunchPlan:
@@ -233,7 +290,7 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     check_service(svc, flags["service"])
     make_config(merged.get("compact") or {})  # fail now, not on the first request
     target = _spec("target", t, _split_extra(args.target_arg or []))
-    drafter = _spec("drafter", d, _split_extra(args.drafter_arg or []))
+    drafter = _spec("drafter", {**d, "priority_scheduling": False}, _split_extra(args.drafter_arg or []))
     target_urls = tuple(u.rstrip("/") for u in (t.get("urls") or []))
     rsec = merged["router"]
     if rsec.get("url"):
@@ -263,7 +320,8 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
         servers=tuple(servers), router=router, target_urls=target_urls, drafter_url=drafter_url if drafter_on else None,
         drafter_lora_name=drafter.lora_name if drafter_on and lora_named else None,
         target_chat_template=t.get("chat_template"), drafter_chat_template=d.get("chat_template"),
-        service={k: svc[k] for k in sorted(SECTIONS["service"])}, compact=dict(merged.get("compact") or {}),
+        service={**{k: svc[k] for k in sorted(SECTIONS["service"])},
+                 "prepare_priority": prepare_priority(svc, servers)}, compact=dict(merged.get("compact") or {}),
         api_key=resolve_api_key(args.api_key), upstream_api_key=args.upstream_api_key,
         python=args.python or sys.executable, target_tokenizer=t.get("tokenizer"),
         speculative={s.role: s.speculative for s in servers},
@@ -311,8 +369,10 @@ def service_config(plan: LaunchPlan) -> dict:
     """The service side of a plan as JSON-ready data (secrets redacted)."""
     from ..config import make_config
 
+    from ..service.redis_store import safe_url
+
     return {
-        "service": plan.service,
+        "service": {**plan.service, "session_store": safe_url(str(plan.service.get("session_store") or "memory"))},
         "target_urls": list(plan.target_urls),
         "target_tokenizer": plan.target_tokenizer,
         "drafter_url": plan.drafter_url,

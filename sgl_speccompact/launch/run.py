@@ -58,7 +58,12 @@ def _build_app(plan: LaunchPlan, http):
                            max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
                            expose_upstream_urls=bool(svc["upstream_detail"]),
                            session_store_bytes=int(float(svc["session_store_mb"]) * 2**20),
-                           session_ttl_s=float(svc["session_ttl_s"]))
+                           session_ttl_s=float(svc["session_ttl_s"]),
+                           session_store=svc.get("session_store") or None,
+                           prepare_workers=int(svc.get("prepare_workers", 4)),
+                           prepare_queue=int(svc.get("prepare_queue", 64)),
+                           prepare_queue_bytes=int(float(svc.get("prepare_queue_mb", 64.0)) * 2**20),
+                           prepare_priority=svc.get("prepare_priority"))
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],
                       health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer,

@@ -24,6 +24,11 @@ from ..errors import LaunchError
 from .speculative import SpecSettings, spec_flags
 
 
+AGENT_PRIORITY = 0  # --default-priority-value: the priority of requests that name none (the agent's own)
+PREPARE_PRIORITY = -100  # the service's prepares: below the agent's by more than sglang's preemption threshold
+PRIORITY_POLICIES = ("fcfs", "lof")  # the schedule policies sglang 0.5.23 allows with priority scheduling
+
+
 @dataclass(frozen=True)
 class ServerSpec:
     """One SGLang server to start."""
@@ -41,6 +46,7 @@ class ServerSpec:
     lora_name: str = "drafter"  # adapter name the service sends as `lora_path`
     extra_args: tuple[str, ...] = ()  # further launch_server flags, verbatim
     speculative: SpecSettings | None = None  # sglang speculative decoding on this server (None: off)
+    priority_scheduling: bool = False  # --enable-priority-scheduling: requests' `priority` orders and preempts
 
     @property
     def url(self) -> str:
@@ -60,6 +66,19 @@ def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
     drafter is served under ``spec.lora_name``, the name the service sends as
     ``lora_path``.
 
+    With ``priority_scheduling`` the server orders its queue by each
+    request's ``priority`` and lets a request preempt running ones that are
+    more than ``--priority-scheduling-preemption-threshold`` (10) below it:
+    ``--enable-priority-scheduling --default-priority-value 0`` (requests
+    without one, such as the agent's own, get 0) and, since sglang 0.5.23
+    allows priority scheduling only with ``fcfs`` or ``lof``
+    (``arg_groups/validation_hook.py``), ``--schedule-policy fcfs`` instead of
+    ``lpm`` unless the extras set one.
+
+    >>> cmd = server_command(ServerSpec("target", "m", "127.0.0.1", 1, 0.5, priority_scheduling=True), "python")
+    >>> cmd[cmd.index("--enable-priority-scheduling"):]
+    ['--enable-priority-scheduling', '--default-priority-value', '0', '--schedule-policy', 'fcfs']
+
     >>> server_command(ServerSpec("target", "Qwen/Qwen3-8B", "127.0.0.1", 30000, 0.55), "python")[:5]
     ['python', '-m', 'sglang.launch_server', '--model-path', 'Qwen/Qwen3-8B']
     """
@@ -75,8 +94,12 @@ def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
         cmd += ["--attention-backend", spec.attention_backend]
     if spec.lora_path:
         cmd += ["--enable-lora", "--lora-paths", f"{spec.lora_name}={spec.lora_path}"]
-    if not any(a.split("=")[0] == "--schedule-policy" for a in spec.extra_args):
-        cmd += ["--schedule-policy", "lpm"]
+    given = {a.split("=")[0] for a in spec.extra_args}
+    if spec.priority_scheduling:
+        cmd += [] if "--enable-priority-scheduling" in given else ["--enable-priority-scheduling"]
+        cmd += [] if "--default-priority-value" in given else ["--default-priority-value", str(AGENT_PRIORITY)]
+    if "--schedule-policy" not in given:
+        cmd += ["--schedule-policy", "fcfs" if spec.priority_scheduling else "lpm"]
     return cmd + spec_flags(spec.speculative) + list(spec.extra_args)
 
 

@@ -2,7 +2,8 @@
 
 ``app`` is the FastAPI application (:func:`create_app`), ``body`` reads and
 validates a request, ``stream`` sends a compaction as Server-Sent Events, ``sessions`` and ``store`` keep ahead-of-time (prepared)
-compactions, ``runtime`` runs compactions on worker threads with
+compactions (``redis_store``: in Redis, shared by replicas; ``keyed``: per-API-key
+acceptance estimates), ``runtime`` runs compactions on worker threads with
 deadlines, ``metrics`` counts them for Prometheus, ``cancel`` stops a
 compaction's upstream requests.
 

@@ -23,8 +23,12 @@ Routes
     stream then ends cleanly, not mid-chunk.
     ``mode: "prepare"`` (with a ``session``) answers 202 at once and
     compacts in the background; a later compact of that session reuses it
-    (:mod:`sgl_speccompact.service.sessions`; the result then has a
-    ``session`` entry).
+    (:mod:`sgl_speccompact.service.sessions`: identical prepares join,
+    longer ones roll on the last, 429 with ``Retry-After`` beyond the
+    prepare queue; the result then has a ``session`` entry).  Prepares'
+    target requests carry ``ServiceLimits.prepare_priority`` when set.
+    With ``auto`` a session keeps its first pick; acceptance estimates are
+    kept per API key (:mod:`~sgl_speccompact.service.keyed`).
 ``GET /health``
     200 when every SGLang server answers its ``/health``, else 503.
 ``GET /metrics``
@@ -65,6 +69,7 @@ from ..errors import (
     ConfigError,
     InvalidRequestError,
     RequestTooLargeError,
+    ServiceBusyError,
     ServiceStoppingError,
     SpecCompactError,
     UnauthorizedError,
@@ -73,10 +78,11 @@ from ..errors import (
 from ..history.messages import parse_messages
 from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
                            request_config)
+from .keyed import KeyedPickers
 from .metrics import Metrics
-from .sessions import Sessions, cost_predictor
+from .sessions import PrepareLimits, Sessions, cost_predictor
 from .stream import error_body, error_status, stream_response
-from .store import auth_scope
+from .store import SessionStore, auth_scope
 from .runtime import (
     Compactions,
     RoundRobin,
@@ -113,6 +119,18 @@ def resolve_api_key(cli_value: str | None) -> str | None:
             raise ConfigError("is empty; omit it to run without auth", field=where)
         return value
     return None
+
+
+def make_store(limits: ServiceLimits) -> Any:
+    """The prepared-results store ``limits.session_store`` names: in memory (None) or Redis (``redis://...``)."""
+    url = limits.session_store
+    if url is None or url == "memory":
+        return SessionStore(limits.session_store_bytes, limits.session_ttl_s)
+    if url.split("://", 1)[0] in ("redis", "rediss", "unix"):
+        from .redis_store import RedisStore
+
+        return RedisStore(url, limits.session_store_bytes, limits.session_ttl_s)
+    raise ConfigError("must be memory or a redis://, rediss:// or unix:// URL", field="--session-store")
 
 
 def _default_runner() -> tuple[Callable, tuple[str, ...]]:
@@ -210,6 +228,7 @@ def create_app(
 
     first = target[0] if isinstance(target, (list, tuple)) and target else target
     picker = auto if auto is not None else served_picker(first, drafter)  # the models the servers report
+    pickers = KeyedPickers(picker)  # acceptance per API key: one client's eta never moves another's picks
     if default_method not in method_names + (AUTO,):
         raise UnknownMethodError(f"default method {default_method!r} is not one of {list(method_names)}")
     base_config = make_config(default_config)
@@ -224,8 +243,8 @@ def create_app(
     compactions = Compactions(limits, metrics)
     if deployment is None and auto is not None:  # the deployment auto picks on times the prepares too
         deployment = auto.deployment
-    sessions = Sessions(limits.session_store_bytes, limits.session_ttl_s, metrics,
-                        cost_predictor(deployment) if deployment is not None else None)
+    sessions = Sessions(make_store(limits), metrics, cost_predictor(deployment) if deployment is not None else None,
+                        PrepareLimits(limits.prepare_workers, limits.prepare_queue, limits.prepare_queue_bytes))
 
     app = FastAPI(title="sgl_speccompact", version="0.1.0")
     app.state.metrics = metrics
@@ -254,7 +273,7 @@ def create_app(
         if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
             raise UnauthorizedError("missing or invalid bearer token")
 
-    def prepare(raw: bytes) -> tuple[CompactRequest, str, CompactConfig]:
+    def prepare(raw: bytes, scope: str = "anonymous") -> tuple[CompactRequest, str, CompactConfig]:
         """Parse and check one body: CPU work, run on a prepare thread (see ``compact``)."""
         req = parse_request(parse_json(raw, limits), limits)
         method = req.method or default_method
@@ -269,13 +288,15 @@ def create_app(
             return req, method, cfg, None
         if not pickable:
             raise InvalidRequestError("auto has no method to pick from on this service", field="method")
-        picked, choice = resolve_method(AUTO, MethodRequest(
-            req.messages, req.previous_summary, has_drafter=drafter is not None, offered=pickable,
-            context_tokens=cfg.target_context_tokens, config=cfg), picker)
-        metrics.auto_picks.labels(picked).inc()
-        return req, picked, cfg, choice
+        request = MethodRequest(req.messages, req.previous_summary, has_drafter=drafter is not None,
+                                offered=pickable, context_tokens=cfg.target_context_tokens, config=cfg)
+        choice = sessions.auto_pick(scope, req.session,  # once per session: its prepares stay reusable
+                                    lambda: resolve_method(AUTO, request, pickers.get(scope))[1])
+        metrics.auto_picks.labels(choice["method"]).inc()
+        return req, choice["method"], cfg, choice
 
-    def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None, choice: dict | None = None):
+    def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None, choice: dict | None = None,
+            scope: str = "anonymous", background: bool = False):
         layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools), ("chat_template", chat_template),
                                     ("chat_template_kwargs", req.chat_template_kwargs), ("focus", req.focus))
                   if v is not None}
@@ -284,7 +305,8 @@ def create_app(
             result = runner(method, req.messages, target=target_backend, drafter=drafter_backend, config=cfg,
                             previous_summary=req.previous_summary, source_judge=req.source_judge,
                             on_event=on_event, **layout)
-            estimate = picker.observe(method, result.stats.acceptance_rate)
+            pickers.get(scope).observe(method, result.stats.acceptance_rate)  # the estimate this key picks with
+            estimate = picker.observe(method, result.stats.acceptance_rate)  # service-wide, for the gauge
             if estimate is not None:
                 metrics.observed_acceptance.labels(picker.pair).set(estimate)
             if choice is not None:
@@ -293,39 +315,59 @@ def create_app(
         target = targets.pick()
         if req.routing_key and hasattr(target, "with_routing_key"):  # sglang-router manual policy
             target = target.with_routing_key(req.routing_key)
+        if background and limits.prepare_priority is not None and hasattr(target, "with_priority"):
+            target = target.with_priority(limits.prepare_priority)  # behind the agent's own requests
         return run, target, drafter
 
     def fail(err: SpecCompactError) -> JSONResponse:
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(err, UnauthorizedError) else None
+        if isinstance(err, ServiceBusyError):
+            headers = {"Retry-After": str(max(1, int(err.retry_after_s)))}
         return JSONResponse(upstreams.scrub(error_body(err)), status_code=error_status(err), headers=headers)
 
     @app.post("/v1/compact", openapi_extra=openapi_body())
     async def compact(request: Request):
+        arrived = time.monotonic()  # the compaction's deadline counts from here, a wait for a prepare included
+        scope = auth_scope(request.headers.get("authorization"))
         try:
             check_auth(request)
             check_content_type(request.headers.get("content-type"))
             raw = await _read_body(request, limits)
             # parsing and checking a large body is CPU work: off the event loop, so /health and
             # other requests are served meanwhile (redaction runs on the compaction's thread)
-            req, method, cfg, choice = await asyncio.get_running_loop().run_in_executor(preparing(), prepare, raw)
+            req, method, cfg, choice = await asyncio.get_running_loop().run_in_executor(
+                preparing(), prepare, raw, scope)
+            if req.mode == "prepare":
+                body = sessions.prepare(scope, req, method, lambda r: compactions.start(
+                    method, *job(r, method, cfg, None, choice, scope, background=True)), size=len(raw))
+                return JSONResponse(body, status_code=202)
         except SpecCompactError as err:
             metrics.compactions.labels("-", "rejected").inc()
             return fail(err)
-        scope, info, ready = auth_scope(request.headers.get("authorization")), None, None
-        if req.mode == "prepare":
-            body = sessions.prepare(scope, req, method,
-                                    lambda r: compactions.start(method, *job(r, method, cfg, None, choice)))
-            return JSONResponse(body, status_code=202)
-        if req.session is not None:
-            plan = await sessions.resolve(scope, req, method)
-            req, info, ready = plan.request, plan.info, plan.ready
-            if ready is not None and not req.stream:
-                return JSONResponse({**ready.to_json_dict(), "session": info})
-        if req.stream:
-            return stream_response(lambda on_event: compactions.start(method, *job(req, method, cfg, on_event, choice)),
-                                   upstreams.scrub, info, ready)
+
+        def start(r: CompactRequest, on_event=None):
+            return compactions.start(method, *job(r, method, cfg, on_event, choice, scope), since=arrived)
+
+        async def resolve():  # the session's stored prefix, after waiting (within the deadline) for its prepare
+            if req.session is None:
+                return req, None, None
+            deadline = None if limits.compaction_timeout_s is None else arrived + limits.compaction_timeout_s
+            plan = await sessions.resolve(scope, req, method, deadline, limits.compaction_timeout_s,
+                                          request.is_disconnected)
+            return plan.request, plan.info, plan.ready
+
+        if req.stream:  # resolved inside the stream: keep-alive pings flow while it waits for a prepare
+            return stream_response(start, upstreams.scrub, resolve=resolve)
+        try:
+            run_req, info, ready = await resolve()
+        except SpecCompactError as err:
+            if isinstance(err, CompactionCancelledError) and not isinstance(err, ServiceStoppingError):
+                return Response(status_code=error_status(err))  # nobody is listening
+            return fail(err)
+        if ready is not None:
+            return JSONResponse({**ready.to_json_dict(), "session": info})
         t0 = time.monotonic()
-        task = compactions.start(method, *job(req, method, cfg, None, choice))
+        task = start(run_req)
         try:
             result = await task.wait(request)
         except asyncio.CancelledError:  # the server is stopping and cancels open requests

@@ -36,13 +36,17 @@ class CancelScope:
     Parameters
     ----------
     deadline_s : float or None
-        Seconds from now after which the compaction counts as timed out;
-        None for no deadline.
+        Seconds from ``since`` after which the compaction counts as timed
+        out; None for no deadline.
+    since : float, optional
+        When the deadline's clock started (``time.monotonic()``; default:
+        now).  A compact that first waited for a prepare passes its arrival.
     """
 
-    def __init__(self, deadline_s: float | None = None):
+    def __init__(self, deadline_s: float | None = None, since: float | None = None):
         self.deadline_s = deadline_s  # whole-compaction limit (seconds), None = none
-        self._deadline = None if deadline_s is None else time.monotonic() + deadline_s  # monotonic clock
+        start = time.monotonic() if since is None else since
+        self._deadline = None if deadline_s is None else start + deadline_s  # monotonic clock
         self._event = threading.Event()  # set once cancelled or timed out
         self._lock = threading.Lock()  # orders cancel() against finish()
         self.reason: str | None = None  # "cancelled" | "timeout" once set

@@ -52,6 +52,13 @@ class Metrics:
         self.prepares = Counter("speccompact_prepares_total", "Ahead-of-time compactions started", registry=r)
         self.prepares_stored = Counter("speccompact_prepares_stored_total",
                                        "Ahead-of-time compactions finished with their result stored", registry=r)
+        self.prepares_joined = Counter("speccompact_prepares_joined_total",
+                                       "Prepares identical to one running or waiting for their session: joined it",
+                                       registry=r)
+        self.prepares_refused = Counter("speccompact_prepares_refused_total",
+                                        "Prepares refused with 429: the prepare queue was full", registry=r)
+        self.prepares_waiting = Gauge("speccompact_prepares_waiting", "Prepares accepted and waiting to start",
+                                      registry=r)
         self.session_lookups = Counter("speccompact_session_lookups_total",
                                        "Compacts of a session that reused a prepared prefix (hit) or not (miss)",
                                        ["result"], registry=r)

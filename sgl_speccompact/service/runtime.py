@@ -48,12 +48,20 @@ class ServiceLimits(BodyLimits):
     expose_upstream_urls: bool = False  # show upstream URLs in errors and /health
     session_store_bytes: int = 64 * 2**20  # prepared results kept for reuse, at most (bytes of their JSON)
     session_ttl_s: float = 1800.0  # a prepared result older than this is dropped (seconds)
+    session_store: str | None = None  # None: in memory; redis://host:port/db: a store shared by replicas
+    prepare_workers: int = 4  # prepares computing at once (threads)
+    prepare_queue: int = 64  # prepares waiting to start, at most; beyond: 429 with Retry-After
+    prepare_queue_bytes: int = 64 * 2**20  # request-body bytes of waiting prepares, at most; beyond: 429
+    prepare_priority: int | None = None  # SGLang `priority` of prepares' target requests (None: not sent)
 
     def __post_init__(self) -> None:
         from ..flags import count, positive_number
 
         count(self.max_body_bytes, "max_body_bytes")
         count(self.max_workers, "max_workers")  # 0 workers: every request would wait forever
+        count(self.prepare_workers, "prepare_workers")
+        count(self.prepare_queue, "prepare_queue")
+        count(self.prepare_queue_bytes, "prepare_queue_bytes")
         positive_number(self.health_timeout_s, "health_timeout_s")
         if self.compaction_timeout_s is not None:
             positive_number(self.compaction_timeout_s, "compaction_timeout_s")
@@ -210,10 +218,15 @@ class Compactions:
         self._lock = threading.Lock()
         self._closed = False  # set by shutdown: no new compactions
 
-    def start(self, method: str, run: Callable[[Any, Any], Any], target: Any, drafter: Any) -> Task:
-        """Start ``run(target, drafter)`` (both bound to a new scope) on a thread."""
+    def start(self, method: str, run: Callable[[Any, Any], Any], target: Any, drafter: Any,
+              since: float | None = None) -> Task:
+        """Start ``run(target, drafter)`` (both bound to a new scope) on a thread.
+
+        The deadline counts from ``since`` (monotonic seconds; default now):
+        a compact that waited for a prepare passes its own arrival.
+        """
         loop = asyncio.get_running_loop()
-        scope = CancelScope(self.limits.compaction_timeout_s)
+        scope = CancelScope(self.limits.compaction_timeout_s, since)
         future = loop.create_future()
         future.add_done_callback(_retrieved)  # a client that left never reads the error
         if self._closed:

@@ -1,31 +1,52 @@
 """The service's side of ahead-of-time compaction: prepares in flight, reuse at compact time.
 
 :class:`Sessions` sits between the ``POST /v1/compact`` route and
-:class:`~.service_runtime.Compactions`; the store, the keys and the
-wait-or-cancel rule are in :mod:`~sgl_speccompact.service.store`.  Everything
-here runs on the app's event loop (prepare results arrive through their
-future's callbacks), so the map of running prepares needs no lock.
+:class:`~.runtime.Compactions`; the store, the keys and the wait-or-cancel
+rule are in :mod:`~sgl_speccompact.service.store`.  Everything here runs on
+the app's event loop (prepare results arrive through their future's
+callbacks), so the maps of prepares need no lock.
+
+The prepare protocol
+    * **Join.** A prepare identical to the one running (or queued) for its
+      session (same fields, same messages) joins it: nothing is cancelled or
+      started again, so a client may re-send or poll freely.
+    * **Rolling.** A prepare of a longer history that extends the running one
+      waits behind it and then compacts only its new turns, on the running
+      one's stored summary.  A session holds at most one running and one
+      waiting prepare; a newer waiting one replaces the older (it never
+      started, so nothing is wasted).  A prepare that does not extend the
+      running one cancels it.
+    * **Bounded.** At most ``prepare_workers`` prepares compute at once; the
+      others wait as data, not threads.  Beyond ``prepare_queue`` waiting
+      prepares or ``prepare_queue_bytes`` of their bodies a prepare gets 429
+      with ``Retry-After``.
+    * **Deadline.** A compact that waits for a running prepare waits within
+      its own deadline (``compaction_timeout_s``, counted from its arrival);
+      its own compaction gets what is left.
 """
 
 from __future__ import annotations
 
 import asyncio
-import json
+import collections
 import math
 import time
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
+from ..errors import CompactionCancelledError, CompactionTimeoutError, ServiceBusyError
 from .body import CompactRequest
 from .metrics import Metrics
-from .store import (SUMMARY_TOKENS, ExpectedTime, SessionStore, Stored, history_tokens, params_digest,
-                    prefix_digests, self_contained, should_wait, should_wait_predicted)
+from .store import (SUMMARY_TOKENS, ExpectedTime, SessionStore, covers, history_tokens, make_stored,
+                    message_keys, params_digest, prefix_digests, should_wait, should_wait_predicted)
 
 # predicted seconds of one compaction by ``method`` of a history of ``tokens`` tokens; None: no prediction
 Predictor = Callable[[str, int], "float | None"]
 
 # body fields that shape the summary (everything but the messages, how to answer, and routing)
 SHAPING = ("previous_summary", "source_judge", "config", "focus", "tools", "layout", "chat_template_kwargs")
+POLL_S = 0.25  # how often a compact waiting for a prepare checks its client and deadline (seconds)
+MAX_RETRY_AFTER_S = 600  # the longest Retry-After a 429 names (seconds)
 
 
 def cost_predictor(deployment: Any, p_accept: float | None = None) -> Predictor:
@@ -44,16 +65,38 @@ def cost_predictor(deployment: Any, p_accept: float | None = None) -> Predictor:
     return lambda method, tokens: predict(method, deployment, tokens, accept) if method in METHODS else None
 
 
-@dataclass
-class Running:
-    """A prepare in flight."""
+@dataclass(frozen=True)
+class PrepareLimits:
+    """How many prepares compute and wait, at most."""
 
-    task: Any  # the service_runtime.Task running it
+    workers: int = 4  # prepares computing at once (threads)
+    queue: int = 64  # prepares accepted and waiting to start, at most; beyond: 429
+    queue_bytes: int = 64 * 2**20  # request-body bytes of those waiting prepares, at most; beyond: 429
+
+
+@dataclass
+class Prepare:
+    """One prepare: waiting to start, then running."""
+
+    req: CompactRequest  # its request (the whole history it covers)
     params: str  # params digest of its request
     n_messages: int  # messages of the prefix it covers
     digest: str  # prefix digest of those messages
-    started: float = field(default_factory=time.monotonic)  # when it started (monotonic seconds)
+    exact: tuple  # message_keys(messages)[0]: lets a later request be matched as store.covers does
+    loose: tuple  # message_keys(messages)[1]
+    size: int  # bytes of its request body (counted against the queue's byte bound while it waits)
+    start: Callable[[CompactRequest], Any]  # starts its compaction, returns a runtime.Task
+    task: Any = None  # the runtime.Task once started
+    started: float = 0.0  # when it started (monotonic seconds)
     settled: bool = False  # its cost was already counted as wasted (cancelled)
+
+
+@dataclass
+class Slot:
+    """A session's prepares: at most one running and one waiting behind it."""
+
+    running: Prepare | None = None  # computing now (or cancelled and still ending: see Sessions.n_running)
+    waiting: Prepare | None = None  # accepted, starts when ``running`` ends and a worker is free
 
 
 @dataclass
@@ -65,7 +108,7 @@ class Resolution:
     info: dict = field(default_factory=dict)  # the answer's "session" entry
 
 
-def incremental(req: CompactRequest, stored: Stored) -> CompactRequest:
+def incremental(req: CompactRequest, stored: Any) -> CompactRequest:
     """``req`` for the turns after a stored prefix, on the stored summary."""
     return req.model_copy(update={"messages": req.messages[stored.n_messages:],
                                   "previous_summary": stored.result.summary})
@@ -74,12 +117,24 @@ def incremental(req: CompactRequest, stored: Stored) -> CompactRequest:
 class Sessions:
     """Prepares, the store of their results, and their metrics, for one app."""
 
-    def __init__(self, max_bytes: int, ttl_s: float, metrics: Metrics, predict: Predictor | None = None):
+    def __init__(self, store: Any, metrics: Metrics, predict: Predictor | None = None,
+                 limits: PrepareLimits = PrepareLimits()):
         self.metrics = metrics
-        self.store = SessionStore(max_bytes, ttl_s, on_waste=self._wasted)
+        self.store = store if store is not None else SessionStore()  # SessionStore or RedisStore
+        self.store.on_waste = self._wasted
         self.expected = ExpectedTime()  # expected seconds of one compaction (the fallback of ``predict``)
         self.predict = predict  # the cost model's compaction time, where the deployment is known
-        self.running: dict[tuple[str, str], Running] = {}  # (scope, session) -> its prepare in flight
+        self.limits = limits
+        self.slots: dict[tuple[str, str], Slot] = {}  # (scope, session) -> its prepares
+        self.queue: collections.deque = collections.deque()  # sessions whose waiting prepare may start, in order
+        self.n_running = 0  # prepare threads alive (cancelled ones until they end)
+        self.n_waiting = 0  # prepares waiting to start
+        self.queued_bytes = 0  # their request bodies' bytes
+
+    @property
+    def running(self) -> dict:
+        """Sessions with a prepare running or waiting (empty when idle)."""
+        return {k: s for k, s in self.slots.items() if s.running or s.waiting}
 
     def _wasted(self, seconds: float) -> None:
         self.metrics.prepare_wasted.inc(max(0.0, seconds))
@@ -87,50 +142,125 @@ class Sessions:
     def params(self, req: CompactRequest, method: str) -> str:
         return params_digest({"method": method, **{k: getattr(req, k) for k in SHAPING}})
 
-    def _cancel(self, run: Running) -> None:
+    def auto_pick(self, scope: str, session: str | None, pick: Callable[[], dict]) -> dict:
+        """The ``auto`` pick of a session: made once (``pick()``), then the same for its later requests.
+
+        A pick that changed as the history grew would change the params of
+        every later request and miss every prepare.  Without a session each
+        request picks.
+        """
+        if session is None:
+            return pick()
+        kept = self.store.pick(scope, session)
+        if kept is None:
+            kept = self.store.set_pick(scope, session, pick())
+            return kept
+        return {**kept, "session_pick": "kept"}
+
+    def _cancel(self, run: Prepare) -> None:
         """Cancel a prepare; its backends send no further request; its time so far is wasted."""
         if run.task.scope.cancel("cancelled"):
             run.settled = True
             self._wasted(time.monotonic() - run.started)
 
+    def _drop_waiting(self, slot: Slot) -> None:
+        if slot.waiting is not None:
+            self.n_waiting -= 1
+            self.queued_bytes -= slot.waiting.size
+            slot.waiting = None
+            self.metrics.prepares_waiting.set(self.n_waiting)
+
+    def _admit(self, slot: Slot, size: int) -> None:
+        """Raise 429 when one more waiting prepare (replacing the slot's) would pass a bound."""
+        n = self.n_waiting + (0 if slot.waiting else 1)
+        nbytes = self.queued_bytes + size - (slot.waiting.size if slot.waiting else 0)
+        if n <= self.limits.queue and nbytes <= self.limits.queue_bytes:
+            return
+        self.metrics.prepares_refused.inc()
+        ahead = max(1, self.n_waiting) / max(1, self.limits.workers)
+        retry = min(MAX_RETRY_AFTER_S, max(1, math.ceil(ahead * self.expected.seconds)))
+        what = f"{self.n_waiting} prepares" if n > self.limits.queue else f"{self.queued_bytes} bytes of prepares"
+        raise ServiceBusyError(f"the prepare queue is full ({what} waiting); retry in {retry} s",
+                               retry_after_s=retry)
+
     def prepare(self, scope: str, req: CompactRequest, method: str,
-                start: Callable[[CompactRequest], Any]) -> dict:
-        """Start compacting ``req`` in the background (a newer prepare cancels an older one).
+                start: Callable[[CompactRequest], Any], size: int = 0) -> dict:
+        """Accept a prepare of ``req`` (see the module doc); the 202 body, or 429 (:class:`ServiceBusyError`).
 
-        Returns the 202 body.  A stored result already covering every
-        message is kept, and nothing runs.
+        A stored result already covering every message is kept, and nothing runs.
         """
-        key, params = (scope, req.session), self.params(req, method)
-        old = self.running.pop(key, None)
-        if old is not None:
-            self._cancel(old)
-        base = self.store.longest(scope, req.session, params, req.messages)
-        n = len(req.messages)
-        if base is not None and base.n_messages == n:
-            return {"session": req.session, "status": "ready", "messages": n}
+        key, params, n = (scope, req.session), self.params(req, method), len(req.messages)
+        body = {"session": req.session, "messages": n}
         digest = prefix_digests(req.messages, {n})[n]
-        run = Running(start(incremental(req, base) if base else req), params, n, digest)
-        self.running[key] = run
-        self.metrics.prepares.inc()
-        run.task.future.add_done_callback(lambda f: self._prepared(key, params, run, f))
-        return {"session": req.session, "status": "preparing", "messages": n,
-                "reused_messages": base.n_messages if base else 0}
+        slot = self.slots.get(key) or Slot()
+        for state, p in (("preparing", slot.running), ("queued", slot.waiting)):
+            if p is not None and (p.params, p.digest, p.n_messages) == (params, digest, n) \
+                    and not (p.task is not None and p.task.scope.cancelled):
+                self.metrics.prepares_joined.inc()
+                return {**body, "status": state, "joined": True}
+        base = self.store.longest(scope, req.session, params, req.messages)
+        if base is not None and base.n_messages == n:
+            return {**body, "status": "ready"}
+        self._admit(slot, size)
+        keys = message_keys(req.messages)
+        run = slot.running
+        if run is not None and not (run.params == params and run.n_messages < n and covers(run, keys, req.messages)):
+            self._cancel(run)  # a different history: the running prepare would never be reused
+            slot.running = None
+        self._drop_waiting(slot)
+        slot.waiting = Prepare(req, params, n, digest, *keys, size, start)
+        self.n_waiting += 1
+        self.queued_bytes += size
+        self.metrics.prepares_waiting.set(self.n_waiting)
+        self.slots[key] = slot
+        if slot.running is None and key not in self.queue:
+            self.queue.append(key)
+        self._pump()
+        state = "preparing" if slot.running is not None and slot.running.req is req else "queued"
+        return {**body, "status": state, "joined": False, "reused_messages": base.n_messages if base else 0}
 
-    def _prepared(self, key: tuple[str, str], params: str, run: Running, future: asyncio.Future) -> None:
-        """A prepare ended: store its result, or count its time as wasted."""
-        if self.running.get(key) is run:
-            del self.running[key]
+    def _pump(self) -> None:
+        """Start waiting prepares while workers are free, in the order they became ready."""
+        while self.n_running < self.limits.workers and self.queue:
+            key = self.queue.popleft()
+            slot = self.slots.get(key)
+            if slot is None or slot.running is not None or slot.waiting is None:
+                continue
+            p = slot.waiting
+            self._drop_waiting(slot)
+            base = self.store.longest(key[0], key[1], p.params, p.req.messages)  # the newest stored: rolling
+            if base is not None and base.n_messages == p.n_messages:
+                self._forget_if_idle(key, slot)
+                continue
+            p.started = time.monotonic()
+            p.task = p.start(incremental(p.req, base) if base else p.req)
+            slot.running = p
+            self.n_running += 1
+            self.metrics.prepares.inc()
+            p.task.future.add_done_callback(lambda f, key=key, p=p: self._prepared(key, p, f))
+
+    def _forget_if_idle(self, key: tuple[str, str], slot: Slot) -> None:
+        if slot.running is None and slot.waiting is None and self.slots.get(key) is slot:
+            del self.slots[key]
+
+    def _prepared(self, key: tuple[str, str], run: Prepare, future: asyncio.Future) -> None:
+        """A prepare ended: store its result (or count its time as wasted), then start the next."""
+        self.n_running -= 1
+        slot = self.slots.get(key)
+        if slot is not None and slot.running is run:
+            slot.running = None
+            if slot.waiting is not None and key not in self.queue:
+                self.queue.append(key)
+            self._forget_if_idle(key, slot)
         elapsed = time.monotonic() - run.started
         if future.cancelled() or future.exception() is not None:
             if not run.settled:
                 self._wasted(elapsed)
-            return
-        result = future.result()
-        self.expected.observe(elapsed)
-        size = len(json.dumps(result.to_json_dict()))
-        self.store.put(key[0], key[1], params, Stored(result, run.n_messages, run.digest, size, elapsed,
-                                                      time.monotonic()))
-        self.metrics.prepares_stored.inc()
+        else:
+            self.expected.observe(elapsed)
+            self.store.put(key[0], key[1], run.params, make_stored(future.result(), run.req.messages, elapsed))
+            self.metrics.prepares_stored.inc()
+        self._pump()
 
     def _should_wait(self, elapsed: float, req: CompactRequest, method: str, n_prefix: int) -> bool:
         """Wait for a running prepare of ``n_prefix`` messages, or cancel it and start afresh?
@@ -150,26 +280,44 @@ class Sessions:
                 return should_wait_predicted(elapsed, *times)
         return should_wait(elapsed, self.expected.seconds, rest=bool(rest))
 
-    async def resolve(self, scope: str, req: CompactRequest, method: str) -> Resolution:
+    async def _wait(self, run: Prepare, deadline: float | None, timeout_s: float | None,
+                    gone: Callable[[], Awaitable[bool]] | None) -> None:
+        """Wait for ``run`` to end, within the compact's ``deadline`` (monotonic) and while its client stays."""
+        while not run.task.future.done():
+            left = None if deadline is None else deadline - time.monotonic()
+            if left is not None and left <= 0:
+                raise CompactionTimeoutError(f"the compaction did not finish within {timeout_s:g} s "
+                                             "(it waited for a prepare of its session)")
+            await asyncio.wait({run.task.future}, timeout=POLL_S if left is None else min(POLL_S, left))
+            if not run.task.future.done() and gone is not None and await gone():
+                raise CompactionCancelledError("compaction cancelled")
+
+    async def resolve(self, scope: str, req: CompactRequest, method: str, deadline: float | None = None,
+                      timeout_s: float | None = None, gone: Callable[[], Awaitable[bool]] | None = None
+                      ) -> Resolution:
         """What a ``compact`` of ``req.session`` runs: the longest stored prefix is reused.
 
         A prepare of this session still running on a prefix of the messages
-        is waited for or cancelled (:meth:`_should_wait`).
+        is waited for (within ``deadline``) or cancelled (:meth:`_should_wait`);
+        one waiting to start is dropped: the compact covers it.
         """
         key, params = (scope, req.session), self.params(req, method)
         info: dict = {"id": req.session, "reused_messages": 0, "prepare": None}
-        run = self.running.get(key)
-        if run is not None and run.params == params and run.n_messages <= len(req.messages) \
-                and prefix_digests(req.messages, {run.n_messages}).get(run.n_messages) == run.digest \
-                and self_contained(req.messages[run.n_messages:]):
+        slot = self.slots.get(key)
+        run = slot.running if slot is not None else None
+        if slot is not None:
+            self._drop_waiting(slot)
+        if run is not None and run.params == params and covers(run, message_keys(req.messages), req.messages):
             elapsed = time.monotonic() - run.started
             if self._should_wait(elapsed, req, method, run.n_messages):
                 info["prepare"] = "waited"
-                await asyncio.wait({run.task.future})  # its result is stored before this resumes
+                await self._wait(run, deadline, timeout_s, gone)  # its result is stored before this resumes
             else:
                 info["prepare"] = "cancelled"
-                self.running.pop(key, None)
                 self._cancel(run)
+                slot.running = None
+        if slot is not None:
+            self._forget_if_idle(key, slot)
         hit = self.store.longest(scope, req.session, params, req.messages)
         if hit is None:
             self.metrics.session_lookups.labels("miss").inc()

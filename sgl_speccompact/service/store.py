@@ -17,19 +17,27 @@ Keys
     reused for the request it answers.  The prefix digest is a SHA-256 over
     the canonical JSON of the exact messages.
 
+Matching under growth
+    A stored prefix is reused when every one of its messages is byte-identical
+    in the later request, with one exception: a tool output the client has
+    since replaced by :data:`DUPLICATE_OUTPUT` (Hermes's pruning does this to
+    the older copy once the same output comes back later), when its call id
+    and name are unchanged.  The stored summary saw the full copy; the later
+    request still holds it, in the newer message.  Each stored entry keeps one
+    short hash per message (:func:`message_keys`) for this check.
+
 Bounds
     The store holds at most ``max_bytes`` of results (oldest evicted first)
-    and drops entries older than ``ttl_s``.  It lives in memory: a restart
-    loses it, and a ``compact`` then simply compacts everything.
+    and drops entries older than ``ttl_s``.  :class:`SessionStore` lives in
+    memory: a restart loses it, and a ``compact`` then simply compacts
+    everything.  :class:`~sgl_speccompact.service.redis_store.RedisStore` keeps
+    the same keys and bounds in Redis, shared by replicas and kept across
+    restarts.
 
-A running prepare
-    A newer prepare of the same session cancels the older one: its backends
-    are bound to a cancel scope, so no further upstream request is sent.  A
-    ``compact`` that finds a prepare of its session still running on a prefix
-    of its messages either waits for it or cancels it and compacts from
-    scratch: by the cost model's prediction of each compaction's time when
-    the service knows its deployment (:func:`should_wait_predicted`), else
-    by a moving average of its compaction times (:func:`should_wait`).
+Prepares in flight
+    See :mod:`~sgl_speccompact.service.sessions`: identical prepares join,
+    a longer one waits for the running one and continues from its result,
+    and a bounded queue answers 429 beyond its bounds.
 
 Wasted work
     Seconds of prepares cancelled, failed, or stored and never reused
@@ -155,6 +163,59 @@ def history_tokens(messages: list) -> int:
     return (sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) + 3) // 4
 
 
+DUPLICATE_OUTPUT = "[Duplicate tool output — same content as a more recent call]"  # Hermes's back-reference
+KEY_CHARS = 16  # hex characters kept of each per-message hash (64 bits)
+MAX_PER_SESSION = 8  # entries kept per (scope, session, params); the shortest prefix goes first
+
+
+def _short(obj: Any) -> str:
+    return hashlib.sha256(json.dumps(obj, sort_keys=True, ensure_ascii=False).encode()).hexdigest()[:KEY_CHARS]
+
+
+def message_keys(messages: list) -> tuple[tuple[str, ...], tuple[str, ...]]:
+    """``(exact, loose)``: per message a hash of it, and for a tool output a hash without its content.
+
+    ``loose`` is ``""`` for every message that is not a tool output.
+
+    >>> a = {"role": "tool", "tool_call_id": "c1", "content": "x" * 300}
+    >>> exact, loose = message_keys([{"role": "user", "content": "u"}, a, {**a, "content": DUPLICATE_OUTPUT}])
+    >>> exact[1] != exact[2], loose[0], loose[1] == loose[2] != ""
+    (True, '', True)
+    """
+    exact = tuple(_short(m) for m in messages)
+    loose = tuple(_short({k: v for k, v in m.items() if k != "content"})
+                  if isinstance(m, dict) and m.get("role") == "tool" else "" for m in messages)
+    return exact, loose
+
+
+def covers(stored: "Stored", keys: tuple[tuple[str, ...], tuple[str, ...]], messages: list) -> bool:
+    """Whether ``stored`` is a reusable prefix of ``messages`` (``keys``: their :func:`message_keys`).
+
+    Each stored message must be identical, or a tool output that ``messages``
+    now carries as :data:`DUPLICATE_OUTPUT` under the same call; the rest
+    must be self-contained.
+
+    >>> call = {"role": "assistant", "tool_calls": [{"id": "c1", "function": {"name": "cat"}}]}
+    >>> out = {"role": "tool", "tool_call_id": "c1", "content": "x" * 300}
+    >>> first = [call, out]
+    >>> e, lo = message_keys(first)
+    >>> s = Stored(None, 2, "", 0, 0.0, 0.0, e, lo)
+    >>> later = [call, {**out, "content": DUPLICATE_OUTPUT}, {"role": "user", "content": "again"}]
+    >>> covers(s, message_keys(later), later), covers(s, message_keys(later[:1]), later[:1])
+    (True, False)
+    """
+    n = stored.n_messages
+    exact, loose = keys
+    if n > len(messages) or len(stored.exact) != n:
+        return False
+    for i in range(n):
+        if exact[i] == stored.exact[i]:
+            continue
+        if not (stored.loose[i] and loose[i] == stored.loose[i] and messages[i].get("content") == DUPLICATE_OUTPUT):
+            return False
+    return self_contained(messages[n:])
+
+
 @dataclass
 class Stored:
     """One prepared result."""
@@ -164,13 +225,23 @@ class Stored:
     digest: str  # prefix digest of those messages
     size: int  # bytes it counts against the store's bound
     cost_s: float  # wall time it took to make (seconds)
-    created: float  # monotonic time it was stored
+    created: float  # when it was stored (the store's clock, set by put)
+    exact: tuple[str, ...] = ()  # message_keys(prefix)[0]: one hash per message
+    loose: tuple[str, ...] = ()  # message_keys(prefix)[1]: per tool output, a hash without its content
     used: bool = False  # reused by at least one compact
+
+
+def make_stored(result: Any, messages: list, cost_s: float) -> Stored:
+    """A :class:`Stored` for ``result`` of ``messages``; its size counts the result's JSON and the hashes."""
+    n = len(messages)
+    exact, loose = message_keys(messages)
+    size = len(result.model_dump_json()) + (2 * KEY_CHARS + 8) * n
+    return Stored(result, n, prefix_digests(messages, {n})[n] if n else "", size, cost_s, 0.0, exact, loose)
 
 
 @dataclass
 class SessionStore:
-    """Prepared results, bounded by bytes and age; thread-safe.
+    """Prepared results and each session's ``auto`` pick, in memory, bounded by bytes and age; thread-safe.
 
     Parameters
     ----------
@@ -188,7 +259,9 @@ class SessionStore:
     ttl_s: float = 1800.0  # entries older than this are dropped (seconds)
     on_waste: Callable[[float], None] | None = None  # cost of an entry dropped unused (seconds)
     clock: Callable[[], float] = time.monotonic  # monotonic seconds
+    max_picks: int = 65536  # sessions whose auto pick is remembered, at most (the oldest are forgotten)
     _entries: OrderedDict = field(default_factory=OrderedDict)  # (scope, session, params, digest) -> Stored
+    _picks: OrderedDict = field(default_factory=OrderedDict)  # (scope, session) -> (time, pick)
     _bytes: int = 0  # their total size
     _lock: threading.Lock = field(default_factory=threading.Lock)
 
@@ -196,6 +269,7 @@ class SessionStore:
         """Store one result (replacing the same key), then enforce the bounds."""
         key = (scope, session, params, stored.digest)
         with self._lock:
+            stored.created = self.clock()
             if key in self._entries:
                 self._drop(key)
             if stored.size > self.max_bytes:
@@ -204,24 +278,49 @@ class SessionStore:
             self._entries[key] = stored
             self._bytes += stored.size
             self._expire()
+            mine = [k for k in self._entries if k[:3] == key[:3]]
+            while len(mine) > MAX_PER_SESSION:
+                shortest = min(mine, key=lambda k: self._entries[k].n_messages)
+                self._drop(shortest)
+                mine.remove(shortest)
             while self._bytes > self.max_bytes:
                 self._drop(next(iter(self._entries)))
 
     def longest(self, scope: str, session: str, params: str, messages: list) -> Stored | None:
-        """The stored entry covering the longest prefix of ``messages`` whose rest is self-contained."""
+        """The stored entry covering the longest prefix of ``messages`` (:func:`covers`)."""
         with self._lock:
             self._expire()
             mine = [s for (sc, se, pa, _), s in self._entries.items() if (sc, se, pa) == (scope, session, params)
                     and s.n_messages <= len(messages)]
         if not mine:
             return None
-        digests = prefix_digests(messages, {s.n_messages for s in mine})
+        keys = message_keys(messages)
         for s in sorted(mine, key=lambda s: -s.n_messages):
-            if digests.get(s.n_messages) == s.digest and self_contained(messages[s.n_messages:]):
+            if covers(s, keys, messages):
                 with self._lock:
                     s.used = True
                 return s
         return None
+
+    def pick(self, scope: str, session: str) -> dict | None:
+        """The ``auto`` pick stored for a session (None: none yet, or older than ``ttl_s``)."""
+        with self._lock:
+            got = self._picks.get((scope, session))
+            if got is None or self.clock() - got[0] > self.ttl_s:
+                return None
+            return got[1]
+
+    def set_pick(self, scope: str, session: str, choice: dict) -> dict:
+        """Keep ``choice`` as the session's pick unless one is kept already; the kept one."""
+        with self._lock:
+            got = self._picks.get((scope, session))
+            if got is not None and self.clock() - got[0] <= self.ttl_s:
+                return got[1]
+            self._picks[(scope, session)] = (self.clock(), choice)
+            self._picks.move_to_end((scope, session))
+            while len(self._picks) > self.max_picks:
+                self._picks.popitem(last=False)
+            return choice
 
     def __len__(self) -> int:
         with self._lock:

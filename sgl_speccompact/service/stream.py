@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import asyncio
 import json
-from typing import Any, Callable
+from typing import Any, Awaitable, Callable
 
 import anyio
 from sse_starlette.sse import EventSourceResponse
@@ -43,21 +43,30 @@ def sse_event(data: dict, kind: str | None = None) -> dict:
     return {"event": kind or str(data.get("type", "event")), "data": json.dumps(data, ensure_ascii=False)}
 
 
-def stream_response(start: Callable[[Callable[[dict], None]], Any], scrub: Callable[[dict], dict],
-                    info: dict | None = None, ready=None) -> EventSourceResponse:
-    """The event stream of the compaction ``start(on_event)`` starts (a stored ``ready`` result: at once).
+def stream_response(start: Callable[[Any, Callable[[dict], None]], Any], scrub: Callable[[dict], dict],
+                    resolve: Callable[[], Awaitable[tuple]]) -> EventSourceResponse:
+    """The event stream of the compaction ``start(request, on_event)`` starts.
 
-    ``scrub`` removes upstream details from an error body; ``info`` is the
-    ahead-of-time session entry added to the result.
+    ``resolve()`` runs first, inside the stream (keep-alive pings go out
+    while it waits for a prepare): it gives the request to run, the
+    ahead-of-time session entry added to the result (or None) and a stored
+    result covering every message (sent at once) or None; a typed error it
+    raises becomes the stream's ``error`` event.  ``scrub`` removes upstream
+    details from an error body.
     """
     stopping = anyio.Event()  # set by sse-starlette when the server begins to stop
-    return EventSourceResponse(events(start, scrub, stopping, info, ready), ping=SSE_PING_S, sep="\n",
+    return EventSourceResponse(events(start, scrub, stopping, resolve), ping=SSE_PING_S, sep="\n",
                                headers={"Cache-Control": "no-cache"}, shutdown_event=stopping,
                                shutdown_grace_period=SSE_STOP_GRACE_S)
 
 
-async def events(start, scrub, stopping: anyio.Event, info: dict | None = None, ready=None):
+async def events(start, scrub, stopping: anyio.Event, resolve):
     """The events of :func:`stream_response`, as an async generator."""
+    try:
+        req, info, ready = await resolve()
+    except SpecCompactError as err:
+        yield sse_event({**scrub(error_body(err)), "status": error_status(err)}, "error")
+        return
     if ready is not None:  # a stored result covers every message
         yield sse_event({**ready.to_json_dict(), "session": info}, "result")
         yield {"data": "[DONE]"}
@@ -68,7 +77,7 @@ async def events(start, scrub, stopping: anyio.Event, info: dict | None = None, 
     def on_event(event: dict) -> None:  # called from the runner's worker threads
         loop.call_soon_threadsafe(queue.put_nowait, dict(event))
 
-    task = start(on_event)
+    task = start(req, on_event)
     stop = asyncio.ensure_future(stopping.wait())
     try:
         done = asyncio.ensure_future(task.wait(None))

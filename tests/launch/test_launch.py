@@ -56,7 +56,8 @@ def test_dry_run_default_commands():
     assert list(cmds) == ["target", "drafter"]  # target starts first
     assert cmds["target"] == [sys.executable, "-m", "sglang.launch_server", "--model-path", "Qwen/Qwen3-8B",
                               "--host", "127.0.0.1", "--port", "30000", "--mem-fraction-static", "0.6",
-                              "--schedule-policy", "lpm"]
+                              "--enable-priority-scheduling", "--default-priority-value", "0",
+                              "--schedule-policy", "fcfs"]
     assert cmds["drafter"][4:] == ["Qwen/Qwen3-0.6B", "--host", "127.0.0.1", "--port", "30001",
                                    "--mem-fraction-static", "0.45", "--schedule-policy", "lpm"]
     assert "--disable-radix-cache" not in cmds["target"] + cmds["drafter"]
@@ -367,7 +368,7 @@ def test_serve_against_running_servers(make_emulated_server, tmp_path):
 
 
 def test_schedule_policy_from_extras_wins_over_the_lpm_default():
-    res = launch("--dry-run", "--target-arg=--schedule-policy=fcfs")
+    res = launch("--dry-run", "--no-priority-scheduling", "--target-arg=--schedule-policy=fcfs")
     assert res.returncode == 0, res.stderr
     cmds, _ = parse_dry_run(res.stdout)
     assert "lpm" not in cmds["target"] and "--schedule-policy=fcfs" in cmds["target"]

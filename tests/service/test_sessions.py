@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 
 from sgl_speccompact.service import store as sessions_module
 from sgl_speccompact.service.app import ServiceLimits, create_app
-from sgl_speccompact.service.store import SessionStore, Stored, prefix_digests
+from sgl_speccompact.service.store import SessionStore, Stored, message_keys, prefix_digests
 
 from test_service import MESSAGES, Backend, FakeRunner
 
@@ -29,7 +29,7 @@ def stored(messages, n, size=10, cost=1.0, created=0.0, summary="S"):
     from sgl_speccompact.result import CompactionResult
 
     return Stored(CompactionResult(method="m", summary=summary), n, prefix_digests(messages, {n})[n], size, cost,
-                  created)
+                  created, *message_keys(messages[:n]))
 
 
 class Clock:

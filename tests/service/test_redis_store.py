@@ -1,0 +1,225 @@
+"""The Redis store: the in-memory store's keys, bounds and matching, shared by replicas and kept across restarts.
+
+Each test module run starts its own ``redis-server`` on a free loopback port
+(no persistence, killed at teardown).  Without ``redis-server`` or the
+``redis`` package the tests fail under CI (``CI=true``) and skip otherwise,
+with the reason.
+"""
+
+import os
+import shutil
+import socket
+import subprocess
+import time
+import uuid
+
+import pytest
+from fastapi.testclient import TestClient
+
+from sgl_speccompact.errors import ConfigError
+from sgl_speccompact.result import CompactionResult
+from sgl_speccompact.service.app import ServiceLimits, make_store
+from sgl_speccompact.service.store import DUPLICATE_OUTPUT, MAX_PER_SESSION, SessionStore, make_stored
+
+from test_service import MESSAGES
+from test_sessions import MORE, Clock, service, wait_idle
+
+START_S = 10.0  # longest wait for redis-server to answer (seconds)
+
+
+def unavailable(reason: str):
+    if os.environ.get("CI") == "true":
+        pytest.fail(f"{reason}: CI must run the Redis store tests")
+    pytest.skip(reason)
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def start_redis(tmp_path) -> tuple[subprocess.Popen, str]:
+    """A redis-server on a free loopback port, answering PING; (process, URL)."""
+    exe = shutil.which("redis-server")
+    if exe is None:
+        unavailable("redis-server is not installed (apt-get install -y redis-server)")
+    try:
+        import redis
+    except ImportError:
+        unavailable("the redis package is not installed (pip install 'sgl-speccompact[redis]')")
+    port = free_port()
+    proc = subprocess.Popen([exe, "--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+                             "--dir", str(tmp_path)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    url, end = f"redis://127.0.0.1:{port}/0", time.monotonic() + START_S
+    while True:
+        try:
+            redis.Redis.from_url(url, socket_timeout=1).ping()
+            return proc, url
+        except redis.RedisError:
+            if proc.poll() is not None or time.monotonic() > end:
+                stop(proc)
+                pytest.fail(f"redis-server on port {port} did not answer within {START_S:g} s")
+            time.sleep(0.05)
+
+
+def stop(proc: subprocess.Popen) -> None:
+    proc.terminate()
+    try:
+        proc.wait(timeout=5)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait(timeout=5)
+
+
+@pytest.fixture(scope="module")
+def redis_url(tmp_path_factory):
+    proc, url = start_redis(tmp_path_factory.mktemp("redis"))
+    yield url
+    stop(proc)
+
+
+@pytest.fixture
+def clean_redis(redis_url):
+    import redis
+
+    redis.Redis.from_url(redis_url).flushdb()
+    return redis_url
+
+
+def make(kind: str, url: str | None, **kw):
+    from sgl_speccompact.service.redis_store import RedisStore
+
+    if kind == "memory":
+        return SessionStore(**kw)
+    return RedisStore(url, prefix=f"test:{uuid.uuid4().hex}:", **kw)
+
+
+@pytest.fixture(params=["memory", "redis"])
+def store_kind(request):
+    if request.param == "redis":
+        return "redis", request.getfixturevalue("redis_url")
+    return "memory", None
+
+
+def entry(messages, summary="S", cost=1.0):
+    return make_stored(CompactionResult(method="m", summary=summary), messages, cost)
+
+
+# ---------------------------------------------------------------- the same store, in Redis
+
+
+def test_both_stores_find_the_longest_prefix_and_keep_scopes_apart(store_kind):
+    store = make(*store_kind, max_bytes=10**6, ttl_s=60)
+    msgs = MESSAGES + MORE
+    for n, name in ((2, "two"), (3, "three"), (4, "four")):
+        store.put("a", "s", "p", entry(msgs[:n], name))
+    assert store.longest("a", "s", "p", msgs).result.summary == "four"
+    changed = [*msgs[:3], {**msgs[3], "content": "PASSED"}, *MORE]  # 3 would leave a result without its call
+    assert store.longest("a", "s", "p", changed).result.summary == "two"
+    for other in (("b", "s", "p"), ("a", "t", "p"), ("a", "s", "q")):
+        assert store.longest(*other, msgs) is None
+
+
+def test_both_stores_reuse_a_prefix_whose_older_tool_output_became_a_back_reference(store_kind):
+    store = make(*store_kind, max_bytes=10**6, ttl_s=60)
+    store.put("a", "s", "p", entry(MESSAGES))
+    later = [*MESSAGES[:3], {**MESSAGES[3], "content": DUPLICATE_OUTPUT}, *MORE]
+    assert store.longest("a", "s", "p", later).n_messages == len(MESSAGES)
+    renamed = [*MESSAGES[:3], {**MESSAGES[3], "content": DUPLICATE_OUTPUT, "name": "other"}, *MORE]
+    assert store.longest("a", "s", "p", renamed) is None  # only the content may have changed
+
+
+def test_both_stores_bound_bytes_age_and_entries_per_session_and_count_waste(store_kind):
+    kind, url = store_kind
+    clock, wasted = Clock(), []
+    one = entry(MESSAGES[:1]).size
+    store = make(kind, url, max_bytes=3 * one, ttl_s=10, clock=clock)
+    store.on_waste = wasted.append
+    for session, cost in (("s", 1.0), ("t", 2.0)):
+        store.put("a", session, "p", entry(MESSAGES[:1], cost=cost))
+    assert store.longest("a", "t", "p", MESSAGES[:1]) is not None  # used: not waste when dropped
+    store.put("a", "u", "p", entry(MESSAGES[:1], cost=4.0))
+    store.put("a", "v", "p", entry(MESSAGES[:1], cost=8.0))  # over the bound: the oldest goes
+    assert len(store) == 3 and store.bytes == 3 * one and wasted == [1.0]
+    clock.now = 11.0
+    store.put("a", "w", "p", entry(MESSAGES[:1], cost=16.0))
+    assert len(store) == 1 and sum(wasted) == 1.0 + 4.0 + 8.0  # expired unused: waste; the used one not
+    wide = make(kind, url, max_bytes=10**6, ttl_s=60)
+    long_history = [{"role": "user", "content": f"turn {i}"} for i in range(MAX_PER_SESSION + 3)]
+    for n in range(1, len(long_history) + 1):
+        wide.put("a", "s", "p", entry(long_history[:n]))
+    assert len(wide) == MAX_PER_SESSION  # the shortest prefixes went first
+    assert wide.longest("a", "s", "p", long_history).n_messages == len(long_history)
+
+
+def test_both_stores_keep_the_first_auto_pick_of_a_session(store_kind):
+    store = make(*store_kind, max_bytes=10**6, ttl_s=60)
+    assert store.pick("a", "s") is None
+    assert store.set_pick("a", "s", {"method": "speccompact"}) == {"method": "speccompact"}
+    assert store.set_pick("a", "s", {"method": "hermes"}) == {"method": "speccompact"}
+    assert store.pick("a", "s") == {"method": "speccompact"} and store.pick("b", "s") is None
+
+
+# ---------------------------------------------------------------- replicas and restarts
+
+
+def redis_service(url, runner=None):
+    return service(runner, limits=ServiceLimits(session_store=url))
+
+
+def test_probe_two_replicas_reuse_each_others_prepare_and_a_restart_keeps_it(clean_redis):
+    one, runner_one = redis_service(clean_redis)
+    two, runner_two = redis_service(clean_redis)
+    with TestClient(one) as a, TestClient(two) as b:
+        assert a.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare"}
+                      ).status_code == 202
+        wait_idle(one)
+        res = b.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"}).json()
+        assert res["session"]["reused_messages"] == len(MESSAGES)  # prepared on one, reused on two
+        assert runner_two.calls[-1]["messages"] == MORE and len(runner_one.calls) == 1
+        assert b.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare"}
+                      ).json()["status"] == "ready"
+    restarted, runner = redis_service(clean_redis)
+    with TestClient(restarted) as c:
+        res = c.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"}).json()
+        assert res["session"]["reused_messages"] == len(MESSAGES) and runner.calls[-1]["messages"] == MORE
+        other_key = c.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"},
+                           headers={"Authorization": "Bearer someone-else"}).json()
+        assert other_key["session"]["reused_messages"] == 0  # scopes hold in Redis too
+
+
+def test_a_redis_that_stops_answering_turns_lookups_into_misses(tmp_path):
+    proc, url = start_redis(tmp_path)
+    try:
+        app, runner = redis_service(url)
+        with TestClient(app) as client:
+            client.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare"})
+            wait_idle(app)
+            stop(proc)
+            res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
+            assert res.status_code == 200 and res.json()["session"]["reused_messages"] == 0
+            assert runner.calls[-1]["messages"] == MESSAGES + MORE and app.state.sessions.store.failures >= 1
+    finally:
+        if proc.poll() is None:
+            stop(proc)
+
+
+def test_an_unreachable_redis_at_start_is_a_config_error():
+    with pytest.raises(ConfigError, match=r"--session-store: cannot reach redis://:\*\*\*@127\.0\.0\.1"):
+        make_store(ServiceLimits(session_store=f"redis://:pw@127.0.0.1:{free_port()}/0"))
+    with pytest.raises(ConfigError, match="must be memory or a redis"):
+        make_store(ServiceLimits(session_store="mysql://x"))
+
+
+def test_the_store_flag_reaches_the_service_and_its_password_stays_out_of_the_plan():
+    from sgl_speccompact.launch.cli import build_parser
+    from sgl_speccompact.launch.plan import build_plan, service_config
+
+    plan = build_plan(build_parser("x").parse_args(
+        ["--target-url", "http://127.0.0.1:1", "--no-drafter", "--session-store", "redis://:hunter2@10.0.0.2:6379/1"]))
+    assert plan.service["session_store"] == "redis://:hunter2@10.0.0.2:6379/1"
+    shown = service_config(plan)["service"]["session_store"]
+    assert shown == "redis://:***@10.0.0.2:6379/1"
+    with pytest.raises(ConfigError, match="--session-store: must be memory or a redis"):  # before any server starts
+        build_plan(build_parser("x").parse_args(["--no-drafter", "--session-store", "mysql://db/0"]))
