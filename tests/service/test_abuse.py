@@ -233,7 +233,7 @@ class GatedServers:
         self.drafter_policy = ScriptedPolicy()
         self.drafter_policy.on("", self._draft)
         self.target_srv = make_emulated_server(policy=self.target_policy, model_path="Qwen/Qwen3-8B")
-        self.drafter_srv = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B")
+        self.drafter_srv = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
 
     def _draft(self, prompt: str) -> str:
         with self._lock:
@@ -462,7 +462,7 @@ def _failing_servers(make_emulated_server):
     target_policy = ScriptedPolicy()
     target_policy.judge(".", p_positive=0.9, regex=True)
     return (make_emulated_server(policy=target_policy, model_path="Qwen/Qwen3-8B"),
-            make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B"))
+            make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]))
 
 
 def _non_daemon_threads() -> int:
@@ -521,7 +521,7 @@ def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_
 
     policy = ScriptedPolicy()
     policy.on("", draft)
-    drafter_srv = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,
@@ -611,7 +611,7 @@ def agent_service(make_emulated_server, emulator_tokenizer):
     policy.judge(".", p_positive=0.9, regex=True)
     policy.on("", "- a line about a.py\n")
     target, drafter = endpoints(make_emulated_server(policy=policy, model_path="Qwen/Qwen3-8B"),
-                                make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B"))
+                                make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]))
 
     def make(template: str | None = None) -> TestClient:
         tok = copy.copy(emulator_tokenizer)  # the shared tokenizer keeps its own template
@@ -734,7 +734,7 @@ def test_probe7_sigterm_ends_open_streams_with_an_error_event(make_emulated_serv
     drafter_policy = ScriptedPolicy()
     drafter_policy.on("", draft)
     target_srv = make_emulated_server(policy=target_policy, model_path="Qwen/Qwen3-8B")
-    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,
@@ -1075,7 +1075,7 @@ class CopyingServers:
         self.drafter_policy = ScriptedPolicy(default_output="(none)\n")
         self.drafter_policy.on("Generate only the goal slot", self._goal)
         self.target = make_emulated_server(policy=self.target_policy, model_path="Qwen/Qwen3-8B")
-        self.drafter = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B")
+        self.drafter = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
 
     def _goal(self, prompt: str) -> str:
         lines = [ln for ln in _conversation_lines(prompt) if len(ln) < 120]
