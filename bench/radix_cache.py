@@ -40,6 +40,7 @@ from sgl_speccompact.testing.harness import runs
 from sgl_speccompact.testing.harness.runs import (  # noqa: F401 - the other bench scripts use them as rc.*
     EMULATED_MODELS, REPO, RESULTS_DIR, TRAJECTORY_DIR, Server, Trajectory, crosscheck, load_trajectories,
     resolve_methods, server_numbers, write_json)
+from sgl_speccompact.testing.harness.summary_lines import summary_defects
 from sgl_speccompact.testing.harness.tables import format_agent_table, format_table
 
 EMULATOR_LORA = "drafter"
@@ -73,7 +74,8 @@ def start_emulators(args, stack: ExitStack) -> dict[str, str]:
         cost = costs[role]
         srv = EmulatedServer(tok, policy=ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed + i),
                              cost_model=cost, model_path=cost.model.name if cost else EMULATED_MODELS[role],
-                             radix_capacity_tokens=args.radix_capacity)
+                             radix_capacity_tokens=args.radix_capacity,
+                             lora_paths=[args.drafter_lora_name or EMULATOR_LORA] if role == "drafter" else None)
         urls[role] = stack.enter_context(srv).url
         log(f"emulated {role} on {urls[role]}")
     args.target_tokenizer = args.target_tokenizer or tok  # the agent layout renders with it
@@ -86,6 +88,14 @@ def start_emulators(args, stack: ExitStack) -> dict[str, str]:
 def row_config(args) -> dict:
     """CompactConfig overrides of every row: a summary cut by its cap is reported (``truncated``), not an error."""
     return {"report_cut_off": True, **(json.loads(args.config) if args.config else {})}
+
+
+def labels(args) -> tuple[str, str]:
+    """The judge's label words of every row: a summary line must never be one."""
+    from sgl_speccompact.config import make_config
+
+    cfg = make_config(row_config(args))
+    return cfg.positive_label, cfg.negative_label
 
 
 SLOT_METHODS = ("speccompact", "target_self")  # the methods with a shared target prefix (and so a layout)
@@ -128,7 +138,9 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
     after = {r: s.emulator_stats() for r, s in servers.items()}
     stats = result.stats
     row.update(acceptance_rate=stats.acceptance_rate, summary_tokens=result.summary_tokens,
-               truncated=result.truncated)
+               truncated=result.truncated, summary_defects=summary_defects(result, labels(args)))
+    if row["summary_defects"]:
+        log(f"{method} on {traj.name}: {'; '.join(row['summary_defects'])}")
     if args.scenario == "agent-session":
         prefill = stats.requests.get("target", {}).get("prefill")
         row.update(agent_tokens=stats.agent_tokens, agent_cached_tokens=stats.agent_cached_tokens,

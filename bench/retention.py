@@ -68,7 +68,8 @@ def start_emulators(args, stack: ExitStack) -> dict[str, str]:
         policy = ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed + i)
         if role == "target":
             policy = EvaluationPolicy(policy, p_yes=args.p_yes, seed=args.seed)
-        srv = EmulatedServer(tok, policy=policy, model_path=rc.EMULATED_MODELS[role])
+        srv = EmulatedServer(tok, policy=policy, model_path=rc.EMULATED_MODELS[role],
+                             lora_paths=[args.drafter_lora_name or rc.EMULATOR_LORA] if role == "drafter" else None)
         urls[role] = stack.enter_context(srv).url
         log(f"emulated {role} on {urls[role]}")
     return urls

@@ -167,7 +167,7 @@ def test_e2e_cli_on_a_trajectory_with_the_emulator(make_emulated_server, capsys)
     from sgl_speccompact.testing import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
-    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     rc = cli.main([str(traj("function_calling_simple")), "--target-url", target.url, "--drafter-url", drafter.url,
                    "--drafter-lora-name", "drafter", "--method", "speccompact"])
     out = capsys.readouterr()

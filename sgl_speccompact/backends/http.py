@@ -183,14 +183,16 @@ class HttpEndpoint(RuntimeEndpoint):
     def context_length(self) -> int | None:
         """The served model's context window in tokens, asked once; None when the server does not say.
 
-        sglang 0.5.23's ``/model_info`` does not report it: ``/server_info``
-        has ``context_length`` (when given at launch, and on the emulator),
-        ``/v1/models`` has ``max_model_len`` (always, from the model config).
+        sglang 0.5.23's ``/model_info`` does not report it.  ``/v1/models``
+        has ``max_model_len`` (always: ``--context-length`` or the model
+        config's window); ``/server_info`` has ``context_length`` only when it
+        was given at launch (null otherwise), so it is asked only of a server
+        without ``/v1/models``.
         """
         if self._context.get("tokens") is None:  # not asked yet, or not answered: ask again
             found = None
-            for path, read in (("/server_info", lambda j: j.get("context_length")),
-                               ("/v1/models", lambda j: (j.get("data") or [{}])[0].get("max_model_len"))):
+            for path, read in (("/v1/models", lambda j: (j.get("data") or [{}])[0].get("max_model_len")),
+                               ("/server_info", lambda j: j.get("context_length"))):
                 try:
                     value = read(self._request("GET", path))
                 except CompactionCancelledError:

@@ -52,6 +52,17 @@ profile of ``--gpu`` (H200 by default) is used
 
 Without a GPU
 -------------
+``--device cpu`` (or ``--device cpu`` among a server's ``--target-arg`` /
+``--drafter-arg``) starts the real SGLang servers on the CPU engine
+(:mod:`sgl_speccompact.launch.cpu`): ``SGLANG_USE_CPU_ENGINE=1``, this
+project's CPU kernels on the servers' ``PYTHONPATH``, ``--device cpu
+--attention-backend torch_native --disable-cuda-graph --sampling-backend
+pytorch --disable-overlap-schedule --dtype bfloat16``, and a KV pool of
+``--max-total-tokens`` tokens instead of a memory fraction.  The CPU engine
+serves no LoRA adapter: a drafter runs as a separate model
+(``--drafter-model``).  It is slow (minutes to start, seconds per prefill)
+and suits small models and tests.
+
 ``--emulate`` serves the real API on two in-process SGLang-API emulators
 (:mod:`sgl_speccompact.testing`) whose model is scripted: summaries are lines
 echoed from the input, judgements are seeded coin flips.  It is for
@@ -172,6 +183,11 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
                    help="same for the drafter ([drafter.speculative]); NGRAM suits a LoRA drafter")
     g.add_argument("--target-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
     g.add_argument("--drafter-arg", action="append", metavar="ARGS", help="extra launch_server flags (repeatable)")
+    g.add_argument("--device", choices=("cuda", "cpu"),
+                   help="where both servers run (default cuda); cpu: SGLang's CPU engine, no LoRA")
+    g.add_argument("--max-total-tokens", type=int, metavar="N",
+                   help="both servers' KV pool in tokens (--max-total-tokens; CPU default 16384, replacing "
+                        "--mem-fraction-static)")
     g.add_argument("--python", help="interpreter that runs sglang.launch_server (default: this one)")
     g.add_argument("--log-dir", help="write each server's output to DIR/<role>.log instead of the terminal")
     g.add_argument("--no-gpu-check", action="store_true", help="start servers even if no CUDA device is visible")
@@ -270,12 +286,13 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
     if args.dry_run:
         print(format_dry_run(plan, format_auto(plan) if plan.service.get("method") == "auto" else ""))
         return 0
-    if plan.servers and not args.no_gpu_check and not cuda_available():
-        roles = " and ".join(s.role for s in plan.servers) + (" servers" if len(plan.servers) > 1 else " server")
-        print(f"error: no CUDA device found, so the {roles} cannot start here. Pass --target-url URL and "
-              "--drafter-url URL (or --no-drafter) to use SGLang servers running elsewhere, --emulate to try "
-              "the whole service on this machine with emulated servers, or --dry-run to see the commands.",
-              file=sys.stderr)
+    on_gpu = [s for s in plan.servers if s.device != "cpu"]
+    if on_gpu and not args.no_gpu_check and not cuda_available():
+        roles = " and ".join(s.role for s in on_gpu) + (" servers" if len(on_gpu) > 1 else " server")
+        print(f"error: no CUDA device found, so the {roles} cannot start here. Pass --device cpu to run them "
+              "on SGLang's CPU engine, --target-url URL and --drafter-url URL (or --no-drafter) to use SGLang "
+              "servers running elsewhere, --emulate to try the whole service on this machine with emulated "
+              "servers, or --dry-run to see the commands.", file=sys.stderr)
         return 2
     for spec in plan.servers:
         unknown = check_server_flags(server_command(spec, plan.python))

@@ -23,19 +23,20 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..flags import count, port, positive_number
+from .cpu import check_cpu_server, resolve_device
 from .router import ROUTER_POLICIES, RouterSpec, router_command
-from .servers import PREPARE_PRIORITY, PRIORITY_POLICIES, ServerSpec, server_command
+from .servers import PREPARE_PRIORITY, PRIORITY_POLICIES, ServerSpec, shell_command
 from .speculative import check_server, describe, parse_spec_flag, spec_from_table
 
 SECTIONS = {
     "target": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
                "attention_backend", "chat_template", "extra_args", "urls", "tokenizer", "speculative",
-               "priority_scheduling"},
+               "priority_scheduling", "device", "max_total_tokens"},
     "router": {"workers", "port", "policy", "url", "cache_threshold", "balance_abs_threshold",
                "balance_rel_threshold", "extra_args"},
     "drafter": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
                 "attention_backend", "chat_template", "extra_args", "url", "lora_path", "lora_name", "enabled",
-                "speculative"},
+                "speculative", "device", "max_total_tokens"},
     "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
                 "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s", "calibrate", "gpu",
                 "session_store", "prepare_workers", "prepare_queue", "prepare_queue_mb", "prepare_priority"},
@@ -150,7 +151,9 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
              (t, "priority_scheduling", False if getattr(a, "no_priority_scheduling", False) else None)]
     for sec in (t, d):
         pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
-                  (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template)]
+                  (sec, "attention_backend", a.attention_backend), (sec, "chat_template", a.chat_template),
+                  (sec, "device", getattr(a, "device", None)),
+                  (sec, "max_total_tokens", getattr(a, "max_total_tokens", None))]
     pairs += [(t, "chat_template", a.target_chat_template), (d, "chat_template", a.drafter_chat_template)]
     for sec, key, value in pairs:
         if value is not None:
@@ -200,8 +203,11 @@ def _check_server(role: str, sec: dict) -> None:
     port(sec["port"], f"[{role}] port")
     for key in ("tp_size", "dp_size"):
         count(sec[key], f"[{role}] {key}")
-    if sec.get("context_length") is not None:
-        count(sec["context_length"], f"[{role}] context_length")
+    for key in ("context_length", "max_total_tokens"):
+        if sec.get(key) is not None:
+            count(sec[key], f"[{role}] {key}")
+    if sec.get("device") not in (None, "cpu", "cuda"):
+        raise ConfigError(f"[{role}] device must be 'cpu' or 'cuda', got {sec['device']!r}")
 
 
 def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
@@ -217,10 +223,15 @@ def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
             lora_name=str(sec.get("lora_name") or "drafter"),
             extra_args=tuple(_split_extra(list(sec.get("extra_args") or [])) + extra_cli),
             priority_scheduling=bool(sec.get("priority_scheduling", False)),
+            max_total_tokens=int(sec["max_total_tokens"]) if sec.get("max_total_tokens") else None,
         )
     except (TypeError, ValueError) as exc:
         raise ConfigError(f"[{role}]: {exc}") from exc
     _check_priority(spec)
+    device = resolve_device(role, sec.get("device"), spec.extra_args)
+    if device == "cpu":
+        check_cpu_server(role, bool(spec.lora_path), spec.extra_args)
+    spec = replace(spec, device=device)
     if not 0.0 < spec.mem_fraction_static < 1.0:
         raise ConfigError(f"[{role}] mem_fraction_static must be in (0, 1), got {spec.mem_fraction_static}")
     speculative = spec_from_table(sec["speculative"], role) if sec.get("speculative") else None
@@ -392,7 +403,7 @@ def format_dry_run(plan: LaunchPlan, notes: str = "") -> str:
     for i, spec in enumerate(plan.servers):
         when = "starts first" if i == 0 else "starts once the one above is healthy"
         out.append(f"# {spec.role} server: {when}; ready when {spec.url}/health answers 200")
-        out.append(shlex.join(server_command(spec, plan.python)))
+        out.append(shell_command(spec, plan.python))
     if plan.router is not None:
         out.append(f"# sglang-router ({plan.router.policy}): starts once the workers are healthy; "
                    f"the service's target is {plan.router.url}")

@@ -227,15 +227,17 @@ def run_emulated(args: argparse.Namespace) -> int:
     if timed:
         print(f"[launch] EMULATED GPU: answers are delayed by SIMULATED pass times of "
               f"{costs['target'].hardware.name}, not measured on a GPU", file=sys.stderr, flush=True)
+    args.drafter_lora_name = args.drafter_lora_name or "drafter"
+    adapters = {"target": None, "drafter": [args.drafter_lora_name]}  # the drafter serves its LoRA by name
     with contextlib.ExitStack() as stack:
         tokenizer, name = default_tokenizer()
         urls = {role: stack.enter_context(EmulatedServer(tokenizer, policy=ControlledAcceptancePolicy(seed=seed),
-                                                         cost_model=costs.get(role), model_path=path)).url
+                                                         cost_model=costs.get(role), model_path=path,
+                                                         lora_paths=adapters[role])).url
                 for role, path, seed in EMULATED_MODELS}
         print(f"[launch] emulated target on {urls['target']}, drafter on {urls['drafter']} ({name} tokenizer)",
               file=sys.stderr, flush=True)
         args.target_url, args.drafter_url, args.no_drafter = [urls["target"]], urls["drafter"], False
-        args.drafter_lora_name = args.drafter_lora_name or "drafter"
         try:
             plan = build_plan(args)
         except ConfigError as exc:

@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Callable
 
 from ..errors import LaunchError
+from .cpu import cpu_flags, env_assignments, server_env
 from .speculative import SpecSettings, spec_flags
 
 
@@ -47,6 +48,8 @@ class ServerSpec:
     extra_args: tuple[str, ...] = ()  # further launch_server flags, verbatim
     speculative: SpecSettings | None = None  # sglang speculative decoding on this server (None: off)
     priority_scheduling: bool = False  # --enable-priority-scheduling: requests' `priority` orders and preempts
+    device: str | None = None  # "cpu": SGLang's CPU engine (launch.cpu); None: a GPU
+    max_total_tokens: int | None = None  # KV pool in tokens (CPU: instead of mem_fraction_static)
 
     @property
     def url(self) -> str:
@@ -64,7 +67,9 @@ def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
     has cached it (``_compute_prefix_matches`` in ``managers/schedule_policy.py``),
     which SJC's batched judge request and the first drafts rely on.  A LoRA
     drafter is served under ``spec.lora_name``, the name the service sends as
-    ``lora_path``.
+    ``lora_path``.  A CPU server (``device == "cpu"``) gets the CPU engine's
+    flags and a KV pool in tokens instead of a memory fraction
+    (:mod:`sgl_speccompact.launch.cpu`).
 
     With ``priority_scheduling`` the server orders its queue by each
     request's ``priority`` and lets a request preempt running ones that are
@@ -82,16 +87,23 @@ def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
     >>> server_command(ServerSpec("target", "Qwen/Qwen3-8B", "127.0.0.1", 30000, 0.55), "python")[:5]
     ['python', '-m', 'sglang.launch_server', '--model-path', 'Qwen/Qwen3-8B']
     """
+    cpu = spec.device == "cpu"
     cmd = [python, "-m", "sglang.launch_server", "--model-path", spec.model_path, "--host", spec.host,
-           "--port", str(spec.port), "--mem-fraction-static", f"{spec.mem_fraction_static:g}"]
+           "--port", str(spec.port)]
+    if not cpu:  # a CPU's fraction would be of host memory: its KV pool is sized in tokens below
+        cmd += ["--mem-fraction-static", f"{spec.mem_fraction_static:g}"]
     if spec.tp_size != 1:
         cmd += ["--tp-size", str(spec.tp_size)]
     if spec.dp_size != 1:
         cmd += ["--dp-size", str(spec.dp_size)]
     if spec.context_length:
         cmd += ["--context-length", str(spec.context_length)]
-    if spec.attention_backend:
+    if cpu:
+        cmd += cpu_flags(spec.attention_backend, spec.max_total_tokens, spec.extra_args)
+    elif spec.attention_backend:
         cmd += ["--attention-backend", spec.attention_backend]
+    if spec.max_total_tokens and not cpu:
+        cmd += ["--max-total-tokens", str(spec.max_total_tokens)]
     if spec.lora_path:
         cmd += ["--enable-lora", "--lora-paths", f"{spec.lora_name}={spec.lora_path}"]
     given = {a.split("=")[0] for a in spec.extra_args}
@@ -103,6 +115,15 @@ def server_command(spec: ServerSpec, python: str = sys.executable) -> list[str]:
     return cmd + spec_flags(spec.speculative) + list(spec.extra_args)
 
 
+def shell_command(spec: ServerSpec, python: str = sys.executable) -> str:
+    """The server's command as one shell line, its environment first (a CPU server's engine switch).
+
+    >>> shell_command(ServerSpec("t", "m", "h", 1, 0.5, device="cpu"), "py").startswith("SGLANG_USE_CPU_ENGINE=1 ")
+    True
+    """
+    return shlex.join(env_assignments(spec.device) + server_command(spec, python))
+
+
 def _die_with_parent() -> None:  # runs in the child between fork and exec
     with contextlib.suppress(Exception):  # Linux only: SIGTERM the child even if the launcher is SIGKILLed
         ctypes.CDLL(None, use_errno=True).prctl(1, signal.SIGTERM)  # PR_SET_PDEATHSIG
@@ -111,10 +132,11 @@ def _die_with_parent() -> None:  # runs in the child between fork and exec
 def start_server(spec: ServerSpec, python: str, log_dir: Path | None = None) -> subprocess.Popen:
     """Start one SGLang server in its own process group."""
     cmd = server_command(spec, python)
-    print(f"[launch] starting {spec.role}: {shlex.join(cmd)}", file=sys.stderr, flush=True)
+    print(f"[launch] starting {spec.role}: {shell_command(spec, python)}", file=sys.stderr, flush=True)
     # a new session makes the child a process-group leader: stop_servers signals the whole
     # group (SGLang's scheduler and detokenizer too), and the terminal's Ctrl-C reaches only us
-    popen = dict(stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent)
+    popen = dict(stdin=subprocess.DEVNULL, start_new_session=True, preexec_fn=_die_with_parent,
+                 env=server_env(spec.device))  # None: inherit; CPU: the engine switch and our kernels
     if log_dir is None:
         return subprocess.Popen(cmd, **popen)
     log_dir.mkdir(parents=True, exist_ok=True)

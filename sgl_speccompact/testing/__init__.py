@@ -2,8 +2,8 @@
 
 The SGLang server needs CUDA kernels; this package lets tests and the radix
 benchmarks run without one.  It speaks ``/generate``, ``/tokenize``,
-``/model_info``, ``/server_info``, ``/health`` and ``/flush_cache`` with the
-server's own validation (sglang's ``GenerateReqInput``, ``SamplingParams``
+``/v1/models``, ``/model_info``, ``/server_info``, ``/health`` and
+``/flush_cache`` with the server's own validation (sglang's ``GenerateReqInput``, ``SamplingParams``
 and JSON contract), stop trimming, logprob formats, and ``cached_tokens``
 from a real radix tree over real token ids.  The "model" is a pluggable
 :class:`Policy`.  An optional :class:`CostModel` adds SIMULATED latencies

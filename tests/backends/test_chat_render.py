@@ -63,7 +63,7 @@ def agent_service(make_emulated_server, emulator_tokenizer):
     policy.judge(".", p_positive=0.9, regex=True)
     policy.on("", "- a line about a.py\n")
     target, drafter = endpoints(make_emulated_server(policy=policy, model_path="Qwen/Qwen3-8B"),
-                                make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B"))
+                                make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]))
 
     def make(template: str | None = None) -> TestClient:
         tok = copy.copy(emulator_tokenizer)  # the shared tokenizer keeps its own template

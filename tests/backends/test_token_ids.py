@@ -159,7 +159,7 @@ def recorded(tmp_path_factory):
     tok = build_test_tokenizer(tmp_path_factory.mktemp("tok-ids"))
     out = []
     with EmulatedServer(tok, ControlledAcceptancePolicy(p_accept=0.7, seed=0), model_path="Qwen/Qwen3-8B") as t, \
-            EmulatedServer(tok, ControlledAcceptancePolicy(p_accept=0.7, seed=1), model_path="Qwen/Qwen3-0.6B") as d:
+            EmulatedServer(tok, ControlledAcceptancePolicy(p_accept=0.7, seed=1), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]) as d:
         for path in FILES:
             t.flush_cache(), d.flush_cache(), t.reset_stats()
             got = _compact_recorded(t.url, d.url, path, source_judge=not out)
@@ -218,5 +218,5 @@ def emulators(make_emulated_server):
     from sgl_speccompact.testing import ControlledAcceptancePolicy
 
     target = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7, seed=0), model_path="Qwen/Qwen3-8B")
-    drafter = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7, seed=1), model_path="Qwen/Qwen3-0.6B")
+    drafter = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7, seed=1), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     return target, drafter

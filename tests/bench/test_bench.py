@@ -40,6 +40,8 @@ def test_report_has_conditions_and_one_row_per_method(bench, run):
     assert [r["method"] for r in report["rows"]] == list(methods)
     for row in report["rows"]:
         assert "error" not in row, row
+        # every summary's lines were read: no bare label word, no rejected draft in it
+        assert row["summary_defects"] == [], (row["method"], row["summary_defects"])
         assert row["trajectory"] == "local.traj.json" and row["messages"] == 6
         for server in ("target", "drafter"):
             n = row[server]

@@ -64,7 +64,7 @@ def test_benchmark_policy_judges_the_short_forms_on_the_emulator(make_emulated_s
     from sgl_speccompact.testing import ControlledAcceptancePolicy
 
     target = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7), model_path="Qwen/Qwen3-8B")
-    drafter = make_emulated_server(ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-0.6B")
+    drafter = make_emulated_server(ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     res = run_method("speccompact", MESSAGES, target=SpecCompactEndpoint(target.url),
                      drafter=SpecCompactEndpoint(drafter.url), source_judge=True)
     # every judgement got the policy's label logprobs: confident scores only, some of each verdict

@@ -52,8 +52,9 @@ def fuzz_app(emulator_tokenizer_path):
     from sgl_speccompact.service.app import ServiceLimits, create_app
     from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
 
-    servers = [EmulatedServer(emulator_tokenizer_path, policy=ControlledAcceptancePolicy(seed=i), model_path=path).start()
-               for i, path in enumerate(("Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B"))]
+    servers = [EmulatedServer(emulator_tokenizer_path, policy=ControlledAcceptancePolicy(seed=i), model_path=path,
+                              lora_paths=lora).start()
+               for i, (path, lora) in enumerate((("Qwen/Qwen3-8B", None), ("Qwen/Qwen3-0.6B", ["drafter"])))]
     runner = Unmutated(methods.run_method)
     app = create_app(SpecCompactEndpoint(servers[0].url, timeout_s=30),
                      SpecCompactEndpoint(servers[1].url, lora_path="drafter", timeout_s=30),

@@ -49,7 +49,7 @@ class CopyingServers:
         self.drafter_policy = ScriptedPolicy(default_output="(none)\n")
         self.drafter_policy.on("Generate only the goal slot", self._goal)
         self.target = make_emulated_server(policy=self.target_policy, model_path="Qwen/Qwen3-8B")
-        self.drafter = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B")
+        self.drafter = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
 
     def _goal(self, prompt: str) -> str:
         lines = [ln for ln in _conversation_lines(prompt) if len(ln) < 120]

@@ -28,6 +28,7 @@ from pathlib import Path
 import pytest
 
 from hermes_fakes import FakeLLM, ServiceProxy
+from summary_checks import assert_summary_clean
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "integrations" / "hermes"
@@ -174,6 +175,7 @@ def test_what_the_service_received(driven):
     assert first["messages"][0]["content"].startswith(sent[3]["content"])  # the first message after the head
     assert all("sk-" + "a" * 32 not in json.dumps(b) for b in driven["bodies"]["ok"])  # redacted
     assert "previous_summary" not in first and second["previous_summary"].startswith("## Goal")
+    assert_summary_clean(second["previous_summary"])  # the first summary, sent back as the previous one
 
 
 def test_the_messages_hermes_continues_with(driven):
@@ -182,6 +184,7 @@ def test_the_messages_hermes_continues_with(driven):
     summaries = [i for i, m in enumerate(after) if is_summary(m)]
     assert len(summaries) == 1 and after[:summaries[0]] == ok["history_sent"][:3]  # head kept verbatim
     assert "END OF CONTEXT SUMMARY" in after[summaries[0]]["content"]
+    assert_summary_clean(after[summaries[0]]["content"])  # the transcript's summary message, line by line
     assert any(m.get("role") == "user" and "PHASE ok: carry on" in str(m.get("content")) for m in after)
     assert tool_pairs_ok(after) and len(after) < len(ok["history_sent"])
     status = ok["status_2"]["speccompact"]
@@ -383,6 +386,8 @@ def test_a_long_tool_loop_stays_inside_the_window_as_with_the_builtin(tool_loops
 def test_the_loop_summaries_use_hermes_headings_and_a_task_snapshot(tool_loops):
     summaries = [m["content"] for m in tool_loops["plugin"]["messages"] if is_summary(m)]
     assert summaries
+    for summary in summaries:
+        assert_summary_clean(summary)
     found = re.findall(r"^## (.+)$", summaries[-1], re.M)
     assert found[0] == "Historical Task Snapshot" and len(found) == 13 and "Historical Remaining Work" in found
     assert all("_db_persisted" not in m for m in tool_loops["plugin"]["messages"])

@@ -23,6 +23,7 @@ from speccompact_hermes.settings import Settings, from_sources  # noqa: E402
 
 from hermes_fakes import ServiceProxy  # noqa: E402
 from procs import READY_S  # noqa: E402
+from summary_checks import assert_summary_clean  # noqa: E402
 
 M = msgs.Markers("[SUMMARY PREFIX]", "[END]", "[PRIOR]", "[DELIM]")
 
@@ -149,6 +150,8 @@ def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service)
         assert sent["messages"][0]["role"] != "tool" and all("_compressed_summary" not in m for m in sent["messages"])
         summary = next(m for m in out if m.get(msgs.SUMMARY_KEY))
         assert summary["content"].startswith(eng.hermes_markers().prefix) and "## Goal" in summary["content"]
+        assert_summary_clean(summary["content"])  # the summary message Hermes continues with
+        assert_summary_clean(json.loads(proxy.replies[0][1]))  # and the service's answer, slot by slot
         assert out[-1] == ms[-1]
         status = e.get_status()["speccompact"]["last_compaction"]
         assert status["method"] == "speccompact" and 0 <= status["acceptance_rate"] <= 1
@@ -157,6 +160,8 @@ def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service)
         longer = out + history(n_rounds=4)[1:]
         again = e.compress(longer)
         assert again != longer and proxy.bodies[1]["previous_summary"].startswith("## Goal")
+        assert_summary_clean(proxy.bodies[1]["previous_summary"])  # what flows into the next compaction
+        assert_summary_clean(next(m for m in again if m.get(msgs.SUMMARY_KEY))["content"])
         assert e.get_status()["speccompact"]["last_compaction"]["incremental"] is True
 
 
@@ -384,6 +389,7 @@ def test_prepare_on_the_emulated_service_is_reused_at_the_trigger_and_scoped(emu
         sent, (status, raw) = proxy.bodies[-1], proxy.replies[-1]
         answer = json.loads(raw)
         assert status == 200 and sent["session"] == "s-aot" and "mode" not in sent
+        assert_summary_clean(answer)
         # the compaction asked for exactly the prepared messages, so the stored result is the answer
         # (waited for, if the prepare was still running)
         assert sent["messages"] == proxy.bodies[0]["messages"]

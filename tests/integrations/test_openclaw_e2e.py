@@ -31,6 +31,7 @@ from pathlib import Path
 import pytest
 
 from hermes_fakes import FakeLLM, ServiceProxy
+from summary_checks import assert_summary_clean
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "integrations" / "openclaw"
@@ -295,11 +296,16 @@ def test_the_summary_comes_back_into_the_session(session_runs):
     status, raw = session_runs["replies"][0]
     assert status == 200
     summary = json.loads(raw)["summary"]
+    for status_i, raw_i in session_runs["replies"]:  # every answer the service gave, slot by slot
+        if status_i == 200:
+            assert_summary_clean(json.loads(raw_i))
     line = next(x for x in summary.splitlines() if x.startswith("- "))  # one line the service wrote
     later = [r for r in session_runs["llm_ok"] if any("compacted into the following summary" in text_of(m)
                                                        for m in r["messages"])]
     assert later, "the model never saw a compaction summary"
     assert any(line[2:] in text_of(m) for m in later[-1]["messages"])
+    seen = next(text_of(m) for m in later[-1]["messages"] if "compacted into the following summary" in text_of(m))
+    assert_summary_clean(seen)  # the summary as the model reads it in the transcript
     # the session continued: the second turn's own request was answered after the compaction
     assert any("Carry on with the tokenizer" in text_of(m) for m in later[-1]["messages"])
 

@@ -179,7 +179,7 @@ def test_calibrate_saves_then_resolve_reuses_without_probing(make_emulated_serve
 def test_without_calibration_the_reported_gpu_picks_the_profile(make_emulated_server):
     timed = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-32B",
                                  cost_model=CostModel.for_model("qwen3-32b", gpu="A100", time_scale=0.0))
-    untimed = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-0.6B")
+    untimed = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     with httpx.Client(timeout=60) as client:
         a100 = resolve_cost_fit(client, timed.url)
         assumed = resolve_cost_fit(client, untimed.url)
@@ -194,7 +194,7 @@ def test_without_calibration_the_reported_gpu_picks_the_profile(make_emulated_se
 def test_launcher_reports_fits_in_health_and_metrics(make_emulated_server):
     target = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B",
                                   cost_model=CostModel.for_model("qwen3-8b", gpu="H100", time_scale=0.0))
-    drafter = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-0.6B")
+    drafter = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     plan = build_plan(build_parser().parse_args(["--target-url", target.url, "--drafter-url", drafter.url]))
     with httpx.Client(timeout=60) as http:
         fits = cost_fits(plan, http)

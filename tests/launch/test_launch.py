@@ -347,7 +347,7 @@ def test_serve_against_running_servers(make_emulated_server, tmp_path):
     from sgl_speccompact.testing import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
-    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     sp = free_port()
     proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target.url,
                              "--target-url", target.url, "--drafter-url", drafter.url, "--service-port", str(sp)],

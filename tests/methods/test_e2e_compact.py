@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 import requests
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
+from summary_checks import assert_summary_clean
 
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
@@ -71,7 +72,7 @@ def target_policy() -> ScriptedPolicy:
 @pytest.fixture
 def servers(make_emulated_server):
     target = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B")
-    drafter = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")
+    drafter = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     return target, drafter
 
 
@@ -88,6 +89,7 @@ def test_speccompact_over_http_one_request_judge(servers, name):
     drafter = SpecCompactEndpoint(drafter_srv.url)
     res = compact(messages, target=target, drafter=drafter)
     assert messages == before
+    assert_summary_clean(res)
 
     heads = [line for line in res.summary.splitlines() if line.startswith("## ")]
     assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS]
@@ -126,6 +128,7 @@ def test_plain_runtime_endpoint_gives_the_same_summary_with_two_requests_per_jud
     assert [[l.origin for l in s.lines] for s in two.slots] == [[l.origin for l in s.lines] for s in one.slots]
     assert two.stats.requests["target"]["verify"].requests == 2 * two.stats.proposed_lines
     assert "INVENTED" not in two.summary
+    assert_summary_clean(one), assert_summary_clean(two)
 
 
 def test_lora_drafter_requests_share_one_namespace(servers):
@@ -135,12 +138,24 @@ def test_lora_drafter_requests_share_one_namespace(servers):
     per = requests.get(drafter_srv.url + "/emulator/stats", timeout=10).json()["per_lora"]
     assert set(per) == {"drafter"}
     assert res.stats.cached_ratio("drafter") > 0.5
+    assert_summary_clean(res)
+
+
+def test_lora_drafter_on_a_server_without_lora_is_a_typed_error(make_emulated_server):
+    """sglang answers a lora_path on a server started without --enable-lora with a 400: a BackendError."""
+    from sgl_speccompact.errors import BackendError
+
+    target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B")
+    drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")  # no adapters
+    with pytest.raises(BackendError, match="LoRA is not enabled"):
+        compact(load("openai"), target=SpecCompactEndpoint(target_srv.url),
+                drafter=SpecCompactEndpoint(drafter_srv.url, lora_path="drafter"))
 
 
 def test_history_over_the_context_window_is_a_typed_413_error(make_emulated_server):
     from sgl_speccompact.errors import HistoryTooLongError, http_status
     target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B", context_length=512)
-    drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     messages = load("openai")
     with pytest.raises(HistoryTooLongError) as err:
         compact(messages, target=SpecCompactEndpoint(target_srv.url), drafter=SpecCompactEndpoint(drafter_srv.url))
@@ -167,7 +182,7 @@ def test_repair_candidates_over_http_one_sample_request_and_one_batch_judge(make
             drafter_pol.on(f"Generate only the {slot_name} slot",
                            lambda p, lines=lines: "\n".join(lines[len(accepted_lines(p)):]) + "\n")
     target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B")
-    drafter_srv = make_emulated_server(drafter_pol, model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(drafter_pol, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     res = compact(load("openai"), target=SpecCompactEndpoint(target_srv.url),
                   drafter=SpecCompactEndpoint(drafter_srv.url),
                   config={"repair_candidates": True, "repair_samples": 3})
@@ -179,3 +194,20 @@ def test_repair_candidates_over_http_one_sample_request_and_one_batch_judge(make
     assert st.requests["target"]["verify_candidates"].requests == 1
     assert "repair" not in st.requests["target"]
     assert calls[1] >= 1 + 3  # the first draft, then three samples from one request
+    assert_summary_clean(res)
+
+
+def test_controlled_servers_write_no_label_lines(make_emulated_server):
+    """The emulator's benchmark policy on both servers, every judgement and repair path: the summary
+    holds echoed lines, never a bare label word (repair prompts quote the rubric; they are not judgements)."""
+    from sgl_speccompact.testing import ControlledAcceptancePolicy
+
+    target_srv = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.5, seed=1), model_path="Qwen/Qwen3-8B")
+    drafter_srv = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.5, seed=2), model_path="Qwen/Qwen3-0.6B",
+                                       lora_paths=["drafter"])
+    for cfg in ({}, {"shared_prefix": False}, {"repair_candidates": True, "repair_samples": 2}):
+        res = compact(load("mini_swe"), target=SpecCompactEndpoint(target_srv.url),
+                      drafter=SpecCompactEndpoint(drafter_srv.url, lora_path="drafter"), config=cfg)
+        assert res.stats.repaired_lines + res.stats.candidate_lines > 0, cfg  # rejections happened
+        lines = assert_summary_clean(res)
+        assert any(ln.startswith("- ") for ln in lines)

@@ -152,7 +152,7 @@ def test_targets_given_as_urls(make_emulated_server):
     from sgl_speccompact.testing import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
-    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     for method in METHODS:
         res = run_method(method, MESSAGES * 3, target=target.url, drafter=drafter.url)
         assert res.method == method and res.summary.strip() and "judge" not in kinds(res), method

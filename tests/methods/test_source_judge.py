@@ -312,7 +312,7 @@ def test_source_judge_after_speccompact_reuses_the_cached_prefix_on_the_emulator
     policy.gen_rules += base.gen_rules
     policy.logprob_rules += base.logprob_rules
     target_srv = make_emulated_server(policy, model_path="Qwen/Qwen3-8B")
-    drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     messages = load("openai")
     target = SpecCompactEndpoint(target_srv.url)
     res = run_method("speccompact", messages, target=target, drafter=SpecCompactEndpoint(drafter_srv.url),

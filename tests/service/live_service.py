@@ -42,7 +42,7 @@ class GatedServers:
         self.drafter_policy = ScriptedPolicy()
         self.drafter_policy.on("", self._draft)
         self.target_srv = make_emulated_server(policy=self.target_policy, model_path="Qwen/Qwen3-8B")
-        self.drafter_srv = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B")
+        self.drafter_srv = make_emulated_server(policy=self.drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
 
     def _draft(self, prompt: str) -> str:
         with self._lock:

@@ -324,7 +324,7 @@ def emulated_pair(make_emulated_server):
     from sgl_speccompact.testing import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
-    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     return target, drafter
 
 
@@ -397,7 +397,7 @@ def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
 
     drafter_policy = ScriptedPolicy()
     drafter_policy.on("", draft_then_kill_target)
-    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     target, drafter = endpoints(target_srv, drafter_srv, timeout_s=10)
     runner = Recording(methods.run_method)
     client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
@@ -416,7 +416,7 @@ def test_e2e_slow_target_is_504(methods, make_emulated_server):
     slow = ScriptedPolicy()
     slow.on("", lambda prompt: time.sleep(3) or "- late\n")
     target_srv = make_emulated_server(policy=slow, model_path="Qwen/Qwen3-8B")
-    drafter_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     target, drafter = endpoints(target_srv, drafter_srv, timeout_s=0.5)
     runner = Recording(methods.run_method)
     client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
@@ -438,7 +438,7 @@ def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_ser
         return p
 
     target, drafter = endpoints(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B"),
-                                make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B"))
+                                make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]))
     client = TestClient(create_app(target, drafter))
     n = 4
 

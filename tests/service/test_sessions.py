@@ -310,7 +310,7 @@ def test_probe_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(ma
         return p
 
     target = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B").url, timeout_s=30)
-    drafter = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B").url,
+    drafter = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]).url,
                                   lora_path="drafter", timeout_s=30)
     app = create_app(target, drafter, limits=ServiceLimits())
 
@@ -362,7 +362,7 @@ def test_e2e_a_compact_after_a_prepare_sends_only_the_new_turns(make_emulated_se
         return p
 
     target = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B").url, timeout_s=30)
-    drafter = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B").url,
+    drafter = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]).url,
                                   lora_path="drafter", timeout_s=30)
     first = [{"role": "system", "content": "You are a coding agent."},
              {"role": "user", "content": "Fix PREFIX-ONLY-MARKER in a.py"}]

@@ -34,7 +34,7 @@ def _failing_servers(make_emulated_server):
     target_policy = ScriptedPolicy()
     target_policy.judge(".", p_positive=0.9, regex=True)
     return (make_emulated_server(policy=target_policy, model_path="Qwen/Qwen3-8B"),
-            make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B"))
+            make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]))
 
 
 def _non_daemon_threads() -> int:
@@ -93,7 +93,7 @@ def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_
 
     policy = ScriptedPolicy()
     policy.on("", draft)
-    drafter_srv = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,
@@ -157,7 +157,7 @@ def test_probe7_sigterm_ends_open_streams_with_an_error_event(make_emulated_serv
     drafter_policy = ScriptedPolicy()
     drafter_policy.on("", draft)
     target_srv = make_emulated_server(policy=target_policy, model_path="Qwen/Qwen3-8B")
-    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B")
+    drafter_srv = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     port = free_port()
     base = f"http://127.0.0.1:{port}"
     proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target_srv.url,

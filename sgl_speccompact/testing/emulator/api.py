@@ -11,6 +11,9 @@ Routes and response shapes follow ``sglang/srt/entrypoints/http_server.py``:
   and tools into prompt ids that run like a ``/generate`` request, on the
   same radix tree (:mod:`.chat`).
 * ``POST /tokenize``, ``/v1/tokenize``: ``TokenizeResponse``.
+* ``GET /v1/models``: a ``ModelList`` with the served model (``max_model_len``
+  is the context window) and one card per loaded adapter;
+  ``GET /v1/models/{model}``: its ``ModelCard``, or sglang's 404.
 * ``GET /get_model_info``, ``/model_info``, ``/server_info``,
   ``/get_server_info``, ``/health``, ``/health_generate``.
 * ``GET|POST /flush_cache``: plain text; HTTP 400 while requests run.
@@ -89,6 +92,18 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
     @app.post("/v1/tokenize")
     async def tokenize(request: Request):
         return _tokenize(frontend, served, request, await request.body())
+
+    @app.get("/v1/models")
+    async def models():
+        return json_response(_model_list(served))
+
+    @app.get("/v1/models/{model:path}")
+    async def model_card(model: str):
+        if model != served.served_model_name:
+            return json_response({"error": {"message": f"The model '{model}' does not exist",
+                                            "type": "invalid_request_error", "param": "model",
+                                            "code": "model_not_found"}}, 404)
+        return json_response(_model_list(served)["data"][0])
 
     @app.get("/get_model_info")
     @app.get("/model_info")
@@ -230,6 +245,16 @@ def _tokenize(frontend: Frontend, served: ServedModel, request: Request, raw: by
         max_len = served.context_length
     out = TokenizeResponse(tokens=tokens, count=count, max_model_len=max_len)
     return json_response(out.model_dump())
+
+
+def _model_list(served: ServedModel) -> dict:
+    """``available_models``: the base model's card, then each adapter's (``root`` is its name here)."""
+    from sglang.srt.entrypoints.openai.protocol import ModelCard, ModelList
+
+    name = served.served_model_name
+    cards = [ModelCard(id=name, root=name, max_model_len=served.context_length)]
+    cards += [ModelCard(id=a, root=a, parent=name, max_model_len=None) for a in served.lora_paths or ()]
+    return ModelList(data=cards).model_dump()
 
 
 def _model_info(served: ServedModel) -> dict:

@@ -9,7 +9,8 @@ Order (``sglang/srt/entrypoints/http_server.py`` ``generate_request``):
    = ``decode_GenerateRequest``) -> HTTP 400 ``{"error": msg}``; this is what
    rejects unknown ``sampling_params`` keys.
 3. ``TokenizerManager.generate_request``: ``normalize_batch_and_arguments``,
-   tokenization, length checks (``_validate_one_request``), LoRA checks,
+   LoRA checks (a ``lora_path`` on a server without LoRA is a 400),
+   tokenization, length checks (``_validate_one_request``),
    ``SamplingParams(**...).normalize(tokenizer)`` and ``.verify(vocab)`` ->
    ``ValueError`` -> HTTP 400 ``{"error": {"message": msg}}``.
 4. Scheduler-side resolution (``scheduler.py`` ``handle_generate_request``
@@ -48,8 +49,9 @@ class ServedModel:
     model_path: str  # reported model_path (picks RuntimeEndpoint's chat template)
     tokenizer_path: str  # directory of the Hugging Face tokenizer
     served_model_name: str  # reported served_model_name
-    context_length: int  # context window in tokens
-    lora_paths: tuple[str, ...] | None  # adapters the server knows; None: accept any name
+    context_length: int  # context window in tokens (what /v1/models reports as max_model_len)
+    lora_paths: tuple[str, ...] | None  # adapters loaded; None: LoRA not enabled (any lora_path is a 400)
+    context_length_arg: int | None = None  # --context-length given at launch; /server_info reports it (else null)
 
 
 @functools.cache
@@ -114,6 +116,7 @@ class Frontend:
             Whatever SGLang rejects at this stage (HTTP 400).
         """
         obj.normalize_batch_and_arguments()
+        self._validate_lora(obj.lora_path)  # before tokenizing, as generate_request does
         n = getattr(obj, "parallel_sample_num", 1)
         subs = [obj] if obj.is_single else [obj[i] for i in range(obj.batch_size)]
         jobs: list[Job] = []
@@ -129,7 +132,6 @@ class Frontend:
         ids, prompt = self._tokenize(sub)
         self._validate_lengths(ids, sub.sampling_params)
         self._validate_token_ids_logprob(sub.token_ids_logprob)
-        self._validate_lora(sub.lora_path)
         sampling = self._sampling(sub.sampling_params, len(ids))
         lp = self._logprobs(sub, len(ids), sampling.max_new_tokens == 0)
         extra = sub.extra_key
@@ -177,14 +179,24 @@ class Frontend:
                 )
 
     def _validate_lora(self, lora_path) -> None:
+        """``TokenizerManager._validate_and_resolve_lora``: the messages of sglang 0.5.23."""
         known = self.served.lora_paths
-        if not lora_path or known is None:
+        if not lora_path:
             return
-        if lora_path not in known:
+        names = [lora_path] if isinstance(lora_path, str) else list(lora_path)
+        if known is None:
+            first = next((a for a in names if a), None)
             raise ValueError(
-                f"Got LoRA adapter that has never been loaded: {lora_path}\n"
-                f"All loaded adapters: {dict.fromkeys(known).keys()}."
+                f"LoRA adapter '{first}' was requested, but LoRA is not enabled. "
+                "Please launch the server with --enable-lora flag and preload adapters "
+                "using --lora-paths or /load_lora_adapter endpoint."
             )
+        for name in dict.fromkeys(names):
+            if name is not None and name not in known:
+                raise ValueError(
+                    f"Got LoRA adapter that has never been loaded: {name}\n"
+                    f"All loaded adapters: {dict.fromkeys(known).keys()}."
+                )
 
     def _sampling(self, sampling_params: dict, n_input: int):
         _, _, sampling_cls = _sglang()

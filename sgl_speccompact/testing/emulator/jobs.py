@@ -71,6 +71,17 @@ class Job:
         return self.sampling.max_new_tokens == 0
 
     @property
+    def judgement(self) -> bool:
+        """Whether the request has a judgement's shape: prefill-only, asking for logprobs.
+
+        That is the one-request judge (``max_new_tokens == 0`` with
+        ``token_ids_logprob``) and the scoring request of sglang's plain
+        ``select`` (``max_new_tokens == 0`` with prompt logprobs).  Policies
+        are told this instead of guessing from the prompt's words.
+        """
+        return self.prefill_only and self.logprobs.enabled
+
+    @property
     def through_stop(self) -> list[int]:
         """Emitted tokens up to and including the stop (``output_ids_through_stop``)."""
         return self.output_ids if self.finished_len is None else self.output_ids[: self.finished_len]
@@ -80,7 +91,7 @@ class Job:
         sp = self.sampling
         keys = ("max_new_tokens", "temperature", "top_p", "top_k", "stop_strs", "stop_token_ids")
         return {"sampling_params": {k: getattr(sp, k) for k in keys}, "lora_path": self.lora_path,
-                "sample": self.sample, "n": self.parallel}
+                "sample": self.sample, "n": self.parallel, "judgement": self.judgement}
 
 
 @dataclass

@@ -14,9 +14,12 @@ A policy answers two questions about a prompt:
   plain ``RuntimeEndpoint.select`` reads) come from calling this at each
   prompt position.
 
-``params`` is a dict with the request's normalized ``sampling_params`` and
-its ``lora_path`` (``None`` for the base model), so one policy can play both
-a drafter (LoRA) and a target.
+``params`` is a dict with the request's normalized ``sampling_params``, its
+``lora_path`` (``None`` for the base model), so one policy can play both a
+drafter (LoRA) and a target, and ``judgement``: whether the request has a
+judgement's shape (prefill-only with logprobs, :attr:`~.jobs.Job.judgement`).
+A judgement is recognised by that shape, never by the prompt's words: a
+repair prompt that quotes the rubric is still a generation.
 
 Two policies ship: :class:`ScriptedPolicy` (ordered rules, for tests) and
 :class:`ControlledAcceptancePolicy` (seeded judgements with a chosen
@@ -99,6 +102,7 @@ class Rule:
     lora_path: object = ANY  # restrict to one lora_path (None = base model)
     output: str | Callable[[str], str] | None = None  # generation answer
     logprobs: Logprobs | Callable[[str], Logprobs] | None = None  # next-token answer
+    judgement_only: bool = False  # answer only judgement-shaped requests (params["judgement"])
     times: int | None = None  # how many more uses; None = unlimited
     hits: int = 0  # how often it has answered
 
@@ -107,6 +111,8 @@ class Rule:
         if self.times is not None and self.times <= 0:
             return False
         if self.lora_path is not ANY and params.get("lora_path") != self.lora_path:
+            return False
+        if self.judgement_only and not params.get("judgement"):
             return False
         text = last_segment(prompt, self.after)
         if self.regex:
@@ -119,10 +125,11 @@ class ScriptedPolicy:
     """Ordered rules keyed on prompt content; the first matching rule answers.
 
     Generation and logprob rules are separate lists.  A generation request no
-    rule answers gets ``default_output``; when a judge rule matches instead,
-    the more likely label is generated, so ``sgl.gen`` on a judge prompt is
-    consistent with the logprobs.  A logprob query no rule answers gets
-    ``default_logprobs`` (empty: uniform over the vocabulary).
+    rule answers gets ``default_output`` (never a label word: a generation is
+    not a judgement, whatever its prompt says).  A logprob query no rule
+    answers gets ``default_logprobs`` (empty: uniform over the vocabulary).
+    Judge rules (:meth:`judge`) answer judgement-shaped requests only; plain
+    :meth:`logprobs` rules answer every logprob query they match.
 
     Examples
     --------
@@ -155,20 +162,17 @@ class ScriptedPolicy:
         return rule
 
     def judge(self, pattern: str, p_positive: float, mass: float = 0.95, **opts) -> Rule:
-        """Add a judge rule: a matching prompt is judged positive with ratio ``p_positive``."""
+        """Add a judge rule: a matching judgement-shaped request gets ratio ``p_positive``."""
         lp = label_logprobs(self.positive, self.negative, p_positive, mass)
-        return self.logprobs(pattern, lp, **opts)
+        return self.logprobs(pattern, lp, judgement_only=True, **opts)
 
     def generate(self, prompt: str, prompt_ids: list[int], params: dict) -> str:
         """See :class:`Policy`."""
         with self._lock:  # callables run outside the lock: they may block
             self.calls.append(("generate", prompt))
             rule = self._first(self.gen_rules, prompt, params)
-            judged = None if rule else self._first(self.logprob_rules, prompt, params)
         if rule is not None:
             return rule.output(prompt) if callable(rule.output) else rule.output
-        if judged is not None:
-            return _argmax_token(_resolve(judged, prompt))
         return self.default_output
 
     def next_token_logprobs(self, prompt: str, prompt_ids: list[int], params: dict) -> Logprobs:
@@ -193,11 +197,6 @@ def _resolve(rule: Rule, prompt: str) -> Logprobs:
     return dict(rule.logprobs(prompt) if callable(rule.logprobs) else rule.logprobs)
 
 
-def _argmax_token(lp: Logprobs) -> str:
-    best = max(lp.items(), key=lambda kv: kv[1], default=(None, 0.0))[0]
-    return best if isinstance(best, str) else ""
-
-
 def seeded_unit(seed: int, text: str) -> float:
     """A deterministic number in [0, 1) from ``seed`` and ``text``."""
     digest = hashlib.sha256(f"{seed}\x00{text}".encode()).digest()
@@ -208,17 +207,19 @@ def seeded_unit(seed: int, text: str) -> float:
 class ControlledAcceptancePolicy:
     """Benchmark policy: judges accept with probability ``p_accept``.
 
-    A judge prompt is one whose last user turn (the text after the last
-    ``turn_marker``) mentions both label words near its end.  Its verdict is a seeded hash
-    of that turn, so the same question always gets the same answer and the
-    accept rate over many distinct questions is ``p_accept``.  An accepting
-    judge puts ratio ``confident`` on the positive label, a rejecting one
-    ``1 - confident``.
+    A judgement is a judgement-shaped request (``params["judgement"]``:
+    prefill-only with logprobs); its verdict is a seeded hash of the judged
+    turn (the text after the last ``turn_marker``), so the same question
+    always gets the same answer and the accept rate over many distinct
+    questions is ``p_accept``.  An accepting judge puts ratio ``confident``
+    on the positive label, a rejecting one ``1 - confident``.
 
-    Other prompts get plausible text: ``lines_per_reply`` lines echoed from
-    the prompt's content (its ``<conversation>`` block when there is one),
-    picked by seeded hash and formatted as list items; once the current assistant turn already holds ``max_lines`` lines
-    the reply is empty, so loops that append lines terminate.
+    Every generation gets plausible text, never a label word:
+    ``lines_per_reply`` lines echoed from the prompt's content (its
+    ``<conversation>`` block when there is one), picked by seeded hash and
+    formatted as list items; once the current assistant turn already holds
+    ``max_lines`` lines the reply is empty, so loops that append lines
+    terminate.
     """
 
     p_accept: float = 0.7  # probability that a judge accepts
@@ -231,47 +232,32 @@ class ControlledAcceptancePolicy:
     line_chars: int = 100  # longest echoed line (characters)
     turn_marker: str = "<|im_start|>user"  # start of the judged turn
     end_marker: str = "<|im_end|>"  # end of a turn
-    judge_window: int = 300  # the label question must sit in the turn's last this-many chars
     assistant_marker: str = "<|im_start|>assistant\n"  # start of the turn being written
 
     def judged_turn(self, prompt: str) -> str:
         """Content of the last user turn (what a judge prompt asks about)."""
         return last_segment(prompt, self.turn_marker).split(self.end_marker, 1)[0]
 
-    def is_judge_prompt(self, prompt: str) -> bool:
-        """Whether the end of the last user turn asks for a label word.
-
-        Either the question names both labels near its end, or (the short
-        judge suffix, whose rubric sits in the shared prefix) the turn ends
-        with the quoted line or entry to check.
-
-        >>> p = ControlledAcceptancePolicy()
-        >>> p.is_judge_prompt("<|im_start|>user\\n<line>\\n- a\\n</line><|im_end|>\\n")
-        True
-        >>> p.is_judge_prompt("<|im_start|>user\\nwrite only the goal section<|im_end|>\\n")
-        False
-        """
-        tail = self.judged_turn(prompt)[-self.judge_window :]
-        if tail.rstrip().endswith(("</line>", "</entry>")):
-            return True
-        tail = tail.lower()
-        return self.positive.lower() in tail and self.negative.lower() in tail
-
     def accepts(self, prompt: str) -> bool:
         """The seeded verdict for a judge prompt."""
         return seeded_unit(self.seed, self.judged_turn(prompt)) < self.p_accept
 
     def next_token_logprobs(self, prompt: str, prompt_ids: list[int], params: dict) -> Logprobs:
-        """See :class:`Policy`."""
-        if not self.is_judge_prompt(prompt):
+        """See :class:`Policy`: label logprobs for a judgement, nothing named otherwise.
+
+        >>> p = ControlledAcceptancePolicy()
+        >>> p.next_token_logprobs("<|im_start|>user\\nReply positive or negative.", [], {"judgement": False})
+        {}
+        >>> sorted(p.next_token_logprobs("<|im_start|>user\\n- a line", [], {"judgement": True}))[:2]
+        [' Negative', ' Positive']
+        """
+        if not params.get("judgement"):
             return {}
         ratio = self.confident if self.accepts(prompt) else 1.0 - self.confident
         return label_logprobs(self.positive, self.negative, ratio)
 
     def generate(self, prompt: str, prompt_ids: list[int], params: dict) -> str:
         """See :class:`Policy`."""
-        if self.is_judge_prompt(prompt):
-            return self.positive if self.accepts(prompt) else self.negative
         turn = last_segment(prompt, self.assistant_marker)
         done = [ln for ln in turn.splitlines() if ln.strip() and not ln.startswith("<")]
         if len(done) >= self.max_lines:

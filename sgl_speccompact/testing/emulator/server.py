@@ -26,6 +26,8 @@ from .model import EmulatedModel
 from .policy import ControlledAcceptancePolicy, Policy
 from .radix import RadixTree
 
+DEFAULT_CONTEXT_LENGTH = 40960  # Qwen3's max_position_embeddings: sglang's window for it without --context-length
+
 
 def free_port(host: str = "127.0.0.1") -> int:
     """A TCP port that is free on ``host`` right now, for a server another process will bind.
@@ -98,9 +100,14 @@ class EmulatedServer:
     model_path
         Reported ``model_path`` (default: ``tokenizer_path``).
     context_length
-        Context window (default: the tokenizer's ``model_max_length``).
+        Context window, as ``--context-length`` sets it (default
+        :data:`DEFAULT_CONTEXT_LENGTH`, Qwen3's ``max_position_embeddings``).
+        ``/v1/models`` reports the window; ``/server_info`` reports
+        ``context_length`` only when it is given, as sglang does.
     lora_paths
-        Known adapter names; ``None`` accepts any ``lora_path``.
+        Loaded adapter names.  ``None`` (default): LoRA is not enabled and
+        every request with a ``lora_path`` is a 400, as on a server started
+        without ``--enable-lora``.
     radix_capacity_tokens
         Radix-cache capacity (``None``: unbounded).
     max_prefill_tokens
@@ -120,10 +127,9 @@ class EmulatedServer:
         self.model = EmulatedModel(self.policy, tokenizer)
         self.tree = RadixTree(radix_capacity_tokens)
         self.engine = Engine(self.model, self.tree, cost_model, max_prefill_tokens)
-        ctx = context_length or int(min(getattr(tokenizer, "model_max_length", 32768), 1 << 24))
         path = model_path or tokenizer_path
-        self.served = ServedModel(path, tokenizer_path, path, ctx,
-                                  tuple(lora_paths) if lora_paths is not None else None)
+        self.served = ServedModel(path, tokenizer_path, path, context_length or DEFAULT_CONTEXT_LENGTH,
+                                  tuple(lora_paths) if lora_paths is not None else None, context_length)
         self._sock: socket.socket | None = listening_socket(host, port)
         self.host, self.port = host, self._sock.getsockname()[1]
         self.cost_model = cost_model
@@ -206,11 +212,11 @@ class EmulatedServer:
             "model_path": self.served.model_path,
             "tokenizer_path": self.served.tokenizer_path,
             "served_model_name": self.served.served_model_name,
-            "context_length": self.served.context_length,
+            "context_length": self.served.context_length_arg,  # the launch flag: null unless given
             "page_size": 1,
             "schedule_policy": "fcfs",
             "disable_radix_cache": False,
-            "enable_lora": True,
+            "enable_lora": self.served.lora_paths is not None,
             "lora_paths": list(self.served.lora_paths) if self.served.lora_paths else None,
             "max_prefill_tokens": max_prefill_tokens,
             "emulated": True,

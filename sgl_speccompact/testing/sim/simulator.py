@@ -84,6 +84,7 @@ from .timeline import PassRecord, RequestRecord, check
 STALL_S = 60.0  # real seconds without any progress before a run is declared stuck
 BUSY_CPU_S = 120.0  # CPU seconds of the client threads without quiescence before a run is declared stuck
 POLL_S = 0.002  # real seconds between quiescence checks when no request arrives
+SIM_LORA = "drafter"  # the adapter the "drafter" server has loaded (its lora_path); other servers have no LoRA
 
 
 class SimulationStalled(EmulatorError):
@@ -273,7 +274,9 @@ def build_simulation(tokenizer_path: str, policies: dict, costs: dict[str, CostM
     """A :class:`Simulation` of ``{name: policy}`` servers sharing one tokenizer directory.
 
     ``costs[name]`` gives each server's model (``model_path`` is the model's name); ``tokenizer``
-    is the directory's tokenizer when the caller loaded it already (loading takes seconds).
+    is the directory's tokenizer when the caller loaded it already (loading takes seconds).  The
+    server named ``"drafter"`` has the adapter :data:`SIM_LORA` loaded; a ``lora_path`` sent to any
+    other server is a 400, as on a server started without ``--enable-lora``.
     """
     from ..emulator.server import load_tokenizer
 
@@ -283,6 +286,7 @@ def build_simulation(tokenizer_path: str, policies: dict, costs: dict[str, CostM
     for name, policy in policies.items():
         model = EmulatedModel(policy, tokenizer)
         path = costs[name].model.name
-        servers[name] = SimServer(name, model, ServedModel(path, tokenizer_path, path, ctx, None), costs[name],
+        adapters = (SIM_LORA,) if name == "drafter" else None  # LoRA enabled on the drafter only, as launched
+        servers[name] = SimServer(name, model, ServedModel(path, tokenizer_path, path, ctx, adapters), costs[name],
                                   scheduling)
     return Simulation(servers, deployment, stall_s)

@@ -173,21 +173,36 @@ def test_flush_cache_refused_while_a_request_runs(make_emulated_server, scripted
     assert requests.post(srv.url + "/flush_cache", timeout=10).status_code == 200
 
 
-def test_lora_namespaces_do_not_share(emulated_server):
+def test_lora_namespaces_do_not_share(make_emulated_server):
     # schedule_batch.py Req.__init__ appends the LoRA id to extra_key, and
     # mem_cache/radix_cache.py keeps different extra_keys disjoint.
+    srv = make_emulated_server(lora_paths=["drafter", "other"])
     text = "the same prompt sent to two adapters and the base model"
     params = {"max_new_tokens": 0}
-    gen(emulated_server, text=text, sampling_params=params, lora_path="drafter")
-    other = gen(emulated_server, text=text, sampling_params=params, lora_path="other").json()
-    base = gen(emulated_server, text=text, sampling_params=params).json()
-    again = gen(emulated_server, text=text, sampling_params=params, lora_path="drafter").json()
+    gen(srv, text=text, sampling_params=params, lora_path="drafter")
+    other = gen(srv, text=text, sampling_params=params, lora_path="other").json()
+    base = gen(srv, text=text, sampling_params=params).json()
+    again = gen(srv, text=text, sampling_params=params, lora_path="drafter").json()
     assert other["meta_info"]["cached_tokens"] == 0
     assert base["meta_info"]["cached_tokens"] == 0
     assert again["meta_info"]["cached_tokens"] == again["meta_info"]["prompt_tokens"] - 1
-    per_lora = emulated_server.stats()["per_lora"]
+    per_lora = srv.stats()["per_lora"]
     assert set(per_lora) == {"drafter", "other", "base"}
     assert per_lora["drafter"]["requests"] == 2
+
+
+def test_lora_without_enable_lora_is_the_servers_400(emulated_server):
+    # tokenizer_manager.py _validate_and_resolve_lora: before tokenization, one 400 for the request
+    # (a batch names its first adapter), whatever else is wrong with it.
+    r = gen(emulated_server, text="x", sampling_params={"max_new_tokens": 0}, lora_path="drafter")
+    assert r.status_code == 400
+    assert r.json() == {"error": {"message": (
+        "LoRA adapter 'drafter' was requested, but LoRA is not enabled. Please launch the server with "
+        "--enable-lora flag and preload adapters using --lora-paths or /load_lora_adapter endpoint.")}}
+    batch = gen(emulated_server, text=["a", "b" * 10], sampling_params={"max_new_tokens": 0},
+                lora_path=[None, "second"])
+    assert batch.status_code == 400 and "LoRA adapter 'second' was requested" in batch.json()["error"]["message"]
+    assert emulated_server.stats()["total"]["requests"] == 0
 
 
 def test_unknown_lora_is_rejected_when_adapters_are_declared(make_emulated_server):
@@ -334,7 +349,43 @@ def test_model_and_server_info(emulated_server, emulator_tokenizer_path):
     assert info["model_path"] == emulator_tokenizer_path and info["is_generation"] is True
     server = requests.get(emulated_server.url + "/server_info", timeout=10).json()
     assert server["version"] == "0.5.23" and server["emulated"] is True
+    # server_info is the launch arguments: no --context-length given, so null
+    assert server["context_length"] is None and server["enable_lora"] is False
     assert requests.get(emulated_server.url + "/health", timeout=10).status_code == 200
+
+
+def test_v1_models_reports_the_context_window(emulated_server, emulator_tokenizer_path):
+    # http_server.py available_models: one ModelCard, max_model_len = model_config.context_len
+    # (Qwen3's max_position_embeddings, 40960, without --context-length).
+    body = requests.get(emulated_server.url + "/v1/models", timeout=10).json()
+    assert body["object"] == "list"
+    (card,) = body["data"]
+    assert {k: card[k] for k in ("id", "object", "owned_by", "root", "parent", "max_model_len")} == {
+        "id": emulator_tokenizer_path, "object": "model", "owned_by": "sglang", "root": emulator_tokenizer_path,
+        "parent": None, "max_model_len": 40960}
+    assert isinstance(card["created"], int)
+    one = requests.get(emulated_server.url + "/v1/models/" + emulator_tokenizer_path, timeout=10)
+    assert one.status_code == 200 and one.json()["max_model_len"] == 40960
+    missing = requests.get(emulated_server.url + "/v1/models/nope", timeout=10)
+    assert missing.status_code == 404 and missing.json()["error"]["code"] == "model_not_found"
+
+
+def test_context_length_given_at_launch_is_reported_by_both(make_emulated_server):
+    # --context-length sets server_args.context_length and model_config.context_len alike;
+    # adapters get their own cards with max_model_len null.
+    srv = make_emulated_server(context_length=2048, lora_paths=["drafter"], model_path="Qwen/Qwen3-8B")
+    assert requests.get(srv.url + "/server_info", timeout=10).json()["context_length"] == 2048
+    cards = requests.get(srv.url + "/v1/models", timeout=10).json()["data"]
+    assert [(c["id"], c["parent"], c["max_model_len"]) for c in cards] == [
+        ("Qwen/Qwen3-8B", None, 2048), ("drafter", "Qwen/Qwen3-8B", None)]
+
+
+def test_client_reads_the_context_window_from_v1_models(make_emulated_server):
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+
+    assert SpecCompactEndpoint(make_emulated_server(model_path="Qwen/Qwen3-8B").url).context_length() == 40960
+    srv = make_emulated_server(model_path="Qwen/Qwen3-8B", context_length=4096)
+    assert SpecCompactEndpoint(srv.url).context_length() == 4096
 
 
 def test_stats_endpoint_counts_tokens(emulated_server):

@@ -18,7 +18,8 @@ from sgl_speccompact.testing import (
 )
 from sgl_speccompact.testing.emulator.model import make_distribution
 
-P = {"lora_path": None, "sampling_params": {}}
+P = {"lora_path": None, "sampling_params": {}, "judgement": False}  # a generation request
+J = {**P, "sampling_params": {"max_new_tokens": 0}, "judgement": True}  # a judgement-shaped request
 JUDGE = "<|im_start|>user\n<line>\n{line}\n</line>\nReply positive or negative.<|im_end|>\n<|im_start|>assistant\n"
 
 
@@ -50,14 +51,22 @@ def test_regex_times_and_lora_filters():
     assert p.generate("draft", [], {**P, "lora_path": "drafter"}) == "drafter says"
 
 
-def test_judge_rule_sets_the_label_ratio_and_generation_follows_it():
-    p = ScriptedPolicy()
+def test_judge_rule_answers_judgement_shaped_requests_only():
+    p = ScriptedPolicy(default_output="- a line")
     p.judge("bad line", p_positive=0.1, after="<line>")
-    lp = p.next_token_logprobs(JUDGE.format(line="a bad line"), [], P)
+    lp = p.next_token_logprobs(JUDGE.format(line="a bad line"), [], J)
     ratio = math.exp(lp["positive"]) / (math.exp(lp["positive"]) + math.exp(lp["negative"]))
     assert ratio == pytest.approx(0.1)
-    assert p.generate(JUDGE.format(line="a bad line"), [], P) == "negative"
-    assert p.next_token_logprobs(JUDGE.format(line="fine"), [], P) == {}
+    assert p.next_token_logprobs(JUDGE.format(line="fine"), [], J) == {}
+    # the same words in a generation request: no label logprobs, and never a label generated
+    assert p.next_token_logprobs(JUDGE.format(line="a bad line"), [], P) == {}
+    assert p.generate(JUDGE.format(line="a bad line"), [], P) == "- a line"
+
+
+def test_plain_logprob_rules_answer_every_request():
+    p = ScriptedPolicy()
+    p.logprobs("x", {"positive": math.log(0.6)})
+    assert p.next_token_logprobs("x", [], P) == p.next_token_logprobs("x", [], J) == {"positive": math.log(0.6)}
 
 
 def test_calls_are_recorded():
@@ -71,7 +80,7 @@ def test_calls_are_recorded():
 
 
 def judge_ratio(policy, line):
-    lp = policy.next_token_logprobs(JUDGE.format(line=line), [], P)
+    lp = policy.next_token_logprobs(JUDGE.format(line=line), [], J)
     pos, neg = math.exp(lp["positive"]), math.exp(lp["negative"])
     return pos / (pos + neg)
 
@@ -175,10 +184,17 @@ def test_test_tokenizer_properties(emulator_tokenizer):
     assert chat == "<|im_start|>user\nhi<|im_end|>\n<|im_start|>assistant\n<think>\n\n</think>\n\n"
 
 
-def test_controlled_policy_ignores_label_words_deep_in_a_history():
-    policy = ControlledAcceptancePolicy()
-    history = "the test was positive, the other negative. " + "filler text goes here. " * 40
-    prompt = (f"<|im_start|>user\n<conversation>\n{history}\n</conversation>\n"
-              "Slot request: goal<|im_end|>\n<|im_start|>assistant\n")
-    assert not policy.is_judge_prompt(prompt)
-    assert policy.generate(prompt, [], P).startswith("- ")
+def test_controlled_policy_never_writes_a_label_for_a_prompt_that_asks_for_one():
+    # a repair prompt whose user turn ends with the judge rubric (both label words, the quoted
+    # line): before, the policy took it for a judgement and wrote a bare label into the summary
+    policy = ControlledAcceptancePolicy(p_accept=0.5)
+    history = "\n".join(f"tool output line number {i} with enough characters" for i in range(10))
+    for line in (f"- item {i}" for i in range(20)):
+        prompt = (f"<|im_start|>user\n<conversation>\n{history}\n</conversation>\n"
+                  f"Slot request: goal\n<line>\n{line}\n</line>\nReply with one word: positive or negative."
+                  "<|im_end|>\n<|im_start|>assistant\n")
+        reply = policy.generate(prompt, [], P)
+        assert reply.startswith("- tool output line number"), reply
+        assert all(ln.strip().lower() not in ("positive", "negative") for ln in reply.splitlines())
+        assert policy.next_token_logprobs(prompt, [], P) == {}
+        assert set(policy.next_token_logprobs(prompt, [], J)) >= {"positive", "negative"}
