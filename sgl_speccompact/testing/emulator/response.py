@@ -6,7 +6,7 @@ Sources mirrored:
   ``{"text", "output_ids", "meta_info"}``; ``meta_info`` keys and their order
   (``id``, ``finish_reason``, ``prompt_tokens``, ``weight_version``,
   ``num_retractions``, logprob fields, ``reasoning_tokens``,
-  ``completion_tokens``, ``cached_tokens``, ``cached_tokens_details``,
+  ``completion_tokens``, ``cached_tokens``, ``weight_versions``, ``cached_tokens_details``, ``dp_rank``,
   ``e2e_latency``);
 * ``add_logprob_to_meta_info`` / ``detokenize_logprob_tokens``: logprob
   entries are ``(logprob, token_id, text_or_None)``, per-position lists are
@@ -73,8 +73,9 @@ def meta_info(job: "Job", model: "EmulatedModel", finished: bool) -> dict:
     info["reasoning_tokens"] = 0
     info["completion_tokens"] = out_len
     info["cached_tokens"] = job.cached_tokens
-    if job.cached_tokens > 0:
-        info["cached_tokens_details"] = {"device": job.cached_tokens, "host": 0}
+    info["weight_versions"] = [{"version": "default", "start": 0, "end": out_len}]
+    info["cached_tokens_details"] = {"device": job.cached_tokens, "host": 0} if job.cached_tokens > 0 else None
+    info["dp_rank"] = None
     if finished:
         info["e2e_latency"] = time.perf_counter() - job.arrival
         info["response_sent_to_client_ts"] = time.time()
