@@ -73,7 +73,7 @@ import time
 import weakref
 from typing import Any, Callable
 
-from ..emulator.cost import CostModel, Deployment, Scheduling
+from ..emulator.cost import CostModel, Deployment, Scheduling, deployed
 from ..emulator.frontend import ServedModel
 from ..emulator.model import EmulatedModel, EmulatorError
 from .quiescence import ThreadWatch
@@ -278,6 +278,7 @@ def build_simulation(tokenizer_path: str, policies: dict, costs: dict[str, CostM
     from ..emulator.server import load_tokenizer
 
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_path)
+    costs = deployed(costs, deployment)
     ctx = int(min(getattr(tokenizer, "model_max_length", 32768), 1 << 24))
     servers = {}
     for name, policy in policies.items():
