@@ -14,7 +14,7 @@ import heapq
 import json
 
 from ..emulator.scheduler import Batch
-from .servers import Requests, SimServer, _by_text, _kind, _tokenizes, _with_text
+from .servers import TOOL_PATH, Requests, SimServer, _by_text, _kind, _tokenizes, _with_text
 from .timeline import PassRecord, RequestRecord
 
 
@@ -29,7 +29,14 @@ class Events(Requests):
         """Stamp the requests issued at this instant, in canonical order, and send them."""
         epoch, self._epoch = self._epoch, []
         tokenize = [t for t in epoch if t.path == "/tokenize"]
-        epoch = [t for t in epoch if t.path != "/tokenize"]
+        for t in sorted((t for t in epoch if t.path == TOOL_PATH), key=lambda t: float(t.body.get("seconds", 0))):
+            t.bundle, t.response = [t], {}
+            t.record = RequestRecord(seq=len(self.requests), server=t.server.name, path=TOOL_PATH, kind="tool",
+                                     items=0, issued=self.clock, role="tool")
+            self.requests.append(t.record)
+            self._tickets.append(t)
+            self._push(self.clock + float(t.body.get("seconds", 0.0)), "answer", t)
+        epoch = [t for t in epoch if t.path not in ("/tokenize", TOOL_PATH)]
         # identical bodies get identical answers, so their relative order does not matter
         keyed = sorted((((t.server.name, t.path, json.dumps(t.body, sort_keys=True, default=str)), i)
                         for i, t in enumerate(epoch)), key=lambda k: k[0])

@@ -26,6 +26,9 @@ from ..emulator.scheduler import Scheduler
 from .timeline import RequestRecord
 
 
+TOOL_PATH = "/sim/tool"  # not an SGLang route: a client thread waits ``seconds`` of virtual time (a tool call)
+
+
 class SimServer:
     """One simulated SGLang server: frontend, scheduler, tokenizer process, cost model."""
 
@@ -82,7 +85,10 @@ class Requests:
         if path == "/tokenize" and not self._active:  # setting an endpoint up, before any run
             return _tokenize(srv, body or {})
         ticket = Ticket(srv, path, body or {})
-        if path == "/v1/chat/completions":  # the chat route: render, then the /generate admission
+        if path == TOOL_PATH:  # a client-side wait on the clock (an agent's tool call), no server work
+            if float(ticket.body.get("seconds", 0.0)) < 0:
+                raise EmulatorError(f"{TOOL_PATH}: seconds must be >= 0")
+        elif path == "/v1/chat/completions":  # the chat route: render, then the /generate admission
             self._prepare_chat(ticket, url)
         elif path == "/generate":
             self._prepare_generate(ticket, url)
@@ -231,8 +237,8 @@ def _by_text(jobs: list[Job]) -> list[list[Job]]:
 
 
 def _kind(ticket: Ticket) -> str:
-    if ticket.path == "/tokenize":
-        return "tokenize"
+    if ticket.path in ("/tokenize", TOOL_PATH):
+        return "tokenize" if ticket.path == "/tokenize" else "tool"
     body = ticket.body
     if "token_ids_logprob" in body:
         return "judge"
