@@ -83,6 +83,9 @@ class Servers:
             sim = build_simulation(self.tokenizer, {"target": None, "drafter": None}, costs, DEPLOYMENTS[where],
                                    Scheduling(), tokenizer=self.loaded)
             self.sims[key] = (sim, sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter"))
+            if self.args.local_tokenizer:  # the client tokenizes: no /tokenize on the clock
+                for ep in self.sims[key][1:]:
+                    ep.use_local_tokenizer()
         sim, target, drafter = self.sims[key]
         return configure(sim, costs), target, drafter, hs.held(where, tp)
 
@@ -139,10 +142,10 @@ def run(args) -> dict:
     print(f"Latency: {SIMULATED_NOTE}.")
     print(f"Conditions: deployments {','.join(args.deployments)}; model pairs {','.join(args.model_pairs)}; target "
           f"speculative decoding {','.join(args.speculative)}; acceptance {args.p_accept}; sessions of "
-          f"{args.session_tokens} tokens from {len(trajs)} trajectories; seeds {args.seed}..{args.seed + args.seeds - 1};"
-          f" tool time from {len(times)} recorded SWE-agent steps; drafter LoRA "
+          f"{args.session_tokens} tokens from {len(trajs)} trajectories; seeds {args.seed}.."
+          f"{args.seed + args.seeds - 1}; tool time from {len(times)} recorded SWE-agent steps; drafter LoRA "
           f"{'merged' if args.merged_lora else 'served (per fused layer)'}")
-    servers, rows = Servers(args, tokenizer), []
+    servers, rows, alone, done = Servers(args, tokenizer), [], {}, {}
     config = {"agent_context_tokens": args.window}
     for pair in args.model_pairs:
         for dep in args.deployments:
@@ -158,19 +161,26 @@ def run(args) -> dict:
 
                     for seed in range(args.seed, args.seed + args.seeds):
                         hooks = ReplayHooks(tool_s=(lambda i: times[i % len(times)]) if times else None,
-                                            new_draw=servers.draw(sim, seed, hermes_n), held=gpus)
+                                            new_draw=servers.draw(sim, seed, hermes_n), held=gpus,
+                                            alone=alone.setdefault(seed, {}))
                         replay = Replay(sim, target, compact, tokens, hooks)
                         for traj in trajs:
                             session = sp.looped_session(traj.messages, args.session_tokens, tokens)
                             for mode in args.modes:
+                                key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode)
+                                if key in done:  # the same servers ran this session already (single-model)
+                                    rows.append({**done[key], "deployment": dep,
+                                                 "reused_from": done[key]["deployment"]})
+                                    continue
                                 log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode}")
                                 t0 = time.perf_counter()
                                 result = replay.run(session, policy, mode, method).summary()
-                                rows.append({"model_pair": pair, "deployment": dep, "speculative": spec,
+                                done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
                                              "label": label, "hermes_tokens": hermes_n, "seed": seed,
                                              "trajectory": traj.name, "path": traj.path,
                                              "session_messages": len(session), **result,
-                                             "real_s": round(time.perf_counter() - t0, 1)})
+                                             "real_s": round(time.perf_counter() - t0, 1)}
+                                rows.append(done[key])
     return {"benchmark": "session", "latency_kind": "simulated", "simulated_note": SIMULATED_NOTE,
             "runner": runner_src, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "conditions": {k: v for k, v in vars(args).items() if k not in ("out", "plots")},
@@ -241,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prepare-ratio", type=float, default=0.8, help="prepare at this share of the trigger")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--seeds", type=int, default=8, help="seeds per cell (workload draws)")
+    p.add_argument("--local-tokenizer", action="store_true",
+                   help="the client tokenizes with the served tokenizer (no /tokenize requests; its time charged)")
     p.add_argument("--merged-lora", action="store_true", help="the drafter's adapter merged: no LoRA cost per pass")
     p.add_argument("--tokenizer", help="tokenizer directory (default: the emulator's default)")
     p.add_argument("--out", help="JSON path (default bench/results/session-<timestamp>.json)")

@@ -121,8 +121,8 @@ def costs_for(cell: Cell, args):
     d_algo = args.drafter_speculative or cell.speculative
     d_spec, d_note = server_spec(d_algo, d_name, lora=True)
     client = {"client_s_per_request": CLIENT_S_PER_REQUEST, "client_s_per_token": CLIENT_S_PER_TOKEN}
-    lora = LoraCost(rank=args.drafter_lora_rank, modules=tuple(args.drafter_lora_modules)) \
-        if args.drafter_lora_rank > 0 else None
+    lora = LoraCost(rank=args.drafter_lora_rank, modules=tuple(args.drafter_lora_modules),
+                    merged=getattr(args, "drafter_lora_merged", False)) if args.drafter_lora_rank > 0 else None
     costs = {"target": CostModel.for_model(t_name, spec=t_spec, **client),
              "drafter": CostModel.for_model(d_name, spec=d_spec, lora=lora, **client)}
     return costs, {"target": t_note, "drafter": d_note}

@@ -194,6 +194,7 @@ class ReplayHooks:
     tool_s: Callable[[int], float] | None = None  # seconds of the agent's i-th tool call (None: instant)
     new_draw: Callable[[int], None] | None = None  # give compaction k its own workload draw (None: one draw)
     held: dict | None = None  # server -> GPUs one of its passes holds (device-seconds; None: 1 each)
+    alone: dict | None = None  # memo of the agent's rate alone, by its turns (the same for every method)
 
 
 class Replay:
@@ -244,15 +245,18 @@ class Replay:
             worker.join()
             return agent_done
 
-        trees = {n: copy.deepcopy(s.tree) for n, s in self.sim.servers.items()}
-        _, alone = self.sim.run(lambda: self._agent(bodies), keep_cache=True)  # the same turns, no prepare
-        for n, s in self.sim.servers.items():
-            s.tree = trees[n]
-            s.sched.tree = trees[n]
+        memo = self.hooks.alone if self.hooks.alone is not None else {}
+        key = (id(self.sim), repr(self.sim.servers["target"].cost), json.dumps(bodies, sort_keys=True, default=str))
+        if key not in memo:  # the same turns with no prepare, from the same caches
+            trees = {n: copy.deepcopy(s.tree) for n, s in self.sim.servers.items()}
+            _, alone = self.sim.run(lambda: self._agent(bodies), keep_cache=True)
+            for n, s in self.sim.servers.items():
+                s.tree = s.sched.tree = trees[n]
+            memo[key] = agent_rate(alone)
         agent_done, report = self.sim.run(both, keep_cache=True)
         if "result" not in box:
             return None
-        rates = agent_rate(alone), agent_rate(report)
+        rates = memo[key], agent_rate(report)
         return Prepared(raw, step.previous, box["result"], compaction_gpu_s(report),
                         compaction_gpu_s(report, self.hooks.held), max(0.0, box["done"] - agent_done),
                         rates[0] / rates[1] if None not in rates and rates[1] > 0 else None)

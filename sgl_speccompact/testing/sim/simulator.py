@@ -267,6 +267,26 @@ class SimulatedEndpoint(_endpoint_base()):
     def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
         return self.sim.call(self.server_name, method, path, body, base or self.base_url)
 
+    def use_local_tokenizer(self, tokenizer=None) -> None:
+        """Tokenize in the client with the server's tokenizer, no ``/tokenize`` request (SIMULATED cost).
+
+        The client's encoding is on the clock: a wait of its tokens at
+        :data:`~..emulator.cost.TOKENIZER_TOKENS_PER_S` (the rate measured
+        for sglang's tokenizer process, the same library in the client).
+        """
+        from ..emulator.cost import TOKENIZER_TOKENS_PER_S
+        from .servers import TOOL_PATH
+
+        model = self.sim.servers[self.server_name].model
+
+        def local(texts: list[str], special: bool) -> list[list[int]]:
+            ids = [model.encode(t, add_special_tokens=special) for t in texts]
+            if self.sim._active:
+                self._request("POST", TOOL_PATH, {"seconds": sum(map(len, ids)) / TOKENIZER_TOKENS_PER_S})
+            return ids
+
+        self.local_tokenize = local
+
 
 def build_simulation(tokenizer_path: str, policies: dict, costs: dict[str, CostModel], deployment: Deployment,
                      scheduling: Scheduling = Scheduling(), stall_s: float = STALL_S, tokenizer=None) -> Simulation:

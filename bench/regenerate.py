@@ -1,0 +1,140 @@
+#!/usr/bin/env python
+"""Rerun every benchmark the current result pages quote, from today's code (SIMULATED runs).
+
+Method: each entry of :data:`RUNS` is one committed JSON under ``bench/results``
+and the exact command that writes it; this script runs them one after
+another (one simulation at a time), prints each command, its conditions and
+its runtime, and ends with the total.  The pages that quote them:
+``docs/benchmarks/single-compaction.md`` and ``docs/benchmarks/session.md``.
+Every figure is SIMULATED (one-clock simulator, H200 cost model), never a
+GPU measurement.
+
+``--check`` reruns one cheap cell of each run instead (its first seed, two
+methods) and fails when a committed row no longer matches what the code
+produces for the recorded conditions and seed (the staleness check that
+``tests/bench/test_bench_regenerate.py`` runs).
+
+Usage::
+
+    python bench/regenerate.py            # every quoted run (about 15-20 min on 2 busy cores)
+    python bench/regenerate.py --only single-compaction
+    python bench/regenerate.py --check    # one cheap cell per run, compared with the committed JSON
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+RESULTS = BENCH / "results"
+
+# name -> (committed JSON, bench script, its arguments)
+SINGLE = ["--methods", "target_self,speccompact,hermes,openclaw", "--no-trajectories", "--synthetic-tokens", "8000",
+          "--deployments", "two-gpu-equal,two-gpu-tp2-colocated,one-gpu", "--p-accept", "0.7", "--seeds", "8",
+          "--speculative", "eagle3", "--hermes-tokens", "2048,2000", "--local-tokenizer", "--no-plots"]
+RUNS = {
+    "single-compaction-8b": ("single-compaction-8b.json", "latency.py",
+                             SINGLE + ["--model-pairs", "qwen3-8b:qwen3-0.6b"]),
+    "single-compaction-32b": ("single-compaction-32b.json", "latency.py",
+                              SINGLE + ["--model-pairs", "qwen3-32b:qwen3-0.6b"]),
+    "session": ("session.json", "session.py", [
+        "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu-equal,two-gpu-tp2-colocated",
+        "--speculative", "eagle3", "--session-tokens", "75000", "--seeds", "8", "--local-tokenizer", "--no-plots"]),
+}
+
+# the cheap cell of --check: arguments replaced, and the row fields that must match the committed rows
+CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments": "two-gpu-equal"}
+SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "path"), ("e2e_s", "decisions"))
+CHECKS = {
+    "single-compaction-8b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
+    "single-compaction-32b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
+    "session": ({**CELL, "--modes": "sync"}, ("label", "mode", "deployment", "model_pair", "seed", "path"),
+                ("stalls_s", "device_s")),
+}
+
+
+def command(name: str, out: Path, replace: dict | None = None) -> list[str]:
+    """The command line of run ``name`` writing ``out`` (``replace``: arguments swapped for a cheap cell).
+
+    >>> command("session", Path("x.json"), {"--seeds": "1"})[-6:]
+    ['--seeds', '1', '--local-tokenizer', '--no-plots', '--out', 'x.json']
+    """
+    _, script, args = RUNS[name]
+    args = list(args)
+    for flag, value in (replace or {}).items():
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    return [sys.executable, str(BENCH / script), *args, "--out", str(out)]
+
+
+def run(cmd: list[str]) -> float:
+    """Run one benchmark command (its output shown); its runtime in seconds."""
+    print("$ " + " ".join(Path(c).name if c == sys.executable else c for c in cmd), flush=True)
+    t0 = time.perf_counter()
+    subprocess.run(cmd, check=True)
+    return time.perf_counter() - t0
+
+
+def stale_rows(committed: dict, fresh: dict, key: tuple, fields: tuple) -> list[str]:
+    """Rows of ``fresh`` whose ``fields`` differ from the committed row with the same ``key`` (or that has none).
+
+    >>> a = {"rows": [{"m": "x", "e": 1.0}]}
+    >>> stale_rows(a, a, ("m",), ("e",)), stale_rows(a, {"rows": [{"m": "x", "e": 2.0}]}, ("m",), ("e",))
+    ([], ["('x',): e 1.0 -> 2.0"])
+    """
+    old = {tuple(r.get(k) for k in key): r for r in committed["rows"]}
+    out = []
+    for r in fresh["rows"]:
+        k = tuple(r.get(x) for x in key)
+        if k not in old:
+            out.append(f"{k}: not in the committed JSON")
+            continue
+        out += [f"{k}: {f} {old[k].get(f)} -> {r.get(f)}" for f in fields if old[k].get(f) != r.get(f)]
+    return out
+
+
+def check(name: str) -> list[str]:
+    """Rerun the cheap cell of ``name``; what no longer matches its committed JSON (empty: current)."""
+    replace, key, fields = CHECKS[name]
+    committed = json.loads((RESULTS / RUNS[name][0]).read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cell.json"
+        run(command(name, out, replace))
+        fresh = json.loads(out.read_text())
+    if not fresh["rows"]:
+        return [f"{name}: the cheap cell produced no rows"]
+    return [f"{name} {line}" for line in stale_rows(committed, fresh, key, fields)]
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--only", nargs="+", choices=sorted(RUNS), help="these runs only")
+    p.add_argument("--check", action="store_true", help="one cheap cell per run, compared with the committed JSON")
+    args = p.parse_args(argv)
+    names = args.only or list(RUNS)
+    print("Method: rerun each quoted benchmark from today's code, one at a time (SIMULATED: one-clock simulator, "
+          "H200 cost model; not a GPU measurement)")
+    print(f"Conditions: runs {', '.join(names)}; {'one cheap cell each, compared' if args.check else 'full'}; "
+          f"python {sys.version.split()[0]}")
+    t0, failed = time.perf_counter(), []
+    for name in names:
+        if args.check:
+            failed += check(name)
+        else:
+            print(f"{name}: {run(command(name, RESULTS / RUNS[name][0])):.0f} s")
+    print(f"runtime {time.perf_counter() - t0:.0f} s")
+    for line in failed:
+        print(f"STALE {line}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
