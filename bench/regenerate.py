@@ -19,12 +19,14 @@ Usage::
     python bench/regenerate.py            # every quoted run (about 15-20 min on 2 busy cores)
     python bench/regenerate.py --only single-compaction
     python bench/regenerate.py --check    # one cheap cell per run, compared with the committed JSON
+    python bench/regenerate.py --tables   # the pages' tables, from the committed JSONs
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
 import subprocess
 import sys
 import tempfile
@@ -32,11 +34,13 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))  # the package, when run from anywhere
 RESULTS = BENCH / "results"
 
 # name -> (committed JSON, bench script, its arguments)
-SINGLE = ["--methods", "target_self,speccompact,hermes,openclaw", "--no-trajectories", "--synthetic-tokens", "8000",
-          "--deployments", "two-gpu-equal,two-gpu-tp2-colocated,one-gpu", "--p-accept", "0.7", "--seeds", "8",
+SINGLE = ["--methods", "target_self,speccompact,hermes,openclaw,auto", "--no-trajectories",
+          "--synthetic-tokens", "8000", "--deployments", "two-gpu-equal,two-gpu-tp2-colocated,one-gpu",
+          "--p-accept", "0.7", "--seeds", "8",
           "--speculative", "eagle3", "--hermes-tokens", "2048,2000", "--local-tokenizer", "--no-plots"]
 RUNS = {
     "single-compaction-8b": ("single-compaction-8b.json", "latency.py",
@@ -47,6 +51,9 @@ RUNS = {
         "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu-equal,two-gpu-tp2-colocated",
         "--speculative", "eagle3", "--session-tokens", "75000", "--seeds", "8", "--local-tokenizer", "--no-plots"]),
 }
+
+# runs split into shards of seeds (each command stays under 10 minutes), merged into the one JSON
+SHARDS = {"session": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}]}
 
 # the cheap cell of --check: arguments replaced, and the row fields that must match the committed rows
 CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments": "two-gpu-equal"}
@@ -79,8 +86,38 @@ def run(cmd: list[str]) -> float:
     """Run one benchmark command (its output shown); its runtime in seconds."""
     print("$ " + " ".join(Path(c).name if c == sys.executable else c for c in cmd), flush=True)
     t0 = time.perf_counter()
-    subprocess.run(cmd, check=True)
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH.parent), os.environ.get("PYTHONPATH")]))}
+    subprocess.run(cmd, check=True, env=env)  # this checkout's package, not another install
     return time.perf_counter() - t0
+
+
+def merge(parts: list[dict]) -> dict:
+    """One report from shards of seeds: rows in order, the summary rebuilt, the conditions of all seeds."""
+    from sgl_speccompact.testing.harness.session import summarize
+
+    rows = [r for p in parts for r in p["rows"]]
+    seeds = sorted({r["seed"] for r in rows})
+    cond = {**parts[0]["conditions"], "seed": seeds[0], "seeds": len(seeds)}
+    return {**parts[0], "conditions": cond, "rows": rows, "summary": summarize(rows),
+            "runtime_s": round(sum(p.get("runtime_s") or 0 for p in parts), 1),
+            "shards": [p["conditions"].get("seed") for p in parts]}
+
+
+def regenerate(name: str) -> float:
+    """Rerun ``name`` (its shards one after another, then merged); its runtime in seconds."""
+    out = RESULTS / RUNS[name][0]
+    if name not in SHARDS:
+        return run(command(name, out))
+    spent, parts = 0.0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, shard in enumerate(SHARDS[name]):
+            part = Path(tmp) / f"part{i}.json"
+            spent += run(command(name, part, shard))
+            parts.append(json.loads(part.read_text()))
+    from sgl_speccompact.testing.harness.runs import write_json
+
+    write_json(merge(parts), out)
+    return spent
 
 
 def stale_rows(committed: dict, fresh: dict, key: tuple, fields: tuple) -> list[str]:
@@ -114,11 +151,57 @@ def check(name: str) -> list[str]:
     return [f"{name} {line}" for line in stale_rows(committed, fresh, key, fields)]
 
 
+NAMES = {"target_self": "Target-self", "speccompact": "SpecCompact", "openclaw": "OpenClaw-style", "auto": "auto"}
+
+
+def single_table(reports: list[dict]) -> str:
+    """The single-compaction page's table: per deployment and method, each target's median [min-max] (SIMULATED)."""
+    pairs = [r["conditions"]["model_pairs"][0] for r in reports]
+    cells = {(c["model_pair"], c["deployment"], c["label"]): c for r in reports for c in r["summary_by_cell"]}
+    auto = {k: v for r in reports for k, v in r["auto"].items()}
+    head = " | ".join(f"{p.split(':')[0]} e2e s, median [min-max] (TS / method)" for p in pairs)
+    out = [f"| deployment | method | {head} |", "|---|---|" + "---|" * len(pairs)]
+    deps = list(dict.fromkeys(k[1] for k in cells))
+    labels = list(dict.fromkeys(k[2] for k in cells if k[2] != "hermes@slots"))
+    for dep in deps:
+        for label in labels:
+            row = []
+            for pair in pairs:
+                c, ts = cells.get((pair, dep, label)), cells.get((pair, dep, "target_self"))
+                if c is None:
+                    row.append("-")
+                    continue
+                pick = ""
+                if label == "auto":
+                    got = next((v for k, v in auto.items() if k.startswith(f"{pair}/") and f"/{dep}/" in k), {})
+                    pick = f" picks {NAMES.get(got.get('pick'), got.get('pick'))}"
+                ratio = ts["e2e_median_s"] / c["e2e_median_s"]
+                row.append(f"{c['e2e_median_s']:.2f} [{c['e2e_min_s']:.2f}-{c['e2e_max_s']:.2f}] "
+                           f"({ratio:.2f}x){pick}")
+            out.append(f"| {dep} | {NAMES.get(label, label.replace('hermes@', 'Hermes-style @'))} | "
+                       f"{' | '.join(row)} |")
+    return "\n".join(out)
+
+
+def tables() -> str:
+    """Every page table from the committed JSONs (what the pages under docs/benchmarks/ show)."""
+    from sgl_speccompact.testing.harness.session import format_summary
+
+    single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
+    session = json.loads((RESULTS / RUNS["session"][0]).read_text())
+    return (f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}\n\n"
+            f"## session ({session['timestamp']})\n\n{format_summary(session['summary'], 'SIMULATED')}")
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", nargs="+", choices=sorted(RUNS), help="these runs only")
     p.add_argument("--check", action="store_true", help="one cheap cell per run, compared with the committed JSON")
+    p.add_argument("--tables", action="store_true", help="print the pages' tables from the committed JSONs")
     args = p.parse_args(argv)
+    if args.tables:
+        print(tables())
+        return 0
     names = args.only or list(RUNS)
     print("Method: rerun each quoted benchmark from today's code, one at a time (SIMULATED: one-clock simulator, "
           "H200 cost model; not a GPU measurement)")
@@ -129,7 +212,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             failed += check(name)
         else:
-            print(f"{name}: {run(command(name, RESULTS / RUNS[name][0])):.0f} s")
+            print(f"{name}: {regenerate(name):.0f} s", flush=True)
     print(f"runtime {time.perf_counter() - t0:.0f} s")
     for line in failed:
         print(f"STALE {line}")

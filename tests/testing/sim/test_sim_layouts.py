@@ -85,3 +85,14 @@ def test_auto_prices_the_colocated_layout_at_tp2():
     assert predict("target_self", colocated, 16000, 0.7) == predict("target_self", base, 16000, 0.7)
     with pytest.raises(ValueError, match="gpus=2"):
         Deployment.named(gpus=1, colocated_tp2=True)
+
+
+def test_each_compaction_of_a_session_gets_its_own_workload_draw(emulator_tokenizer_path):
+    from sgl_speccompact.testing.sim.session_replay import Replay, ReplayHooks
+
+    sim = make_sim(emulator_tokenizer_path, "two-gpu")
+    drawn = []
+    replay = Replay(sim, sim.endpoint("target"), lambda *a: None, len, ReplayHooks(new_draw=drawn.append))
+    replay._alone("hermes", [], None)
+    replay._alone("hermes", [], None)
+    assert drawn == [0, 1]
