@@ -53,7 +53,7 @@ RUNS = {
 }
 
 # runs split into shards of seeds (each command stays under 10 minutes), merged into the one JSON
-SHARDS = {"session": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}]}
+SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)]}
 
 # the cheap cell of --check: arguments replaced, and the row fields that must match the committed rows
 CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments": "two-gpu-equal"}
@@ -61,7 +61,7 @@ SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "path"), ("
 CHECKS = {
     "single-compaction-8b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
     "single-compaction-32b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
-    "session": ({**CELL, "--modes": "sync"}, ("label", "mode", "deployment", "model_pair", "seed", "path"),
+    "session": ({**CELL, "--modes": "sync"}, ("label", "mode", "priority", "deployment", "model_pair", "seed", "path"),
                 ("stalls_s", "device_s")),
 }
 

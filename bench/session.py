@@ -18,8 +18,10 @@ agent-perceived stall (p50, p95 over every compaction of every seed, and
 the spread of the per-seed medians), device-seconds per session, the share
 of summary lines carried from the previous summary, and the agent's decode
 slowdown while a prepare runs.  Every request is charged the client cost
-measured with ``bench/client_cost.py``.  Requests run in sglang's default
-first-come-first-served order; priority scheduling is not modelled.
+measured with ``bench/client_cost.py``.  Ahead of time runs twice: in
+sglang's default first-come-first-served order, and with the agent's
+requests at a higher priority than the prepare's (``--priority``, sglang's
+``--enable-priority-scheduling``: prefill admission only, no preemption).
 
 Usage::
 
@@ -40,6 +42,7 @@ import radix_cache as rc  # noqa: E402 - shared helpers: trajectories, methods, 
 
 SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/sim/simulator.py), H200 "
                   "cost model (sgl_speccompact/testing/emulator/cost.py); not a GPU measurement")
+PRIORITY = {"off": [False], "on": [True], "both": [False, True]}  # --priority: the agent's over the compaction's
 DEFAULT_TRAJECTORIES = (  # a tool-using agent session with recorded tool times, from the shared folder
     ("princeton-nlp__SWE-agent__trajectories__demonstrations__replay__marshmallow-code__marshmallow-1867__"
      "function_calling_replace__install-1__marshmallow-code__marshmallow-1867.traj"),
@@ -145,7 +148,7 @@ def run(args) -> dict:
           f"{args.session_tokens} tokens from {len(trajs)} trajectories; seeds {args.seed}.."
           f"{args.seed + args.seeds - 1}; tool time from {len(times)} recorded SWE-agent steps; drafter LoRA "
           f"{'merged' if args.merged_lora else 'served (per fused layer)'}")
-    servers, rows, alone, done = Servers(args, tokenizer), [], {}, {}
+    servers, rows, alone, done, sessions = Servers(args, tokenizer), [], {}, {}, {}
     config = {"agent_context_tokens": args.window}
     for pair in args.model_pairs:
         for dep in args.deployments:
@@ -159,28 +162,31 @@ def run(args) -> dict:
                         return runner(meth, messages, target=target, drafter=drafter, config=config,
                                       previous_summary=previous)
 
-                    for seed in range(args.seed, args.seed + args.seeds):
+                    for seed, traj, mode, prio in [(a, t, m, p) for a in range(args.seed, args.seed + args.seeds)
+                                                   for t in trajs for m in args.modes
+                                                   for p in (PRIORITY[args.priority] if m == "ahead" else [False])]:
                         hooks = ReplayHooks(tool_s=(lambda i: times[i % len(times)]) if times else None,
                                             new_draw=servers.draw(sim, seed, hermes_n), held=gpus,
-                                            alone=alone.setdefault(seed, {}))
+                                            alone=alone.setdefault(seed, {}), priority=prio)
                         replay = Replay(sim, target, compact, tokens, hooks)
-                        for traj in trajs:
-                            session = sp.looped_session(traj.messages, args.session_tokens, tokens)
-                            for mode in args.modes:
-                                key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode)
-                                if key in done:  # the same servers ran this session already (single-model)
-                                    rows.append({**done[key], "deployment": dep,
-                                                 "reused_from": done[key]["deployment"]})
-                                    continue
-                                log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode}")
-                                t0 = time.perf_counter()
-                                result = replay.run(session, policy, mode, method).summary()
-                                done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
-                                             "label": label, "hermes_tokens": hermes_n, "seed": seed,
-                                             "trajectory": traj.name, "path": traj.path,
-                                             "session_messages": len(session), **result,
-                                             "real_s": round(time.perf_counter() - t0, 1)}
-                                rows.append(done[key])
+                        if (id(model), traj.path) not in sessions:
+                            sessions[(id(model), traj.path)] = sp.looped_session(traj.messages, args.session_tokens,
+                                                                                 tokens)
+                        session = sessions[(id(model), traj.path)]
+                        key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio)
+                        if key in done:  # the same servers ran this session already (single-model)
+                            rows.append({**done[key], "deployment": dep,
+                                         "reused_from": done[key]["deployment"]})
+                            continue
+                        log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode} priority {prio}")
+                        t0 = time.perf_counter()
+                        result = replay.run(session, policy, mode, method).summary()
+                        done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
+                                     "label": label, "hermes_tokens": hermes_n, "seed": seed,
+                                     "trajectory": traj.name, "path": traj.path,
+                                     "session_messages": len(session), **result,
+                                     "real_s": round(time.perf_counter() - t0, 1)}
+                        rows.append(done[key])
     return {"benchmark": "session", "latency_kind": "simulated", "simulated_note": SIMULATED_NOTE,
             "runner": runner_src, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "conditions": {k: v for k, v in vars(args).items() if k not in ("out", "plots")},
@@ -245,6 +251,8 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the target's: none, eagle3, dflash, ngram, ngram-copy")
     p.add_argument("--methods", type=split, default=["speccompact", "target_self", "hermes", "openclaw"])
     p.add_argument("--modes", type=split, default=["sync", "ahead"])
+    p.add_argument("--priority", choices=sorted(PRIORITY), default="both",
+                   help="ahead of time: the agent's requests at a higher sglang priority than the prepare's")
     p.add_argument("--p-accept", type=float, default=0.7)
     p.add_argument("--window", type=int, default=64_000, help="the agent's context window (Hermes's minimum: 64000)")
     p.add_argument("--session-tokens", type=int, default=90_000, help="tokens one session adds in all")

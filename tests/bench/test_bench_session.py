@@ -28,7 +28,7 @@ def run(emulator_tokenizer_path, tmp_path_factory):
     rc = bench.main(["--trajectories", str(SWE), "--model-pairs", "qwen3-8b:qwen3-0.6b", "--session-tokens",
                      "75000", "--tokenizer", emulator_tokenizer_path, "--out", str(out), "--seeds", "1",
                      "--methods", "speccompact,hermes", "--deployments", "two-gpu-tp2-colocated",
-                     "--speculative", "none"])
+                     "--speculative", "none", "--priority", "both"])
     return rc, json.loads(out.read_text()), out
 
 
@@ -36,11 +36,13 @@ def run(emulator_tokenizer_path, tmp_path_factory):
 def test_every_method_both_modes_simulated_and_accounted(run):
     rc, report, out = run
     assert rc == 0 and report["latency_kind"] == "simulated" and "SIMULATED" in report["simulated_note"]
-    rows = {(r["label"], r["mode"]): r for r in report["rows"]}
-    assert set(rows) == {(lab, m) for lab in ("speccompact", "hermes@2048", "hermes@3200") for m in ("sync", "ahead")}
+    rows = {(r["label"], r["mode"], r["priority"]): r for r in report["rows"]}
+    assert len(rows) == len(report["rows"])
+    assert set(rows) == {(lab, m, p) for lab in ("speccompact", "hermes@2048", "hermes@3200")
+                         for m, p in (("sync", False), ("ahead", False), ("ahead", True))}
     assert len({r["requests"] for r in rows.values()}) == 1  # the same session in every mode
     assert report["tool_times_s"] and all(t > 0 for t in report["tool_times_s"])  # from the trajectory
-    for (label, mode), r in rows.items():
+    for (label, mode, _), r in rows.items():
         assert r["compactions"] >= 1 and r["aborted"] == 0, r["records"]
         assert r["peak_prompt"] >= report["policy"]["trigger"]
         assert r["stall_max_s"] >= r["stall_median_s"] >= 0 and r["gpu_s"] > 0
@@ -53,17 +55,17 @@ def test_every_method_both_modes_simulated_and_accounted(run):
             assert r["agent_slowdowns"] and all(s >= 1 - 1e-9 for s in r["agent_slowdowns"])
         else:
             assert r["agent_slowdowns"] == []
-    assert rows[("speccompact", "ahead")]["prepares_reused"] >= 1
+    assert rows[("speccompact", "ahead", False)]["prepares_reused"] >= 1
     assert out.with_name(out.stem + "-stall.png").is_file()
 
 
 @pytest.mark.slow
 def test_summary_cells_match_their_rows(run):
     _, report, _ = run
-    cells = {(c["label"], c["mode"]): c for c in report["summary"]}
-    assert set(cells) == {(r["label"], r["mode"]) for r in report["rows"]}
-    for (label, mode), c in cells.items():
-        mine = [r for r in report["rows"] if (r["label"], r["mode"]) == (label, mode)]
+    cells = {(c["label"], c["mode"], c["priority"]): c for c in report["summary"]}
+    assert set(cells) == {(r["label"], r["mode"], r["priority"]) for r in report["rows"]}
+    for key, c in cells.items():
+        mine = [r for r in report["rows"] if (r["label"], r["mode"], r["priority"]) == key]
         stalls = sorted(s for r in mine for s in r["stalls_s"])
         assert c["stall_p50_s"] in stalls and c["stall_p95_s"] == stalls[-1]  # nearest rank; few compactions
         assert c["device_s_median"] == pytest.approx(mine[0]["device_s"]) and c["sessions"] == 1

@@ -22,6 +22,7 @@
 from __future__ import annotations
 
 import json
+import math
 import statistics
 from pathlib import Path
 
@@ -98,17 +99,17 @@ def pct(values: list[float], q: float) -> float | None:
     if not values:
         return None
     s = sorted(values)
-    return s[max(0, min(len(s) - 1, -int(-q * len(s)) - 1))]
+    return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
 
 
-CELL = ("model_pair", "deployment", "speculative", "label", "mode")
+CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority")
 
 
 def summarize(rows: list[dict]) -> list[dict]:
     """Per cell (pair, deployment, speculative decoding, method, mode): stalls, device-seconds, spread."""
     cells: dict = {}
     for r in rows:
-        cells.setdefault(tuple(r[k] for k in CELL), []).append(r)
+        cells.setdefault(tuple(r.get(k) for k in CELL), []).append(r)
     out = []
     for key, rs in cells.items():
         stalls = [s for r in rs for s in r["stalls_s"]]
@@ -135,12 +136,14 @@ def format_summary(summary: list[dict], note: str) -> str:
         return "-" if x is None else (f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}")
 
     out = [f"SIMULATED sessions per cell (stalls over every compaction of every seed; {note})",
-           "| model pair | deployment | target spec | method | mode | sessions | stall p50 s | stall p95 s | "
-           "seed medians min-max s | device-s / session (min-max) | carried share | agent slowdown median (max) |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|"]
+           "| model pair | deployment | target spec | method | mode | agent priority | sessions | stall p50 s | "
+           "stall p95 s | seed medians min-max s | device-s / session (min-max) | carried share | "
+           "agent slowdown median (max) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in summary:
-        out.append(f"| {c['model_pair']} | {c['deployment']} | {c['speculative']} | {c['label']} | {c['mode']} | "
-                   f"{c['sessions']} | {s(c['stall_p50_s'])} | {s(c['stall_p95_s'])} | "
+        prio = "-" if c["mode"] == "sync" else ("higher" if c["priority"] else "equal (fcfs)")
+        out.append(f"| {c['model_pair'].split(':')[0]} | {c['deployment']} | {c['speculative']} | {c['label']} | "
+                   f"{c['mode']} | {prio} | {c['sessions']} | {s(c['stall_p50_s'])} | {s(c['stall_p95_s'])} | "
                    f"{s(c['seed_median_min_s'])}-{s(c['seed_median_max_s'])} | {s(c['device_s_median'])} "
                    f"({s(c['device_s_min'])}-{s(c['device_s_max'])}) | {c['carried_share']:.2f} | "
                    f"{s(c['agent_slowdown_median'])} ({s(c['agent_slowdown_max'])}) |")

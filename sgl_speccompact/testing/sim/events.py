@@ -54,6 +54,8 @@ class Events(Requests):
                                 digest=hashlib.sha256(canonical.encode()).hexdigest()[:12])
             if self.labeler is not None:
                 rec.lane, rec.role = self.labeler(srv.name, ticket.path, _with_text(ticket))
+            for job in ticket.jobs:  # sglang's priority scheduling, when the simulation gives roles one
+                job.priority = self.priorities.get(rec.role, 0)
             ticket.record = rec
             self.requests.append(rec)
             sent = sum(len(g[0].input_ids) for g in _by_text(ticket.jobs))

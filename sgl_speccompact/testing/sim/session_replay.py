@@ -19,6 +19,10 @@ trigger with one method (``speccompact``, ``target_self``, ``hermes``,
   verbatim (``applied``).  A prepare whose prefix is not reused is wasted
   work; its GPU time is counted.
 
+With ``priority`` the agent's requests carry a higher sglang priority than
+the compaction's (``--enable-priority-scheduling``): they are admitted to
+prefill first; decode steps are still shared.
+
 The agent's slowdown while a prepare runs: the same turns (and tool calls)
 run once more from the same radix caches without the prepare, and the
 agent's decode rate (its completion tokens over its requests' time) of the
@@ -103,6 +107,7 @@ class SessionRun:
     mode: str  # sync | ahead
     method: str  # speccompact | target_self | hermes | openclaw
     window: int  # the agent's window (tokens)
+    priority: bool  # the agent's requests at a higher priority than the compaction's
     trigger: int  # Hermes's trigger (tokens)
     peak_prompt: int = 0  # largest prompt the agent sent (tokens)
     requests: int = 0  # agent requests
@@ -118,7 +123,7 @@ class SessionRun:
         stalls = [c.stall_s for c in done]
         gpu = sum(c.gpu_s for c in self.compactions) + self.wasted_gpu_s
         lines = sum(c.lines for c in done)
-        return {"mode": self.mode, "method": self.method, "window": self.window,
+        return {"mode": self.mode, "method": self.method, "priority": self.priority, "window": self.window,
                 "device_s": sum(c.device_s for c in self.compactions) + self.wasted_device_s,
                 "agent_slowdowns": list(self.agent_slowdowns), "trigger": self.trigger, "peak_prompt": self.peak_prompt,
                 "over_window": self.peak_prompt > self.window, "requests": self.requests,
@@ -195,6 +200,7 @@ class ReplayHooks:
     new_draw: Callable[[int], None] | None = None  # give compaction k its own workload draw (None: one draw)
     held: dict | None = None  # server -> GPUs one of its passes holds (device-seconds; None: 1 each)
     alone: dict | None = None  # memo of the agent's rate alone, by its turns (the same for every method)
+    priority: bool = False  # the agent's requests at a higher sglang priority than the compaction's
 
 
 class Replay:
@@ -277,8 +283,9 @@ class Replay:
         if mode not in MODES or method not in METHODS:
             raise ValueError(f"mode must be one of {MODES} and method one of {METHODS}, not {mode!r}, {method!r}")
         self.sim.run(lambda: None)  # fresh caches for every session and mode
+        self.sim.priorities = {"agent": 1} if self.hooks.priority else {}
         self._draws = 0
-        out, tok = SessionRun(mode, method, policy.window, policy.trigger), self.tokens
+        out, tok = SessionRun(mode, method, policy.window, self.hooks.priority, policy.trigger), self.tokens
         ctx: list[dict] = []
         first, prepared, last = True, None, None
         for idx, m in enumerate(session):

@@ -112,10 +112,16 @@ class Simulation(Events):
     busy_cpu_s
         CPU seconds the client threads may use between two quiescent
         instants before :class:`SimulationStalled` (a busy loop).
+    priorities
+        ``{role: priority}``: the requests the labeler gives that role carry
+        that sglang priority (``--enable-priority-scheduling``: a higher
+        value is admitted to prefill first; running requests are never
+        preempted, as the simulator models no KV-memory pressure).
     """
 
     labeler: Callable[[str, str, dict], tuple[str | None, str | None]] | None = None
     busy_cpu_s: float = BUSY_CPU_S
+    priorities: dict = {}  # role -> sglang request priority (higher first; empty: every request 0, fcfs)
 
     def __init__(self, servers: dict[str, SimServer], deployment: Deployment, stall_s: float = STALL_S):
         self.servers, self.deployment, self.stall_s = servers, deployment, stall_s

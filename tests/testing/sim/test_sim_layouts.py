@@ -96,3 +96,16 @@ def test_each_compaction_of_a_session_gets_its_own_workload_draw(emulator_tokeni
     replay._alone("hermes", [], None)
     replay._alone("hermes", [], None)
     assert drawn == [0, 1]
+
+
+def test_priority_admits_the_higher_role_first(emulator_tokenizer_path):
+    from sgl_speccompact.testing.emulator.jobs import Job, LogprobRequest
+
+    sim = make_sim(emulator_tokenizer_path, "two-gpu")
+    sched = sim.servers["target"].sched
+    low, high = (Job(rid=r, prompt="x", input_ids=[1, 2, 3], sampling=None, lora_path=None, namespace=None,
+                     logprobs=LogprobRequest(), stream=False, on_update=None, priority=p)
+                 for r, p in (("low", 0), ("high", 1)))
+    sched.max_prefill_tokens = 3  # room for one of them
+    sched.add([low, high])
+    assert [j.rid for j in sched.next_batch().jobs] == ["high"]
