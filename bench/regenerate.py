@@ -159,7 +159,7 @@ def single_table(reports: list[dict]) -> str:
     pairs = [r["conditions"]["model_pairs"][0] for r in reports]
     cells = {(c["model_pair"], c["deployment"], c["label"]): c for r in reports for c in r["summary_by_cell"]}
     auto = {k: v for r in reports for k, v in r["auto"].items()}
-    head = " | ".join(f"{p.split(':')[0]} e2e s, median [min-max] (TS / method)" for p in pairs)
+    head = " | ".join(f"{p.split(':')[0]} e2e s, median [min-max] (TS / method; auto's prediction)" for p in pairs)
     out = [f"| deployment | method | {head} |", "|---|---|" + "---|" * len(pairs)]
     deps = list(dict.fromkeys(k[1] for k in cells))
     labels = list(dict.fromkeys(k[2] for k in cells if k[2] != "hermes@slots"))
@@ -171,9 +171,10 @@ def single_table(reports: list[dict]) -> str:
                 if c is None:
                     row.append("-")
                     continue
-                pick = ""
+                got = next((v for k, v in auto.items() if k.startswith(f"{pair}/") and f"/{dep}/" in k), {})
+                predicted = (got.get("predicted_s") or {}).get(label)
+                pick = f"; predicted {predicted:.2f}" if predicted else ""
                 if label == "auto":
-                    got = next((v for k, v in auto.items() if k.startswith(f"{pair}/") and f"/{dep}/" in k), {})
                     pick = f" picks {NAMES.get(got.get('pick'), got.get('pick'))}"
                 ratio = ts["e2e_median_s"] / c["e2e_median_s"]
                 row.append(f"{c['e2e_median_s']:.2f} [{c['e2e_min_s']:.2f}-{c['e2e_max_s']:.2f}] "
