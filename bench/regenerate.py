@@ -172,7 +172,8 @@ def single_table(reports: list[dict]) -> str:
                     row.append("-")
                     continue
                 got = next((v for k, v in auto.items() if k.startswith(f"{pair}/") and f"/{dep}/" in k), {})
-                predicted = (got.get("predicted_s") or {}).get(label)
+                first = f"hermes@{reports[0]['conditions']['hermes_tokens'][0]}"  # auto predicts this length
+                predicted = (got.get("predicted_s") or {}).get("hermes" if label == first else label)
                 pick = f"; predicted {predicted:.2f}" if predicted else ""
                 if label == "auto":
                     pick = f" picks {NAMES.get(got.get('pick'), got.get('pick'))}"
