@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import pytest
 
-from sgl_speccompact.core.costmodel import H200, QWEN3_0_6B, QWEN3_8B, LoraCost, forward_s, fused_layers, lora_s
+from sgl_speccompact.core.costmodel import LORA_KERNEL_S, H200, QWEN3_0_6B, QWEN3_8B, LoraCost, forward_s, fused_layers, lora_s
 from sgl_speccompact.methods.auto import Deployment, predict
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel
@@ -69,6 +69,9 @@ def test_lora_is_charged_per_fused_layer_and_merged_is_free():
     assert fused_layers(("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")) == [
         "qkv_proj", "o_proj", "gate_up_proj", "down_proj"]
     full, merged = LoraCost(), LoraCost(merged=True)
+    # k and v fuse into q's layer: no kernels of their own, only their (tiny) weights
+    qkv, q = LoraCost(modules=("q_proj", "k_proj", "v_proj")), LoraCost(modules=("q_proj",))
+    assert lora_s(QWEN3_0_6B, H200, qkv, 1) - lora_s(QWEN3_0_6B, H200, q, 1) < 2 * QWEN3_0_6B.layers * LORA_KERNEL_S
     kernels = lora_s(QWEN3_0_6B, H200, full, 1) - lora_s(QWEN3_0_6B, H200, LoraCost(modules=("o_proj",)), 1)
     assert kernels > 0 and lora_s(QWEN3_0_6B, H200, merged, 1) == 0.0
     assert forward_s(QWEN3_0_6B, H200, [(8000, 1)], lora=merged) == forward_s(QWEN3_0_6B, H200, [(8000, 1)])
