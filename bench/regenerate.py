@@ -50,6 +50,10 @@ RUNS = {
     "session": ("session.json", "session.py", [
         "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu-equal,two-gpu-tp2-colocated",
         "--speculative", "eagle3", "--session-tokens", "75000", "--seeds", "8", "--local-tokenizer", "--no-plots"]),
+    "session-speculative": ("session-speculative.json", "session.py", [
+        "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu-equal", "--methods", "target_self",
+        "--modes", "sync", "--speculative", "none,eagle3,dflash,ngram,ngram-copy", "--session-tokens", "75000",
+        "--seeds", "8", "--local-tokenizer", "--no-plots"]),
 }
 
 # runs split into shards of seeds (each command stays under 10 minutes), merged into the one JSON
@@ -57,12 +61,14 @@ SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)]}
 
 # the cheap cell of --check: arguments replaced, and the row fields that must match the committed rows
 CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments": "two-gpu-equal"}
+SESSION_KEY = (("label", "mode", "priority", "deployment", "model_pair", "speculative", "seed", "path"),
+               ("stalls_s", "device_s"))
 SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "path"), ("e2e_s", "decisions"))
 CHECKS = {
     "single-compaction-8b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
     "single-compaction-32b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
-    "session": ({**CELL, "--modes": "sync"}, ("label", "mode", "priority", "deployment", "model_pair", "seed", "path"),
-                ("stalls_s", "device_s")),
+    "session": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
+    "session-speculative": ({**CELL, "--methods": "target_self", "--speculative": "dflash"}, *SESSION_KEY),
 }
 
 
@@ -103,14 +109,14 @@ def merge(parts: list[dict]) -> dict:
             "shards": [p["conditions"].get("seed") for p in parts]}
 
 
-def regenerate(name: str) -> float:
-    """Rerun ``name`` (its shards one after another, then merged); its runtime in seconds."""
+def regenerate(name: str, shards: int | None = None) -> float:
+    """Rerun ``name`` (its first ``shards`` shards one after another, then merged); its runtime in seconds."""
     out = RESULTS / RUNS[name][0]
     if name not in SHARDS:
         return run(command(name, out))
     spent, parts = 0.0, []
     with tempfile.TemporaryDirectory() as tmp:
-        for i, shard in enumerate(SHARDS[name]):
+        for i, shard in enumerate(SHARDS[name][:shards]):
             part = Path(tmp) / f"part{i}.json"
             spent += run(command(name, part, shard))
             parts.append(json.loads(part.read_text()))
@@ -190,9 +196,11 @@ def tables() -> str:
     from sgl_speccompact.testing.harness.session import format_summary
 
     single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
-    session = json.loads((RESULTS / RUNS["session"][0]).read_text())
-    return (f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}\n\n"
-            f"## session ({session['timestamp']})\n\n{format_summary(session['summary'], 'SIMULATED')}")
+    out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]
+    for name in ("session", "session-speculative"):
+        report = json.loads((RESULTS / RUNS[name][0]).read_text())
+        out.append(f"## {name} ({report['timestamp']})\n\n{format_summary(report['summary'], 'SIMULATED')}")
+    return "\n\n".join(out)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -200,6 +208,7 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--only", nargs="+", choices=sorted(RUNS), help="these runs only")
     p.add_argument("--check", action="store_true", help="one cheap cell per run, compared with the committed JSON")
     p.add_argument("--tables", action="store_true", help="print the pages' tables from the committed JSONs")
+    p.add_argument("--shards", type=int, help="of a run split into seed shards, only the first N (fewer seeds)")
     args = p.parse_args(argv)
     if args.tables:
         print(tables())
@@ -214,7 +223,7 @@ def main(argv: list[str] | None = None) -> int:
         if args.check:
             failed += check(name)
         else:
-            print(f"{name}: {regenerate(name):.0f} s", flush=True)
+            print(f"{name}: {regenerate(name, args.shards):.0f} s", flush=True)
     print(f"runtime {time.perf_counter() - t0:.0f} s")
     for line in failed:
         print(f"STALE {line}")

@@ -25,8 +25,15 @@ def test_every_run_has_a_committed_json_and_its_recorded_conditions(regen):
     for name, (file, script, args) in regen.RUNS.items():
         report = json.loads((regen.RESULTS / file).read_text())
         assert (regen.BENCH / script).is_file() and report["latency_kind"] == "simulated"
-        cond = report["conditions"]
-        assert cond["seeds"] == int(args[args.index("--seeds") + 1]) == 8, name  # 8 seeds per cell
+        cond, shards = report["conditions"], regen.SHARDS.get(name)
+        seeds = sorted({r["seed"] for r in report["rows"]})
+        asked = int(args[args.index("--seeds") + 1])
+        assert asked == 8, name  # the full run asks 8 seeds per cell
+        if shards is None:
+            assert cond["seeds"] == asked and len(seeds) == asked, name
+        else:  # a sharded run may have been committed from its first shards (--shards): whole shards only
+            per = int(shards[0]["--seeds"])
+            assert cond["seeds"] == len(seeds) and len(seeds) % per == 0 and seeds == list(range(len(seeds))), name
         assert ",".join(cond["deployments"]) == args[args.index("--deployments") + 1], name
 
 
