@@ -14,7 +14,7 @@ import heapq
 import json
 
 from ..emulator.scheduler import Batch
-from .servers import TOOL_PATH, Requests, SimServer, _by_text, _kind, _tokenizes, _with_text
+from .servers import LOCAL_TOKENIZE_PATH, TOOL_PATH, Requests, SimServer, _by_text, _kind, _tokenizes, _with_text
 from .timeline import PassRecord, RequestRecord
 
 
@@ -36,7 +36,10 @@ class Events(Requests):
             self.requests.append(t.record)
             self._tickets.append(t)
             self._push(self.clock + float(t.body.get("seconds", 0.0)), "answer", t)
-        epoch = [t for t in epoch if t.path not in ("/tokenize", TOOL_PATH)]
+        local = [t for t in epoch if t.path == LOCAL_TOKENIZE_PATH]
+        for name in sorted({t.server.name for t in local}):
+            self._admit_local([t for t in local if t.server.name == name])
+        epoch = [t for t in epoch if t.path not in ("/tokenize", TOOL_PATH, LOCAL_TOKENIZE_PATH)]
         # identical bodies get identical answers, so their relative order does not matter
         keyed = sorted((((t.server.name, t.path, json.dumps(t.body, sort_keys=True, default=str)), i)
                         for i, t in enumerate(epoch)), key=lambda k: k[0])

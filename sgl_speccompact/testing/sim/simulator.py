@@ -276,20 +276,20 @@ class SimulatedEndpoint(_endpoint_base()):
     def use_local_tokenizer(self, tokenizer=None) -> None:
         """Tokenize in the client with the server's tokenizer, no ``/tokenize`` request (SIMULATED cost).
 
-        The client's encoding is on the clock: a wait of its tokens at
+        The client's encoding is on the clock: one batch per instant at
         :data:`~..emulator.cost.TOKENIZER_TOKENS_PER_S` (the rate measured
-        for sglang's tokenizer process, the same library in the client).
+        for sglang's tokenizer process, the same library in the client), no
+        request overhead (``Requests._admit_local``).
         """
-        from ..emulator.cost import TOKENIZER_TOKENS_PER_S
-        from .servers import TOOL_PATH
+        from .servers import LOCAL_TOKENIZE_PATH
 
         model = self.sim.servers[self.server_name].model
 
         def local(texts: list[str], special: bool) -> list[list[int]]:
-            ids = [model.encode(t, add_special_tokens=special) for t in texts]
-            if self.sim._active:
-                self._request("POST", TOOL_PATH, {"seconds": sum(map(len, ids)) / TOKENIZER_TOKENS_PER_S})
-            return ids
+            if not self.sim._active:  # setting up: off the clock
+                return [model.encode(t, add_special_tokens=special) for t in texts]
+            body = {"prompt": list(texts), "add_special_tokens": special}
+            return self._request("POST", LOCAL_TOKENIZE_PATH, body)["tokens"]
 
         self.local_tokenize = local
 

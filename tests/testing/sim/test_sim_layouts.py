@@ -61,8 +61,12 @@ def test_local_tokenizer_sends_no_tokenize_and_charges_its_time(emulator_tokeniz
     local_result, local = compaction(make_sim(emulator_tokenizer_path, "two-gpu"), local=True)
     assert any(r.path == "/tokenize" for r in remote["requests"])
     assert not any(r.path == "/tokenize" for r in local["requests"])
-    assert any(r.kind == "tool" for r in local["requests"])  # the client's encoding is on the clock
+    assert any(r.kind == "local_tokenize" for r in local["requests"])  # the client's encoding is on the clock
     assert local_result.summary == remote_result.summary  # the same ids: the same compaction
+    again = compaction(make_sim(emulator_tokenizer_path, "two-gpu"), local=True)[1]
+    assert again["e2e_s"] == local["e2e_s"]  # one batch per instant: thread timing cannot move the clock
+    assert [(r.kind, r.issued, r.finished) for r in again["requests"]] == [
+        (r.kind, r.issued, r.finished) for r in local["requests"]]
 
 
 def test_lora_is_charged_per_fused_layer_and_merged_is_free():
