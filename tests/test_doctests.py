@@ -12,7 +12,7 @@ MODULES = ["__init__", "errors", "config", "schema", "core.judge", "core.lines",
            "train.data", "train.incremental", "train.sections",
            "evaluation.identifiers", "evaluation.recall", "evaluation.probes", "evaluation.adequacy",
            "evaluation.continuation", "evaluation.sjc", "evaluation.frontier", "evaluation.runner",
-           "testing.emulator.evaluator"]
+           "testing.emulator.evaluator", "core.costmodel", "testing.harness.session"]
 
 
 @pytest.mark.parametrize("name", MODULES)
