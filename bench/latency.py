@@ -284,8 +284,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--config", help='CompactConfig overrides as JSON, e.g. \'{"eta": 0.8}\'')
     p.add_argument("--out", help="JSON path (default bench/results/latency-<timestamp>.json)")
     sim = p.add_argument_group("simulator (default; SIMULATED latencies)")
-    sim.add_argument("--deployments", type=lambda s: s.split(","), default=["two-gpu", "one-gpu"],
-                     help="one-gpu, two-gpu (the paper's), two-gpu-equal (or --equal-hardware)")
+    sim.add_argument("--deployments", type=lambda s: s.split(","), default=["two-gpu", "one-gpu"], help="one-gpu, "
+                     "two-gpu (the paper's), two-gpu-equal (or --equal-hardware), two-gpu-tp2-colocated")
     sim.add_argument("--model-pairs", type=lambda s: s.split(","),
                      default=["qwen3-8b:qwen3-0.6b", "qwen3-32b:qwen3-0.6b"])
     sim.add_argument("--p-accept", type=_floats, default=[0.5, 0.7, 0.9], help="acceptance rates (default 0.5,0.7,0.9)")
@@ -293,12 +293,12 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--hermes-tokens", type=lambda t: [int(x) for x in t.split(",")], default=[2000],
                      help="Hermes-style summary tokens, a list (default 2000, its prompt's length target for a "
                      "32,768-token window; 1200 is the conservative low end), e.g. 1200,2000")
-    sim.add_argument("--agent-context-tokens", type=int, default=32768,
-                     help="the agent's context window (Hermes's prompt asks for max(2000, min(20%% of the turns, "
-                     "5%% of it, 10000)) tokens); default 32768, Qwen3-8B/32B's native window")
-    sim.add_argument("--layouts", type=_layouts, default=["classic"],
-                     help="target prefix layouts of the slot methods, a list of classic,agent (default classic); "
-                     "Hermes-style and OpenClaw-style always send their own fresh prompt")
+    sim.add_argument("--agent-context-tokens", type=int, default=32768, help="the agent's context window (Hermes "
+                     "asks for max(2000, min(20%% of the turns, 5%% of it, 10000)) tokens); default 32768")
+    sim.add_argument("--layouts", type=_layouts, default=["classic"], help="target prefix layouts of the slot "
+                     "methods: classic,agent (default classic); Hermes- and OpenClaw-style send their own prompt")
+    sim.add_argument("--local-tokenizer", action="store_true", help="the client tokenizes (no /tokenize; charged)")
+    sim.add_argument("--drafter-lora-merged", action="store_true", help="the drafter's adapter merged: no LoRA cost")
     sim.add_argument("--scenario", choices=("cold", "agent-session"), default="cold",
                      help="cold: every compaction on empty caches; agent-session: the agent's session (every "
                      "assistant turn as a chat completion) runs on the simulated target first, not counted in e2e")

@@ -1,36 +1,37 @@
 #!/usr/bin/env python
-"""Agent sessions with compaction, replayed on the simulator's clock (SIMULATED).
+"""Agent sessions with compaction, every method, replayed on the simulator's clock (SIMULATED).
 
 Method: each shared trajectory plays as an agent session (its turns played
 again and again until ``--session-tokens``: the trajectories are far shorter
 than Hermes's smallest trigger, 64K) under Hermes's trigger policy at
-``--window`` (``sgl_speccompact/testing/session_policy.py``).  The session's
-compactions run three ways (``sgl_speccompact/testing/session_replay.py``):
-``sync`` (SpecCompact when the trigger is reached), ``ahead`` (SpecCompact
-ahead of time: prepared at ``--prepare-ratio`` of the trigger, concurrently
-with the agent's next turns on the same simulated servers; at the trigger
-the prepared summary replaces its prefix and the later turns stay verbatim
-when that brings the prompt under the prepare threshold, else the rest is
-compacted incrementally) and ``hermes``
-(Hermes-style, synchronous: the reference).  Per session and mode it reports
-the peak prompt against the window, compactions (aborted, ineffective), the
-agent-perceived stall per compaction (median, max; the plugin's request to
-the service and, ahead of time, the service's lookup of the stored prepare
-included), GPU seconds of compaction with wasted prepares counted, and the
-share of summary lines carried from the previous summary (accepted carried
-proposals of incremental compactions).  Every request is charged the
-client cost measured with ``bench/client_cost.py``.
+``--window`` (``sgl_speccompact/testing/sim/session_policy.py``).  Every
+method (SpecCompact, Target-self, Hermes-style at the paper's 2,048-token
+budget and at Hermes's own, OpenClaw-style) compacts the session two ways
+(``sgl_speccompact/testing/sim/session_replay.py``): ``sync`` (at the
+trigger; the agent waits) and ``ahead`` (prepared at ``--prepare-ratio`` of
+the trigger while the agent's next turns and tool calls run on the same
+simulated servers).  Layouts per deployment, speculative decoding on the
+target, tool time and device-seconds: ``sgl_speccompact/testing/harness/
+session.py``.  Each compaction draws a new workload (seed ``seed * 1000 +
+k``), so the summary changes between compactions.  Per cell it reports the
+agent-perceived stall (p50, p95 over every compaction of every seed, and
+the spread of the per-seed medians), device-seconds per session, the share
+of summary lines carried from the previous summary, and the agent's decode
+slowdown while a prepare runs.  Every request is charged the client cost
+measured with ``bench/client_cost.py``.  Ahead of time runs twice: in
+sglang's default first-come-first-served order, and with the agent's
+requests at a higher priority than the prepare's (``--priority``, sglang's
+``--enable-priority-scheduling``: prefill admission only, no preemption).
 
 Usage::
 
-    python bench/session.py                       # 8B and 32B, two-gpu, p=0.7
-    python bench/session.py --trajectories A B --model-pairs qwen3-8b:qwen3-0.6b
+    python bench/session.py                       # 8B, two-gpu-equal + colocated, none/eagle3/ngram-copy
+    python bench/session.py --seeds 2 --methods speccompact,target_self --speculative none
 """
 
 from __future__ import annotations
 
 import argparse
-import statistics
 import sys
 import time
 from datetime import UTC, datetime
@@ -39,11 +40,10 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import radix_cache as rc  # noqa: E402 - shared helpers: trajectories, methods, JSON
 
-SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/simulator.py), H200 "
-                  "cost model (sgl_speccompact/testing/cost.py); not a GPU measurement")
-GOALS = {"over_window": 0, "ahead_median_stall_s": 0.3, "wasted_share": 0.20}  # the issue's goals (SIMULATED)
-DEFAULT_TRAJECTORIES = (  # tool-using agent sessions from the shared folder
-    "All-Hands-AI__agent-sdk__tests__fixtures__llm_data__fncall-llm-message.json",
+SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/sim/simulator.py), H200 "
+                  "cost model (sgl_speccompact/testing/emulator/cost.py); not a GPU measurement")
+PRIORITY = {"off": [False], "on": [True], "both": [False, True]}  # --priority: the agent's over the compaction's
+DEFAULT_TRAJECTORIES = (  # a tool-using agent session with recorded tool times, from the shared folder
     ("princeton-nlp__SWE-agent__trajectories__demonstrations__replay__marshmallow-code__marshmallow-1867__"
      "function_calling_replace__install-1__marshmallow-code__marshmallow-1867.traj"),
 )
@@ -53,101 +53,147 @@ def log(msg: str) -> None:
     print(f"[session] {msg}", file=sys.stderr, flush=True)
 
 
-def simulation(pair: str, deployment: str, p_accept: float, hermes_tokens: int, seed: int, tokenizer: str | None):
-    """``(sim, target, drafter, count)`` for one model pair."""
-    from latency import workload_lines
+class Servers:
+    """One simulation per (pair, layout), reconfigured per cell; the workload redrawn per compaction."""
 
-    from sgl_speccompact.schema import OPENCLAW_SLOTS
-    from sgl_speccompact.testing import CostModel
-    from sgl_speccompact.testing.emulator.cost import (CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, DEPLOYMENTS,
-                                                       Scheduling)
-    from sgl_speccompact.testing.sim.simulator import build_simulation
-    from sgl_speccompact.testing.sim.workload import SummaryWorkload
+    def __init__(self, args, tokenizer: str):
+        from latency import workload_lines
 
-    if not tokenizer:
-        from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+        from sgl_speccompact.testing.emulator.server import load_tokenizer
 
-        tokenizer, _ = default_tokenizer()
-    names = pair.split(":")
-    client = {"client_s_per_request": CLIENT_S_PER_REQUEST, "client_s_per_token": CLIENT_S_PER_TOKEN}
-    costs = {"target": CostModel.for_model(names[0], **client), "drafter": CostModel.for_model(names[1], **client)}
-    wl = SummaryWorkload(workload_lines(), tuple(s.name for s in OPENCLAW_SLOTS), p_accept=p_accept, seed=seed,
-                         hermes_tokens=hermes_tokens)
-    sim = build_simulation(tokenizer, {"target": wl, "drafter": wl}, costs, DEPLOYMENTS[deployment], Scheduling())
-    model = sim.servers["target"].model
-    wl.bind(model)
-    return sim, sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter"), \
-        (lambda text: len(model.encode(text)))
+        self.args, self.tokenizer, self.lines = args, tokenizer, workload_lines()
+        self.loaded = load_tokenizer(tokenizer)
+        self.sims: dict = {}
+
+    def get(self, pair: str, deployment: str, method: str, spec: str):
+        """``(sim, target, drafter, held)`` for one method's session in one cell."""
+        from dataclasses import replace
+
+        from sgl_speccompact.testing import CostModel
+        from sgl_speccompact.testing.emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, DEPLOYMENTS
+        from sgl_speccompact.testing.emulator.cost import Scheduling
+        from sgl_speccompact.testing.harness import session as hs
+        from sgl_speccompact.testing.harness.latency import configure
+        from sgl_speccompact.testing.sim.simulator import build_simulation
+
+        t_name, d_name = pair.split(":")
+        where, tp = hs.layout(deployment, method)
+        client = {"client_s_per_request": CLIENT_S_PER_REQUEST, "client_s_per_token": CLIENT_S_PER_TOKEN}
+        costs = {"target": replace(CostModel.for_model(t_name, spec=hs.target_spec(spec, t_name), **client), tp=tp),
+                 "drafter": CostModel.for_model(d_name, lora=self.lora(), **client)}
+        key = (pair, where, tp)
+        if key not in self.sims:
+            sim = build_simulation(self.tokenizer, {"target": None, "drafter": None}, costs, DEPLOYMENTS[where],
+                                   Scheduling(), tokenizer=self.loaded)
+            self.sims[key] = (sim, sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter"))
+            if self.args.local_tokenizer:  # the client tokenizes: no /tokenize on the clock
+                for ep in self.sims[key][1:]:
+                    ep.use_local_tokenizer()
+        sim, target, drafter = self.sims[key]
+        return configure(sim, costs), target, drafter, hs.held(where, tp)
+
+    def lora(self):
+        from sgl_speccompact.core.costmodel import LoraCost
+
+        return LoraCost(merged=self.args.merged_lora)
+
+    def draw(self, sim, seed: int, hermes_tokens: int):
+        """``new_draw(k)``: compaction k of this session gets workload seed ``seed * 1000 + k``."""
+        from sgl_speccompact.schema import OPENCLAW_SLOTS
+        from sgl_speccompact.testing.sim.workload import SummaryWorkload
+
+        def new_draw(k: int) -> None:
+            wl = SummaryWorkload(self.lines, tuple(x.name for x in OPENCLAW_SLOTS), p_accept=self.args.p_accept,
+                                 seed=seed * 1000 + k, hermes_tokens=hermes_tokens)
+            for srv in sim.servers.values():
+                srv.model.policy = wl
+            wl.bind(sim.servers["target"].model)
+
+        return new_draw
+
+
+def labels(args) -> list[tuple[str, str, int]]:
+    """``(label, method, hermes tokens)`` of every method row."""
+    from sgl_speccompact.testing.harness.session import hermes_own_tokens
+
+    out = []
+    for m in args.methods:
+        if m == "hermes":
+            out += [(f"hermes@{n}", "hermes", n) for n in dict.fromkeys((2048, hermes_own_tokens(args.window)))]
+        else:
+            out.append((m, m, 2048))
+    return out
 
 
 def run(args) -> dict:
+    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.testing.harness import session as hs
     from sgl_speccompact.testing.sim import session_policy as sp
-    from sgl_speccompact.testing.sim.session_replay import MODES, Replay
+    from sgl_speccompact.testing.sim.session_replay import Replay, ReplayHooks
 
+    t_start = time.perf_counter()
     _, runner, runner_src = rc.resolve_methods()
     paths = args.trajectories or [str(rc.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES
                                   if (rc.TRAJECTORY_DIR / n).is_file()]
     trajs, skipped = rc.load_trajectories(paths, 0, None)
+    times = hs.tool_times(paths) or hs.tool_times([str(p) for p in rc.TRAJECTORY_DIR.glob("*.traj")])
     policy = sp.Policy(window=args.window, prepare_ratio=args.prepare_ratio)
+    tokenizer = args.tokenizer or default_tokenizer()[0]
     print(f"Method: agent sessions replayed under Hermes's trigger policy (window {args.window}, trigger "
-          f"{policy.trigger}, tail {policy.tail_tokens}, prepare at {args.prepare_ratio:g} of the trigger); "
-          f"compaction modes {', '.join(MODES)} via {runner_src}")
+          f"{policy.trigger}, tail {policy.tail_tokens}, prepare at {args.prepare_ratio:g} of the trigger); every "
+          f"method sync and ahead of time via {runner_src}; a new workload draw per compaction")
     print(f"Latency: {SIMULATED_NOTE}.")
-    print(f"Conditions: deployment {args.deployment}; model pairs {','.join(args.model_pairs)}; acceptance "
-          f"{args.p_accept}; Hermes-style writes {args.hermes_tokens} tokens; sessions of {args.session_tokens} "
-          f"tokens from {len(trajs)} trajectories; seed {args.seed}")
-    rows = []
+    print(f"Conditions: deployments {','.join(args.deployments)}; model pairs {','.join(args.model_pairs)}; target "
+          f"speculative decoding {','.join(args.speculative)}; acceptance {args.p_accept}; sessions of "
+          f"{args.session_tokens} tokens from {len(trajs)} trajectories; seeds {args.seed}.."
+          f"{args.seed + args.seeds - 1}; tool time from {len(times)} recorded SWE-agent steps; drafter LoRA "
+          f"{'merged' if args.merged_lora else 'served (per fused layer)'}")
+    servers, rows, alone, done, sessions = Servers(args, tokenizer), [], {}, {}, {}
     config = {"agent_context_tokens": args.window}
     for pair in args.model_pairs:
-        sim, target, drafter, count = simulation(pair, args.deployment, args.p_accept, args.hermes_tokens,
-                                                 args.seed, args.tokenizer)
-        tokens = sp.message_tokens(count)
+        for dep in args.deployments:
+            for spec in args.speculative:
+                for label, method, hermes_n in labels(args):
+                    sim, target, drafter, gpus = servers.get(pair, dep, method, spec)
+                    model = sim.servers["target"].model
+                    tokens = sp.message_tokens(lambda text, m=model: len(m.encode(text)))
 
-        def compact(method, messages, previous, target=target, drafter=drafter):
-            return runner(method, messages, target=target, drafter=drafter, config=config, previous_summary=previous)
+                    def compact(meth, messages, previous, target=target, drafter=drafter):
+                        return runner(meth, messages, target=target, drafter=drafter, config=config,
+                                      previous_summary=previous)
 
-        replay = Replay(sim, target, compact, tokens)
-        for traj in trajs:
-            session = sp.looped_session(traj.messages, args.session_tokens, tokens)
-            for mode in MODES:
-                log(f"{pair} {traj.name} {mode}")
-                t0 = time.perf_counter()
-                result = replay.run(session, policy, mode).summary()
-                rows.append({"model_pair": pair, "deployment": args.deployment, "trajectory": traj.name,
-                             "path": traj.path, "session_messages": len(session), **result,
-                             "real_s": round(time.perf_counter() - t0, 1)})
+                    for seed, traj, mode, prio in [(a, t, m, p) for a in range(args.seed, args.seed + args.seeds)
+                                                   for t in trajs for m in args.modes
+                                                   for p in (PRIORITY[args.priority] if m == "ahead" else [False])]:
+                        hooks = ReplayHooks(tool_s=(lambda i: times[i % len(times)]) if times else None,
+                                            new_draw=servers.draw(sim, seed, hermes_n), held=gpus,
+                                            alone=alone.setdefault(seed, {}), priority=prio)
+                        replay = Replay(sim, target, compact, tokens, hooks)
+                        if (id(model), traj.path) not in sessions:
+                            sessions[(id(model), traj.path)] = sp.looped_session(traj.messages, args.session_tokens,
+                                                                                 tokens)
+                        session = sessions[(id(model), traj.path)]
+                        key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio)
+                        if key in done:  # the same servers ran this session already (single-model)
+                            rows.append({**done[key], "deployment": dep,
+                                         "reused_from": done[key]["deployment"]})
+                            continue
+                        log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode} priority {prio}")
+                        t0 = time.perf_counter()
+                        result = replay.run(session, policy, mode, method).summary()
+                        done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
+                                     "label": label, "hermes_tokens": hermes_n, "seed": seed,
+                                     "trajectory": traj.name, "path": traj.path,
+                                     "session_messages": len(session), **result,
+                                     "real_s": round(time.perf_counter() - t0, 1)}
+                        rows.append(done[key])
     return {"benchmark": "session", "latency_kind": "simulated", "simulated_note": SIMULATED_NOTE,
             "runner": runner_src, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-            "conditions": {k: v for k, v in vars(args).items()}, "policy": {**vars(policy), "trigger": policy.trigger,
-                                                                          "tail_tokens": policy.tail_tokens,
-                                                                          "soft": policy.soft},
-            "skipped": [{"path": a, "reason": b} for a, b in skipped], "rows": rows,
-            "goals": goal_check(rows)}
-
-
-def goal_check(rows: list[dict]) -> list[dict]:
-    """The issue's goals per model pair (SIMULATED): sessions over the window, median stall, wasted share."""
-    out = []
-    for pair in dict.fromkeys(r["model_pair"] for r in rows):
-        mine = [r for r in rows if r["model_pair"] == pair]
-        ahead = [s for r in mine if r["mode"] == "ahead" for s in r["stalls_s"]]
-        hermes = [s for r in mine if r["mode"] == "hermes" for s in r["stalls_s"]]
-        gpu = sum(r["gpu_s"] for r in mine if r["mode"] == "ahead")
-        wasted = sum(r["wasted_gpu_s"] for r in mine if r["mode"] == "ahead")
-        med = statistics.median(ahead) if ahead else None
-        lines = {m: [(c["carried_lines"], c["lines"]) for r in mine if r["mode"] == m for c in r["records"]
-                     if not c["aborted"]] for m in ("sync", "ahead")}
-        service = [c["service_s"] for r in mine if r["mode"] == "ahead" for c in r["records"] if c["prepared"]]
-        out.append({"model_pair": pair, "sessions_over_window": sum(r["over_window"] for r in mine),
-                    "ahead_median_stall_s": med, "hermes_median_stall_s": statistics.median(hermes) if hermes else None,
-                    "ahead_wasted_share": wasted / gpu if gpu else 0.0,
-                    "carried_share": {m: (sum(a for a, _ in v) / sum(b for _, b in v) if sum(b for _, b in v) else 0.0)
-                                      for m, v in lines.items()},
-                    "ahead_prepared_service_median_s": statistics.median(service) if service else None,
-                    "met": {"over_window": sum(r["over_window"] for r in mine) == GOALS["over_window"],
-                            "ahead_median_stall": med is not None and med <= GOALS["ahead_median_stall_s"],
-                            "wasted_share": (wasted / gpu if gpu else 0.0) <= GOALS["wasted_share"]}})
-    return out
+            "conditions": {k: v for k, v in vars(args).items() if k not in ("out", "plots")},
+            "policy": {**vars(policy), "trigger": policy.trigger, "tail_tokens": policy.tail_tokens,
+                       "soft": policy.soft},
+            "tool_times_s": times, "skipped": [{"path": a, "reason": b} for a, b in skipped], "rows": rows,
+            "summary": hs.summarize(rows), "runtime_s": round(time.perf_counter() - t_start, 1)}
 
 
 def _s(x) -> str:
@@ -162,51 +208,30 @@ def _s(x) -> str:
 
 
 def format_tables(report: dict) -> str:
-    out = [f"\nSIMULATED agent sessions, deployment {report['conditions']['deployment']}, window "
-           f"{report['policy']['window']} (trigger {report['policy']['trigger']}); {report['simulated_note']}",
-           "| model pair | trajectory | mode | peak prompt | over window | compactions | aborted | ineffective | "
-           "prune-only | stall median s | stall max s | GPU s | wasted GPU s | prepares applied/reused/run | "
-           "carried share |",
-           "|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
-    for r in report["rows"]:
-        out.append(f"| {r['model_pair']} | {r['trajectory'][:32]} | {r['mode']} | {r['peak_prompt']} | "
-                   f"{'YES' if r['over_window'] else 'no'} | {r['compactions']} | {r['aborted']} | "
-                   f"{r['ineffective']} | "
-                   f"{r['prune_only']} | {_s(r['stall_median_s'])} | {_s(r['stall_max_s'])} | {r['gpu_s']:.2f} | "
-                   f"{r['wasted_gpu_s']:.2f} | {r['prepares_applied']}/{r['prepares_reused']}/{r['prepares']} | "
-                   f"{r['carried_share']:.2f} |")
-    out += ["\nSIMULATED goal check (0 sessions over the window; ahead-of-time median stall <= 0.3 s; wasted "
-            "prepare work <= 20% of compaction GPU time)",
-            "| model pair | sessions over window | ahead median stall s | hermes median stall s | wasted share | "
-            "carried share sync / ahead | met |",
-            "|---|---|---|---|---|---|---|"]
-    for g in report["goals"]:
-        met = ", ".join(f"{k}: {'yes' if v else 'NO'}" for k, v in g["met"].items())
-        out.append(f"| {g['model_pair']} | {g['sessions_over_window']} | {_s(g['ahead_median_stall_s'])} | "
-                   f"{_s(g['hermes_median_stall_s'])} | {g['ahead_wasted_share']:.1%} | "
-                   f"{g['carried_share']['sync']:.2f} / {g['carried_share']['ahead']:.2f} | {met} |")
-    out.append("carried share: summary lines accepted from the previous summary's carried proposals / all lines")
-    return "\n".join(out)
+    from sgl_speccompact.testing.harness.session import format_summary
+
+    return "\n" + format_summary(report["summary"], report["simulated_note"])
 
 
 def plot(report: dict, stem: Path) -> list[Path]:
-    """Stall per compaction, per model pair and mode (SIMULATED)."""
+    """Stall p50 and p95 per method and mode, one panel per (pair, deployment, spec) (SIMULATED)."""
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    pairs = list(dict.fromkeys(r["model_pair"] for r in report["rows"]))
-    fig, axes = plt.subplots(1, len(pairs), figsize=(6 * len(pairs), 4), squeeze=False)
-    for ax, pair in zip(axes[0], pairs):
-        for mode, marker in (("hermes", "s"), ("sync", "o"), ("ahead", "^")):
-            stalls = [s for r in report["rows"] if r["model_pair"] == pair and r["mode"] == mode for s in r["stalls_s"]]
-            ax.plot(range(1, len(stalls) + 1), stalls, marker=marker, linestyle="", label=mode)
+    summary = report["summary"]
+    panels = list(dict.fromkeys((c["model_pair"], c["deployment"], c["speculative"]) for c in summary))
+    fig, axes = plt.subplots(1, len(panels), figsize=(5 * len(panels), 4), squeeze=False)
+    for ax, panel in zip(axes[0], panels):
+        cells = [c for c in summary if (c["model_pair"], c["deployment"], c["speculative"]) == panel]
+        names = [f"{c['label']}\n{c['mode']}" for c in cells]
+        ax.bar(names, [c["stall_p95_s"] or 0 for c in cells], color="lightgrey", label="p95")
+        ax.bar(names, [c["stall_p50_s"] or 0 for c in cells], label="p50")
         ax.set_yscale("symlog", linthresh=0.1)
-        ax.set_xlabel("compaction (sessions in order)")
         ax.set_ylabel("agent-perceived stall, s (SIMULATED)")
-        ax.set_title(f"{pair}, {report['conditions']['deployment']} (SIMULATED)")
-        ax.axhline(GOALS["ahead_median_stall_s"], color="grey", linewidth=0.8)
+        ax.set_title(f"{panel[0].split(':')[0]} {panel[1]} {panel[2]} (SIMULATED)", fontsize=9)
+        ax.tick_params(axis="x", labelsize=6, rotation=90)
         ax.legend()
     fig.tight_layout()
     path = stem.with_name(stem.name + "-stall.png")
@@ -216,17 +241,27 @@ def plot(report: dict, stem: Path) -> list[Path]:
 
 
 def build_parser() -> argparse.ArgumentParser:
+    split = lambda s: s.split(",")  # noqa: E731
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("--trajectories", nargs="+", metavar="PATH", help="trajectory files (default: 2 tool-using ones)")
-    p.add_argument("--model-pairs", type=lambda s: s.split(","),
-                   default=["qwen3-8b:qwen3-0.6b", "qwen3-32b:qwen3-0.6b"])
-    p.add_argument("--deployment", default="two-gpu", choices=["two-gpu", "one-gpu"])
+    p.add_argument("--trajectories", nargs="+", metavar="PATH", help="trajectory files (default: one SWE-agent one)")
+    p.add_argument("--model-pairs", type=split, default=["qwen3-8b:qwen3-0.6b"])
+    p.add_argument("--deployments", type=split, default=["two-gpu-equal", "two-gpu-tp2-colocated"],
+                   help="one-gpu, two-gpu, two-gpu-equal, two-gpu-tp2-colocated")
+    p.add_argument("--speculative", type=split, default=["none", "eagle3", "ngram-copy"],
+                   help="the target's: none, eagle3, dflash, ngram, ngram-copy")
+    p.add_argument("--methods", type=split, default=["speccompact", "target_self", "hermes", "openclaw"])
+    p.add_argument("--modes", type=split, default=["sync", "ahead"])
+    p.add_argument("--priority", choices=sorted(PRIORITY), default="both",
+                   help="ahead of time: the agent's requests at a higher sglang priority than the prepare's")
     p.add_argument("--p-accept", type=float, default=0.7)
-    p.add_argument("--hermes-tokens", type=int, default=2000, help="tokens the Hermes-style summary writes")
     p.add_argument("--window", type=int, default=64_000, help="the agent's context window (Hermes's minimum: 64000)")
-    p.add_argument("--session-tokens", type=int, default=180_000, help="tokens one session adds in all")
+    p.add_argument("--session-tokens", type=int, default=90_000, help="tokens one session adds in all")
     p.add_argument("--prepare-ratio", type=float, default=0.8, help="prepare at this share of the trigger")
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--seeds", type=int, default=8, help="seeds per cell (workload draws)")
+    p.add_argument("--local-tokenizer", action="store_true",
+                   help="the client tokenizes with the served tokenizer (no /tokenize requests; its time charged)")
+    p.add_argument("--merged-lora", action="store_true", help="the drafter's adapter merged: no LoRA cost per pass")
     p.add_argument("--tokenizer", help="tokenizer directory (default: the emulator's default)")
     p.add_argument("--out", help="JSON path (default bench/results/session-<timestamp>.json)")
     p.add_argument("--no-plots", dest="plots", action="store_false")

@@ -99,6 +99,7 @@ class HttpEndpoint(RuntimeEndpoint):
     """
 
     cancel_scope = None  # a CancelScope checked before every request (set on views, see with_cancel)
+    local_tokenize = None  # (texts, add_special_tokens) -> ids: the served tokenizer in-process (no /tokenize)
 
     def __init__(self, base_url: str, *, api_key: str | None = None, lora_path: str | None = None,
                  timeout_s: float = 120.0, token_ids: bool | None = None):
@@ -312,9 +313,15 @@ class HttpEndpoint(RuntimeEndpoint):
     # ------------------------------------------------------------------ tokenizer
 
     def tokenize(self, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]:
-        """Token ids of each text in the server's tokenizer (by default no special tokens added)."""
+        """Token ids of each text in the server's tokenizer (by default no special tokens added).
+
+        With :meth:`use_local_tokenizer` the same tokenizer runs in this
+        process and no ``/tokenize`` request is sent.
+        """
         if not texts:
             return []
+        if self.local_tokenize is not None:
+            return self.local_tokenize(list(texts), add_special_tokens)
         body = {"prompt": list(texts), "add_special_tokens": add_special_tokens}
         if self._tokenize_base is None:
             try:
@@ -329,6 +336,14 @@ class HttpEndpoint(RuntimeEndpoint):
             out = self._request("POST", "/tokenize", body, base=self._tokenize_base)
         tokens = out["tokens"]
         return tokens if texts and isinstance(tokens[0], list) else [tokens]
+
+    def use_local_tokenizer(self, tokenizer) -> None:
+        """Tokenize with ``tokenizer`` (the served model's, a ``transformers`` tokenizer) in this process.
+
+        The caller vouches that it is the server's own tokenizer (same files):
+        the ids sent as ``input_ids`` must be the server's tokenization.
+        """
+        self.local_tokenize = lambda texts, special: [tokenizer.encode(t, add_special_tokens=special) for t in texts]
 
     def single_token(self, text: str) -> bool:
         """Whether the server's tokenizer encodes ``text`` as one token (the chat markers asked together)."""

@@ -21,9 +21,21 @@ Sources of the tensor-parallel and LoRA parameters (all *est.*):
 * ``ar_bw`` 360 GB/s: algorithm bandwidth of a large two-GPU all-reduce on
   NVLink 4 (900 GB/s bidirectional per GPU; NCCL reaches about 40% as algbw);
 * LoRA: the adapter's weights are read once per pass (``rank * (d_in + d_out)``
-  bf16 values per adapted module and layer) and each adapted module runs a
-  shrink and an expand kernel (SGLang's ``csgmv``/Triton LoRA backend) at
-  ``lora_kernel_s`` = 2.5 us each inside a CUDA graph.
+  bf16 values per adapted module and layer) and each adapted *fused* layer runs
+  a shrink and an expand kernel at ``lora_kernel_s`` = 2.5 us each inside a
+  CUDA graph.  sglang 0.5.23 fuses the adapted projections as its base layers
+  are fused (``sglang/srt/lora/layers.py``: ``QKVParallelLinearWithLoRA`` runs
+  q, k and v as one ``qkv_proj`` shrink and one expand,
+  ``MergedColumnParallelLinearWithLoRA`` gate and up as one ``gate_up_proj``;
+  ``o_proj`` and ``down_proj`` are ``RowParallelLinearWithLoRA``; the names are
+  mapped in ``lora/utils.py`` ``get_normalized_target_modules``), so the seven
+  usual modules are four kernel pairs per layer (:func:`fused_layers`).  A
+  *merged* adapter (its weights folded into a checkpoint, served as a plain
+  model) costs nothing per pass.
+* The per-forward fixed cost ``a`` is 1.4 ms for every model, the drafter
+  included: the one fitted value of ``reference/cost_model.md`` (the same
+  launch and scheduling work per pass); its "1.5-2 ms *est.*" for the
+  drafter has no measurement behind it.
 """
 
 from __future__ import annotations
@@ -80,8 +92,7 @@ class ModelCost:
 
 QWEN3_8B = ModelCost("Qwen/Qwen3-8B", 16.4e9, 6.95e9, 36, 4096, 147e3, hidden=4096, intermediate=12288)
 QWEN3_32B = ModelCost("Qwen/Qwen3-32B", 65.5e9, 31.2e9, 64, 8192, 262e3, hidden=5120, intermediate=25600)
-QWEN3_0_6B = ModelCost("Qwen/Qwen3-0.6B", 1.2e9, 0.44e9, 28, 2048, 115e3, a=1.75e-3, hidden=1024,
-                       intermediate=3072)
+QWEN3_0_6B = ModelCost("Qwen/Qwen3-0.6B", 1.2e9, 0.44e9, 28, 2048, 115e3, hidden=1024, intermediate=3072)
 PRESETS = {m.name.split("/")[-1].lower(): m for m in (QWEN3_8B, QWEN3_32B, QWEN3_0_6B)}
 
 
@@ -103,6 +114,22 @@ class LoraCost:
 
     rank: int = 16  # r (sgl_speccompact/train/hparams.py default)
     modules: tuple[str, ...] = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+    merged: bool = False  # folded into the weights and served as a plain model: no cost per pass
+
+
+FUSED = {"q_proj": "qkv_proj", "k_proj": "qkv_proj", "v_proj": "qkv_proj", "gate_proj": "gate_up_proj",
+         "up_proj": "gate_up_proj"}  # sglang 0.5.23 lora/layers.py: one shrink + one expand per fused layer
+
+
+def fused_layers(modules: tuple[str, ...]) -> list[str]:
+    """The fused LoRA layers sglang runs for these adapted modules (one kernel pair each).
+
+    >>> fused_layers(LoraCost().modules)
+    ['qkv_proj', 'o_proj', 'gate_up_proj', 'down_proj']
+    >>> fused_layers(("q_proj", "v_proj"))
+    ['qkv_proj']
+    """
+    return list(dict.fromkeys(FUSED.get(m, m) for m in modules))
 
 
 def _module_dims(m: ModelCost, module: str) -> tuple[int, int]:
@@ -114,13 +141,17 @@ def _module_dims(m: ModelCost, module: str) -> tuple[int, int]:
 def lora_s(m: ModelCost, hw: Hardware, lora: LoraCost, new_tokens: int) -> float:
     """Extra seconds a LoRA adapter adds to one pass over ``new_tokens`` tokens.
 
-    >>> round(lora_s(QWEN3_0_6B, H200, LoraCost(), 1) * 1e3, 3)  # 28 layers x 7 modules x 2 kernels
-    0.985
+    >>> round(lora_s(QWEN3_0_6B, H200, LoraCost(), 1) * 1e3, 3)  # 28 layers x 4 fused layers x 2 kernels
+    0.565
+    >>> lora_s(QWEN3_0_6B, H200, LoraCost(merged=True), 1)
+    0.0
     """
+    if lora.merged:
+        return 0.0
     per_layer = sum(sum(_module_dims(m, mod)) for mod in lora.modules) * lora.rank
     weights = 2.0 * per_layer * m.layers / (hw.eta_w * hw.bw)
     flops = 2.0 * per_layer * m.layers * new_tokens / (hw.mfu * hw.flops)
-    return max(weights, flops) + 2 * len(lora.modules) * m.layers * LORA_KERNEL_S
+    return max(weights, flops) + 2 * len(fused_layers(lora.modules)) * m.layers * LORA_KERNEL_S
 
 
 def forward_s(m: ModelCost, hw: Hardware, batch: list[tuple[int, int]], tp: int = 1,

@@ -64,6 +64,7 @@ def auto_picker(plan: LaunchPlan, fits: dict | None = None):
     gpu = plan.service.get("gpu") or next((f.gpu for f in fits.values() if f.gpu != "unreported"), None)
     picker = deployment_for(t_model or "unknown", d_model, gpus=max(1, min(gpus, 2)), gpu=gpu,
                             drafter_shares_gpu=shares, single_model_tp=targets[0].tp_size if targets else 1,
+                            target_tp=targets[0].tp_size if targets else 1,
                             target_spec=speculative(targets[0] if targets else None, t_model, False),
                             drafter_spec=speculative(drafter, d_model, bool(drafter and drafter.lora_path)),
                             fits=fits)

@@ -24,6 +24,10 @@ decoding, else 1):
   (``1 - p_accept``) repaired by the target, its decode steps waiting behind
   the judge prefills other slots send meanwhile (sglang runs prefills first);
   on a shared GPU every target pass of every slot also delays the drafter.
+  ``two-gpu-tp2-colocated`` (``target_tp`` 2): SpecCompact's target runs with
+  TP=2 over both GPUs and the drafter's passes take turns with it (a TP=2
+  pass holds both GPUs), so the target's passes are priced at TP=2 and the
+  drafter is charged as on a shared GPU.
 
 ``DEFAULT_P_ACCEPT`` = 0.7: the SpecCompact paper's operating point and the
 middle of the acceptance range (0.5-0.9) its evaluation sweeps; the service
@@ -70,17 +74,20 @@ class Deployment:
     drafter_lora: LoraCost | None = field(default_factory=LoraCost)  # the drafter's adapter, charged per pass
     hermes_tokens: int = 1200  # Hermes-style summary length, tokens
     drafter_hardware: Hardware | None = None  # the drafter server's own profile (its calibration); None: hardware
+    target_tp: int = 1  # TP of SpecCompact's target (2: two-gpu-tp2-colocated, the drafter on the same GPUs)
 
     @classmethod
     def named(cls, target: str = "qwen3-8b", drafter: str | None = "qwen3-0.6b", gpus: int = 1, gpu: str = "H200",
               speculative: str | None = None, drafter_speculative: str | None = None,
-              equal_hardware: bool = True, hermes_tokens: int = 1200) -> "Deployment":
+              equal_hardware: bool = True, hermes_tokens: int = 1200, colocated_tp2: bool = False) -> "Deployment":
         """A deployment from preset names.
 
         ``speculative`` is applied to every server that supports it (see
         :func:`~sgl_speccompact.core.specdecode.available`; sglang refuses LoRA
         with STANDALONE, so the drafter never gets it); ``equal_hardware``
-        gives single-model methods the target on every GPU (TP).
+        gives single-model methods the target on every GPU (TP);
+        ``colocated_tp2`` (two GPUs only) gives SpecCompact's target TP=2 with
+        the drafter on the same GPUs.
 
         >>> d = Deployment.named(target="qwen3-32b", gpus=2, speculative="eagle3")
         >>> d.target_spec.algorithm, d.drafter_spec, d.single_model_tp, d.drafter_shares_gpu
@@ -90,6 +97,8 @@ class Deployment:
 
         if gpus not in (1, 2):
             raise ValueError(f"gpus must be 1 or 2, not {gpus}")
+        if colocated_tp2 and gpus != 2:
+            raise ValueError("colocated_tp2 needs gpus=2")
         if gpu not in GPUS:
             raise ValueError(f"unknown GPU profile {gpu!r}; known: {sorted(GPUS)}")
 
@@ -102,8 +111,8 @@ class Deployment:
         return cls(gpus=gpus, hardware=GPUS[gpu], target=preset(target),
                    drafter=preset(drafter) if drafter else None, target_spec=spec(speculative, target, False),
                    drafter_spec=spec(drafter_speculative or speculative, drafter, True) if drafter else None,
-                   drafter_shares_gpu=gpus == 1, single_model_tp=gpus if equal_hardware else 1,
-                   hermes_tokens=hermes_tokens)
+                   drafter_shares_gpu=gpus == 1 or colocated_tp2, single_model_tp=gpus if equal_hardware else 1,
+                   hermes_tokens=hermes_tokens, target_tp=2 if colocated_tp2 else 1)
 
 
 @dataclass(frozen=True)
@@ -176,12 +185,13 @@ def predict(method: str, dep: Deployment, history_tokens: int, p_accept: float, 
     if dep.drafter is None:
         return float("inf")
     d, lora, dhw = dep.drafter, dep.drafter_lora, dep.drafter_hardware or hw
-    pre_t = prefill_s(t, hw, h, 1, dep.target_spec)
+    tp = dep.target_tp
+    pre_t = prefill_s(t, hw, h, tp, dep.target_spec)
     pre_d = prefill_s(d, dhw, h, 1, dep.drafter_spec, lora)
     before = (pre_t + pre_d if dep.drafter_shares_gpu else max(pre_t, pre_d)) + 2 * shape.request_s
     q = 1.0 - p_accept
-    judge = forward_s(t, hw, [(h, shape.judge_tokens)])
-    repair = decode_s(t, hw, h, tpl, 1, 1, dep.target_spec)
+    judge = forward_s(t, hw, [(h, shape.judge_tokens)], tp)
+    repair = decode_s(t, hw, h, tpl, 1, tp, dep.target_spec)
     draft = sum(decode_s(d, dhw, h, n * (tpl + 1), b, 1, dep.drafter_spec, lora)  # +1: the newline stop
                 for b, n in _slot_phases(shape))
     longest = max(shape.slot_lines)

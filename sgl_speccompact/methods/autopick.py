@@ -164,7 +164,8 @@ def describe(dep: Deployment | None) -> dict | None:
             "drafter_gpu": dep.drafter_hardware.name if dep.drafter_hardware else None,
             "target_speculative": dep.target_spec.algorithm if dep.target_spec else None,
             "drafter_speculative": dep.drafter_spec.algorithm if dep.drafter_spec else None,
-            "drafter_shares_gpu": dep.drafter_shares_gpu, "single_model_tp": dep.single_model_tp}
+            "drafter_shares_gpu": dep.drafter_shares_gpu, "single_model_tp": dep.single_model_tp,
+            "target_tp": dep.target_tp}
 
 
 def spec_for(algorithm: str | None, model: str, lora: bool = False, **settings) -> SpecDecoding | None:
@@ -189,11 +190,13 @@ def spec_for(algorithm: str | None, model: str, lora: bool = False, **settings) 
 
 
 def deployment_for(target_model: str, drafter_model: str | None, *, gpus: int = 1, gpu: str | None = None,
-                   drafter_shares_gpu: bool = True, single_model_tp: int = 1,
+                   drafter_shares_gpu: bool = True, single_model_tp: int = 1, target_tp: int = 1,
                    target_spec: SpecDecoding | None = None, drafter_spec: SpecDecoding | None = None,
                    fits: dict[str, CostFit] | None = None, acceptance: AcceptanceEstimate | None = None) -> AutoPicker:
     """An :class:`AutoPicker` for served models on ``gpus`` GPUs of kind ``gpu``.
 
+    ``target_tp`` 2 with ``drafter_shares_gpu``: the target served with TP=2
+    over both GPUs and the drafter on them (``two-gpu-tp2-colocated``).
     ``fits`` (role -> :class:`CostFit`) gives each server's calibrated or
     profile parameters; a role without one uses the shipped profile of
     ``gpu`` (H200 when unknown).
@@ -230,7 +233,8 @@ def deployment_for(target_model: str, drafter_model: str | None, *, gpus: int = 
             sources.append(f"drafter: no preset for {drafter_model!r}, speccompact not predicted")
     dep = Deployment(gpus=gpus, hardware=hw, target=target, drafter=drafter, target_spec=target_spec,
                      drafter_spec=drafter_spec, drafter_shares_gpu=drafter_shares_gpu,
-                     single_model_tp=single_model_tp, drafter_hardware=d_hw if d_hw != hw else None)
+                     single_model_tp=single_model_tp, drafter_hardware=d_hw if d_hw != hw else None,
+                     target_tp=target_tp)
     return AutoPicker(dep, "; ".join(sources), pair, acceptance)
 
 

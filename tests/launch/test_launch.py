@@ -427,6 +427,7 @@ def test_auto_deployment_follows_the_plan():
     two = auto_picker(plan_for("--config", str(REPO / "launch/qwen3-32b-2xh100.toml")))
     d = two.deployment
     assert (d.gpus, d.drafter_shares_gpu, d.single_model_tp, d.target_spec.algorithm) == (2, True, 2, "EAGLE3")
+    assert d.target_tp == 2  # two-gpu-tp2-colocated: SpecCompact's target is priced at TP=2 too
     assert "H100" in d.hardware.name
     # a calibrated fit replaces the profile, per server, and the source says so
     fit = profile_fit("Qwen/Qwen3-0.6B", "A100").__class__(**{**profile_fit("Qwen/Qwen3-0.6B", "A100").to_dict(),

@@ -19,8 +19,12 @@ Deployment and scheduling parameters of the one-clock simulator
 (:mod:`.simulator`), each with its source:
 
 * :data:`DEPLOYMENTS`: ``two-gpu`` (drafter on its own GPU, the SpecCompact
-  paper's setup) and ``one-gpu`` (target and drafter time-share one GPU's
-  forward passes, as ``launch/qwen3-8b.toml`` deploys them).
+  paper's setup), ``one-gpu`` (target and drafter time-share one GPU's
+  forward passes, as ``launch/qwen3-8b.toml`` deploys them) and
+  ``two-gpu-tp2-colocated`` (the target with TP=2 across both GPUs, the
+  drafter on them: a TP=2 pass needs both GPUs at once, so the drafter's
+  passes take turns with the target's exactly as on one shared GPU, and the
+  target's passes run at TP=2).
 * :class:`Scheduling`: sglang 0.5.23's schedule policy (default ``fcfs``,
   ``sglang/srt/arg_groups/fields/schedule.py``), ``max_prefill_tokens``
   (16384, same file) and ``chunked_prefill_size``: 8192 on an H200, from
@@ -70,17 +74,32 @@ MAX_PREFILL_TOKENS = 16384  # sglang arg_groups/fields/schedule.py default
 class Deployment:
     """Where the target and the drafter run."""
 
-    name: str  # "two-gpu" or "one-gpu"
-    shared_gpu: bool  # both servers' forward passes take turns on one GPU
+    name: str  # "two-gpu", "one-gpu" or "two-gpu-tp2-colocated"
+    shared_gpu: bool  # both servers' forward passes take turns (one GPU, or a TP=2 pair held by each pass)
     source: str  # where the setup comes from
-
-
+    target_tp: int = 1  # tensor-parallel degree of the target server (its GPUs)
+    gpus: int = 1  # GPUs the deployment holds (device-seconds count every one a pass keeps busy or idle)
 
 
 DEPLOYMENTS = {
-    "two-gpu": Deployment("two-gpu", False, "SpecCompact paper setup: the drafter on its own GPU"),
+    "two-gpu": Deployment("two-gpu", False, "SpecCompact paper setup: the drafter on its own GPU", gpus=2),
     "one-gpu": Deployment("one-gpu", True, "launch/qwen3-8b.toml, launch/qwen3-32b.toml: both servers on one GPU"),
+    "two-gpu-tp2-colocated": Deployment("two-gpu-tp2-colocated", True, "the target with TP=2 over both GPUs, the "
+                                        "drafter co-located on them (its passes hold the pair)", target_tp=2, gpus=2),
 }
+
+
+def deployed(costs: dict, deployment: Deployment) -> dict:
+    """``costs`` with the target server at the deployment's TP degree (never lowered).
+
+    >>> c = deployed({"target": CostModel(), "drafter": CostModel()}, DEPLOYMENTS["two-gpu-tp2-colocated"])
+    >>> c["target"].tp, c["drafter"].tp
+    (2, 1)
+    """
+    target = costs.get("target")
+    if target is None or target.tp >= deployment.target_tp:
+        return costs
+    return {**costs, "target": replace(target, tp=deployment.target_tp)}
 
 
 @dataclass(frozen=True)

@@ -64,6 +64,7 @@ class Job:
     node: Node | None = None  # locked radix node
     lp: LogprobRecord = field(default_factory=LogprobRecord)  # gathered logprobs
     simulated_latency_s: float | None = None  # SIMULATED latency, when a cost model runs
+    priority: int = 0  # sglang's request priority (higher first; only ordered when a caller sets one)
 
     @property
     def prefill_only(self) -> bool:

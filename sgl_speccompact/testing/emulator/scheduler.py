@@ -232,6 +232,8 @@ class Scheduler:
             rem_in -= n
             rem_chunk = None if rem_chunk is None else rem_chunk - n
         matches = self._order()
+        if any(j.priority for j in self.waiting):  # --enable-priority-scheduling: higher values first, stable
+            self.waiting.sort(key=lambda j: -j.priority)
         while self.waiting:
             if rem_in <= 0 or (rem_chunk is not None and rem_chunk <= 0):
                 break  # budget_state() != CONTINUE

@@ -16,7 +16,10 @@ the one-clock simulator (:mod:`.simulator`).
   (the paper's: the drafter's GPU is idle for single-model methods) and
   ``two-gpu-equal`` (equal hardware: single-model methods run the target with
   TP=2 on both GPUs; SpecCompact as in ``two-gpu``, its row reused from
-  that run when ``two-gpu`` is in the sweep).
+  that run when ``two-gpu`` is in the sweep) and ``two-gpu-tp2-colocated``
+  (equal hardware, SpecCompact's other layout: its target with TP=2 across
+  both GPUs and the drafter's passes taking turns with it; single-model
+  methods as in ``two-gpu-equal``, their rows reused from it).
 * ``auto`` (:mod:`sgl_speccompact.methods.auto`) picks a method per cell from the
   closed-form model; its row is the picked method's run on the same draw
   (the simulator is deterministic: a second run gives the same end-to-end
@@ -35,7 +38,8 @@ from .latency_cases import CaseRunner, cases, slot_tokens
 
 SEED_STRIDE = 1000  # seeds of history k start at base + 1000 * k
 SINGLE_MODEL = ("hermes", "openclaw", "target_self")  # methods that use only the target
-DEPLOYMENT_NAMES = ("one-gpu", "two-gpu", "two-gpu-equal")
+DEPLOYMENT_NAMES = ("one-gpu", "two-gpu", "two-gpu-equal", "two-gpu-tp2-colocated")
+TP2_SINGLE = ("two-gpu-equal", "two-gpu-tp2-colocated")  # single-model methods: the target at TP=2 on both GPUs
 
 
 def draw_seed(base: int, draw: int, history: int = 0) -> int:
@@ -117,8 +121,8 @@ def costs_for(cell: Cell, args):
     d_algo = args.drafter_speculative or cell.speculative
     d_spec, d_note = server_spec(d_algo, d_name, lora=True)
     client = {"client_s_per_request": CLIENT_S_PER_REQUEST, "client_s_per_token": CLIENT_S_PER_TOKEN}
-    lora = LoraCost(rank=args.drafter_lora_rank, modules=tuple(args.drafter_lora_modules)) \
-        if args.drafter_lora_rank > 0 else None
+    lora = LoraCost(rank=args.drafter_lora_rank, modules=tuple(args.drafter_lora_modules),
+                    merged=getattr(args, "drafter_lora_merged", False)) if args.drafter_lora_rank > 0 else None
     costs = {"target": CostModel.for_model(t_name, spec=t_spec, **client),
              "drafter": CostModel.for_model(d_name, spec=d_spec, lora=lora, **client)}
     return costs, {"target": t_note, "drafter": d_note}
@@ -160,11 +164,12 @@ def simulate(args, methods: list[str], runner, trajs: list, tokenizer: str, line
                 cell0 = Cell(pair, spec, dep, args.p_accept[0])
                 costs, notes = costs_for(cell0, args)
                 info["spec_notes"][f"{pair}/{spec}"] = notes
-                if dep == "two-gpu-equal":
+                if dep in TP2_SINGLE:
                     from dataclasses import replace
 
                     tp2 = {**costs, "target": replace(costs["target"], tp=2)}
-                    sims = {"single": sim_for("two-gpu", tp2, "tp2"), "slot": sim_for("two-gpu", costs)}
+                    slot = sim_for("two-gpu", costs) if dep == "two-gpu-equal" else sim_for(dep, tp2)
+                    sims = {"single": sim_for("two-gpu", tp2, "tp2"), "slot": slot}
                 else:
                     sims = {"single": sim_for(dep, costs), "slot": None}
                 for p in args.p_accept:
@@ -176,6 +181,9 @@ def simulate(args, methods: list[str], runner, trajs: list, tokenizer: str, line
 
 def configure(sim, costs: dict):
     """Give ``sim``'s servers these cost models (speculative decoding, TP, LoRA, client cost); returns it."""
+    from ..emulator.cost import deployed
+
+    costs = deployed(costs, sim.deployment)
     for name, srv in sim.servers.items():
         srv.cost = costs[name]
         srv.sched.spec = costs[name].spec
@@ -229,19 +237,22 @@ def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, i
                 sim = sims["single"] if single or sims["slot"] is None else sims["slot"]
                 key = (cell.pair, cell.speculative, cell.p, draw, traj.path, case["label"], case["hermes_tokens"])
                 if single:  # no drafter: the same run at every acceptance rate (the true summary is p-free)
-                    key = (cell.pair, cell.speculative, cell.deployment, draw, traj.path, case["label"],
-                           case["hermes_tokens"])
+                    dep_key = "two-gpu-equal" if cell.deployment in TP2_SINGLE else cell.deployment
+                    key = (cell.pair, cell.speculative, dep_key, draw, traj.path, case["label"], case["hermes_tokens"])
+                elif cell.deployment == "two-gpu-tp2-colocated":
+                    key = (*key, cell.deployment)  # its own servers
                 # SpecCompact's servers are the same in two-gpu and two-gpu-equal, never in one-gpu
-                reuse = done.get(key) if single or cell.deployment in ("two-gpu", "two-gpu-equal") else None
+                reuse = done.get(key) if single or cell.deployment != "one-gpu" else None
                 if reuse is not None:  # the same servers and requests ran already
                     row = {**reuse, **base, "realized_acceptance": round(wl.acceptance, 4),
                            "reused_from": f"{reuse['deployment']} p={reuse['p_accept']}"}
                 else:
                     log(f"{cell.pair} {cell.speculative} {cell.deployment} p={cell.p} draw {draw} "
                         f"{traj.name} {case['label']}")
-                    row = {**base, **runner_obj.run(sim, case, traj, wl, single and cell.deployment ==
-                                                    "two-gpu-equal")}
-                    if single or cell.deployment in ("two-gpu", "two-gpu-equal"):
+                    tp2 = (single and cell.deployment in TP2_SINGLE) or (not single and cell.deployment ==
+                                                                         "two-gpu-tp2-colocated")
+                    row = {**base, **runner_obj.run(sim, case, traj, wl, tp2)}
+                    if single or cell.deployment != "one-gpu":
                         done[key] = row  # SpecCompact in two-gpu-equal runs on two-gpu's servers
                 got[case["label"]] = row
                 out.append(row)
@@ -257,7 +268,8 @@ def auto_row(cell, args, got, base, tokens, p_eff, deployment_cls, choose, info)
                                speculative=None if cell.speculative == "none" else cell.speculative,
                                drafter_speculative=args.drafter_speculative,
                                equal_hardware=cell.deployment != "two-gpu",
-                               hermes_tokens=args.hermes_tokens[0])
+                               hermes_tokens=args.hermes_tokens[0],
+                               colocated_tp2=cell.deployment == "two-gpu-tp2-colocated")
     ran = [m for m in ("speccompact", "target_self", "hermes", "openclaw") if _label(m, got)]
     choice = choose(dep, tokens, p_eff, methods=tuple(ran))
     info["auto"][f"{cell.pair}/{cell.speculative}/{cell.deployment}/{cell.p}"] = {

@@ -197,6 +197,9 @@ class CaseRunner:
     def endpoints(self, sim):
         if id(sim) not in self._endpoints:
             self._endpoints[id(sim)] = (sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter"))
+            if getattr(self.args, "local_tokenizer", False):  # the client tokenizes: no /tokenize on the clock
+                for ep in self._endpoints[id(sim)]:
+                    ep.use_local_tokenizer()
             sim.labeler = labeler()
         return self._endpoints[id(sim)]
 

@@ -15,7 +15,7 @@ CELL = ("model_pair", "speculative", "deployment", "p_accept")
 # The goals (issue "Race the fair field"), checked in equal-GPU deployments with speculative decoding on:
 GOALS = (("qwen3-32b", "speccompact", "target_self", 1.5), ("qwen3-8b", "auto", "hermes@1200", 5.0),
          ("qwen3-32b", "auto", "hermes@1200", 10.0))
-EQUAL_GPU = ("one-gpu", "two-gpu-equal")
+EQUAL_GPU = ("one-gpu", "two-gpu-equal", "two-gpu-tp2-colocated")
 
 
 def _cell(r: dict) -> tuple:

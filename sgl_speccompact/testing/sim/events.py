@@ -14,7 +14,7 @@ import heapq
 import json
 
 from ..emulator.scheduler import Batch
-from .servers import Requests, SimServer, _by_text, _kind, _tokenizes, _with_text
+from .servers import LOCAL_TOKENIZE_PATH, TOOL_PATH, Requests, SimServer, _by_text, _kind, _tokenizes, _with_text
 from .timeline import PassRecord, RequestRecord
 
 
@@ -29,7 +29,17 @@ class Events(Requests):
         """Stamp the requests issued at this instant, in canonical order, and send them."""
         epoch, self._epoch = self._epoch, []
         tokenize = [t for t in epoch if t.path == "/tokenize"]
-        epoch = [t for t in epoch if t.path != "/tokenize"]
+        for t in sorted((t for t in epoch if t.path == TOOL_PATH), key=lambda t: float(t.body.get("seconds", 0))):
+            t.bundle, t.response = [t], {}
+            t.record = RequestRecord(seq=len(self.requests), server=t.server.name, path=TOOL_PATH, kind="tool",
+                                     items=0, issued=self.clock, role="tool")
+            self.requests.append(t.record)
+            self._tickets.append(t)
+            self._push(self.clock + float(t.body.get("seconds", 0.0)), "answer", t)
+        local = [t for t in epoch if t.path == LOCAL_TOKENIZE_PATH]
+        for name in sorted({t.server.name for t in local}):
+            self._admit_local([t for t in local if t.server.name == name])
+        epoch = [t for t in epoch if t.path not in ("/tokenize", TOOL_PATH, LOCAL_TOKENIZE_PATH)]
         # identical bodies get identical answers, so their relative order does not matter
         keyed = sorted((((t.server.name, t.path, json.dumps(t.body, sort_keys=True, default=str)), i)
                         for i, t in enumerate(epoch)), key=lambda k: k[0])
@@ -47,6 +57,8 @@ class Events(Requests):
                                 digest=hashlib.sha256(canonical.encode()).hexdigest()[:12])
             if self.labeler is not None:
                 rec.lane, rec.role = self.labeler(srv.name, ticket.path, _with_text(ticket))
+            for job in ticket.jobs:  # sglang's priority scheduling, when the simulation gives roles one
+                job.priority = self.priorities.get(rec.role, 0)
             ticket.record = rec
             self.requests.append(rec)
             sent = sum(len(g[0].input_ids) for g in _by_text(ticket.jobs))

@@ -26,6 +26,10 @@ from ..emulator.scheduler import Scheduler
 from .timeline import RequestRecord
 
 
+TOOL_PATH = "/sim/tool"  # not an SGLang route: a client thread waits ``seconds`` of virtual time (a tool call)
+LOCAL_TOKENIZE_PATH = "/sim/local_tokenize"  # not an SGLang route: the client's own tokenizer (see _admit_local)
+
+
 class SimServer:
     """One simulated SGLang server: frontend, scheduler, tokenizer process, cost model."""
 
@@ -82,7 +86,12 @@ class Requests:
         if path == "/tokenize" and not self._active:  # setting an endpoint up, before any run
             return _tokenize(srv, body or {})
         ticket = Ticket(srv, path, body or {})
-        if path == "/v1/chat/completions":  # the chat route: render, then the /generate admission
+        if path == LOCAL_TOKENIZE_PATH:
+            pass
+        elif path == TOOL_PATH:  # a client-side wait on the clock (an agent's tool call), no server work
+            if float(ticket.body.get("seconds", 0.0)) < 0:
+                raise EmulatorError(f"{TOOL_PATH}: seconds must be >= 0")
+        elif path == "/v1/chat/completions":  # the chat route: render, then the /generate admission
             self._prepare_chat(ticket, url)
         elif path == "/generate":
             self._prepare_generate(ticket, url)
@@ -162,6 +171,28 @@ class Requests:
             self._tickets.append(t)
             self._push(srv.tokenizer_free, "answer", t)
 
+    def _admit_local(self, tickets: list[Ticket]) -> None:
+        """One client's tokenizations of this instant, done in the client: one batch, one record.
+
+        The client encodes the distinct prompts of all of them at
+        ``TOKENIZER_TOKENS_PER_S`` (its threads share one interpreter), no
+        server and no request overhead; as with ``/tokenize``, which thread
+        asks for which piece of a shared text depends on thread timing, their
+        union does not.
+        """
+        from ..emulator.cost import TOKENIZER_TOKENS_PER_S
+
+        srv = tickets[0].server
+        prompts = sorted({(p, _adds(t.body)) for t in tickets for p in _prompts(t.body)})
+        rec = RequestRecord(seq=len(self.requests), server=srv.name, path=LOCAL_TOKENIZE_PATH, kind="local_tokenize",
+                            items=len(prompts), issued=self.clock, role="client")
+        rec.tokenized = sum(len(srv.model.encode(p, add_special_tokens=a)) for p, a in prompts)
+        self.requests.append(rec)
+        for t in tickets:
+            t.record, t.bundle, t.response = rec, tickets, _tokenize(srv, t.body)
+            self._tickets.append(t)
+            self._push(self.clock + rec.tokenized / TOKENIZER_TOKENS_PER_S, "answer", t)
+
     def _warmup(self, ticket: Ticket, samples: list[Job]) -> Job:
         """sglang's n > 1 path: a prefill-only copy first, the samples once it is answered."""
         head = samples[0]
@@ -231,8 +262,8 @@ def _by_text(jobs: list[Job]) -> list[list[Job]]:
 
 
 def _kind(ticket: Ticket) -> str:
-    if ticket.path == "/tokenize":
-        return "tokenize"
+    if ticket.path in ("/tokenize", TOOL_PATH):
+        return "tokenize" if ticket.path == "/tokenize" else "tool"
     body = ticket.body
     if "token_ids_logprob" in body:
         return "judge"

@@ -1,41 +1,56 @@
-"""An agent session and its compactions on the simulator's clock (SIMULATED), three ways.
+"""An agent session and its compactions on the simulator's clock (SIMULATED), every method, two ways.
 
 ``replay`` walks a session (:mod:`.session_policy`) and compacts at Hermes's
-trigger in one of three modes:
+trigger with one method (``speccompact``, ``target_self``, ``hermes``,
+``openclaw``) in one of two modes:
 
-* ``sync``: our method (``speccompact``) when the trigger is reached; the
-  agent waits for the whole compaction;
-* ``ahead``: our method ahead of time.  When a response's prompt reaches the
-  soft threshold, the middle that will not change before the trigger is
+* ``sync``: the method runs when the trigger is reached; the agent waits for
+  the whole compaction;
+* ``ahead``: the method runs ahead of time.  When a response's prompt reaches
+  the soft threshold, the middle that will not change before the trigger is
   compacted in the background *while the agent's next turns run on the same
-  simulated target* (one simulator run: the prepare's requests and the
-  agent's chat completions share the servers and the clock).  At the trigger
-  the agent waits for what is left of the prepare, then for an incremental
-  compaction of the turns after the prepared prefix (``previous_summary`` =
-  the prepared summary) -- or, when the prepared prefix alone brings the
-  prompt under the soft threshold, no compaction at all: the prepared summary
-  replaces the prefix and the turns after it stay verbatim (``applied``).  A
-  prepare whose prefix is not reused is wasted work; its GPU time is counted;
-* ``hermes``: the Hermes-style baseline synchronously, the reference.
+  simulated target* (one simulator run: the prepare's requests, the agent's
+  chat completions and its tool calls share the servers and the clock).  At
+  the trigger the agent waits for what is left of the prepare, then for an
+  incremental compaction of the turns after the prepared prefix
+  (``previous_summary`` = the prepared summary) -- or, when the prepared
+  prefix alone brings the prompt under the soft threshold, no compaction at
+  all: the prepared summary replaces the prefix and the turns after it stay
+  verbatim (``applied``).  A prepare whose prefix is not reused is wasted
+  work; its GPU time is counted.
+
+With ``priority`` the agent's requests carry a higher sglang priority than
+the compaction's (``--enable-priority-scheduling``): they are admitted to
+prefill first; decode steps are still shared.
+
+The agent's slowdown while a prepare runs: the same turns (and tool calls)
+run once more from the same radix caches without the prepare, and the
+agent's decode rate (its completion tokens over its requests' time) of the
+two runs is compared (``agent_slowdown`` = rate alone / rate with it).
+
+Each compaction (a prepare too) can draw a new workload (``new_draw(k)``),
+so the true summary changes between compactions and carried lines are
+accepted only where the drafts happen to match.  Tool calls take the time
+``tool_s(i)`` gives (from the trajectories' recorded execution times).
 
 The plugin's own request to the service is charged on the same clock, added
 to the stall it is part of (:func:`service_hop_s`): the client cost of one
 request (``CLIENT_S_PER_REQUEST`` + ``CLIENT_S_PER_TOKEN`` per token sent, as
-``testing/emulator/cost.py``) for ``sync`` and ``ahead``, and for ``ahead``,
-whose compacts name the session, the service's store lookup over the
-messages sent (``STORE_LOOKUP_S_PER_BYTE``).  ``hermes`` calls the model
-itself: its request's client cost is in the cost model's.
+``testing/emulator/cost.py``), and ahead of time, whose compacts name the
+session, the service's store lookup over the messages sent
+(``STORE_LOOKUP_S_PER_BYTE``).
 
 Every compaction's agent-perceived stall, GPU seconds (pass time shared out
-over the requests in each pass, the agent's own excluded) and lines carried
-from the previous summary (origin ``carried``) are recorded.  Only the agent
+over the requests in each pass, the agent's own excluded), device-seconds
+(the same, times the GPUs each server's pass holds) and lines carried from
+the previous summary (origin ``carried``) are recorded.  Only the agent
 turns that overlap a prepare are simulated; the others do not change these
-numbers.  Tool execution takes no time (this shortens the overlap a prepare
-gets: conservative for ``ahead``).
+numbers.
 """
 
 from __future__ import annotations
 
+import copy
 import json
 import statistics
 import threading
@@ -44,9 +59,11 @@ from typing import Any, Callable
 
 from ..emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, STORE_LOOKUP_S_PER_BYTE
 from . import session_policy as sp
+from .servers import TOOL_PATH
 
 CHAT = "/v1/chat/completions"
-MODES = {"sync": "speccompact", "ahead": "speccompact", "hermes": "hermes"}  # mode -> method
+MODES = ("sync", "ahead")  # when a compaction runs: at the trigger, or prepared ahead of time
+METHODS = ("speccompact", "target_self", "hermes", "openclaw")  # what compacts
 MAX_TURN_TOKENS = 1024  # an agent turn generates its assistant message's tokens, at most this many
 
 
@@ -59,6 +76,7 @@ class Compaction:
     messages: int  # messages summarized (the remainder after a reused prefix included)
     stall_s: float = 0.0  # the agent's wait before its next request (SIMULATED s)
     gpu_s: float = 0.0  # GPU time of this compaction, its prepare included (SIMULATED s)
+    device_s: float = 0.0  # the same, times the GPUs each pass holds (SIMULATED s)
     prepared: bool = False  # a prepared prefix was reused
     applied: bool = False  # ... and alone: the turns after it kept verbatim, nothing compacted at the trigger
     wait_s: float = 0.0  # of the stall: the prepare still running at the trigger (SIMULATED s)
@@ -77,15 +95,19 @@ class Prepared:
     previous: str | None  # the previous summary it was incremental on
     result: Any  # its CompactionResult
     gpu_s: float  # its GPU time (SIMULATED s)
+    device_s: float  # its device-seconds (SIMULATED s)
     wait_s: float  # how long it outlasted the agent's turns up to the trigger (SIMULATED s)
+    agent_slowdown: float | None = None  # agent decode rate alone / with the prepare running (None: no turns)
 
 
 @dataclass
 class SessionRun:
     """One session in one mode."""
 
-    mode: str  # sync | ahead | hermes
+    mode: str  # sync | ahead
+    method: str  # speccompact | target_self | hermes | openclaw
     window: int  # the agent's window (tokens)
+    priority: bool  # the agent's requests at a higher priority than the compaction's
     trigger: int  # Hermes's trigger (tokens)
     peak_prompt: int = 0  # largest prompt the agent sent (tokens)
     requests: int = 0  # agent requests
@@ -93,13 +115,17 @@ class SessionRun:
     prune_only: int = 0  # triggers with nothing to summarize (pruning alone)
     prepares: int = 0  # ahead-of-time compactions run
     wasted_gpu_s: float = 0.0  # GPU time of prepares never reused (SIMULATED s)
+    wasted_device_s: float = 0.0  # device-seconds of prepares never reused (SIMULATED s)
+    agent_slowdowns: list = field(default_factory=list)  # agent_slowdown of every prepare with agent turns
 
     def summary(self) -> dict:
         done = [c for c in self.compactions if not c.aborted]
         stalls = [c.stall_s for c in done]
         gpu = sum(c.gpu_s for c in self.compactions) + self.wasted_gpu_s
         lines = sum(c.lines for c in done)
-        return {"mode": self.mode, "window": self.window, "trigger": self.trigger, "peak_prompt": self.peak_prompt,
+        return {"mode": self.mode, "method": self.method, "priority": self.priority, "window": self.window,
+                "device_s": sum(c.device_s for c in self.compactions) + self.wasted_device_s,
+                "agent_slowdowns": list(self.agent_slowdowns), "trigger": self.trigger, "peak_prompt": self.peak_prompt,
                 "over_window": self.peak_prompt > self.window, "requests": self.requests,
                 "compactions": len(self.compactions), "aborted": sum(1 for c in self.compactions if c.aborted),
                 "ineffective": sum(1 for c in self.compactions if c.ineffective), "prune_only": self.prune_only,
@@ -117,15 +143,25 @@ def agent_label(server: str, path: str, body: dict) -> tuple[str | None, str | N
     return None, ("agent" if path == CHAT else None)
 
 
-def compaction_gpu_s(report: dict) -> float:
-    """GPU seconds of a run's passes, each shared out over its requests, the agent's share left out."""
+def compaction_gpu_s(report: dict, held: dict[str, int] | None = None) -> float:
+    """GPU seconds of a run's passes, each shared out over its requests, the agent's share left out.
+
+    ``held`` (server -> GPUs one of its passes holds) turns them into device-seconds.
+    """
     roles = {r.seq: r.role for r in report["requests"]}
     total = 0.0
     for p in report["passes"]:
         if p.requests:
             ours = sum(1 for seq in p.requests if roles.get(seq) != "agent")
-            total += (p.end - p.start) * ours / len(p.requests)
+            total += (p.end - p.start) * ours / len(p.requests) * (held or {}).get(p.server, 1)
     return total
+
+
+def agent_rate(report: dict) -> float | None:
+    """The agent's decode rate in a run: its completion tokens over its requests' time (tokens/s)."""
+    mine = [r for r in report["requests"] if r.role == "agent" and r.finished is not None]
+    spent = sum(r.finished - r.issued for r in mine)
+    return sum(r.completion_tokens for r in mine) / spent if mine and spent > 0 else None
 
 
 def carried(result: Any) -> tuple[int, int]:
@@ -156,40 +192,80 @@ def chat_body(ctx: list[dict], turn_tokens: int) -> dict:
             "max_tokens": max(1, min(turn_tokens, MAX_TURN_TOKENS))}
 
 
+@dataclass
+class ReplayHooks:
+    """What a replay draws on besides the servers (every field optional)."""
+
+    tool_s: Callable[[int], float] | None = None  # seconds of the agent's i-th tool call (None: instant)
+    new_draw: Callable[[int], None] | None = None  # give compaction k its own workload draw (None: one draw)
+    held: dict | None = None  # server -> GPUs one of its passes holds (device-seconds; None: 1 each)
+    alone: dict | None = None  # memo of the agent's rate alone, by its turns (the same for every method)
+    priority: bool = False  # the agent's requests at a higher sglang priority than the compaction's
+
+
 class Replay:
     """Replays sessions on one simulation; ``compact(method, messages, previous) -> CompactionResult``."""
 
-    def __init__(self, sim, target, compact: Callable[..., Any], tokens: Callable[[dict], int]):
+    def __init__(self, sim, target, compact: Callable[..., Any], tokens: Callable[[dict], int],
+                 hooks: ReplayHooks = ReplayHooks()):
         self.sim, self.target, self.compact, self.tokens = sim, target, compact, tokens  # servers, method, counts
+        self.hooks = hooks  # tool time, workload draws, GPUs per pass
+        self._draws = 0  # compactions (prepares included) drawn so far in this session
         sim.labeler = agent_label
 
-    def _alone(self, method: str, messages: list[dict], previous: str | None) -> tuple[Any, float, float]:
-        result, report = self.sim.run(lambda: self.compact(method, messages, previous), keep_cache=True)
-        return result, report["e2e_s"], compaction_gpu_s(report)
+    def _draw(self) -> None:
+        if self.hooks.new_draw is not None:
+            self.hooks.new_draw(self._draws)
+        self._draws += 1
 
-    def _prepare(self, step: sp.Step, bodies: list[dict]) -> Prepared | None:
+    def _alone(self, method: str, messages: list[dict], previous: str | None) -> tuple[Any, float, float, float]:
+        self._draw()
+        result, report = self.sim.run(lambda: self.compact(method, messages, previous), keep_cache=True)
+        return result, report["e2e_s"], compaction_gpu_s(report), compaction_gpu_s(report, self.hooks.held)
+
+    def _agent(self, bodies: list[dict]) -> None:
+        """The agent's turns: each request, then its tool calls' time (when the answer calls tools)."""
+        for k, body in enumerate(bodies):
+            calls = body.get("tool_calls_after", 0)
+            self.target._request("POST", CHAT, {x: v for x, v in body.items() if x != "tool_calls_after"})
+            if calls and self.hooks.tool_s is not None:
+                self.target._request("POST", TOOL_PATH, {"seconds": sum(self.hooks.tool_s(k + i) for i in
+                                                                        range(calls))})
+
+    def _prepare(self, method: str, step: sp.Step, bodies: list[dict]) -> Prepared | None:
         raw = sp.prefix(step)
         if not raw:
             return None
         box: dict = {}
+        self._draw()
 
         def prepare():
-            box["result"] = self.compact("speccompact", sp.wire(sp.paired(raw)), step.previous)
+            box["result"] = self.compact(method, sp.wire(sp.paired(raw)), step.previous)
             box["done"] = self.sim.clock
 
         def both():
             worker = threading.Thread(target=prepare, name="sim-prepare", daemon=True)
             worker.start()
-            for body in bodies:
-                self.target._request("POST", CHAT, body)
+            self._agent(bodies)
             agent_done = self.sim.clock
             worker.join()
             return agent_done
 
+        memo = self.hooks.alone if self.hooks.alone is not None else {}
+        key = (id(self.sim), repr(self.sim.servers["target"].cost), json.dumps(bodies, sort_keys=True, default=str))
+        if key not in memo:  # the same turns with no prepare, from the same caches
+            trees = {n: copy.deepcopy(s.tree) for n, s in self.sim.servers.items()}
+            _, alone = self.sim.run(lambda: self._agent(bodies), keep_cache=True)
+            for n, s in self.sim.servers.items():
+                s.tree = s.sched.tree = trees[n]
+            memo[key] = agent_rate(alone)
         agent_done, report = self.sim.run(both, keep_cache=True)
         if "result" not in box:
             return None
-        return Prepared(raw, step.previous, box["result"], compaction_gpu_s(report), max(0.0, box["done"] - agent_done))
+        rates = memo[key], agent_rate(report)
+        return Prepared(raw, step.previous, box["result"], compaction_gpu_s(report),
+                        compaction_gpu_s(report, self.hooks.held), max(0.0, box["done"] - agent_done),
+                        rates[0] / rates[1] if None not in rates and rates[1] > 0 else None)
 
     def _lookahead(self, ctx: list[dict], rest: list[dict], trigger: int) -> list[dict]:
         """The agent's requests after ``ctx`` up to the one that reaches the trigger (no compaction between)."""
@@ -197,15 +273,19 @@ class Replay:
         for m in rest:
             if m.get("role") == "assistant":
                 prompt = sum(self.tokens(x) for x in ctx)
-                bodies.append(chat_body(ctx, self.tokens(m)))
+                bodies.append({**chat_body(ctx, self.tokens(m)), "tool_calls_after": len(m.get("tool_calls") or [])})
                 if prompt >= trigger:
                     break
             ctx.append(m)
         return bodies
 
-    def run(self, session: list[dict], policy: sp.Policy, mode: str) -> SessionRun:
+    def run(self, session: list[dict], policy: sp.Policy, mode: str, method: str = "speccompact") -> SessionRun:
+        if mode not in MODES or method not in METHODS:
+            raise ValueError(f"mode must be one of {MODES} and method one of {METHODS}, not {mode!r}, {method!r}")
         self.sim.run(lambda: None)  # fresh caches for every session and mode
-        out, tok = SessionRun(mode, policy.window, policy.trigger), self.tokens
+        self.sim.priorities = {"agent": 1} if self.hooks.priority else {}
+        self._draws = 0
+        out, tok = SessionRun(mode, method, policy.window, self.hooks.priority, policy.trigger), self.tokens
         ctx: list[dict] = []
         first, prepared, last = True, None, None
         for idx, m in enumerate(session):
@@ -218,9 +298,11 @@ class Replay:
                 last.ineffective, last = prompt >= policy.trigger, None
             ctx.append(m)
             if mode == "ahead" and prepared is None and policy.soft <= prompt < policy.trigger:
-                prepared = self._prepare(sp.plan(ctx, tok, policy, first),
+                prepared = self._prepare(method, sp.plan(ctx, tok, policy, first),
                                          self._lookahead(ctx, session[idx + 1:], policy.trigger))
                 out.prepares += prepared is not None
+                if prepared is not None and prepared.agent_slowdown is not None:
+                    out.agent_slowdowns.append(prepared.agent_slowdown)
             if prompt < policy.trigger:
                 continue
             step = sp.plan(ctx, tok, policy, first)
@@ -230,7 +312,7 @@ class Replay:
                 continue
             rec = Compaction(idx, prompt, len(mid))
             try:
-                result = self._compact(step, mid, prepared, mode, rec, out, policy)
+                result = self._compact(method, step, mid, prepared, rec, out, policy)
             except Exception as exc:  # noqa: BLE001 - an aborted compaction is a result, the session goes on
                 rec.aborted, ctx = f"{type(exc).__name__}: {exc}"[:300], step.ctx
             else:
@@ -243,13 +325,14 @@ class Replay:
             last = rec
         if prepared is not None:
             out.wasted_gpu_s += prepared.gpu_s
+            out.wasted_device_s += prepared.device_s
         return out
 
     def _hop(self, messages: list[dict], session: bool) -> float:
         """:func:`service_hop_s` of the plugin's compact request carrying ``messages``."""
         return service_hop_s(sp.wire(messages), sum(self.tokens(m) for m in messages), session)
 
-    def _compact(self, step: sp.Step, mid: list[dict], prepared: Prepared | None, mode: str, rec: Compaction,
+    def _compact(self, method: str, step: sp.Step, mid: list[dict], prepared: Prepared | None, rec: Compaction,
                  out: SessionRun, policy: sp.Policy) -> Any:
         if prepared is not None:
             cut = step.start + len(prepared.prefix)
@@ -257,6 +340,7 @@ class Replay:
             if sp.wire(now) == sp.wire(prepared.prefix) and step.previous == prepared.previous:
                 rest = sp.paired(step.ctx[cut:step.end])
                 rec.prepared, rec.wait_s, rec.gpu_s = True, prepared.wait_s, prepared.gpu_s
+                rec.device_s = prepared.device_s
                 rec.messages = len(rest)
                 after = sp.assemble(sp.Step(step.ctx, step.start, cut, step.boundary, step.previous),
                                     prepared.result.summary)
@@ -268,11 +352,13 @@ class Replay:
                     return prepared.result
                 # the whole middle is sent; the service finds the prefix and compacts the rest incrementally
                 rec.service_s = self._hop(prepared.prefix + rest, session=True)
-                result, e2e, gpu = self._alone("speccompact", sp.wire(rest), prepared.result.summary)
+                result, e2e, gpu, dev = self._alone(method, sp.wire(rest), prepared.result.summary)
                 rec.stall_s, rec.gpu_s = prepared.wait_s + rec.service_s + e2e, rec.gpu_s + gpu
+                rec.device_s += dev
                 return result
             out.wasted_gpu_s += prepared.gpu_s
-        result, e2e, rec.gpu_s = self._alone(MODES[mode], sp.wire(mid), step.previous)
-        rec.service_s = self._hop(mid, session=mode == "ahead") if mode != "hermes" else 0.0
+            out.wasted_device_s += prepared.device_s
+        result, e2e, rec.gpu_s, rec.device_s = self._alone(method, sp.wire(mid), step.previous)
+        rec.service_s = self._hop(mid, session=out.mode == "ahead")
         rec.stall_s = e2e + rec.service_s
         return result

@@ -73,7 +73,7 @@ import time
 import weakref
 from typing import Any, Callable
 
-from ..emulator.cost import CostModel, Deployment, Scheduling
+from ..emulator.cost import CostModel, Deployment, Scheduling, deployed
 from ..emulator.frontend import ServedModel
 from ..emulator.model import EmulatedModel, EmulatorError
 from .quiescence import ThreadWatch
@@ -113,10 +113,16 @@ class Simulation(Events):
     busy_cpu_s
         CPU seconds the client threads may use between two quiescent
         instants before :class:`SimulationStalled` (a busy loop).
+    priorities
+        ``{role: priority}``: the requests the labeler gives that role carry
+        that sglang priority (``--enable-priority-scheduling``: a higher
+        value is admitted to prefill first; running requests are never
+        preempted, as the simulator models no KV-memory pressure).
     """
 
     labeler: Callable[[str, str, dict], tuple[str | None, str | None]] | None = None
     busy_cpu_s: float = BUSY_CPU_S
+    priorities: dict = {}  # role -> sglang request priority (higher first; empty: every request 0, fcfs)
 
     def __init__(self, servers: dict[str, SimServer], deployment: Deployment, stall_s: float = STALL_S):
         self.servers, self.deployment, self.stall_s = servers, deployment, stall_s
@@ -268,6 +274,26 @@ class SimulatedEndpoint(_endpoint_base()):
     def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
         return self.sim.call(self.server_name, method, path, body, base or self.base_url)
 
+    def use_local_tokenizer(self, tokenizer=None) -> None:
+        """Tokenize in the client with the server's tokenizer, no ``/tokenize`` request (SIMULATED cost).
+
+        The client's encoding is on the clock: one batch per instant at
+        :data:`~..emulator.cost.TOKENIZER_TOKENS_PER_S` (the rate measured
+        for sglang's tokenizer process, the same library in the client), no
+        request overhead (``Requests._admit_local``).
+        """
+        from .servers import LOCAL_TOKENIZE_PATH
+
+        model = self.sim.servers[self.server_name].model
+
+        def local(texts: list[str], special: bool) -> list[list[int]]:
+            if not self.sim._active:  # setting up: off the clock
+                return [model.encode(t, add_special_tokens=special) for t in texts]
+            body = {"prompt": list(texts), "add_special_tokens": special}
+            return self._request("POST", LOCAL_TOKENIZE_PATH, body)["tokens"]
+
+        self.local_tokenize = local
+
 
 def build_simulation(tokenizer_path: str, policies: dict, costs: dict[str, CostModel], deployment: Deployment,
                      scheduling: Scheduling = Scheduling(), stall_s: float = STALL_S, tokenizer=None) -> Simulation:
@@ -281,6 +307,7 @@ def build_simulation(tokenizer_path: str, policies: dict, costs: dict[str, CostM
     from ..emulator.server import load_tokenizer
 
     tokenizer = tokenizer if tokenizer is not None else load_tokenizer(tokenizer_path)
+    costs = deployed(costs, deployment)
     ctx = int(min(getattr(tokenizer, "model_max_length", 32768), 1 << 24))
     servers = {}
     for name, policy in policies.items():

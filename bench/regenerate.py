@@ -1,0 +1,236 @@
+#!/usr/bin/env python
+"""Rerun every benchmark the current result pages quote, from today's code (SIMULATED runs).
+
+Method: each entry of :data:`RUNS` is one committed JSON under ``bench/results``
+and the exact command that writes it; this script runs them one after
+another (one simulation at a time), prints each command, its conditions and
+its runtime, and ends with the total.  The pages that quote them:
+``docs/benchmarks/single-compaction.md`` and ``docs/benchmarks/session.md``.
+Every figure is SIMULATED (one-clock simulator, H200 cost model), never a
+GPU measurement.
+
+``--check`` reruns one cheap cell of each run instead (its first seed, two
+methods) and fails when a committed row no longer matches what the code
+produces for the recorded conditions and seed (the staleness check that
+``tests/bench/test_bench_regenerate.py`` runs).
+
+Usage::
+
+    python bench/regenerate.py            # every quoted run (about 15-20 min on 2 busy cores)
+    python bench/regenerate.py --only single-compaction
+    python bench/regenerate.py --check    # one cheap cell per run, compared with the committed JSON
+    python bench/regenerate.py --tables   # the pages' tables, from the committed JSONs
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+BENCH = Path(__file__).resolve().parent
+sys.path.insert(0, str(BENCH.parent))  # the package, when run from anywhere
+RESULTS = BENCH / "results"
+
+# name -> (committed JSON, bench script, its arguments)
+SINGLE = ["--methods", "target_self,speccompact,hermes,openclaw,auto", "--no-trajectories",
+          "--synthetic-tokens", "8000", "--deployments", "two-gpu-equal,two-gpu-tp2-colocated,one-gpu",
+          "--p-accept", "0.7", "--seeds", "8",
+          "--speculative", "eagle3", "--hermes-tokens", "2048,2000", "--local-tokenizer", "--no-plots"]
+RUNS = {
+    "single-compaction-8b": ("single-compaction-8b.json", "latency.py",
+                             SINGLE + ["--model-pairs", "qwen3-8b:qwen3-0.6b"]),
+    "single-compaction-32b": ("single-compaction-32b.json", "latency.py",
+                              SINGLE + ["--model-pairs", "qwen3-32b:qwen3-0.6b"]),
+    "session": ("session.json", "session.py", [
+        "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu-equal,two-gpu-tp2-colocated",
+        "--speculative", "eagle3", "--session-tokens", "75000", "--seeds", "8", "--local-tokenizer", "--no-plots"]),
+    "session-speculative": ("session-speculative.json", "session.py", [
+        "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu-equal", "--methods", "target_self",
+        "--modes", "sync", "--speculative", "none,eagle3,dflash,ngram,ngram-copy", "--session-tokens", "75000",
+        "--seeds", "8", "--local-tokenizer", "--no-plots"]),
+}
+
+# runs split into shards of seeds (each command stays under 10 minutes), merged into the one JSON
+SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)]}
+
+# the cheap cell of --check: arguments replaced, and the row fields that must match the committed rows
+CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments": "two-gpu-equal"}
+SESSION_KEY = (("label", "mode", "priority", "deployment", "model_pair", "speculative", "seed", "path"),
+               ("stalls_s", "device_s"))
+SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "path"), ("e2e_s", "decisions"))
+CHECKS = {
+    "single-compaction-8b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
+    "single-compaction-32b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
+    "session": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
+    "session-speculative": ({**CELL, "--methods": "target_self", "--speculative": "dflash"}, *SESSION_KEY),
+}
+
+
+def command(name: str, out: Path, replace: dict | None = None) -> list[str]:
+    """The command line of run ``name`` writing ``out`` (``replace``: arguments swapped for a cheap cell).
+
+    >>> command("session", Path("x.json"), {"--seeds": "1"})[-6:]
+    ['--seeds', '1', '--local-tokenizer', '--no-plots', '--out', 'x.json']
+    """
+    _, script, args = RUNS[name]
+    args = list(args)
+    for flag, value in (replace or {}).items():
+        if flag in args:
+            args[args.index(flag) + 1] = value
+        else:
+            args += [flag, value]
+    return [sys.executable, str(BENCH / script), *args, "--out", str(out)]
+
+
+def run(cmd: list[str]) -> float:
+    """Run one benchmark command (its output shown); its runtime in seconds."""
+    print("$ " + " ".join(Path(c).name if c == sys.executable else c for c in cmd), flush=True)
+    t0 = time.perf_counter()
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH.parent), os.environ.get("PYTHONPATH")]))}
+    subprocess.run(cmd, check=True, env=env)  # this checkout's package, not another install
+    return time.perf_counter() - t0
+
+
+def merge(parts: list[dict]) -> dict:
+    """One report from shards of seeds: rows in order, the summary rebuilt, the conditions of all seeds."""
+    from sgl_speccompact.testing.harness.session import summarize
+
+    rows = [r for p in parts for r in p["rows"]]
+    seeds = sorted({r["seed"] for r in rows})
+    cond = {**parts[0]["conditions"], "seed": seeds[0], "seeds": len(seeds)}
+    return {**parts[0], "conditions": cond, "rows": rows, "summary": summarize(rows),
+            "runtime_s": round(sum(p.get("runtime_s") or 0 for p in parts), 1),
+            "shards": [p["conditions"].get("seed") for p in parts]}
+
+
+def regenerate(name: str, shards: int | None = None) -> float:
+    """Rerun ``name`` (its first ``shards`` shards one after another, then merged); its runtime in seconds."""
+    out = RESULTS / RUNS[name][0]
+    if name not in SHARDS:
+        return run(command(name, out))
+    spent, parts = 0.0, []
+    with tempfile.TemporaryDirectory() as tmp:
+        for i, shard in enumerate(SHARDS[name][:shards]):
+            part = Path(tmp) / f"part{i}.json"
+            spent += run(command(name, part, shard))
+            parts.append(json.loads(part.read_text()))
+    from sgl_speccompact.testing.harness.runs import write_json
+
+    write_json(merge(parts), out)
+    return spent
+
+
+def stale_rows(committed: dict, fresh: dict, key: tuple, fields: tuple) -> list[str]:
+    """Rows of ``fresh`` whose ``fields`` differ from the committed row with the same ``key`` (or that has none).
+
+    >>> a = {"rows": [{"m": "x", "e": 1.0}]}
+    >>> stale_rows(a, a, ("m",), ("e",)), stale_rows(a, {"rows": [{"m": "x", "e": 2.0}]}, ("m",), ("e",))
+    ([], ["('x',): e 1.0 -> 2.0"])
+    """
+    old = {tuple(r.get(k) for k in key): r for r in committed["rows"]}
+    out = []
+    for r in fresh["rows"]:
+        k = tuple(r.get(x) for x in key)
+        if k not in old:
+            out.append(f"{k}: not in the committed JSON")
+            continue
+        out += [f"{k}: {f} {old[k].get(f)} -> {r.get(f)}" for f in fields if old[k].get(f) != r.get(f)]
+    return out
+
+
+def check(name: str) -> list[str]:
+    """Rerun the cheap cell of ``name``; what no longer matches its committed JSON (empty: current)."""
+    replace, key, fields = CHECKS[name]
+    committed = json.loads((RESULTS / RUNS[name][0]).read_text())
+    with tempfile.TemporaryDirectory() as tmp:
+        out = Path(tmp) / "cell.json"
+        run(command(name, out, replace))
+        fresh = json.loads(out.read_text())
+    methods = set(replace["--methods"].split(","))  # latency.py adds its references (hermes) to any list
+    fresh["rows"] = [r for r in fresh["rows"] if r.get("method") in methods]
+    if not fresh["rows"]:
+        return [f"{name}: the cheap cell produced no rows"]
+    return [f"{name} {line}" for line in stale_rows(committed, fresh, key, fields)]
+
+
+NAMES = {"target_self": "Target-self", "speccompact": "SpecCompact", "openclaw": "OpenClaw-style", "auto": "auto"}
+
+
+def single_table(reports: list[dict]) -> str:
+    """The single-compaction page's table: per deployment and method, each target's median [min-max] (SIMULATED)."""
+    pairs = [r["conditions"]["model_pairs"][0] for r in reports]
+    cells = {(c["model_pair"], c["deployment"], c["label"]): c for r in reports for c in r["summary_by_cell"]}
+    auto = {k: v for r in reports for k, v in r["auto"].items()}
+    head = " | ".join(f"{p.split(':')[0]} e2e s, median [min-max] (TS / method; auto's prediction)" for p in pairs)
+    out = [f"| deployment | method | {head} |", "|---|---|" + "---|" * len(pairs)]
+    deps = list(dict.fromkeys(k[1] for k in cells))
+    labels = list(dict.fromkeys(k[2] for k in cells if k[2] != "hermes@slots"))
+    for dep in deps:
+        for label in labels:
+            row = []
+            for pair in pairs:
+                c, ts = cells.get((pair, dep, label)), cells.get((pair, dep, "target_self"))
+                if c is None:
+                    row.append("-")
+                    continue
+                got = next((v for k, v in auto.items() if k.startswith(f"{pair}/") and f"/{dep}/" in k), {})
+                first = f"hermes@{reports[0]['conditions']['hermes_tokens'][0]}"  # auto predicts this length
+                predicted = (got.get("predicted_s") or {}).get("hermes" if label == first else label)
+                pick = f"; predicted {predicted:.2f}" if predicted else ""
+                if label == "auto":
+                    pick = f" picks {NAMES.get(got.get('pick'), got.get('pick'))}"
+                ratio = ts["e2e_median_s"] / c["e2e_median_s"]
+                row.append(f"{c['e2e_median_s']:.2f} [{c['e2e_min_s']:.2f}-{c['e2e_max_s']:.2f}] "
+                           f"({ratio:.2f}x){pick}")
+            out.append(f"| {dep} | {NAMES.get(label, label.replace('hermes@', 'Hermes-style @'))} | "
+                       f"{' | '.join(row)} |")
+    return "\n".join(out)
+
+
+def tables() -> str:
+    """Every page table from the committed JSONs (what the pages under docs/benchmarks/ show)."""
+    from sgl_speccompact.testing.harness.session import format_summary
+
+    single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
+    out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]
+    for name in ("session", "session-speculative"):
+        report = json.loads((RESULTS / RUNS[name][0]).read_text())
+        out.append(f"## {name} ({report['timestamp']})\n\n{format_summary(report['summary'], 'SIMULATED')}")
+    return "\n\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    p.add_argument("--only", nargs="+", choices=sorted(RUNS), help="these runs only")
+    p.add_argument("--check", action="store_true", help="one cheap cell per run, compared with the committed JSON")
+    p.add_argument("--tables", action="store_true", help="print the pages' tables from the committed JSONs")
+    p.add_argument("--shards", type=int, help="of a run split into seed shards, only the first N (fewer seeds)")
+    args = p.parse_args(argv)
+    if args.tables:
+        print(tables())
+        return 0
+    names = args.only or list(RUNS)
+    print("Method: rerun each quoted benchmark from today's code, one at a time (SIMULATED: one-clock simulator, "
+          "H200 cost model; not a GPU measurement)")
+    print(f"Conditions: runs {', '.join(names)}; {'one cheap cell each, compared' if args.check else 'full'}; "
+          f"python {sys.version.split()[0]}")
+    t0, failed = time.perf_counter(), []
+    for name in names:
+        if args.check:
+            failed += check(name)
+        else:
+            print(f"{name}: {regenerate(name, args.shards):.0f} s", flush=True)
+    print(f"runtime {time.perf_counter() - t0:.0f} s")
+    for line in failed:
+        print(f"STALE {line}")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,152 @@
+"""The session benchmark's layouts, tool times and tables (SIMULATED; ``bench/session.py`` is the CLI).
+
+* **Layouts** (:func:`layout`): the servers one method's session runs on in
+  one deployment.  ``two-gpu-equal`` gives single-model methods the target
+  with TP=2 on both GPUs and SpecCompact the paper's layout (target on one,
+  drafter on the other); ``two-gpu-tp2-colocated`` gives SpecCompact the
+  target with TP=2 and the drafter on the same GPUs (single-model methods as
+  in ``two-gpu-equal``); ``one-gpu`` and ``two-gpu`` as in the latency
+  benchmark.  The agent always runs on the target the method uses.
+* **Speculative decoding** runs on the target server (the agent's turns and
+  every method's target work); ``ngram-copy`` is NGRAM with a higher mean
+  acceptance (:data:`NGRAM_COPY_TAU`), for summaries that copy carried text
+  from the prompt.
+* **Tool time** (:func:`tool_times`): the ``execution_time`` SWE-agent
+  records per step, read from the shared trajectories; the i-th tool call
+  of a session takes the i-th recorded time, cycling.
+* **Device-seconds**: pass time shared out over the requests of each pass,
+  times the GPUs that server's pass holds (TP=2: 2; a pass on a TP=2 pair
+  that the drafter shares holds both GPUs).
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import statistics
+from pathlib import Path
+
+NGRAM_COPY_TAU = 4.0  # NGRAM tokens per verify step on a mostly carried summary (ESTIMATED, fair_race.md)
+SINGLE = ("target_self", "hermes", "openclaw")  # methods that use only the target
+
+
+def hermes_own_tokens(window: int) -> int:
+    """Hermes's own summary length: ``max(2000, min(5% of the context, 10000))`` tokens.
+
+    >>> hermes_own_tokens(64_000), hermes_own_tokens(1_000_000)
+    (3200, 10000)
+    """
+    return max(2000, min(window // 20, 10_000))
+
+
+def layout(deployment: str, method: str) -> tuple[str, int]:
+    """``(simulator deployment, target TP)`` for ``method`` in ``deployment``.
+
+    >>> layout("two-gpu-equal", "target_self"), layout("two-gpu-equal", "speccompact")
+    (('two-gpu', 2), ('two-gpu', 1))
+    >>> layout("two-gpu-tp2-colocated", "speccompact")
+    ('two-gpu-tp2-colocated', 2)
+    """
+    if deployment in ("two-gpu-equal", "two-gpu-tp2-colocated"):
+        if method in SINGLE:
+            return "two-gpu", 2
+        return ("two-gpu", 1) if deployment == "two-gpu-equal" else (deployment, 2)
+    if deployment not in ("one-gpu", "two-gpu"):
+        raise ValueError(f"unknown session deployment {deployment!r}")
+    return deployment, 1
+
+
+def held(sim_deployment: str, target_tp: int) -> dict[str, int]:
+    """GPUs one pass of each server holds (device-seconds).
+
+    >>> held("two-gpu-tp2-colocated", 2), held("one-gpu", 1)
+    ({'target': 2, 'drafter': 2}, {'target': 1, 'drafter': 1})
+    """
+    shared_pair = sim_deployment == "two-gpu-tp2-colocated"
+    return {"target": target_tp, "drafter": 2 if shared_pair else 1}
+
+
+def target_spec(algorithm: str, model: str):
+    """The target server's speculative decoding for a session label (None: off)."""
+    from ...core.specdecode import make
+    from .latency import server_spec
+
+    if algorithm == "ngram-copy":
+        return make("NGRAM", model, tau=NGRAM_COPY_TAU)
+    return server_spec(algorithm, model, lora=False)[0]
+
+
+def tool_times(paths: list[str]) -> list[float]:
+    """Recorded tool execution times (s) of the SWE-agent trajectories among ``paths``, in order."""
+    out = []
+    for p in paths:
+        if not p.endswith(".traj") or not Path(p).is_file():
+            continue
+        try:
+            steps = json.loads(Path(p).read_text()).get("trajectory") or []
+        except (OSError, ValueError):
+            continue
+        out += [float(s["execution_time"]) for s in steps if isinstance(s.get("execution_time"), (int, float))]
+    return out
+
+
+def pct(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile (nearest rank) of ``values``.
+
+    >>> pct([1, 2, 3, 4], 0.5), pct([1, 2, 3, 4], 0.95), pct([], 0.5)
+    (2, 4, None)
+    """
+    if not values:
+        return None
+    s = sorted(values)
+    return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
+
+
+CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority")
+
+
+def summarize(rows: list[dict]) -> list[dict]:
+    """Per cell (pair, deployment, speculative decoding, method, mode): stalls, device-seconds, spread."""
+    cells: dict = {}
+    for r in rows:
+        cells.setdefault(tuple(r.get(k) for k in CELL), []).append(r)
+    out = []
+    for key, rs in cells.items():
+        stalls = [s for r in rs for s in r["stalls_s"]]
+        seed_med = [r["stall_median_s"] for r in rs if r["stall_median_s"] is not None]
+        dev = [r["device_s"] for r in rs]
+        slow = [s for r in rs for s in r["agent_slowdowns"]]
+        lines = sum(c["lines"] for r in rs for c in r["records"] if not c["aborted"])
+        kept = sum(c["carried_lines"] for r in rs for c in r["records"] if not c["aborted"])
+        out.append({**dict(zip(CELL, key)), "sessions": len(rs), "compactions": sum(r["compactions"] for r in rs),
+                    "aborted": sum(r["aborted"] for r in rs), "stall_p50_s": pct(stalls, 0.5),
+                    "stall_p95_s": pct(stalls, 0.95), "seed_median_min_s": min(seed_med, default=None),
+                    "seed_median_max_s": max(seed_med, default=None),
+                    "device_s_median": statistics.median(dev) if dev else None, "device_s_min": min(dev, default=None),
+                    "device_s_max": max(dev, default=None), "carried_share": kept / lines if lines else 0.0,
+                    "agent_slowdown_median": statistics.median(slow) if slow else None,
+                    "agent_slowdown_max": max(slow, default=None),
+                    "over_window": sum(r["over_window"] for r in rs)})
+    return out
+
+
+def format_summary(summary: list[dict], note: str) -> str:
+    """The per-cell table (Markdown), SIMULATED."""
+    def s(x):
+        return "-" if x is None else (f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}")
+
+    out = [f"SIMULATED sessions per cell (stalls over every compaction of every seed; {note})",
+           "| model pair | deployment | target spec | method | mode | agent priority | sessions | stall p50 s | "
+           "stall p95 s | seed medians min-max s | device-s / session (min-max) | carried share | "
+           "agent slowdown median (max) |",
+           "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
+    for c in summary:
+        prio = "-" if c["mode"] == "sync" else ("higher" if c["priority"] else "equal (fcfs)")
+        out.append(f"| {c['model_pair'].split(':')[0]} | {c['deployment']} | {c['speculative']} | {c['label']} | "
+                   f"{c['mode']} | {prio} | {c['sessions']} | {s(c['stall_p50_s'])} | {s(c['stall_p95_s'])} | "
+                   f"{s(c['seed_median_min_s'])}-{s(c['seed_median_max_s'])} | {s(c['device_s_median'])} "
+                   f"({s(c['device_s_min'])}-{s(c['device_s_max'])}) | {c['carried_share']:.2f} | "
+                   f"{s(c['agent_slowdown_median'])} ({s(c['agent_slowdown_max'])}) |")
+    out.append("agent slowdown: the agent's decode rate with no compaction running / with a prepare running, "
+               "on the same turns from the same caches (ahead of time only; 1.00 = no slowdown)")
+    return "\n".join(out)
