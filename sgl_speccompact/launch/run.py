@@ -88,6 +88,7 @@ def cost_fits(plan: LaunchPlan, http) -> dict:
     svc = plan.service
     headers = {"Authorization": f"Bearer {plan.upstream_api_key}"} if plan.upstream_api_key else None
     roles = [("target", plan.target_urls[0])] + ([("drafter", plan.drafter_url)] if plan.drafter_url else [])
+    tps = {spec.role: spec.tp_size for spec in plan.servers}  # servers started here; 1 for a given URL
     out = {}
     for role, url in roles:
         if svc.get("calibrate"):
@@ -99,7 +100,7 @@ def cost_fits(plan: LaunchPlan, http) -> dict:
                     "speculative decoding (--{role}-speculative none) for the cost model's plain passes")
         try:
             fit = resolve_cost_fit(http, url, calibrate_now=bool(svc.get("calibrate")), gpu=svc.get("gpu"),
-                                   headers=headers)
+                                   headers=headers, tp=tps.get(role, 1))
         except ValueError as exc:  # no preset for this model
             if svc.get("calibrate"):
                 raise ConfigError(str(exc)) from exc
