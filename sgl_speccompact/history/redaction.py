@@ -29,7 +29,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
-from .secret_patterns import CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS
+from .secret_patterns import CALL_OR_INDEX, CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS, QUOTED_PLACEHOLDER
 
 MARKER = "[REDACTED:{kind}]"
 
@@ -68,7 +68,8 @@ def _regex_spans(rx: re.Pattern, checked: bool, min_group: int = 4) -> Callable[
     def spans(text: str) -> Iterable[Span]:
         for m in rx.finditer(text):
             start, end = _secret_span(m, min_group)
-            if end > start and not (checked and _looks_like_code(text[start:end])):
+            quoted = 0 < start and end < len(text) and text[start - 1] in "\"'" and text[end] == text[start - 1]
+            if end > start and not (checked and _looks_like_code(text[start:end], quoted)):
                 yield start, end
     return spans
 
@@ -119,9 +120,18 @@ def detectors() -> tuple[Detector, ...]:
     return tuple(out)
 
 
-def _looks_like_code(value: str) -> bool:
-    """An assigned value that is a reference, call or placeholder rather than a literal secret."""
-    return bool(NOT_A_SECRET.match(value)) or any(c in value for c in CODE_CHARS)
+def _looks_like_code(value: str, quoted: bool = False) -> bool:
+    """An assigned value that is a reference, call or placeholder rather than a literal secret.
+
+    A quoted value is a literal whatever punctuation it holds, unless it is a
+    whole placeholder; a bare one is code when it references, calls or indexes.
+
+    >>> _looks_like_code("env('KEY')"), _looks_like_code("h5(k^+8#p"), _looks_like_code("x(1)+@9!", quoted=True)
+    (True, False, False)
+    """
+    if quoted:
+        return bool(QUOTED_PLACEHOLDER.match(value))
+    return bool(NOT_A_SECRET.match(value)) or bool(CALL_OR_INDEX.match(value)) or value[:1] in CODE_CHARS
 
 
 def _secret_span(m: re.Match, min_group: int = 4) -> Span:
