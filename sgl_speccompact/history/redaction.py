@@ -245,6 +245,9 @@ def redact_json(value: Any) -> tuple[Any, dict[str, int]]:
 def redact_messages(messages: list) -> list:
     """Copies of OpenAI messages with string contents, text parts, names, call ids and tool calls redacted.
 
+    Tool-call arguments are redacted whether sent as a JSON string or as a
+    JSON object (every string inside it, keys too, at any depth).
+
     Messages without a secret are the caller's own objects, so a layout
     built from them keeps the agent's bytes; the input is never changed.
     """
@@ -275,6 +278,7 @@ def _redact_call(call):
     new = {**call, "id": redact(call["id"])[0]} if isinstance(call.get("id"), str) else dict(call)
     fn = call.get("function")
     if isinstance(fn, dict):
-        new["function"] = {k: redact(v)[0] if k in ("name", "arguments") and isinstance(v, str) else v
-                           for k, v in fn.items()}
+        # arguments sent as a JSON object (any depth) are redacted string by string and stay an object
+        new["function"] = {k: (redact(v)[0] if isinstance(v, str) else redact_json(v)[0] if k == "arguments" else v)
+                           if k in ("name", "arguments") else v for k, v in fn.items()}
     return new if new != call else call
