@@ -173,6 +173,39 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
     return "".join(parts), dict(sorted(Counter(kind for _, _, kind in spans).items()))
 
 
+def redact_lines(lines: list[str], counted: list[bool] | None = None) -> tuple[list[str], dict[str, int]]:
+    """``lines`` redacted as one text (joined by newlines), each line kept in its place, and the counts.
+
+    A secret that spans lines (a PEM block, a netrc entry) matches only in
+    the joined text; every line it touches gets the marker in place of its
+    part, so no line is merged or dropped.  ``counted`` (one flag per line):
+    count only the secrets that touch a flagged line.
+
+    >>> redact_lines(["key:", "-----BEGIN PRIVATE KEY-----", "QUJDREVGR0hJSktMTU5P", "-----END PRIVATE KEY-----", "ok"])
+    (['key:', '[REDACTED:private_key]', '[REDACTED:private_key]', '[REDACTED:private_key]', 'ok'], {'private_key': 1})
+    """
+    spans = find_secrets("\n".join(lines)) if lines else []
+    if not spans:
+        return list(lines), {}
+    out, touched, first, start = [], set(), 0, 0
+    for i, line in enumerate(lines):
+        end = start + len(line)
+        while first < len(spans) and spans[first][1] <= start:
+            first += 1
+        parts, pos, j = [], start, first
+        while j < len(spans) and spans[j][0] < end:
+            a, b, kind = spans[j]
+            if b > start:
+                parts += [line[pos - start:max(a, start) - start], MARKER.format(kind=kind)]
+                pos = min(b, end)
+                if counted is None or counted[i]:
+                    touched.add(j)
+            j += 1
+        out.append("".join(parts) + line[pos - start:] if parts else line)
+        start = end + 1
+    return out, dict(sorted(Counter(spans[j][2] for j in touched).items()))
+
+
 def add_counts(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
     """Per-kind sum of two count dicts (sorted by kind)."""
     merged = Counter(total)
