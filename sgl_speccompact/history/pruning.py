@@ -40,7 +40,7 @@ class PruneReport:
     messages_pruned: int = 0  # tool results replaced by a stub
     chars_before: int = 0  # characters of those results before
     chars_after: int = 0  # characters of their stubs
-    replaced: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (output, stub) of each pruned message (redacted)
+    replaced: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (redacted output, stub) per pruned message
     redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced in the pruned outputs, per kind
 
     @property
