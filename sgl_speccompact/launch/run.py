@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from ..errors import BackendError, ConfigError, LaunchError
 from .auto import auto_picker
@@ -132,6 +134,27 @@ def service_server(app, **config):
             await super().shutdown(sockets)
 
     return _Server(uvicorn.Config(app, **config))
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process now with ``code``, once :func:`run` has returned (servers stopped, streams ended).
+
+    The interpreter's own exit would first collect a heap of several
+    hundred thousand objects (sglang's modules: seconds on a busy CPU) and
+    join every worker thread, also one still blocked in a read from a
+    stopped upstream; nothing of either is needed once the service stopped.
+    Logging handlers and the standard streams are flushed first.  Only the
+    command lines call this; :func:`run` itself returns.
+    """
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or gone: nothing left to lose
+            pass
+    os._exit(code)
 
 
 def _watch(procs: list[subprocess.Popen], server, died: list) -> None:
