@@ -81,7 +81,7 @@ from ..errors import ConfigError
 from ..flags import OneLineParser, positive_number
 from .auto import format_auto
 from .plan import LaunchPlan, build_plan, format_dry_run, gpu_name, load_config_file  # noqa: F401  (public API)
-from .run import run, run_emulated
+from .run import exit_process, run, run_emulated
 from .router import ROUTER_POLICIES
 from .servers import server_command
 
@@ -299,9 +299,8 @@ def _exit_if_stuck(rc: int) -> None:
     if stuck:
         print(f"[launch] {len(stuck)} thread(s) still inside an upstream request; exiting without them",
               file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(rc)
+        exit_process(rc)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

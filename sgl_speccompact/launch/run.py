@@ -29,6 +29,9 @@ from .servers import start_server, stop_servers, wait_healthy
 
 
 SHUTDOWN_GRACE_S = 3  # uvicorn's limit on draining open connections at shutdown (seconds)
+# cancelled compactions have answered service_stopping at once; a thread still blocked in an upstream
+# read gets this long to end before the process leaves (seconds)
+THREAD_GRACE_S = 1.0
 
 
 class _Terminated(BaseException):
@@ -60,7 +63,7 @@ def _build_app(plan: LaunchPlan, http):
                            max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
                            expose_upstream_urls=bool(svc["upstream_detail"]),
                            session_store_bytes=int(float(svc["session_store_mb"]) * 2**20),
-                           session_ttl_s=float(svc["session_ttl_s"]))
+                           session_ttl_s=float(svc["session_ttl_s"]), shutdown_grace_s=THREAD_GRACE_S)
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],
                       health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer,

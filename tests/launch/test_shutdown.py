@@ -1,4 +1,4 @@
-"""SIGTERM ends the service process promptly: within 2 s when idle, within the compaction deadline when busy.
+"""SIGTERM ends the service process promptly: within 2 s when idle, one more second when busy (inside the deadline).
 
 Before: uvicorn finished 0.3 s after the signal but the process exited 5.5-9.5 s later when idle
 (the interpreter collecting sglang's heap at exit) and later still with a compaction stuck in a
@@ -20,7 +20,8 @@ import pytest
 from procs import EXIT_S, READY_S, stop, wait_healthy
 
 IDLE_EXIT_S = 2.0  # the promise for an idle service: exit within this after SIGTERM (s)
-DEADLINE_S = 10.0  # --compaction-timeout of the busy probe: exit within this after SIGTERM (s)
+DEADLINE_S = 60.0  # --compaction-timeout of the busy probe (s)
+BUSY_EXIT_S = IDLE_EXIT_S + 1.0  # busy: the idle bound plus THREAD_GRACE_S, well inside the deadline (s)
 
 
 def _serve(target_url: str, port: int, *extra: str) -> subprocess.Popen:
@@ -92,7 +93,7 @@ def test_probe_busy_service_exits_within_the_compaction_deadline(make_emulated_s
         while not hung.is_set() and proc.poll() is None and time.monotonic() < deadline:
             hung.wait(0.1)
         assert hung.is_set() and proc.poll() is None
-        _exit_s(proc, DEADLINE_S)
+        _exit_s(proc, BUSY_EXIT_S)
         client.join(timeout=EXIT_S)
         assert answers and getattr(answers[0], "status_code", None) == 503, answers  # told, not dropped
     finally:
