@@ -34,4 +34,9 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    code = main()
+    if sys.argv[1:2] in (["launch"], ["serve"]):  # the service has stopped: leave without the teardown
+        from .launch.run import exit_process
+
+        exit_process(code)
+    sys.exit(code)

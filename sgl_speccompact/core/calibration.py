@@ -37,10 +37,20 @@ every parameter kept >= 0.  ``a``, ``weight`` and ``o_req`` are small and
 trade against each other under noise; their sum per decode pass
 (:attr:`CostFit.pass_s`), the KV rate and the FLOP rate are what the probe
 pins down, and what a slower or faster GPU changes.
+
+The fit is robust and physical.  Probe calls disturbed by other work on the
+machine are down-weighted (Huber weights on relative residuals, refitted a
+few rounds), and no parameter may beat the GPU (:func:`physical_bounds`):
+weight and KV reads take at least their bytes over the GPU's bandwidth, and
+prefill runs at most at its peak FLOP/s (a fit past the peak is refitted at
+it).  :func:`check_fit` refuses anything else -- a field that is not a
+finite number, zero or negative, or out of those bounds -- before a fit is
+saved or used.
 """
 
 from __future__ import annotations
 
+import math
 import time
 from dataclasses import asdict, dataclass, replace
 
@@ -50,6 +60,10 @@ from .gpus import DEFAULT_GPU, GPUS, match_gpu
 from .costmodel import Hardware, ModelCost
 
 MIN_SHARE = 0.01  # a rate under 1% of every probe's time is noise, not a measurement
+HUBER_K = 0.05  # relative residual past which a probe call counts less (a disturbed call)
+ROBUST_ROUNDS = 8  # reweighting rounds of the robust fit
+RATE_FIELDS = ("weight_s", "kv_s", "flop_rate")  # must be > 0
+COST_FIELDS = ("o_req_s", "a_s", "seq_s", "tok_s")  # must be >= 0
 PARAMS = ("o_req_s", "a_s", "weight_s", "kv_s", "seq_s", "tok_s", "flop_rate")  # order of the fitted vector
 
 
@@ -149,27 +163,36 @@ def predict_s(shape: ProbeShape, model: ModelCost, fit: CostFit) -> float:
 
 
 def fit_observations(obs: list[Observation], model: ModelCost, *, served_model: str, gpu: str,
-                     note: str = "", now: float | None = None, fallback: CostFit | None = None) -> CostFit:
-    """Least-squares fit of :data:`PARAMS` to probe timings, on relative error, all >= 0.
+                     note: str = "", now: float | None = None, fallback: CostFit | None = None,
+                     tp: int = 1) -> CostFit:
+    """Robust least-squares fit of :data:`PARAMS` to probe timings, on relative error, within the GPU's bounds.
 
     A rate that explains under :data:`MIN_SHARE` of every probe's time (the
     fixed cost of a decode pass, the KV rate or the prefill FLOP rate: zero,
     or lost in noise) is taken from
     ``fallback`` (the shipped profile), and the fit's ``note`` names it.
+    ``tp`` GPUs serve the model (tensor parallel): the bounds scale with it.
 
     Raises
     ------
     ValueError
         Too few or degenerate observations (the parameters are not
-        identifiable), or an unresolved rate and no ``fallback``.
+        identifiable), an unresolved rate and no ``fallback``, or a result
+        that :func:`check_fit` refuses.
     """
     x = np.array([features(o.shape, model) for o in obs])
-    y = np.array([o.seconds for o in obs])
-    if len(obs) < len(PARAMS) or np.linalg.matrix_rank(x) < len(PARAMS) or (y <= 0).any():
+    y = np.array([o.seconds for o in obs], dtype=float)
+    if len(obs) < len(PARAMS) or np.linalg.matrix_rank(x) < len(PARAMS) or not (np.isfinite(y) & (y > 0)).all():
         raise ValueError(f"{len(obs)} probe timings do not determine {len(PARAMS)} cost parameters; "
                          "need prefill probes of several lengths and decode probes of two lengths")
-    w = 1.0 / y  # relative error: a 5 ms probe counts as much as a 500 ms one
-    theta = _nonneg_lstsq(x * w[:, None], y * w)
+    bounds = physical_bounds(model, gpu, tp)
+    lower = np.zeros(len(PARAMS))
+    lower[2], lower[3] = bounds["weight_s"], bounds["kv_s"]  # no read faster than the GPU's bandwidth
+    theta = _robust_fit(x, y, lower)
+    flop_share = ((x[:, 6] * theta[6]) / y).max()
+    if flop_share >= MIN_SHARE and theta[6] < 1e15 / bounds["flop_rate"]:  # prefill past peak: refit at it
+        lower[6] = 1e15 / bounds["flop_rate"]
+        theta = _robust_fit(x, y, lower)
     resid = (x @ theta - y) / y
     fit = CostFit(model=served_model, gpu=gpu, o_req_s=float(theta[0]), a_s=float(theta[1]),
                   weight_s=float(theta[2]), kv_s=float(theta[3]), seq_s=float(theta[4]), tok_s=float(theta[5]),
@@ -180,13 +203,79 @@ def fit_observations(obs: list[Observation], model: ModelCost, *, served_model: 
     shares = {"pass_s": (share[:, 1] + share[:, 2]).max(), "kv_s": share[:, 3].max(), "flop_rate": share[:, 6].max()}
     fields_of = {"pass_s": ("a_s", "weight_s"), "kv_s": ("kv_s",), "flop_rate": ("flop_rate",)}
     missing = {k: fields_of[k] for k, v in shares.items() if v < MIN_SHARE}
-    if not missing:
-        return fit
-    if fallback is None:
-        raise ValueError(f"the probe timings did not resolve {sorted(missing)}")
-    filled = {key: getattr(fallback, key) for keys in missing.values() for key in keys}
-    what = ", ".join(sorted(missing))
-    return replace(fit, **filled, note=f"{note}; {what} not resolved by the probe, from {fallback.source}".lstrip("; "))
+    if missing:
+        if fallback is None:
+            raise ValueError(f"the probe timings did not resolve {sorted(missing)}")
+        filled = {key: getattr(fallback, key) for keys in missing.values() for key in keys}
+        what = ", ".join(sorted(missing))
+        fit = replace(fit, **filled, note=f"{note}; {what} not resolved by the probe, from {fallback.source}"
+                      .lstrip("; "))
+    check_fit(fit, model, tp)
+    return fit
+
+
+def bounding_gpu(gpu: str | None) -> Hardware:
+    """The GPU whose limits bound a fit: its shipped profile, else the fastest of every profile.
+
+    >>> bounding_gpu("NVIDIA H100 80GB HBM3").name, bounding_gpu("Tesla T4").name
+    ('H100', 'fastest shipped GPU')
+    """
+    key = match_gpu(gpu)
+    if key is not None:
+        return GPUS[key]
+    return Hardware("fastest shipped GPU", bw=max(h.bw for h in GPUS.values()),
+                    flops=max(h.flops for h in GPUS.values()))
+
+
+def physical_bounds(model: ModelCost, gpu: str | None, tp: int = 1) -> dict[str, float]:
+    """The fastest ``tp`` GPUs of kind ``gpu`` can go: reads at full bandwidth, prefill at peak.
+
+    ``weight_s`` and ``kv_s`` are lower bounds (seconds), ``flop_rate`` an upper one (FLOP/s).
+
+    >>> from sgl_speccompact.core.costmodel import QWEN3_8B
+    >>> b = physical_bounds(QWEN3_8B, "H100")
+    >>> round(b["weight_s"] * 1e3, 2), b["flop_rate"] / 1e12
+    (4.9, 989.0)
+    """
+    hw = bounding_gpu(gpu)
+    return {"weight_s": model.weight_bytes / (tp * hw.bw), "kv_s": model.kv_bytes_per_token / (tp * hw.bw),
+            "flop_rate": tp * hw.flops}
+
+
+def check_fit(fit: CostFit, model: ModelCost, tp: int = 1, *, bounds: bool = True) -> None:
+    """Refuse a fit that cannot describe ``tp`` GPUs of its kind, in one line.
+
+    Every rate must be a finite positive number and every fixed cost a
+    finite number >= 0; with ``bounds``, no pass may read its weights or KV
+    faster than the GPU's bandwidth allows, and prefill may not beat the
+    GPU's peak FLOP/s.
+
+    >>> from sgl_speccompact.core.costmodel import QWEN3_8B
+    >>> check_fit(profile_fit("Qwen/Qwen3-8B", "H100"), QWEN3_8B)
+    >>> check_fit(replace(profile_fit("Qwen/Qwen3-8B", "H100"), weight_s=0.0), QWEN3_8B)
+    Traceback (most recent call last):
+    ...
+    ValueError: weight_s is 0.0: must be positive
+    """
+    for name in RATE_FIELDS + COST_FIELDS:
+        value = getattr(fit, name)
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise ValueError(f"{name} is {value!r}: not a finite number")
+        if value <= 0 if name in RATE_FIELDS else value < 0:
+            raise ValueError(f"{name} is {value!r}: must be {'positive' if name in RATE_FIELDS else '>= 0'}")
+    if not bounds:
+        return
+    b, hw = physical_bounds(model, fit.gpu, tp), bounding_gpu(fit.gpu).name
+    slack = 1e-9  # float rounding of a fit that sits on a bound
+    if fit.weight_s < b["weight_s"] * (1 - slack):
+        raise ValueError(f"weight_s {fit.weight_s * 1e3:.3g} ms per pass is faster than reading the weights at "
+                         f"{hw}'s bandwidth ({b['weight_s'] * 1e3:.3g} ms)")
+    if fit.kv_s < b["kv_s"] * (1 - slack):
+        raise ValueError(f"kv_s {fit.kv_s * 1e9:.3g} ns per token is faster than reading the KV cache at "
+                         f"{hw}'s bandwidth ({b['kv_s'] * 1e9:.3g} ns)")
+    if fit.flop_rate > b["flop_rate"] * (1 + slack):
+        raise ValueError(f"prefill at {fit.flop_rate / 1e12:.0f} TFLOP/s is over {hw}'s peak "
+                         f"({b['flop_rate'] / 1e12:.0f} TFLOP/s)")
 
 
 def profile_fit(served_model: str, gpu: str | None, preset: ModelCost | None = None) -> CostFit:
@@ -237,6 +326,19 @@ def speed_ratio(slow: CostFit, fast: CostFit) -> dict[str, float]:
 
 def _theta(fit: CostFit) -> np.ndarray:
     return np.array([fit.o_req_s, fit.a_s, fit.weight_s, fit.kv_s, fit.seq_s, fit.tok_s, 1e15 / fit.flop_rate])
+
+
+def _robust_fit(x: np.ndarray, y: np.ndarray, lower: np.ndarray) -> np.ndarray:
+    """``theta >= lower`` minimising Huber-weighted relative error (a disturbed call counts less)."""
+    base = 1.0 / y  # relative error: a 5 ms probe counts as much as a 500 ms one
+    w = base
+    shifted = y - x @ lower  # theta = lower + delta, delta >= 0
+    theta = lower
+    for _ in range(ROBUST_ROUNDS):
+        theta = lower + _nonneg_lstsq(x * w[:, None], shifted * w)
+        resid = np.abs(x @ theta - y) / y
+        w = base * np.sqrt(np.minimum(1.0, HUBER_K / np.maximum(resid, 1e-12)))
+    return theta
 
 
 def _nonneg_lstsq(x: np.ndarray, y: np.ndarray) -> np.ndarray:

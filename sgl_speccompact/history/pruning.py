@@ -15,6 +15,10 @@ messages are only read; pruned messages are copies.
 This is the step Hermes's own compressor runs first
 (``_prune_old_tool_results``); here it is a compaction pre-step that any
 method gets when ``CompactConfig.prune_tool_outputs`` is on.
+
+With ``redact_secrets`` the output is redacted *before* its first line is
+cut (a secret cut at the 77th character, or with its quotes swapped, no
+longer matches its pattern), and the stub is redacted again after.
 """
 
 from __future__ import annotations
@@ -22,6 +26,8 @@ from __future__ import annotations
 import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
+
+from .redaction import add_counts, redact
 
 FIRST_LINE_CHARS = 80  # longest first line a stub quotes (chars)
 STUB = '[pruned tool output: {name} args#{digest} -> "{first}" ({size} chars)]'
@@ -34,7 +40,8 @@ class PruneReport:
     messages_pruned: int = 0  # tool results replaced by a stub
     chars_before: int = 0  # characters of those results before
     chars_after: int = 0  # characters of their stubs
-    replaced: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (output, stub) of each pruned message
+    replaced: tuple[tuple[str, str], ...] = field(default=(), repr=False)  # (redacted output, stub) per pruned message
+    redactions: dict[str, int] = field(default_factory=dict)  # secrets replaced in the pruned outputs, per kind
 
     @property
     def chars_saved(self) -> int:
@@ -79,7 +86,7 @@ def stub(name: str, arguments: str, output: str) -> str:
     return STUB.format(name=name or "tool", digest=digest, first=first, size=len(output))
 
 
-def prune_tool_outputs(messages: list, keep: int) -> tuple[list, PruneReport]:
+def prune_tool_outputs(messages: list, keep: int, *, redact_secrets: bool = False) -> tuple[list, PruneReport]:
     """``messages`` with every tool output but the newest ``keep`` replaced by a stub.
 
     Parameters
@@ -89,6 +96,8 @@ def prune_tool_outputs(messages: list, keep: int) -> tuple[list, PruneReport]:
         through untouched (the history parser reports them).
     keep : int
         Newest tool outputs kept whole (0 prunes every one).
+    redact_secrets : bool
+        Redact each pruned output before its stub is made, and the stub after.
 
     Returns
     -------
@@ -110,18 +119,22 @@ def prune_tool_outputs(messages: list, keep: int) -> tuple[list, PruneReport]:
     if not old:
         return list(messages), PruneReport()
     calls = _calls(messages)
-    out, replaced = list(messages), []
+    out, replaced, found, before = list(messages), [], {}, 0
     for i in old:
         m = messages[i]
         output = _text(m.get("content"))
         name, args = calls.get(m.get("tool_call_id"), (m.get("name") or "", ""))
-        short = stub(m.get("name") or name, args, output)
+        shown, counts = redact(output) if redact_secrets else (output, {})
+        short = stub(m.get("name") or name, args, shown)
+        if redact_secrets:
+            short, more = redact(short)  # what the cut and the quote swap made of the redacted text
+            counts = add_counts(counts, more)
         if len(short) >= len(output):
             continue  # already short: the stub would say less in more characters
         out[i] = {**m, "content": short}
-        replaced.append((output, short))
-    return out, PruneReport(len(replaced), sum(len(a) for a, _ in replaced), sum(len(b) for _, b in replaced),
-                            tuple(replaced))
+        replaced.append((shown, short))
+        found, before = add_counts(found, counts), before + len(output)
+    return out, PruneReport(len(replaced), before, sum(len(b) for _, b in replaced), tuple(replaced), found)
 
 
 def report_dict(report: PruneReport, count) -> dict:

@@ -29,7 +29,8 @@ from dataclasses import dataclass
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
-from .secret_patterns import CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS
+from .secret_patterns import (CALL_OR_INDEX, CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS,
+                              QUOTED_PLACEHOLDER)
 
 MARKER = "[REDACTED:{kind}]"
 
@@ -68,7 +69,8 @@ def _regex_spans(rx: re.Pattern, checked: bool, min_group: int = 4) -> Callable[
     def spans(text: str) -> Iterable[Span]:
         for m in rx.finditer(text):
             start, end = _secret_span(m, min_group)
-            if end > start and not (checked and _looks_like_code(text[start:end])):
+            quoted = 0 < start and end < len(text) and text[start - 1] in "\"'" and text[end] == text[start - 1]
+            if end > start and not (checked and _looks_like_code(text[start:end], quoted)):
                 yield start, end
     return spans
 
@@ -119,9 +121,18 @@ def detectors() -> tuple[Detector, ...]:
     return tuple(out)
 
 
-def _looks_like_code(value: str) -> bool:
-    """An assigned value that is a reference, call or placeholder rather than a literal secret."""
-    return bool(NOT_A_SECRET.match(value)) or any(c in value for c in CODE_CHARS)
+def _looks_like_code(value: str, quoted: bool = False) -> bool:
+    """An assigned value that is a reference, call or placeholder rather than a literal secret.
+
+    A quoted value is a literal whatever punctuation it holds, unless it is a
+    whole placeholder; a bare one is code when it references, calls or indexes.
+
+    >>> _looks_like_code("env('KEY')"), _looks_like_code("h5(k^+8#p"), _looks_like_code("x(1)+@9!", quoted=True)
+    (True, False, False)
+    """
+    if quoted:
+        return bool(QUOTED_PLACEHOLDER.match(value))
+    return bool(NOT_A_SECRET.match(value)) or bool(CALL_OR_INDEX.match(value)) or value[:1] in CODE_CHARS
 
 
 def _secret_span(m: re.Match, min_group: int = 4) -> Span:
@@ -161,6 +172,39 @@ def redact(text: str) -> tuple[str, dict[str, int]]:
         pos = end
     parts.append(text[pos:])
     return "".join(parts), dict(sorted(Counter(kind for _, _, kind in spans).items()))
+
+
+def redact_lines(lines: list[str], counted: list[bool] | None = None) -> tuple[list[str], dict[str, int]]:
+    """``lines`` redacted as one text (joined by newlines), each line kept in its place, and the counts.
+
+    A secret that spans lines (a PEM block, a netrc entry) matches only in
+    the joined text; every line it touches gets the marker in place of its
+    part, so no line is merged or dropped.  ``counted`` (one flag per line):
+    count only the secrets that touch a flagged line.
+
+    >>> redact_lines(["key:", "-----BEGIN PRIVATE KEY-----", "QUJDREVGR0hJSktMTU5P", "-----END PRIVATE KEY-----", "ok"])
+    (['key:', '[REDACTED:private_key]', '[REDACTED:private_key]', '[REDACTED:private_key]', 'ok'], {'private_key': 1})
+    """
+    spans = find_secrets("\n".join(lines)) if lines else []
+    if not spans:
+        return list(lines), {}
+    out, touched, first, start = [], set(), 0, 0
+    for i, line in enumerate(lines):
+        end = start + len(line)
+        while first < len(spans) and spans[first][1] <= start:
+            first += 1
+        parts, pos, j = [], start, first
+        while j < len(spans) and spans[j][0] < end:
+            a, b, kind = spans[j]
+            if b > start:
+                parts += [line[pos - start:max(a, start) - start], MARKER.format(kind=kind)]
+                pos = min(b, end)
+                if counted is None or counted[i]:
+                    touched.add(j)
+            j += 1
+        out.append("".join(parts) + line[pos - start:] if parts else line)
+        start = end + 1
+    return out, dict(sorted(Counter(spans[j][2] for j in touched).items()))
 
 
 def add_counts(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
@@ -235,6 +279,9 @@ def redact_json(value: Any) -> tuple[Any, dict[str, int]]:
 def redact_messages(messages: list) -> list:
     """Copies of OpenAI messages with string contents, text parts, names, call ids and tool calls redacted.
 
+    Tool-call arguments are redacted whether sent as a JSON string or as a
+    JSON object (every string inside it, keys too, at any depth).
+
     Messages without a secret are the caller's own objects, so a layout
     built from them keeps the agent's bytes; the input is never changed.
     """
@@ -265,6 +312,7 @@ def _redact_call(call):
     new = {**call, "id": redact(call["id"])[0]} if isinstance(call.get("id"), str) else dict(call)
     fn = call.get("function")
     if isinstance(fn, dict):
-        new["function"] = {k: redact(v)[0] if k in ("name", "arguments") and isinstance(v, str) else v
-                           for k, v in fn.items()}
+        # arguments sent as a JSON object (any depth) are redacted string by string and stay an object
+        new["function"] = {k: (redact(v)[0] if isinstance(v, str) else redact_json(v)[0] if k == "arguments" else v)
+                           if k in ("name", "arguments") else v for k, v in fn.items()}
     return new if new != call else call

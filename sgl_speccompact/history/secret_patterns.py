@@ -124,6 +124,17 @@ NOT_A_SECRET = re.compile(
     r"|(?:password|passwd|secret|token|api_?key|str|string|bool|int)$"
     r"|[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+$)",  # an attribute chain: tokenizer.eos_token
     re.IGNORECASE)
-CODE_CHARS = "([{"  # a value holding one of these is an expression: get_token(), data["key"]
+CODE_CHARS = "([{"  # a bare value holding one of these after a plain name is an expression: get_token(), data["key"]
+# a bare value that calls or indexes a name (letters and underscores, dotted): env("KEY"), os.environ[...
+CALL_OR_INDEX = re.compile(r"^(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_]+[(\[]")
+# a quoted value is a literal: only a whole placeholder or reference is not a secret (punctuation in a
+# quoted value -- a Django key's "(", "$", "%", "@" -- is part of the secret, not code)
+QUOTED_PLACEHOLDER = re.compile(
+    r"^(?:\$\{[^{}]*\}|\$\{\{.*\}\}|\$[A-Za-z_][A-Za-z0-9_]*|\{\{.*\}\}|\{[A-Za-z_][A-Za-z0-9_.]*\}|<[^<>]*>"
+    r"|%\([A-Za-z0-9_]+\)[sdr]|%[A-Za-z_][A-Za-z0-9_]*%|\*+|x+|\.\.\.+|\[REDACTED:[a-z_:]+\]"
+    r"|None|null|nil|true|false|undefined|required|optional|change[-_]?me|your[-_ ].*"
+    r"|password|passwd|secret|token|api_?key|str|string|bool|int"
+    r"|(?:/|~/|\.\.?/)\S*|[a-z_][a-z0-9_]*(?:\.[a-z_][a-z0-9_]*)+)$",
+    re.IGNORECASE)
 # kinds whose matches pass NOT_A_SECRET before being redacted
 CHECKED_KINDS = frozenset({"password", "authorization", "netrc_password"})

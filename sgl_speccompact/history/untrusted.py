@@ -29,6 +29,8 @@ True
 from __future__ import annotations
 
 import re
+import sys
+import unicodedata
 
 JOINER = "\u2060"  # WORD JOINER: inserted inside control strings, doubled when already present
 
@@ -43,8 +45,46 @@ HEADER_WORDS = ("system", "developer", "user", "assistant", "tool call", "tool r
 
 # every line boundary of str.splitlines except "\n" (which MULTILINE's ^ already follows)
 LINE_BREAKS = "\r\x0b\x0c\x1c\x1d\x1e\x85\u2028\u2029"
-# what may precede a header on its line: whitespace that is not a line break, and format characters
-LEADING = "\t \xa0\u1680\u2000-\u200f\u202f\u205f\u2060\u3000\ufeff"
+# categories of characters a reader does not see before a header: controls, format characters
+# (bidi marks, joiners, tags, soft hyphen), non-spacing and enclosing marks (variation selectors,
+# the grapheme joiner), space separators
+HIDDEN_CATEGORIES = frozenset({"Cc", "Cf", "Mn", "Me", "Zs"})
+# letters that render as nothing (Hangul fillers, Unicode's default-ignorable letters)
+BLANK_LETTERS = "\u115f\u1160\u3164\uffa0"
+# planes that hold characters of those categories: 0-1 and 14 (tags, variation selectors supplement)
+_PLANES = ((0, 0x20000), (0xE0000, 0xE1000))
+
+
+def hidden_class() -> str:
+    """A regex class body of every character that may hide before a header: see HIDDEN_CATEGORIES.
+
+    Built once from :mod:`unicodedata` (so it follows the running Python's Unicode version);
+    line breaks are left out, so a line is still scanned once.
+
+    >>> rx = re.compile("[%s]" % hidden_class())
+    >>> [bool(rx.match(c)) for c in ("\u202e", "\u00ad", "\ufe0f", "\U000e0020", "\u3164", "a", "\n")]
+    [True, True, True, True, True, False, False]
+    """
+    ranges, start, prev = [], None, None
+    for lo, hi in _PLANES:
+        for code in range(lo, min(hi, sys.maxunicode + 1)):
+            ch = chr(code)
+            hidden = (unicodedata.category(ch) in HIDDEN_CATEGORIES or ch in BLANK_LETTERS) and ch not in LINE_BREAKS \
+                and ch != "\n"
+            if hidden and start is None:
+                start = code
+            elif not hidden and start is not None:
+                ranges.append((start, prev))
+                start = None
+            prev = code
+        if start is not None:
+            ranges.append((start, prev))
+            start = None
+    return "".join(re.escape(chr(a)) if a == b else f"{re.escape(chr(a))}-{re.escape(chr(b))}" for a, b in ranges)
+
+
+# what may precede a header on its line: whitespace that is not a line break, and invisible characters
+LEADING = hidden_class()
 
 _CONTROL = re.compile(
     "|".join([
@@ -54,8 +94,8 @@ _CONTROL = re.compile(
         r"<(?=\s*/?\s*(?:%s)\b[^<>]*>)" % "|".join(map(re.escape, TAG_NAMES)),  # <conversation>, </think >
         r"\[(?=/?(?:%s)\])" % "|".join(BRACKET_TOKENS),  # [INST], [/INST]
         # [user] at a line start: after any line break str.splitlines knows, past any leading
-        # spaces and invisible format characters (which never include a line break, so each
-        # line is scanned once)
+        # spaces and invisible characters, by category (which never include a line break, so
+        # each line is scanned once)
         r"(?:^|(?<=[%s]))[%s]*\[(?=(?:%s)\b)" % (LINE_BREAKS, LEADING, "|".join(re.escape(w) for w in HEADER_WORDS)),
     ]),
     re.IGNORECASE | re.MULTILINE,

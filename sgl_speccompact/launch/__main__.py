@@ -1,8 +1,7 @@
 """``python -m sgl_speccompact.launch``."""
 
-import sys
-
 from .cli import main
+from .run import exit_process
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())  # the service has stopped: leave without the interpreter's teardown (run.exit_process)

@@ -89,10 +89,10 @@ import threading
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..flags import OneLineParser
+from ..flags import OneLineParser, positive_number
 from .auto import format_auto
-from .plan import LaunchPlan, build_plan, format_dry_run, load_config_file  # noqa: F401  (public API)
-from .run import run, run_emulated
+from .plan import LaunchPlan, build_plan, format_dry_run, gpu_name, load_config_file  # noqa: F401  (public API)
+from .run import exit_process, run, run_emulated
 from .router import ROUTER_POLICIES
 from .servers import server_command
 
@@ -266,6 +266,14 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
     if (args.emulate_gpu is not None or args.emulate_speed is not None) and not args.emulate:
         print("--emulate-gpu/--emulate-speed apply to --emulate only", file=sys.stderr)
         return 2
+    try:
+        if args.emulate_speed is not None:
+            positive_number(args.emulate_speed, "--emulate-speed")
+        if args.emulate_gpu is not None:
+            gpu_name(args.emulate_gpu, "--emulate-gpu")
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     if args.emulate:
         if args.target_url or args.drafter_url or args.dry_run:
             print("--emulate starts its own emulated servers: drop --target-url/--drafter-url/--dry-run",
@@ -322,9 +330,8 @@ def _exit_if_stuck(rc: int) -> None:
     if stuck:
         print(f"[launch] {len(stuck)} thread(s) still inside an upstream request; exiting without them",
               file=sys.stderr, flush=True)
-        sys.stdout.flush()
-        os._exit(rc)
+        exit_process(rc)
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    exit_process(main())

@@ -22,6 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import ConfigError
+from ..core.gpus import GPUS, match_gpu
 from ..flags import count, port, positive_number
 from .cpu import check_cpu_server, resolve_device
 from .router import ROUTER_POLICIES, RouterSpec, router_command
@@ -69,6 +70,8 @@ SERVICE_CHECKS = {
     "request_timeout_s": ("--request-timeout", positive_number),
     "health_wait_s": ("--health-wait", positive_number),
     "compaction_timeout_s": ("--compaction-timeout", positive_number),
+    "session_store_mb": ("--session-store-mb", positive_number),
+    "session_ttl_s": ("--session-ttl", positive_number),
     "prepare_workers": ("--prepare-workers", count),
     "prepare_queue": ("--prepare-queue", count),
     "prepare_queue_mb": ("--prepare-queue-mb", positive_number),
@@ -197,6 +200,26 @@ def check_service(svc: dict, from_flags: dict) -> None:
         where = "--session-store" if "session_store" in from_flags else "[service] session_store"
         raise ConfigError(f"must be memory or a redis://, rediss:// or unix:// URL, got {str(store)[:40]!r}",
                           field=where)
+    if svc.get("gpu") is not None:
+        gpu_name(svc["gpu"], "--gpu" if "gpu" in from_flags else "[service] gpu", calibrating=bool(svc.get("calibrate")))
+
+
+def gpu_name(value: Any, field: str, *, calibrating: bool = False) -> str:
+    """A GPU with a shipped cost-model profile (any name with ``calibrating``: the fit keys on it).
+
+    >>> gpu_name("NVIDIA H100 80GB HBM3", "--gpu")
+    'NVIDIA H100 80GB HBM3'
+    >>> gpu_name("NOPE", "--gpu")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --gpu: unknown GPU 'NOPE'; known: A100, B200, H100, H200, L40S (an unlisted ...
+    """
+    if not isinstance(value, str) or not value.strip() or not value.isprintable():
+        raise ConfigError(f"must be a GPU name, got {value!r}", field=field)
+    if match_gpu(value) is None and not calibrating:
+        raise ConfigError(f"unknown GPU {value!r}; known: {', '.join(sorted(GPUS))} (an unlisted GPU needs --calibrate)",
+                          field=field)
+    return value
 
 
 def _check_server(role: str, sec: dict) -> None:

@@ -12,12 +12,14 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import os
 import signal
 import subprocess
 import sys
 import threading
 import time
 from pathlib import Path
+from typing import NoReturn
 
 from ..errors import BackendError, ConfigError, LaunchError
 from .auto import auto_picker
@@ -27,6 +29,9 @@ from .servers import start_server, stop_servers, wait_healthy
 
 
 SHUTDOWN_GRACE_S = 3  # uvicorn's limit on draining open connections at shutdown (seconds)
+# cancelled compactions have answered service_stopping at once; a thread still blocked in an upstream
+# read gets this long to end before the process leaves (seconds)
+THREAD_GRACE_S = 1.0
 
 
 class _Terminated(BaseException):
@@ -63,7 +68,8 @@ def _build_app(plan: LaunchPlan, http):
                            prepare_workers=int(svc.get("prepare_workers", 4)),
                            prepare_queue=int(svc.get("prepare_queue", 64)),
                            prepare_queue_bytes=int(float(svc.get("prepare_queue_mb", 64.0)) * 2**20),
-                           prepare_priority=svc.get("prepare_priority"))
+                           prepare_priority=svc.get("prepare_priority"),
+                           shutdown_grace_s=THREAD_GRACE_S)
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],
                       health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer,
@@ -93,6 +99,7 @@ def cost_fits(plan: LaunchPlan, http) -> dict:
     svc = plan.service
     headers = {"Authorization": f"Bearer {plan.upstream_api_key}"} if plan.upstream_api_key else None
     roles = [("target", plan.target_urls[0])] + ([("drafter", plan.drafter_url)] if plan.drafter_url else [])
+    tps = {spec.role: spec.tp_size for spec in plan.servers}  # servers started here; 1 for a given URL
     out = {}
     for role, url in roles:
         if svc.get("calibrate"):
@@ -104,7 +111,7 @@ def cost_fits(plan: LaunchPlan, http) -> dict:
                     "speculative decoding (--{role}-speculative none) for the cost model's plain passes")
         try:
             fit = resolve_cost_fit(http, url, calibrate_now=bool(svc.get("calibrate")), gpu=svc.get("gpu"),
-                                   headers=headers)
+                                   headers=headers, tp=tps.get(role, 1))
         except ValueError as exc:  # no preset for this model
             if svc.get("calibrate"):
                 raise ConfigError(str(exc)) from exc
@@ -136,6 +143,27 @@ def service_server(app, **config):
             await super().shutdown(sockets)
 
     return _Server(uvicorn.Config(app, **config))
+
+
+def exit_process(code: int) -> NoReturn:
+    """End the process now with ``code``, once :func:`run` has returned (servers stopped, streams ended).
+
+    The interpreter's own exit would first collect a heap of several
+    hundred thousand objects (sglang's modules: seconds on a busy CPU) and
+    join every worker thread, also one still blocked in a read from a
+    stopped upstream; nothing of either is needed once the service stopped.
+    Logging handlers and the standard streams are flushed first.  Only the
+    command lines call this; :func:`run` itself returns.
+    """
+    import logging
+
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            stream.flush()
+        except (OSError, ValueError):  # closed or gone: nothing left to lose
+            pass
+    os._exit(code)
 
 
 def _watch(procs: list[subprocess.Popen], server, died: list) -> None:

@@ -28,7 +28,7 @@ import threading
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from ..core.calibration import CostFit, model_preset
+from ..core.calibration import CostFit, check_fit, model_preset
 from ..core.costmodel import GPUS, Hardware
 from ..core.gpus import DEFAULT_GPU, match_gpu
 from ..core.specdecode import SpecDecoding, SpecRefused, make
@@ -215,8 +215,14 @@ def deployment_for(target_model: str, drafter_model: str | None, *, gpus: int = 
     def profile(role: str, model: str) -> tuple[Any, Hardware, str]:
         preset = model_preset(model)
         fit = fits.get(role)
+        refused = ""
+        if fit is not None:
+            try:  # bounds were checked where the fit was made or read; numbers that break arithmetic, here
+                check_fit(fit, preset, bounds=False)
+            except ValueError as exc:
+                fit, refused = None, f" (cost fit refused: {exc})"
         if fit is None:
-            return preset, GPUS[key], f"profile:{key}{note}"
+            return preset, GPUS[key], f"profile:{key}{note}{refused}"
         m, hw = fit.profiles(preset, GPUS[key])
         return m, hw, fit.source + (f" ({fit.note})" if fit.note else "")
 

@@ -130,7 +130,8 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
     cfg = make_config(config)
     pruned = None
     if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs
-        messages, pruned = prune_tool_outputs(messages, cfg.keep_tool_outputs)
+        # an output is redacted before its stub cuts it (a cut secret matches no pattern), the stub after
+        messages, pruned = prune_tool_outputs(messages, cfg.keep_tool_outputs, redact_secrets=cfg.redact_secrets)
     target = connect(target)
     drafter = connect(drafter) if method.needs_drafter else drafter  # once, not once per block
     slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
@@ -155,7 +156,10 @@ def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
             if len(blocks) > 1 or len(blocks := plan(exact=True)) == 1:
                 raise  # already cut by exact counts, or it fits by them: nothing smaller to try
             result = run_blocks(blocks, previous_summary, one)
-        return result if saved is None else result.model_copy(update={"pruning": saved.result()})
+        if saved is None:
+            return result
+        return result.model_copy(update={"pruning": saved.result(),
+                                         "redactions": add_counts(result.redactions, pruned.redactions)})
 
 
 def run_block(method: Method, messages: list[dict], *, target, drafter, cfg: CompactConfig, schema,

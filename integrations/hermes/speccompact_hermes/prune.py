@@ -18,13 +18,16 @@ whole, and the prompt outgrows the window.
 
 Pure functions; Hermes's own stub wording is used when Hermes is importable.
 Only ``content`` (and long call arguments) change, never a ``tool_call_id``,
-so tool-call pairs stay whole.
+so tool-call pairs stay whole.  A cut never keeps part of a word: a secret
+cut in two matches no redaction pattern, so it goes whole or not at all
+(and Hermes's own stubs are made from redacted arguments).
 """
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
 from typing import Any
 
 CHARS_PER_TOKEN = 4  # Hermes's rough chars per token
@@ -55,6 +58,31 @@ def budget_tokens(msg: dict) -> int:
     return tokens
 
 
+_BASE64_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{16,}[ \t]*")  # a line of key material, maybe
+
+
+def _head(text: str, limit: int) -> str:
+    """``text`` cut to ``limit`` characters without keeping part of a word, or part of a line after the first.
+
+    Base64 lines left at the end go too: they may be a private key whose
+    END line (what makes them recognisable) was cut off.
+
+    >>> _head("export URL=postgres://u:pw@db", 14), _head("short", 14), _head("key\\n" + "QUJD" * 8 + "\\n-----END", 40)
+    ('export', 'short', 'key')
+    """
+    if len(text) <= limit:
+        return text
+    cut = text[:limit]
+    if "\n" in cut and text[limit] != "\n":  # inside a later line: all of it goes (a PEM END line, cut)
+        cut = cut[:cut.rindex("\n")]
+    elif not text[limit].isspace():
+        cut = re.sub(r"\S*$", "", cut)
+    lines = cut.rstrip().split("\n")
+    while lines and _BASE64_LINE.fullmatch(lines[-1]):
+        lines.pop()
+    return "\n".join(lines).rstrip()
+
+
 def _local_stub(name: str, args_json: str, content: str) -> str:
     """A stub in Hermes's wording for the common tools, generic otherwise.
 
@@ -71,9 +99,9 @@ def _local_stub(name: str, args_json: str, content: str) -> str:
         return f"[read_file] read {args.get('path', '?')} from line {args.get('offset', 1)} ({len(content):,} chars)"
     if name == "terminal":
         cmd = str(args.get("command", ""))
-        cmd = cmd[:77] + "..." if len(cmd) > 80 else cmd
+        cmd = _head(cmd, 77) + "..." if len(cmd) > 80 else cmd
         return f"[terminal] ran `{cmd}` -> {lines} lines output"
-    first = "".join(f" {k}={str(v)[:40]}" for k, v in list(args.items())[:2])
+    first = "".join(f" {k}={_head(str(v), 40)}" for k, v in list(args.items())[:2])
     return f"[{name}]{first} ({len(content):,} chars result)"
 
 
@@ -83,7 +111,9 @@ def stub(name: str, args_json: str, content: str) -> str:
         from agent.context_compressor import _summarize_tool_result
     except ImportError:
         return _local_stub(name, args_json, content)
-    return _summarize_tool_result(name, args_json, content)
+    from .framing import redact  # Hermes's stub cuts its arguments: redact them whole first
+
+    return _summarize_tool_result(name, redact(args_json), content)
 
 
 def protected_from(messages: list[dict], tail_tokens: int, tail_count: int) -> int:
@@ -113,7 +143,7 @@ def _shorten_args(args: str) -> str:
 
     def shrink(v: Any) -> Any:
         if isinstance(v, str) and len(v) > ARGS_KEEP_CHARS:
-            return v[:ARGS_KEEP_CHARS] + "...[truncated]"
+            return _head(v, ARGS_KEEP_CHARS) + "...[truncated]"
         if isinstance(v, dict):
             return {k: shrink(x) for k, x in v.items()}
         if isinstance(v, list):
