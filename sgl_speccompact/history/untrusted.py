@@ -56,7 +56,7 @@ _PLANES = ((0, 0x20000), (0xE0000, 0xE1000))
 
 
 def hidden_class() -> str:
-    """A regex class body of every character that may hide before a header: see HIDDEN_CATEGORIES.
+    r"""A regex class body of every character that may hide before a header: see HIDDEN_CATEGORIES.
 
     Built once from :mod:`unicodedata` (so it follows the running Python's Unicode version);
     line breaks are left out, so a line is still scanned once.
