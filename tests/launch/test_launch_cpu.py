@@ -39,15 +39,19 @@ def test_dry_run_cpu_starts_both_servers_on_the_cpu_engine():
         env, argv = split_env(cmds[role])
         assert env["SGLANG_USE_CPU_ENGINE"] == "1"
         assert env["PYTHONPATH"].split(":")[0] == str(KERNEL_DIR)  # `import common_ops` finds our kernels
+        # the target orders its queue by priority (prepares go below the agent's requests), which needs fcfs
+        tail = (["--enable-priority-scheduling", "--default-priority-value", "0", "--schedule-policy", "fcfs"]
+                if role == "target" else ["--schedule-policy", "lpm"])
         assert argv == [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--host", "127.0.0.1",
-                        "--port", port, *CPU_FLAGS, "--max-total-tokens", "16384", "--schedule-policy", "lpm"]
+                        "--port", port, *CPU_FLAGS, "--max-total-tokens", "16384", *tail]
         assert "--mem-fraction-static" not in argv  # a fraction of host memory would be wrong
     assert svc["drafter_lora_name"] is None
 
 
 def test_kv_pool_from_the_flag_or_the_config(tmp_path):
     plan = plan_for("--device", "cpu", "--max-total-tokens", "4096", "--no-drafter")
-    assert server_command(plan.servers[0])[-4:-2] == ["--max-total-tokens", "4096"]
+    cmd = server_command(plan.servers[0])
+    assert cmd[cmd.index("--max-total-tokens") + 1] == "4096"
     cfg = tmp_path / "cpu.toml"
     cfg.write_text('[target]\ndevice = "cpu"\nmax_total_tokens = 8192\n[drafter]\nenabled = false\n')
     (spec,) = plan_for("--config", str(cfg)).servers
