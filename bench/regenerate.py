@@ -61,9 +61,10 @@ SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)]}
 
 # the cheap cell of --check: arguments replaced, and the row fields that must match the committed rows
 CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments": "two-gpu-equal"}
-SESSION_KEY = (("label", "mode", "priority", "deployment", "model_pair", "speculative", "seed", "path"),
+# rows are matched by the trajectory's file name: its absolute path differs from one checkout to another
+SESSION_KEY = (("label", "mode", "priority", "deployment", "model_pair", "speculative", "seed", "trajectory"),
                ("stalls_s", "device_s"))
-SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "path"), ("e2e_s", "decisions"))
+SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "trajectory"), ("e2e_s", "decisions"))
 CHECKS = {
     "single-compaction-8b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
     "single-compaction-32b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),

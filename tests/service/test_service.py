@@ -555,7 +555,8 @@ def test_observed_acceptance_moves_the_estimate_and_the_pick():
     # 0.8, 0.74, 0.692, 0.6536, 0.62288, and below about 0.64 Target-self is predicted faster on two GPUs
     client, _ = make_client(auto=_picker(2, prior=0.8))
     seen = [client.post("/v1/compact", json={"messages": MESSAGES}).json()["stats"]["auto"] for _ in range(5)]
-    assert [a["p_accept"] for a in seen] == pytest.approx([0.8, 0.74, 0.692, 0.6536, 0.62288])
+    # stats.auto reports the estimate to 4 decimals, /metrics to full precision
+    assert [a["p_accept"] for a in seen] == pytest.approx([0.8, 0.74, 0.692, 0.6536, 0.62288], abs=5e-5)
     assert [a["method"] for a in seen] == ["speccompact"] * 4 + ["target_self"]
     assert seen[1]["p_accept_source"] == "observed over 1 compactions"
     text = client.get("/metrics").text
