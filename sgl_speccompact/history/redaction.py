@@ -76,7 +76,8 @@ def _regex_spans(rx: re.Pattern, checked: bool, min_group: int = 4) -> Callable[
 
 
 _PEM_END = re.compile(r"-----END (?:[A-Z0-9]+ )*PRIVATE KEY(?: BLOCK)?-----")
-_PEM_LINE = re.compile(r"[ \t]*[A-Za-z0-9+/=]{1,128}[ \t]*\r?")
+# a summary writes a key's lines as list items: "- MIIE...", and "- -----END ... KEY-----"
+_PEM_LINE = re.compile(r"[ \t]*(?:[-*+>][ \t]+)?[A-Za-z0-9+/=]{1,128}[ \t]*\r?|[ \t]*[-*+>][ \t]*")
 _PEM_WORD = re.compile(r"(?<![A-Za-z0-9+/=])[A-Za-z0-9+/=]{16,}[ \t]*$")
 
 

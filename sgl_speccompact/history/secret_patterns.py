@@ -112,7 +112,8 @@ PROVIDER_PATTERNS: tuple[tuple[str, str], ...] = (
                       r"(?:[A-Za-z][A-Za-z0-9-]*[ \t]+)?([^\s\"']{6,})"),
     # scheme://user:password@host and scheme://:password@host; one start per scheme word
     ("connection_string", r"(?<![a-zA-Z0-9+.-])[a-zA-Z][a-zA-Z0-9+.-]*://[^\s:/@\"']*:([^\s@/\"']+)@"),
-    ("netrc_password", r"(?i)\b(?:machine|login|account|default)\s+(?:\S+\s+)?password\s+(\S+)"),
+    # a list item per line ("- login me" / "- password x") is still one entry
+    ("netrc_password", r"(?i)\b(?:machine|login|account|default)\s+(?:\S+\s+)?(?:[-*+>]\s+)?password\s+(\S+)"),
     ("password", ASSIGNMENT),
     ("password", FLAG),
 )

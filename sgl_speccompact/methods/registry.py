@@ -30,7 +30,8 @@ from ..config import CompactConfig, make_config
 from .auto import Deployment
 from .autopick import AUTO, AutoPicker
 from .pipeline import run
-from .resolve import MethodRequest, as_picker, resolve_method
+from .resolve import MethodRequest, as_picker, resolve_method, served_picker
+from ..backends.endpoint import connect
 from ..result import CompactionResult
 from ..schema import Slot
 
@@ -101,8 +102,9 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         :class:`~sgl_speccompact.methods.autopick.AutoPicker` also carries the
         acceptance observed so far and is updated by a SpecCompact run; a
         bare :class:`~sgl_speccompact.methods.auto.Deployment` starts from the
-        prior acceptance.  Default: Qwen3-8B with Qwen3-0.6B on one shared
-        H200 (:func:`~sgl_speccompact.methods.autopick.default_picker`).
+        prior acceptance.  Default: the models the servers report
+        (:func:`~sgl_speccompact.methods.resolve.served_picker`; Qwen3-8B and
+        Qwen3-0.6B where they report none) on one shared H200.
         ``auto`` picks only among the methods that accept the request
         (:func:`~sgl_speccompact.methods.resolve.resolve_method`): not
         ``speccompact`` without a ``drafter``, not ``hermes`` with a ``schema``.
@@ -120,6 +122,9 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         invalid config.
     InvalidHistoryError, LabelTokenError, BackendError, SummaryBudgetError
     """
+    if method == AUTO and deployment is None:  # predict for the models the servers report
+        target, drafter = connect(target), (connect(drafter) if drafter is not None else None)
+        deployment = served_picker(target, drafter)
     picker = as_picker(deployment, drafter is not None) if method == AUTO else None
     cfg = make_config(config)
     method, choice = resolve_method(method, MethodRequest(

@@ -159,3 +159,12 @@ def test_the_slot_own_sub_section_heading_is_carried_in_the_schema_words():
     res, _ = run("## Progress\n###   done\n- [x] Found the bug in auth.py", NEW_TURNS,
                  {**NEW_LINES, "progress": []})
     assert body(res, "progress")[:2] == ["### Done", "- [x] Found the bug in auth.py"]
+
+
+def test_a_carried_line_that_repeats_an_accepted_line_is_not_judged_again():
+    # the duplicate pre-check runs on carried lines as on drafted ones: the copy costs no judgement
+    previous = PREVIOUS.replace("- /repo/auth.py", "- /repo/auth.py\n- /repo/auth.py")
+    res, target = run(previous)
+    asked = [LINE_RE.findall(t)[-1] for t in target.kinds("verify")]
+    assert asked.count("- /repo/auth.py") == 1, asked
+    assert body(res, "critical_context").count("- /repo/auth.py") == 1

@@ -78,3 +78,37 @@ def test_probe_django_secret_keys_with_punctuation_are_redacted(name, text, secr
 ])
 def test_placeholders_and_code_are_still_kept(line):
     assert find_secrets(line) == [], line
+
+
+def _bulleted(text: str) -> str:
+    return "\n".join(f"- {line}" for line in text.splitlines())
+
+
+@pytest.mark.parametrize("shape", ["raw", "bulleted"])
+@pytest.mark.parametrize("name,text,secrets", SECRET_CASES, ids=[c[0] for c in SECRET_CASES])
+def test_probe_no_secret_of_a_previous_summary_reaches_a_prompt(name, text, secrets, shape):
+    """A previous summary is written as list items: each line of a secret may sit behind a bullet."""
+    summary = "## Critical Context\n" + (text if shape == "raw" else _bulleted(text))
+    shown, _ = redact(summary)
+    assert not leaked([shown], [(name, text, secrets)]), shown
+
+
+def test_probe_previous_summary_secrets_never_reach_the_emulated_servers(make_emulated_server):
+    """End to end: every listed secret, bulleted, in the previous summary; no prompt of either server holds one."""
+    pytest.importorskip("sgl_speccompact.methods")
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.methods.registry import run_method
+    from sgl_speccompact.testing import ScriptedPolicy
+
+    previous = "## Critical Context\n" + "\n".join(_bulleted(text) for _, text, _ in SECRET_CASES)
+    target_policy = ScriptedPolicy(default_output="- kept the deploy config\n")
+    drafter_policy = ScriptedPolicy(default_output="- kept the deploy config\n")
+    target = make_emulated_server(policy=target_policy, model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B")
+    msgs = _call_with({"target": "config/deploy.yaml"})
+    for method in ("speccompact", "target_self", "hermes"):
+        run_method(method, msgs, target=SpecCompactEndpoint(target.url, timeout_s=60),
+                   drafter=SpecCompactEndpoint(drafter.url, timeout_s=60), previous_summary=previous)
+    prompts = [p for _, p in target_policy.calls + drafter_policy.calls]
+    assert prompts and any("deploy" in p for p in prompts)
+    assert not leaked(prompts)

@@ -92,3 +92,11 @@ def test_the_cli_predicts_for_the_served_model_unless_told():
     assert auto_picker(args, Served("Qwen/Qwen3-32B"), None).pair == "Qwen/Qwen3-32B|none"
     args.target_model = "Qwen/Qwen3-8B"
     assert auto_picker(args, Served("Qwen/Qwen3-32B"), None).pair == "Qwen/Qwen3-8B|none"
+
+
+def test_run_method_auto_without_a_deployment_predicts_for_the_served_model():
+    target = ScriptedBackend(complete=lambda text, params: "## Goal\n- a\n")
+    target.model_info = {"model_path": "Qwen/Qwen3-32B"}
+    res = run_method("auto", [{"role": "user", "content": "hi"}], target=target, schema=OPENCLAW_SLOTS[:1])
+    assert res.stats.auto["pair"] == "Qwen/Qwen3-32B|none"  # not the Qwen3-8B default
+    assert res.stats.auto["deployment"]["target"] == "Qwen/Qwen3-32B"

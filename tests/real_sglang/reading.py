@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 
 import scripts
+from real_servers import unavailable
 from sgl_speccompact.history.formats import load_history
 
 TRAJ = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
@@ -23,7 +24,7 @@ def history(name: str = OPENAI) -> list[dict]:
     """A real trajectory that holds none of the scripts' marker words."""
     path = TRAJ / name
     if not path.exists():
-        pytest.skip(f"shared trajectories not found at {TRAJ}")
+        unavailable(f"shared trajectories not found at {TRAJ}")
     messages = load_history(path)
     text = str(messages)
     for word in (*scripts.MARKERS.values(), scripts.REJECT, scripts.NO_SOURCE):

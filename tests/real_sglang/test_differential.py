@@ -153,3 +153,12 @@ def test_the_emulator_answers_like_the_real_server(servers, emulator):
     assert not unexplained, "emulator differs from sglang 0.5.23:\n" + "\n".join(
         f"  {k}: {v}" for k, v in sorted(unexplained.items()))
     assert not gone, f"listed differences that no longer exist (remove them from KNOWN): {gone}"
+
+
+def test_server_info_reports_no_context_length_on_either(servers, emulator):
+    # /server_info is a dump of the real server's arguments (hundreds of keys the emulator does not
+    # mirror), so only the field this project reads is compared: null on both, /v1/models has it
+    infos = [httpx.get(f"{url}/server_info", timeout=60).json() for url in (servers.target.url, emulator.url)]
+    assert [i.get("context_length", "absent") for i in infos] == [None, None]
+    models = [httpx.get(f"{url}/v1/models", timeout=60).json()["data"][0] for url in (servers.target.url, emulator.url)]
+    assert [m.get("max_model_len") for m in models] == [servers.context, servers.context]

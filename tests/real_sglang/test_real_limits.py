@@ -39,9 +39,26 @@ def test_the_real_over_context_400_is_a_typed_error(servers):
     assert "context length" in str(err.value).lower()
 
 
+class RefusalCounter(SpecCompactEndpoint):
+    """A target endpoint that counts the real server's over-context refusals (its views share the list)."""
+
+    refusals: list = []
+
+    def _generate(self, body):
+        try:
+            return super()._generate(body)
+        except PromptTooLongError as exc:
+            self.refusals.append(exc)
+            raise
+
+
 def test_chunking_replans_on_the_real_context_error(servers):
     messages = digits_history(12, 1000)  # ~12k tokens on an 8k target; the byte guess says ~4k
-    res = run_method("target_self", messages, target=SpecCompactEndpoint(servers.target.url), schema=scripts.SCHEMA)
+    target = RefusalCounter(servers.target.url)
+    target.refusals = []
+    res = run_method("target_self", messages, target=target, schema=scripts.SCHEMA)
+    # the byte guess planned one block, the real server refused it, and the re-plan by exact counts chunked
+    assert len(target.refusals) >= 1 and "context length" in str(target.refusals[0]).lower()
     assert res.chunks >= 2
     assert assert_scripted(res.summary, {scripts.REPAIRS[s] for s in scripts.MARKERS})
 

@@ -83,11 +83,16 @@ def test_monolithic_baselines_write_the_targets_one_summary(servers, method, sjc
         assert res.source_judge is not None and all(e["kept"] for e in res.source_judge["entries"])
 
 
-def test_auto_picks_a_method_that_runs_and_says_which(servers):
+@pytest.mark.parametrize("sjc", [False, True])
+def test_auto_picks_a_method_that_runs_and_says_which(servers, sjc):
     target, drafter = endpoints(servers)
-    res = run_method("auto", history(), target=target, drafter=drafter, schema=scripts.SCHEMA)
+    res = run_method("auto", history(), target=target, drafter=drafter, schema=scripts.SCHEMA, source_judge=sjc)
     assert res.method in {"speccompact", "target_self"}  # the methods that take a custom schema
+    assert res.stats.auto["method"] == res.method
     assert_scripted(res.summary)
+    if sjc:  # the scripted repair of next_steps has no source in the history: SJC deletes it
+        assert res.source_judge is not None
+        assert scripts.NO_SOURCE.strip() not in res.summary
 
 
 def test_a_judge_that_rejects_everything_leaves_only_target_lines(servers):
