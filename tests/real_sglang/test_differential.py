@@ -155,10 +155,15 @@ def test_the_emulator_answers_like_the_real_server(servers, emulator):
     assert not gone, f"listed differences that no longer exist (remove them from KNOWN): {gone}"
 
 
-def test_server_info_reports_no_context_length_on_either(servers, emulator):
-    # /server_info is a dump of the real server's arguments (hundreds of keys the emulator does not
-    # mirror), so only the field this project reads is compared: null on both, /v1/models has it
-    infos = [httpx.get(f"{url}/server_info", timeout=60).json() for url in (servers.target.url, emulator.url)]
-    assert [i.get("context_length", "absent") for i in infos] == [None, None]
-    models = [httpx.get(f"{url}/v1/models", timeout=60).json()["data"][0] for url in (servers.target.url, emulator.url)]
-    assert [m.get("max_model_len") for m in models] == [servers.context, servers.context]
+def test_server_info_and_v1_models_report_the_context_length_alike(servers, emulator, qwen3_tokenizer_path):
+    # /server_info is a dump of the server's arguments (hundreds of keys the emulator does not mirror),
+    # so only the field this project reads is compared: the --context-length given, else null there,
+    # while /v1/models always has the window (the model config's 40,960 when none was given)
+    def window(url):
+        info = httpx.get(f"{url}/server_info", timeout=60).json().get("context_length", "absent")
+        return info, httpx.get(f"{url}/v1/models", timeout=60).json()["data"][0].get("max_model_len")
+
+    assert window(servers.target.url) == window(emulator.url) == (servers.context, servers.context)
+    with EmulatedServer(qwen3_tokenizer_path, policy=ScriptedPolicy(default_output="Hello there"),
+                        model_path=servers.drafter.model) as default:
+        assert window(servers.drafter.url) == window(default.url) == (None, 40960)
