@@ -221,8 +221,9 @@ class SpecCompactEndpoint(HttpEndpoint):
         labels = self.label_tokens(choices[0], choices[n])
         meta = self._generate(judge_body(s.text_, labels))["meta_info"]
         j = judge_meta(meta, labels, choices_method.eta, "judge request")
-        keep = {k: meta.get(k) for k in ("prompt_tokens", "cached_tokens", "completion_tokens")}
-        return decision(choices, j, {**keep, "completion_tokens": 0, "requests": 1}, n)
+        # the server's own counts: a judgement that decoded anything shows it in the stats
+        keep = {k: int(meta.get(k) or 0) for k in ("prompt_tokens", "cached_tokens", "completion_tokens")}
+        return decision(choices, j, {**keep, "requests": 1}, n)
 
     def judge_batch(self, texts: list[str], positive: str, negative: str,
                     eta: float) -> tuple[list[Judgement], dict]:
@@ -247,7 +248,7 @@ class SpecCompactEndpoint(HttpEndpoint):
             One per text, in order.
         meta : dict
             ``prompt_tokens`` and ``cached_tokens`` summed over the items,
-            ``completion_tokens`` 0, ``requests`` 1 (0 for no texts).
+            ``completion_tokens`` as the server reports them (0: prefill only), ``requests`` 1 (0 for no texts).
         """
         meta = {"prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "requests": 0}
         if not texts:
@@ -261,7 +262,7 @@ class SpecCompactEndpoint(HttpEndpoint):
         for i, item in enumerate(out):
             info = item.get("meta_info") or {}
             judgements.append(judge_meta(info, labels, eta, f"batch judge item {i}"))
-            for k in ("prompt_tokens", "cached_tokens"):
+            for k in ("prompt_tokens", "cached_tokens", "completion_tokens"):
                 meta[k] += int(info.get(k) or 0)
         return judgements, meta
 

@@ -69,7 +69,9 @@ class Server:
             r = httpx.post(self.url + "/update_weights_from_disk", json={"model_path": path}, timeout=300)
             assert r.status_code == 200 and r.json().get("success"), r.text
             self.model = path
-        httpx.post(self.url + "/flush_cache", timeout=60)
+        # sglang refuses to flush while a request runs (a test's abandoned repair, say): wait for idle
+        r = httpx.post(self.url + "/flush_cache", params={"timeout": 120}, timeout=180)
+        assert r.status_code == 200, f"{self.name}: /flush_cache refused: {r.text}"
 
 
 @dataclass
