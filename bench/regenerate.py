@@ -5,7 +5,8 @@ Method: each entry of :data:`RUNS` is one committed JSON under ``bench/results``
 and the exact command that writes it; this script runs them one after
 another (one simulation at a time), prints each command, its conditions and
 its runtime, and ends with the total.  The pages that quote them:
-``docs/benchmarks/single-compaction.md`` and ``docs/benchmarks/session.md``.
+``docs/benchmarks/single-compaction.md``, ``docs/benchmarks/session.md`` and
+``docs/benchmarks/auto-picker.md`` (the fair field).
 Every figure is SIMULATED (one-clock simulator, H200 cost model), never a
 GPU measurement.
 
@@ -56,6 +57,16 @@ RUNS = {
         "--seeds", "8", "--local-tokenizer", "--no-plots"]),
 }
 
+# the fair field (every method, three speculative decoding settings, three deployments, three
+# acceptance rates) behind the auto picker's hit rates (docs/benchmarks/auto-picker.md)
+FAIR = ["--no-trajectories", "--synthetic-tokens", "8000", "--deployments", "one-gpu,two-gpu,two-gpu-equal",
+        "--p-accept", "0.5,0.7,0.9", "--speculative", "none,eagle3,dflash", "--hermes-tokens", "1200",
+        "--seeds", "8", "--local-tokenizer", "--no-plots"]
+RUNS.update({
+    "fair-8b": ("latency-fair-8b.json", "latency.py", FAIR + ["--model-pairs", "qwen3-8b:qwen3-0.6b"]),
+    "fair-32b": ("latency-fair-32b.json", "latency.py", FAIR + ["--model-pairs", "qwen3-32b:qwen3-0.6b"]),
+})
+
 # runs split into shards of seeds (each command stays under 10 minutes), merged into the one JSON
 SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)]}
 
@@ -65,7 +76,13 @@ CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments":
 SESSION_KEY = (("label", "mode", "priority", "deployment", "model_pair", "speculative", "seed", "trajectory"),
                ("stalls_s", "device_s"))
 SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "trajectory"), ("e2e_s", "decisions"))
+FAIR_KEY = (("method", "deployment", "model_pair", "speculative", "p_accept", "seed", "draw", "trajectory"),
+            ("e2e_s", "decisions"))
 CHECKS = {
+    # the run's first cell: the client's token-id cache is shared by the cells of one process, so a
+    # later cell's charge depends on the cells before it (by microseconds)
+    "fair-8b": ({**CELL, "--deployments": "one-gpu", "--p-accept": "0.5", "--speculative": "none"}, *FAIR_KEY),
+    "fair-32b": ({**CELL, "--deployments": "one-gpu", "--p-accept": "0.5", "--speculative": "none"}, *FAIR_KEY),
     "single-compaction-8b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
     "single-compaction-32b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
     "session": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
