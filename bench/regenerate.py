@@ -51,6 +51,10 @@ RUNS = {
     "session": ("session.json", "session.py", [
         "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu-equal,two-gpu-tp2-colocated",
         "--speculative", "eagle3", "--session-tokens", "75000", "--seeds", "8", "--local-tokenizer", "--no-plots"]),
+    "session-32b": ("session-32b.json", "session.py", [
+        "--model-pairs", "qwen3-32b:qwen3-0.6b", "--deployments", "two-gpu-equal", "--speculative", "eagle3",
+        "--session-tokens", "75000", "--seeds", "8", "--methods", "speccompact,target_self", "--priority", "on",
+        "--local-tokenizer", "--no-plots"]),
     "session-speculative": ("session-speculative.json", "session.py", [
         "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu-equal", "--methods", "target_self",
         "--modes", "sync", "--speculative", "none,eagle3,dflash,ngram,ngram-copy", "--session-tokens", "75000",
@@ -86,6 +90,7 @@ CHECKS = {
     "single-compaction-8b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
     "single-compaction-32b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
     "session": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
+    "session-32b": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
     "session-speculative": ({**CELL, "--methods": "target_self", "--speculative": "dflash"}, *SESSION_KEY),
 }
 
@@ -217,7 +222,7 @@ def tables() -> str:
 
     single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
     out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]
-    for name in ("session", "session-speculative"):
+    for name in ("session", "session-32b", "session-speculative"):
         report = json.loads((RESULTS / RUNS[name][0]).read_text())
         out.append(f"## {name} ({report['timestamp']})\n\n{format_summary(report['summary'], 'SIMULATED')}")
     return "\n\n".join(out)
