@@ -224,7 +224,8 @@ def create_app(
         methods = methods or default_names
     method_names = tuple(methods or DEFAULT_METHODS)
     from ..methods.autopick import AUTO  # imported late, as the runner is
-    from ..methods.resolve import MethodRequest, resolve_method, served_picker
+    from ..methods.request import MethodRequest, Offer
+    from ..methods.resolve import resolve_method, served_picker
 
     first = target[0] if isinstance(target, (list, tuple)) and target else target
     picker = auto if auto is not None else served_picker(first, drafter)  # the models the servers report
@@ -288,10 +289,11 @@ def create_app(
             return req, method, cfg, None
         if not pickable:
             raise InvalidRequestError("auto has no method to pick from on this service", field="method")
-        request = MethodRequest(req.messages, req.previous_summary, has_drafter=drafter is not None,
-                                offered=pickable, context_tokens=cfg.target_context_tokens, config=cfg)
+        request = MethodRequest(req.messages, req.previous_summary)
+        offer = Offer(has_drafter=drafter is not None, offered=pickable, context_tokens=cfg.target_context_tokens,
+                      config=cfg)
         choice = sessions.auto_pick(scope, req.session,  # once per session: its prepares stay reusable
-                                    lambda: resolve_method(AUTO, request, pickers.get(scope))[1])
+                                    lambda: resolve_method(AUTO, request, offer, pickers.get(scope))[1])
         metrics.auto_picks.labels(choice["method"]).inc()
         return req, choice["method"], cfg, choice
 
