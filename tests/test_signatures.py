@@ -18,7 +18,7 @@ CHECKED = [*PKG.glob("*.py"), *(PKG / "methods").rglob("*.py"), *(PKG / "program
 MAX_PARAMETERS = 8
 # the public keyword entry points: every option a named keyword, so a caller's typo is a TypeError
 # and help() lists them; below them the options travel as one MethodRequest
-EXEMPT = {"methods/registry.py:run_method", "methods/speccompact.py:compact", "service/app.py:create_app"}
+EXEMPT = {"methods/registry.py:run_method", "methods/speccompact.py:compact"}
 
 
 def parameters(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
