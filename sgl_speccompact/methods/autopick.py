@@ -29,18 +29,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.calibration import CostFit, check_fit, model_preset
+from ..history.estimate import CHARS_PER_TOKEN, chars_to_tokens
 from ..core.costmodel import GPUS, Hardware
 from ..core.gpus import DEFAULT_GPU, match_gpu
 from ..core.specdecode import SpecDecoding, SpecRefused, make
 from .auto import DEFAULT_P_ACCEPT, METHODS as PREDICTED, Deployment, choose
 
 AUTO = "auto"  # the method name that asks for a pick
-CHARS_PER_TOKEN = 4  # characters of English/code text per token (estimate; Qwen3 tokenizer on agent logs)
 EMA_WEIGHT = 0.2  # weight of the newest compaction's acceptance rate in the running estimate
 
 
 def estimate_tokens(messages: list[Any], previous_summary: str | None = None) -> int:
-    """Tokens of a history, estimated as characters / :data:`CHARS_PER_TOKEN`.
+    """Tokens of a history, estimated as characters / :data:`~sgl_speccompact.history.estimate.CHARS_PER_TOKEN`.
 
     Counts message text, text parts, tool-call names and arguments; reads
     nothing else and never modifies ``messages``.
@@ -61,7 +61,7 @@ def estimate_tokens(messages: list[Any], previous_summary: str | None = None) ->
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict):
                 chars += len(str(fn.get("name") or "")) + len(str(fn.get("arguments") or ""))
-    return chars // CHARS_PER_TOKEN
+    return chars_to_tokens(chars)
 
 
 class AcceptanceEstimate:

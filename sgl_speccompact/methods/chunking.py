@@ -48,6 +48,7 @@ from ..history.messages import Turn, _render_turn, parse_messages
 from ..core.judge_prompts import judge_rubric
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt, target_shared
 from ..history.pruning import stub
+from ..history.tool_groups import tool_groups
 from ..result import CompactionResult, CompactionStats
 from ..schema import Slot
 from .request import MethodRequest
@@ -127,30 +128,6 @@ def room_left(context: int | None, prompt_tokens: int, cap: int) -> int:
     if context is None:
         return cap
     return max(1, min(cap, context - prompt_tokens - CHAT_TEMPLATE_TOKENS))
-
-
-def tool_groups(turns: tuple[Turn, ...]) -> list[tuple[int, int]]:
-    """``[start, end)`` spans of turns that must stay together: a tool call with all its results.
-
-    >>> from ..history.messages import ToolCall
-    >>> t = (Turn("user", "go"), Turn("assistant", "", (ToolCall("c1", "ls", ""),)),
-    ...      Turn("tool", "a", tool_call_id="c1"), Turn("assistant", "done"))
-    >>> tool_groups(t)
-    [(0, 1), (1, 3), (3, 4)]
-    """
-    spans: list[list[int]] = []
-    group_of: dict[str, int] = {}  # tool call id -> index of the span holding the call
-    for i, t in enumerate(turns):
-        g = group_of.get(t.tool_call_id) if t.role == "tool" else None
-        if g is not None:  # a result joins its call's span, and every span since then
-            spans[g][1] = i + 1
-            del spans[g + 1:]
-            group_of = {k: min(v, g) for k, v in group_of.items()}
-            continue
-        spans.append([i, i + 1])
-        for c in t.tool_calls:
-            group_of[c.id] = len(spans) - 1
-    return [(a, b) for a, b in spans]
 
 
 def small(messages: list, previous_summary: str | None) -> bool:
