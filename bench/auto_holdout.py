@@ -59,10 +59,11 @@ def cells(paths: list[Path]) -> list[dict]:
 def deployment(cell: dict) -> Deployment:
     """The cost-model deployment of a cell, as ``bench/latency.py``'s auto row builds it."""
     target, drafter = cell["pair"].split(":")
-    return Deployment.named(target=target, drafter=drafter, gpus=1 if cell["deployment"] == "one-gpu" else 2,
-                            speculative=None if cell["speculative"] == "none" else cell["speculative"],
-                            drafter_speculative=cell["drafter_speculative"],
-                            equal_hardware=cell["deployment"] != "two-gpu", hermes_tokens=cell["hermes_tokens"])
+    named = Deployment.named(target=target, drafter=drafter, gpus=1 if cell["deployment"] == "one-gpu" else 2,
+                             speculative=None if cell["speculative"] == "none" else cell["speculative"],
+                             drafter_speculative=cell["drafter_speculative"],
+                             equal_hardware=cell["deployment"] != "two-gpu")
+    return replace(named, hermes_tokens=cell["hermes_tokens"])
 
 
 def score(group: list[dict], shape: Shape) -> dict:

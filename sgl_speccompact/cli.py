@@ -221,14 +221,14 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
 def resolve_auto(args: argparse.Namespace, messages: list, previous: str | None, target: Any, drafter: Any,
                  overrides: dict) -> tuple[str, dict | None]:
     """The method to run (picked here for ``auto``, so the runner gets a concrete one) and its pick."""
-    from .methods.resolve import MethodRequest, resolve_method
+    from .methods.request import MethodRequest, Offer
+    from .methods.resolve import resolve_method
 
     if args.method != "auto":
         return args.method, None
-    request = MethodRequest(messages, previous, has_drafter=drafter is not None,
-                            offered=("speccompact", "hermes", "openclaw", "target_self"),
-                            context_tokens=overrides.get("target_context_tokens"))
-    return resolve_method("auto", request, auto_picker(args, target, drafter))
+    offer = Offer(has_drafter=drafter is not None, offered=("speccompact", "hermes", "openclaw", "target_self"),
+                  context_tokens=overrides.get("target_context_tokens"))
+    return resolve_method("auto", MethodRequest(messages, previous), offer, auto_picker(args, target, drafter))
 
 
 def auto_picker(args: argparse.Namespace, target: Any = None, drafter: Any = None) -> Any:

@@ -29,6 +29,7 @@ from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
 from ..errors import (BackendError, BackendTimeoutError, BackendUnavailableError, CompactionCancelledError,
                      ConfigError, PromptTooLongError, SpecCompactError)
+from ..history.estimate import chars_to_tokens
 from .router import ROUTING_KEY_HEADER, tokenize_base
 from .token_ids import TokenIdCache, concatenates
 
@@ -364,7 +365,7 @@ def approx_token_count(texts: list[str]) -> list[int]:
     >>> approx_token_count(["abcdefgh", ""])
     [2, 0]
     """
-    return [(len(t) + 3) // 4 for t in texts]
+    return [chars_to_tokens(len(t)) for t in texts]
 
 
 def token_counter(backend):

@@ -3,7 +3,7 @@
 ``prompts`` builds the drafter's Figure 5 prompt and the target's shared
 prefix, ``hermes_prompt`` Hermes Agent's compressor prompt, ``judge_prompts``
 the rubric and questions, ``judge`` turns label logprobs into a verdict,
-``lines`` checks proposed lines and budgets, ``entries`` splits a summary
+``lines`` checks proposed lines and budgets, ``admission`` decides each proposed line's next step, ``entries`` splits a summary
 into SJC entries, ``outputs`` cleans every returned text (the caller's bytes, secrets
 redacted again), ``carried`` reads a previous summary back into slot lines, ``sections``
 shares a slot's budget and duplicate check across its sub-section branches;

@@ -27,6 +27,7 @@ import json
 import re
 from typing import Iterable
 
+from ..history.estimate import chars_to_tokens
 from ..history.messages import Turn
 from ..history.untrusted import neutralise
 
@@ -186,7 +187,7 @@ def rough_tokens(turns: Iterable[Turn]) -> int:
     >>> rough_tokens([Turn("user", "x" * 400)])
     108
     """
-    return (sum(len(str(_as_message(t))) for t in turns) + 3) // 4
+    return chars_to_tokens(sum(len(str(_as_message(t))) for t in turns))
 
 
 def summary_target(turn_tokens: int, context_length: int) -> int:

@@ -13,6 +13,7 @@ says so.
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from .plan import LaunchPlan
 from .servers import ServerSpec
@@ -63,11 +64,12 @@ def auto_picker(plan: LaunchPlan, fits: dict | None = None):
     d_model = model("drafter", drafter) if plan.drafter_url else None
     gpu = plan.service.get("gpu") or next((f.gpu for f in fits.values() if f.gpu != "unreported"), None)
     picker = deployment_for(t_model or "unknown", d_model, gpus=max(1, min(gpus, 2)), gpu=gpu,
-                            drafter_shares_gpu=shares, single_model_tp=targets[0].tp_size if targets else 1,
-                            target_tp=targets[0].tp_size if targets else 1,
-                            target_spec=speculative(targets[0] if targets else None, t_model, False),
-                            drafter_spec=speculative(drafter, d_model, bool(drafter and drafter.lora_path)),
-                            fits=fits)
+                            drafter_shares_gpu=shares, target_tp=targets[0].tp_size if targets else 1, fits=fits)
+    if picker.deployment is not None:  # the servers as launched: their TP and speculative decoding
+        picker.deployment = replace(
+            picker.deployment, single_model_tp=targets[0].tp_size if targets else 1,
+            target_spec=speculative(targets[0] if targets else None, t_model, False),
+            drafter_spec=speculative(drafter, d_model, bool(drafter and drafter.lora_path)))
     if not started:
         picker.source += "; servers not started here: one shared GPU assumed"
     return picker

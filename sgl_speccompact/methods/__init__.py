@@ -1,8 +1,9 @@
 """Where methods are chosen: one pipeline, its registry, SpecCompact, the baselines and SJC.
 
-``pipeline`` validates and renders once, runs the method's program and
-assembles the summary; ``registry`` selects a method by name
-(:func:`run_method`); ``speccompact`` and ``baselines`` are the registered
+``request`` holds one compaction's inputs (:class:`~.request.MethodRequest`,
+built once at the edge); ``pipeline`` parses and renders once, runs the
+method's program and assembles the summary; ``registry`` selects a method by
+name (:func:`run_method`) and ``resolve`` resolves ``auto``; ``speccompact`` and ``baselines`` are the registered
 methods; ``assembly`` checks budgets and builds the result; ``chunking``
 compacts a history longer than the target's context block by block;
 ``source_judge`` is the SJC post-filter; ``auto`` predicts the fastest

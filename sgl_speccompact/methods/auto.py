@@ -79,8 +79,8 @@ class Deployment:
     @classmethod
     def named(cls, target: str = "qwen3-8b", drafter: str | None = "qwen3-0.6b", gpus: int = 1, gpu: str = "H200",
               speculative: str | None = None, drafter_speculative: str | None = None,
-              equal_hardware: bool = True, hermes_tokens: int = 1200, colocated_tp2: bool = False) -> "Deployment":
-        """A deployment from preset names.
+              equal_hardware: bool = True, colocated_tp2: bool = False) -> "Deployment":
+        """A deployment from preset names (``dataclasses.replace`` sets the other fields, e.g. ``hermes_tokens``).
 
         ``speculative`` is applied to every server that supports it (see
         :func:`~sgl_speccompact.core.specdecode.available`; sglang refuses LoRA
@@ -112,7 +112,7 @@ class Deployment:
                    drafter=preset(drafter) if drafter else None, target_spec=spec(speculative, target, False),
                    drafter_spec=spec(drafter_speculative or speculative, drafter, True) if drafter else None,
                    drafter_shares_gpu=gpus == 1 or colocated_tp2, single_model_tp=gpus if equal_hardware else 1,
-                   hermes_tokens=hermes_tokens, target_tp=2 if colocated_tp2 else 1)
+                   target_tp=2 if colocated_tp2 else 1)
 
 
 @dataclass(frozen=True)

@@ -29,18 +29,18 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..core.calibration import CostFit, check_fit, model_preset
+from ..history.estimate import CHARS_PER_TOKEN, chars_to_tokens
 from ..core.costmodel import GPUS, Hardware
 from ..core.gpus import DEFAULT_GPU, match_gpu
 from ..core.specdecode import SpecDecoding, SpecRefused, make
 from .auto import DEFAULT_P_ACCEPT, METHODS as PREDICTED, Deployment, choose
 
 AUTO = "auto"  # the method name that asks for a pick
-CHARS_PER_TOKEN = 4  # characters of English/code text per token (estimate; Qwen3 tokenizer on agent logs)
 EMA_WEIGHT = 0.2  # weight of the newest compaction's acceptance rate in the running estimate
 
 
 def estimate_tokens(messages: list[Any], previous_summary: str | None = None) -> int:
-    """Tokens of a history, estimated as characters / :data:`CHARS_PER_TOKEN`.
+    """Tokens of a history, estimated as characters / :data:`~sgl_speccompact.history.estimate.CHARS_PER_TOKEN`.
 
     Counts message text, text parts, tool-call names and arguments; reads
     nothing else and never modifies ``messages``.
@@ -61,7 +61,7 @@ def estimate_tokens(messages: list[Any], previous_summary: str | None = None) ->
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict):
                 chars += len(str(fn.get("name") or "")) + len(str(fn.get("arguments") or ""))
-    return chars // CHARS_PER_TOKEN
+    return chars_to_tokens(chars)
 
 
 class AcceptanceEstimate:
@@ -190,8 +190,7 @@ def spec_for(algorithm: str | None, model: str, lora: bool = False, **settings) 
 
 
 def deployment_for(target_model: str, drafter_model: str | None, *, gpus: int = 1, gpu: str | None = None,
-                   drafter_shares_gpu: bool = True, single_model_tp: int = 1, target_tp: int = 1,
-                   target_spec: SpecDecoding | None = None, drafter_spec: SpecDecoding | None = None,
+                   drafter_shares_gpu: bool = True, target_tp: int = 1,
                    fits: dict[str, CostFit] | None = None, acceptance: AcceptanceEstimate | None = None) -> AutoPicker:
     """An :class:`AutoPicker` for served models on ``gpus`` GPUs of kind ``gpu``.
 
@@ -199,7 +198,9 @@ def deployment_for(target_model: str, drafter_model: str | None, *, gpus: int = 
     over both GPUs and the drafter on them (``two-gpu-tp2-colocated``).
     ``fits`` (role -> :class:`CostFit`) gives each server's calibrated or
     profile parameters; a role without one uses the shipped profile of
-    ``gpu`` (H200 when unknown).
+    ``gpu`` (H200 when unknown).  The servers run without speculative
+    decoding and single-model methods at TP 1 (``dataclasses.replace`` on
+    the picker's ``deployment`` sets either).
 
     >>> p = deployment_for("Qwen/Qwen3-8B", "Qwen/Qwen3-0.6B", gpu="A100")
     >>> p.deployment.hardware.name, p.source, p.pair
@@ -237,10 +238,8 @@ def deployment_for(target_model: str, drafter_model: str | None, *, gpus: int = 
             sources.append(f"drafter: {d_src}")
         except ValueError:
             sources.append(f"drafter: no preset for {drafter_model!r}, speccompact not predicted")
-    dep = Deployment(gpus=gpus, hardware=hw, target=target, drafter=drafter, target_spec=target_spec,
-                     drafter_spec=drafter_spec, drafter_shares_gpu=drafter_shares_gpu,
-                     single_model_tp=single_model_tp, drafter_hardware=d_hw if d_hw != hw else None,
-                     target_tp=target_tp)
+    dep = Deployment(gpus=gpus, hardware=hw, target=target, drafter=drafter, drafter_shares_gpu=drafter_shares_gpu,
+                     drafter_hardware=d_hw if d_hw != hw else None, target_tp=target_tp)
     return AutoPicker(dep, "; ".join(sources), pair, acceptance)
 
 

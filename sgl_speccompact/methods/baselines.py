@@ -40,6 +40,7 @@ from .speccompact import run_slots, slot_context
 from ..config import CompactConfig
 from ..core.lines import SlotBudget, split_draft
 from .pipeline import Job, register, run
+from .request import MethodRequest
 from ..core.hermes_prompt import MIN_TARGET, hermes_prompt, rough_tokens, summary_target, transcript
 from .chunking import context_tokens, room_left
 from ..core.sections import join_parts
@@ -308,8 +309,8 @@ def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | d
     ------
     InvalidHistoryError, ConfigError, BackendError, SummaryBudgetError
     """
-    return run("hermes", messages, target=target, config=config, previous_summary=previous_summary,
-               source_judge=source_judge, on_event=on_event, focus=focus)
+    request = MethodRequest(messages, previous_summary, focus, source_judge=source_judge, on_event=on_event)
+    return run("hermes", request, target, config=config)
 
 
 def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
@@ -328,8 +329,8 @@ def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig |
         ``method="openclaw"``; one target request (kind ``generate``), plus
         the judge request with ``source_judge``.
     """
-    return run("openclaw", messages, target=target, config=config, schema=schema,
-               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event, focus=focus)
+    request = MethodRequest(messages, previous_summary, focus, schema, source_judge, on_event=on_event)
+    return run("openclaw", request, target, config=config)
 
 
 def target_self(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
@@ -351,5 +352,5 @@ def target_self(messages: list[dict], *, target: Any, config: CompactConfig | di
         ``method="target_self"``; one prefill (the fork) plus one
         ``generate`` per slot, plus the judge request with ``source_judge``.
     """
-    return run("target_self", messages, target=target, config=config, schema=schema,
-               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event, focus=focus)
+    request = MethodRequest(messages, previous_summary, focus, schema, source_judge, on_event=on_event)
+    return run("target_self", request, target, config=config)

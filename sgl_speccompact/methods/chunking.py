@@ -38,6 +38,7 @@ A tool-call group larger than a whole block has its tool outputs replaced by
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any, Callable
 
 from ..config import CompactConfig
@@ -47,8 +48,10 @@ from ..history.messages import Turn, _render_turn, parse_messages
 from ..core.judge_prompts import judge_rubric
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt, target_shared
 from ..history.pruning import stub
+from ..history.tool_groups import tool_groups
 from ..result import CompactionResult, CompactionStats
 from ..schema import Slot
+from .request import MethodRequest
 
 MARGIN_TOKENS = 512  # chat-template tokens, slot request, judge question (target tokens)
 SAFETY = 0.95  # share of the computed room a block may fill
@@ -127,30 +130,6 @@ def room_left(context: int | None, prompt_tokens: int, cap: int) -> int:
     return max(1, min(cap, context - prompt_tokens - CHAT_TEMPLATE_TOKENS))
 
 
-def tool_groups(turns: tuple[Turn, ...]) -> list[tuple[int, int]]:
-    """``[start, end)`` spans of turns that must stay together: a tool call with all its results.
-
-    >>> from ..history.messages import ToolCall
-    >>> t = (Turn("user", "go"), Turn("assistant", "", (ToolCall("c1", "ls", ""),)),
-    ...      Turn("tool", "a", tool_call_id="c1"), Turn("assistant", "done"))
-    >>> tool_groups(t)
-    [(0, 1), (1, 3), (3, 4)]
-    """
-    spans: list[list[int]] = []
-    group_of: dict[str, int] = {}  # tool call id -> index of the span holding the call
-    for i, t in enumerate(turns):
-        g = group_of.get(t.tool_call_id) if t.role == "tool" else None
-        if g is not None:  # a result joins its call's span, and every span since then
-            spans[g][1] = i + 1
-            del spans[g + 1:]
-            group_of = {k: min(v, g) for k, v in group_of.items()}
-            continue
-        spans.append([i, i + 1])
-        for c in t.tool_calls:
-            group_of[c.id] = len(spans) - 1
-    return [(a, b) for a, b in spans]
-
-
 def small(messages: list, previous_summary: str | None) -> bool:
     """Whether the messages' texts and arguments and the previous summary hold at most
     :data:`SMALL_HISTORY_BYTES` bytes.
@@ -207,8 +186,17 @@ def _stubbed(messages: list, turns: tuple[Turn, ...], a: int, b: int) -> list:
 def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tuple[Slot, ...],
                   previous_summary: str | None, count: Callable[[list[str]], list[int]],
                   exact: bool = False, reserve: int | None = None) -> list[list]:
-    """The blocks to compact one after the other; ``[messages]`` when the history fits (or the
-    context is unknown).
+    """The messages of each block :func:`split_request` cuts ``messages`` into."""
+    request = MethodRequest(messages, previous_summary)
+    return [block.messages for block in split_request(request, target=target, cfg=cfg, slots=slots, count=count,
+                                                      exact=exact, reserve=reserve)]
+
+
+def split_request(request: MethodRequest, *, target: Any, cfg: CompactConfig, slots: tuple[Slot, ...],
+                  count: Callable[[list[str]], list[int]], exact: bool = False,
+                  reserve: int | None = None) -> list[MethodRequest]:
+    """The blocks to compact one after the other, each a sub-request holding its messages and turns;
+    ``[request]`` when the history fits (or the context is unknown).
 
     Without ``exact``, a history of at most :data:`SMALL_HISTORY_BYTES`
     (context unknown to the config), or one whose :func:`estimate` fits, is
@@ -223,39 +211,41 @@ def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tup
         One message does not fit a block even with its tool outputs stubbed,
         or the target's context leaves no room for any history.
     """
+    messages, previous_summary = request.messages, request.previous_summary
     if not exact and not cfg.target_context_tokens and small(messages, previous_summary):
-        return [messages]  # smaller than any window worth chunking for: the server is not even asked
+        return [request]  # smaller than any window worth chunking for: the server is not even asked
     context = context_tokens(target, cfg)
     if context is None:
-        return [messages]
-    turns = parse_messages(messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
+        return [request]
+    request = request.parsed(cfg)
+    turns = request.turns
     texts = [_render_turn(t) for t in turns]
     # bytes bound tokens from above: a history that fits by bytes needs no tokenizer call
     if fits(texts, utf8_bytes if exact else estimate, context, slots, cfg, previous_summary, reserve):
-        return [messages]
+        return [request]
     previous = count([previous_summary])[0] if previous_summary else 0
     sizes = [n + TURN_SEPARATOR_TOKENS for n in count(texts)]
-    head = 1 if turns and turns[0].role == "system" and len(turns) == len(messages) else 0  # opens every block
+    head = 1 if turns and turns[0].role == "system" else 0  # opens every block
     room = block_room(context, overhead_tokens(slots, cfg, count), cfg, previous, reserve)
     if sum(sizes) <= room:
-        return [messages]
+        return [request]
     room -= sum(sizes[:head])
     if room < MIN_BLOCK_TOKENS:
         raise HistoryTooLongError(f"the target's context of {context} tokens leaves {room} for the history; "
                                   f"at least {MIN_BLOCK_TOKENS} are needed", field="messages")
     groups = [(max(a, head), b) for a, b in tool_groups(turns) if b > head]
-    blocks: list[list] = []
+    blocks: list[MethodRequest] = []
     group_sizes = [sum(sizes[a:b]) for a, b in groups]
     for ga, gb in pack(group_sizes, room):
         a, b = groups[ga][0], groups[gb - 1][1]
-        part = list(messages[:head]) + list(messages[a:b])
+        part, shown = list(messages[a:b]), turns[a:b]
         if sum(sizes[a:b]) > room:  # one group alone: stub its tool outputs
-            part = list(messages[:head]) + _stubbed(messages, turns, a, b)
-            shown = parse_messages(part[head:])
+            part = _stubbed(messages, turns, a, b)
+            shown = parse_messages(part)
             if sum(count([_render_turn(t) for t in shown])) > room:
                 raise HistoryTooLongError(f"messages[{a}:{b}] do not fit the target's context ({room} history "
                                           f"tokens per block) even with tool outputs stubbed", field="messages")
-        blocks.append(part)
+        blocks.append(replace(request, messages=list(messages[:head]) + part, turns=turns[:head] + shown))
     return blocks
 
 

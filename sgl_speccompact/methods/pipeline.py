@@ -2,10 +2,15 @@
 
 ::
 
-    messages -> [prune] -> blocks -> per block: validate + render once -> method program
-                (pruning)  (chunking)            (Job)                      (registered)
-             -> assemble + budget -> [SJC]        each block on the last block's summary
-                (assembly.py)        (source_judge.py)
+    request -> [prune] -> parse once -> blocks -> per block: redact + render -> method program
+               (pruning)  (request.py)   (chunking)  (Job)                        (registered)
+            -> assemble + budget -> [SJC]        each block on the last block's summary
+               (assembly.py)        (source_judge.py)
+
+``run(name, request, target, drafter, config)`` reads one
+:class:`~.request.MethodRequest`; the config is made, the schema validated
+and the backends connected once, and each block of a chunked history is a
+sub-request of it.
 
 A method is a small program registered by name: it reads a :class:`Job`
 (config, schema, rendered history, connected backends, stats) and returns
@@ -23,22 +28,23 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable
 
-from .chunking import run_blocks, split_history
+from .chunking import run_blocks, split_request
 from .assembly import Assembled, OneShot, from_slots, from_text, section_events
 from ..config import CompactConfig, make_config
 from ..backends.endpoint import connect
 from ..backends.http import token_counter
 from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
-from ..history.messages import Turn, parse_messages, render_history
+from ..history.messages import Turn, render_history
 from ..backends.layout import LayoutPlan, plan_layout
 from ..history.pruning import prune_tool_outputs, report_dict
 from ..history.redaction import add_counts, redact, redact_json, redact_messages, redact_turns
 from ..result import CompactionResult, SlotResult, StatsRecorder
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from ..core.outputs import clean_result, cleaning_events
+from .request import MethodRequest
 from .source_judge import SharedPrefix, check_labels, source_judge_result
 from ..history.untrusted import neutralise
 
@@ -114,79 +120,86 @@ def refusal(method: Method, *, has_drafter: bool, schema_given: bool) -> str | N
     return None
 
 
-def run(name: str, messages: list[dict], *, target: Any, drafter: Any = None,
-        config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
-        previous_summary: str | None = None, source_judge: bool = False,
-        on_event: Callable[[dict], None] | None = None, layout: str | None = None,
-        tools: list[dict] | None = None, chat_template: Any = None,
-        chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
-    """Run the registered method ``name``; see :func:`~.methods.run_method`."""
+@dataclass(frozen=True)
+class Backends:
+    """The connected backends of one compaction."""
+
+    target: Any  # the target backend
+    drafter: Any = None  # the drafter backend; None for a method that needs none
+
+
+def run(name: str, request: MethodRequest, target: Any, drafter: Any = None,
+        config: CompactConfig | dict | None = None) -> CompactionResult:
+    """Run the registered method ``name`` on ``request``; see :func:`~.methods.run_method`.
+
+    The config is made, the schema validated and the backends connected
+    here, once for every block of a chunked history.
+    """
     method = REGISTRY.get(name)
     if method is None:
         raise UnknownMethodError(f"unknown method {name!r}; one of {list(REGISTRY)}")
-    refused = refusal(method, has_drafter=drafter is not None, schema_given=schema is not None)
+    refused = refusal(method, has_drafter=drafter is not None, schema_given=request.schema is not None)
     if refused:
         raise ConfigError(refused)
     cfg = make_config(config)
     pruned = None
     if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs
         # an output is redacted before its stub cuts it (a cut secret matches no pattern), the stub after
-        messages, pruned = prune_tool_outputs(messages, cfg.keep_tool_outputs, redact_secrets=cfg.redact_secrets)
+        messages, pruned = prune_tool_outputs(request.messages, cfg.keep_tool_outputs,
+                                              redact_secrets=cfg.redact_secrets)
+        request = replace(request, messages=messages, turns=None)
     target = connect(target)
-    drafter = connect(drafter) if method.needs_drafter else drafter  # once, not once per block
-    slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
+    drafter = connect(drafter) if method.needs_drafter else None
+    slots = validate_schema(request.schema if request.schema is not None else OPENCLAW_SLOTS)
+    request = request.parsed(cfg)
 
-    def plan(exact: bool) -> list[list[dict]]:
-        return split_history(messages, target=target, cfg=cfg, slots=slots, previous_summary=previous_summary,
-                             count=token_counter(target), exact=exact,
-                             reserve=method.new_tokens(cfg) if method.new_tokens else None)
+    def plan(exact: bool) -> list[MethodRequest]:
+        return split_request(request, target=target, cfg=cfg, slots=slots, count=token_counter(target),
+                             exact=exact, reserve=method.new_tokens(cfg) if method.new_tokens else None)
 
-    def one(block: list[dict], previous: str | None, last: bool) -> CompactionResult:
-        return run_block(method, block, target=target, drafter=drafter, cfg=cfg, schema=schema,
-                         previous_summary=previous, source_judge=source_judge, on_event=on_event,
-                         layout=layout, tools=tools, chat_template=chat_template,
-                         chat_template_kwargs=chat_template_kwargs, focus=focus)
+    def one(block: MethodRequest, previous: str | None, last: bool) -> CompactionResult:
+        return run_block(method, replace(block, previous_summary=previous), Backends(target, drafter), cfg, slots)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # the tokens pruning saved are counted beside the compaction, not before it
         saved = pool.submit(report_dict, pruned, token_counter(target)) if pruned is not None else None
         blocks = plan(exact=False)
         try:
-            result = run_blocks(blocks, previous_summary, one)
+            result = run_blocks(blocks, request.previous_summary, one)
         except PromptTooLongError:
             if len(blocks) > 1 or len(blocks := plan(exact=True)) == 1:
                 raise  # already cut by exact counts, or it fits by them: nothing smaller to try
-            result = run_blocks(blocks, previous_summary, one)
+            result = run_blocks(blocks, request.previous_summary, one)
         if saved is None:
             return result
         return result.model_copy(update={"pruning": saved.result(),
                                          "redactions": add_counts(result.redactions, pruned.redactions)})
 
 
-def run_block(method: Method, messages: list[dict], *, target, drafter, cfg: CompactConfig, schema,
-              previous_summary, source_judge: bool, on_event, layout, tools, chat_template, chat_template_kwargs,
-              focus) -> CompactionResult:
-    """One compaction of ``messages`` (the whole history, or one block of a chunked one)."""
+def run_block(method: Method, request: MethodRequest, backends: Backends, cfg: CompactConfig,
+              slots: tuple[Slot, ...]) -> CompactionResult:
+    """One compaction of ``request`` (the whole history, or one block of a chunked one)."""
     t0 = time.perf_counter()
-    job = start(method, messages, target=target, drafter=drafter, config=cfg, schema=schema,
-                previous_summary=previous_summary, on_event=on_event, source_judge=source_judge)
+    job = start(method, request, backends, cfg, slots)
     # the agent layout renders the messages themselves: redacted copies where a secret was found
-    shown = redact_messages(messages) if job.redactions else messages
-    if tools and job.cfg.redact_secrets:  # the tools schema is rendered into the agent's prefix too
+    shown = redact_messages(request.messages) if job.redactions else request.messages
+    agent = request.layout
+    tools, focus = agent.tools, request.focus
+    if tools and cfg.redact_secrets:  # the tools schema is rendered into the agent's prefix too
         tools, found = redact_json(tools)
         job.redactions = add_counts(job.redactions or {}, found)
-    job.layout = plan_layout(layout, shown, target=job.target, tools=tools, chat_template=chat_template,
-                             chat_template_kwargs=chat_template_kwargs)
-    if focus and job.cfg.redact_secrets:  # the focus is the user's text too
+    job.layout = plan_layout(agent.name, shown, target=job.target, tools=tools, chat_template=agent.chat_template,
+                             chat_template_kwargs=agent.chat_template_kwargs)
+    if focus and cfg.redact_secrets:  # the focus is the user's text too
         focus, found = redact(focus)
         job.redactions = add_counts(job.redactions or {}, found)
     job.focus = neutralise(focus) if focus else None
     written = method.program(job)
     result = finish(job, written, t0)
-    if source_judge:
-        result = source_judge_result(result, job.turns, target=job.target, config=job.cfg,
+    if request.source_judge:
+        result = source_judge_result(result, job.turns, target=job.target, config=cfg,
                                      previous_summary=job.previous_summary, shared_prefix=job.shared_prefix)
     # every returned text in the caller's bytes (no U+2060 of neutralise), no secret a model wrote
-    return clean_result(result, redact_secrets=job.cfg.redact_secrets, count=job.count)
+    return clean_result(result, redact_secrets=cfg.redact_secrets, count=job.count)
 
 
 def token_ids_view(backend, on: bool):
@@ -194,12 +207,10 @@ def token_ids_view(backend, on: bool):
     return backend.with_token_ids(on) if hasattr(backend, "with_token_ids") else backend
 
 
-def start(method: Method, messages: list[dict], *, target, drafter, config, schema, previous_summary,
-          on_event, source_judge: bool) -> Job:
-    """Validate and render once; connect the backends; resolve labels before any generation."""
-    cfg = make_config(config)
-    slots = validate_schema(schema if schema is not None else OPENCLAW_SLOTS)
-    turns = parse_messages(messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
+def start(method: Method, request: MethodRequest, backends: Backends, cfg: CompactConfig,
+          slots: tuple[Slot, ...]) -> Job:
+    """Redact and render once; resolve labels before any generation."""
+    turns, previous_summary = request.turns, request.previous_summary
     redactions: dict[str, int] = {}
     if cfg.redact_secrets:  # before anything is rendered, so no prompt of any method sees a secret
         turns, redactions = redact_turns(turns)
@@ -208,14 +219,14 @@ def start(method: Method, messages: list[dict], *, target, drafter, config, sche
             redactions = add_counts(redactions, found)
     if previous_summary:
         previous_summary = neutralise(previous_summary)  # untrusted too (render_history does the turns)
-    target = token_ids_view(connect(target), cfg.send_token_ids)
-    drafter = token_ids_view(connect(drafter), cfg.send_token_ids) if method.needs_drafter else None
-    if method.judges or source_judge:
+    target = token_ids_view(backends.target, cfg.send_token_ids)
+    drafter = token_ids_view(backends.drafter, cfg.send_token_ids) if method.needs_drafter else None
+    if method.judges or request.source_judge:
         check_labels(target, cfg)  # a bad label fails at start-up, not mid-way
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),
                target=target, drafter=drafter, previous_summary=previous_summary,
                count=token_counter(target), recorder=StatsRecorder(), redactions=redactions,
-               on_event=cleaning_events(on_event, redact_secrets=cfg.redact_secrets))
+               on_event=cleaning_events(request.on_event, redact_secrets=cfg.redact_secrets))
 
 
 def finish(job: Job, written: Written, t0: float) -> CompactionResult:

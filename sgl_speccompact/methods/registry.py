@@ -30,7 +30,8 @@ from ..config import CompactConfig, make_config
 from .auto import Deployment
 from .autopick import AUTO, AutoPicker
 from .pipeline import run
-from .resolve import MethodRequest, as_picker, resolve_method, served_picker
+from .request import AgentLayout, MethodRequest, Offer
+from .resolve import as_picker, resolve_method, served_picker
 from ..backends.endpoint import connect
 from ..result import CompactionResult
 from ..schema import Slot
@@ -122,18 +123,22 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         invalid config.
     InvalidHistoryError, LabelTokenError, BackendError, SummaryBudgetError
     """
+    request = MethodRequest(messages, previous_summary, focus, schema, source_judge,
+                            AgentLayout(layout, tools, chat_template, chat_template_kwargs), on_event)
+    return run_request(method, request, target, drafter, make_config(config), deployment)
+
+
+def run_request(method: str, request: MethodRequest, target: Any, drafter: Any, config: CompactConfig,
+                deployment: Deployment | AutoPicker | None = None) -> CompactionResult:
+    """:func:`run_method` on a request built already (``auto`` resolved here, then run)."""
     if method == AUTO and deployment is None:  # predict for the models the servers report
         target, drafter = connect(target), (connect(drafter) if drafter is not None else None)
         deployment = served_picker(target, drafter)
     picker = as_picker(deployment, drafter is not None) if method == AUTO else None
-    cfg = make_config(config)
-    method, choice = resolve_method(method, MethodRequest(
-        messages, previous_summary, custom_schema=schema is not None, has_drafter=drafter is not None,
-        offered=METHODS, context_tokens=cfg.target_context_tokens, config=cfg), picker)
-    result = run(method, messages, target=target, drafter=drafter, config=config, schema=schema,
-               previous_summary=previous_summary, source_judge=source_judge, on_event=on_event,
-               layout=layout, tools=tools, chat_template=chat_template, chat_template_kwargs=chat_template_kwargs,
-               focus=focus)
+    offer = Offer(has_drafter=drafter is not None, offered=METHODS, context_tokens=config.target_context_tokens,
+                  config=config)
+    method, choice = resolve_method(method, request, offer, picker)
+    result = run(method, request, target, drafter, config)
     if choice is not None:
         picker.observe(method, result.stats.acceptance_rate)
         result.stats.auto = choice

@@ -1,6 +1,6 @@
 """One method resolver for the CLI, :func:`~.registry.run_method` and the HTTP service.
 
-``resolve_method(name, request, deployment)`` returns the method to run and,
+``resolve_method(name, request, offer, deployment)`` returns the method to run and,
 for ``auto``, the pick behind it (``stats.auto``).  An explicit name is
 returned as it is (the pipeline refuses it with its own typed error if it
 cannot serve the request).  ``auto`` picks only among the methods that
@@ -20,49 +20,37 @@ default model name.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any
 
-from ..config import CompactConfig, make_config
+from ..config import make_config
 from ..errors import ConfigError
 from .auto import Deployment
 from .autopick import AUTO, AcceptanceEstimate, AutoPicker, default_picker, deployment_for
 from .chunking import MIN_BLOCK_TOKENS
 from .pipeline import REGISTRY, refusal
+from .request import MethodRequest, Offer
 
 
-@dataclass(frozen=True)
-class MethodRequest:
-    """What decides which methods can serve one compaction."""
+def accepting(request: MethodRequest, offer: Offer) -> tuple[str, ...]:
+    """The registered methods of ``offer`` that can serve ``request``, in the offered order.
 
-    messages: list  # the history (read only)
-    previous_summary: str | None = None  # incremental compaction: part of the history's size
-    custom_schema: bool = False  # the caller gives its own schema (methods with fixed sections refuse it)
-    has_drafter: bool = False  # a drafter backend is connected
-    offered: tuple[str, ...] | None = None  # the methods the caller serves (the service's list); None: all registered
-    context_tokens: int | None = None  # the target's context window (tokens); None: unknown, not checked
-    config: CompactConfig | None = None  # the compaction's config (the methods' output reserves)
-
-
-def accepting(request: MethodRequest) -> tuple[str, ...]:
-    """The registered methods that can serve ``request``, in the offered order.
-
+    >>> from ..schema import OPENCLAW_SLOTS
     >>> from . import baselines, speccompact  # noqa: F401 - registers the methods
-    >>> accepting(MethodRequest([], custom_schema=True, offered=("speccompact", "hermes", "openclaw")))
+    >>> accepting(MethodRequest([], schema=OPENCLAW_SLOTS), Offer(offered=("speccompact", "hermes", "openclaw")))
     ('openclaw',)
-    >>> accepting(MethodRequest([], has_drafter=True, context_tokens=4096, offered=("hermes", "speccompact")))
+    >>> accepting(MethodRequest([]), Offer(has_drafter=True, context_tokens=4096, offered=("hermes", "speccompact")))
     ('speccompact',)
     """
-    cfg = request.config or make_config(None)
+    cfg = offer.config or make_config(None)
     out = []
-    for name in request.offered or tuple(REGISTRY):
+    for name in offer.offered or tuple(REGISTRY):
         method = REGISTRY.get(name)
         if method is None or name == AUTO:
             continue
-        if refusal(method, has_drafter=request.has_drafter, schema_given=request.custom_schema):
+        if refusal(method, has_drafter=offer.has_drafter, schema_given=request.schema is not None):
             continue
-        if request.context_tokens and method.new_tokens is not None and \
-                method.new_tokens(cfg) + cfg.max_summary_tokens + MIN_BLOCK_TOKENS > request.context_tokens:
+        if offer.context_tokens and method.new_tokens is not None and \
+                method.new_tokens(cfg) + cfg.max_summary_tokens + MIN_BLOCK_TOKENS > offer.context_tokens:
             continue  # its output reserve leaves no block of history room in the target's context
         out.append(name)
     return tuple(out)
@@ -79,9 +67,11 @@ def as_picker(deployment: Deployment | AutoPicker | None, has_drafter: bool) -> 
                       AcceptanceEstimate())
 
 
-def resolve_method(name: str, request: MethodRequest,
+def resolve_method(name: str, request: MethodRequest, offer: Offer,
                    deployment: Deployment | AutoPicker | None = None) -> tuple[str, dict | None]:
     """The method to run for ``name`` and, for ``auto``, its pick (``stats.auto``; None otherwise).
+
+    ``offer``: the methods the caller serves and what it has to serve them.
 
     Raises
     ------
@@ -90,11 +80,11 @@ def resolve_method(name: str, request: MethodRequest,
     """
     if name != AUTO:
         return name, None
-    allowed = accepting(request)
+    allowed = accepting(request, offer)
     if not allowed:
         raise ConfigError(f"auto has no method that accepts this request among "
-                          f"{list(request.offered or REGISTRY)}", field="method")
-    choice = as_picker(deployment, request.has_drafter).pick(request.messages, allowed, request.previous_summary)
+                          f"{list(offer.offered or REGISTRY)}", field="method")
+    choice = as_picker(deployment, offer.has_drafter).pick(request.messages, allowed, request.previous_summary)
     return choice["method"], choice
 
 

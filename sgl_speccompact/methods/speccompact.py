@@ -25,6 +25,7 @@ from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, targ
 from ..result import CompactionResult, SlotResult
 from ..schema import Slot
 from ..programs.slots import speccompact
+from .request import AgentLayout, MethodRequest
 from .source_judge import SharedPrefix
 
 
@@ -124,7 +125,6 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
     ------
     InvalidHistoryError, ConfigError, LabelTokenError, BackendError, SummaryBudgetError
     """
-    return run("speccompact", messages, target=target, drafter=drafter, config=config, schema=schema,
-               previous_summary=previous_summary, on_event=on_event, layout=layout, tools=tools,
-               chat_template=chat_template, chat_template_kwargs=chat_template_kwargs,
-               focus=focus)
+    request = MethodRequest(messages, previous_summary, focus, schema, on_event=on_event,
+                            layout=AgentLayout(layout, tools, chat_template, chat_template_kwargs))
+    return run("speccompact", request, target, drafter, config)

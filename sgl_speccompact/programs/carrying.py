@@ -13,14 +13,14 @@ docs/concepts/incremental-compaction.md.
 
 from __future__ import annotations
 
+from ..core.admission import Source, Step
 from ..core.carried import section_heading
-from ..core.lines import LineKind, norm_line
-from ..result import LineOrigin
+from ..core.lines import norm_line
 
 
 class CarriedProposals:
-    """Carried-line handling of a slot stream (the stream provides ``kind``, ``count``, ``accept``,
-    ``judge``, ``budget``, ``tokens``, ``carried``, ``carried_used``, ``stale``, ``section_drafted``)."""
+    """Carried-line handling of a slot stream (the stream provides ``kind``, ``offer``, ``judge``,
+    ``budget``, ``tokens``, ``carried``, ``carried_used``, ``stale``, ``section_drafted``)."""
 
     def carry(self, prefix: tuple[str, ...], line: str) -> None:
         """Propose a line of the previous summary (see carried.py): kept (origin carried) if the
@@ -33,27 +33,23 @@ class CarriedProposals:
         """
         heading = section_heading(line, self.slot) if self.section is None else None
         line = heading or line
-        kind = self.kind(line)
-        if kind is not (LineKind.UNJUDGED if heading else LineKind.JUDGE):
-            return
-        self.count([line])
-        if self.budget.check(line, self.tokens[line]):
-            return  # does not fit what is left: the drafter may still write shorter lines
-        if heading:
-            self.accept(line, LineOrigin.UNJUDGED)
-            return
+        done, _ = self.offer(line, Source.HEADING if heading else Source.CARRIED, self.kind(line),
+                             lambda: self.judge_carried(prefix, line))
+        if done.step is Step.STALE:  # completed, abandoned or contradicted by the new turns: not drafted back either
+            self.stale.add(norm_line(line))
+        elif done.step is Step.ACCEPT and not heading:
+            self.carried_used = (self.carried_used[0] + 1, self.carried_used[1] + self.tokens[line])
+
+    def judge_carried(self, prefix: tuple[str, ...], line: str) -> dict | None:
+        """The target's judgement of a carried line; None once carried lines fill their share."""
         share = self.ctx.cfg.max_carried_share
         if (self.carried_used[0] + 1 > int(self.budget.max_lines * share)
                 or self.carried_used[1] + self.tokens[line] > int(self.budget.max_tokens * share)):
             self.carried = [x for x in self.carried if section_heading(x, self.slot)]  # the rest is for new lines
-            return
+            return None
         judgement = self.judge(prefix, line, carried=True)
         self.ctx.recorder.carried(bool(judgement.get("accepted")))
-        if judgement.get("accepted") and self.shared.claim(line):
-            self.accept(line, LineOrigin.CARRIED, score=judgement.get("score"))
-            self.carried_used = (self.carried_used[0] + 1, self.carried_used[1] + self.tokens[line])
-        else:  # completed, abandoned or contradicted by the new turns: not drafted back either
-            self.stale.add(norm_line(line))
+        return judgement
 
     def draft_section(self) -> bool:
         """Whether to draft now although carried lines remain: the next carried line heads the

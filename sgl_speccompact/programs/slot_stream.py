@@ -5,13 +5,18 @@
 :class:`SlotStream` per branch, concurrently.  Each stream loops::
 
     take the next proposed line (a line carried from the previous summary,
-      see carrying.py; else buffered, prefetched, or drafted now)
+      see carrying.py; else buffered, prefetched, or drafted now: drafting.py)
       -> checks (duplicate / too long -> repair; heading, marker, blank -> accept)
       -> budget check
       -> judge (while it is judged, the drafter already drafts the next line:
          pipelined drafting; dropped if this line is rejected)
-      -> accept, or repair: drafter candidates judged in one batch
+      -> claim (no other branch of the slot has it) -> accept,
+         or repair: drafter candidates judged in one batch
          (``repair_candidates``), else the target writes the line.
+
+Every proposed line, whatever its source (draft, carried, repair,
+candidate), takes that order through one decision,
+:func:`~sgl_speccompact.core.admission.admit`, in :meth:`SlotStream.offer`.
 
 With ``lockstep_branches`` on, every blocking request waits for its round
 (:mod:`~sgl_speccompact.programs.lockstep`), so the branches' requests share
@@ -32,19 +37,23 @@ from __future__ import annotations
 
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Callable
 
 from .carrying import CarriedProposals
-from ..core.lines import (DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, norm_line, read_repair,
-                          split_line)
-from .steps import Draft, SlotContext, draft, judge_lines, open_slot, repair_line, sample_candidates, verify_line
+from .drafting import Drafting
+from ..core.admission import Admission, Source, Step, admit
+from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, norm_line, read_repair
+from .steps import SlotContext, open_slot, repair_line, verify_line
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
 from ..core.sections import SlotLines, branch_lines
 
 HEADING = "### {}"  # how a sub-section heading line looks
+ORIGINS = {Source.DRAFT: LineOrigin.DRAFTED, Source.CARRIED: LineOrigin.CARRIED, Source.REPAIR: LineOrigin.REPAIRED,
+           Source.CANDIDATE: LineOrigin.CANDIDATE}  # the origin of a judged line each source admits
 
 
-class SlotStream(CarriedProposals):
+class SlotStream(CarriedProposals, Drafting):
     """One branch: its accepted lines, budget, draft buffer and prefetched draft.
 
     Parameters
@@ -142,44 +151,6 @@ class SlotStream(CarriedProposals):
         """Tokens a draft may still ask for: the slot's remaining tokens, at most max_new_tokens."""
         return min(self.ctx.cfg.max_new_tokens, self.budget.max_tokens - self.budget.tokens - extra)
 
-    # ------------------------------------------------------------ drafts
-
-    def next_draft(self, prefix: tuple[str, ...]) -> Draft:
-        """The draft continuing ``prefix``: the prefetched one if it matches, else a new call."""
-        pending, self.pending = self.pending, None
-        if pending is not None and pending[0] == prefix:
-            d = self.timed("draft_wait", pending[1].result)
-        else:
-            if pending is not None:
-                self.drop(pending[1])
-            d = self.sent("draft", draft, self.slot, prefix, self.ctx, self.room())
-        self.ctx.recorder.request("drafter", "draft", d.meta)
-        return d
-
-    def prefetch(self, prefix: tuple[str, ...], line: str) -> None:
-        """Draft what follows ``line`` while the target judges it (pipelined drafting)."""
-        buf = self.buffer
-        if not self.ctx.cfg.pipelined_drafting or self.pending is not None or buf.lines or buf.exhausted \
-                or self.carried:  # the next proposal is a carried line, not a draft
-            return
-        room = self.room(self.tokens[line])
-        if room <= 0 or self.budget.lines + 1 >= self.budget.max_lines:
-            return  # accepting the line fills the slot: nothing to draft
-        nxt = prefix + (line,)
-        self.pending = (nxt, self.pool.submit(draft, self.slot, nxt, self.ctx, room))
-
-    def drop(self, fut: Future) -> None:
-        """Drop a prefetched draft whose line was rejected (counted once answered, in ``settle``)."""
-        if not fut.cancel():  # already sent
-            self.dropped.append(fut)
-
-    def settle(self) -> None:
-        """Wait for dropped drafts still in flight and count them, so no request outlives the slot."""
-        for fut in self.dropped:
-            exc = fut.exception()  # waits; a failed speculative draft decides nothing
-            self.ctx.recorder.dropped()
-            self.ctx.recorder.request("drafter", "draft_dropped", fut.result().meta if exc is None else {})
-
     # ------------------------------------------------------------ the loop
 
     def run(self) -> SlotResult:
@@ -254,20 +225,15 @@ class SlotStream(CarriedProposals):
             if self.capped:
                 return "token_budget"  # the line did not fit the slot's remaining tokens
             kind = LineKind.TOO_LONG
-        if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG):
-            return self.repair(line, score=None)
-        over = self.budget.check(line, self.tokens[line])
-        if over:
-            return over
-        if kind in (LineKind.UNJUDGED, LineKind.BLANK):
-            self.accept(line, LineOrigin.UNJUDGED)
-            return None
-        judgement = self.judge(prefix, line)
-        ctx.recorder.judged(bool(judgement.get("accepted")))
-        if judgement.get("accepted") and self.shared.claim(line):
-            self.accept(line, LineOrigin.DRAFTED, score=judgement.get("score"))
-            return None
-        return self.repair(line, score=judgement.get("score"))  # rejected, or another branch has it
+
+        def judge() -> dict:
+            judgement = self.judge(prefix, line)
+            ctx.recorder.judged(bool(judgement.get("accepted")))
+            return judgement
+        done, score = self.offer(line, Source.DRAFT, kind, judge)
+        if done.step is Step.REPAIR:  # rejected, another branch has it, or it failed its checks
+            return self.repair(line, score=score)
+        return done.reason
 
     def judge(self, prefix: tuple[str, ...], line: str, carried: bool = False) -> dict:
         """The target's judgement of one proposed line; the drafter drafts the next one meanwhile."""
@@ -275,6 +241,33 @@ class SlotStream(CarriedProposals):
         meta = self.sent("verify", verify_line, self.s, self.slot, line, self.ctx, carried)
         self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
         return meta.get("judgement") or {}
+
+    def offer(self, line: str, source: Source, kind: LineKind, judge: Callable[[], dict | None] | None = None,
+              score: float | None = None, rejected: str | None = None) -> tuple[Admission, float | None]:
+        """Take ``line`` through :func:`~sgl_speccompact.core.admission.admit`, doing each step it
+        names, and accept it if admitted; returns the final admission and the line's score.
+
+        ``judge()`` asks the target (None: the line is not judged after all, and dropped).
+        """
+        over = judged = claimed = None
+        while True:
+            done = admit(source, kind, over, judged, claimed)
+            if done.step is Step.MEASURE:
+                self.count([line])
+                over = self.budget.check(line, self.tokens[line]) or ""
+            elif done.step is Step.JUDGE:
+                judgement = judge()
+                if judgement is None:
+                    return Admission(Step.DROP), score
+                judged, score = bool(judgement.get("accepted")), judgement.get("score", score)
+            elif done.step is Step.CLAIM:
+                claimed = self.shared.claim(line)
+            else:
+                break
+        if done.step is Step.ACCEPT:
+            self.accept(line, ORIGINS[source] if kind is LineKind.JUDGE or source is Source.REPAIR
+                        else LineOrigin.UNJUDGED, score=score, rejected=rejected)
+        return done, score
 
     # ------------------------------------------------------------ repairs
 
@@ -297,48 +290,7 @@ class SlotStream(CarriedProposals):
         self.blank_repair = not out.line.strip()  # a paragraph break, kept
         if self.ends_section(out.line):
             return "complete"
-        kind = self.kind(out.line)
-        if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG) or (kind is LineKind.JUDGE
-                                                                and not self.shared.claim(out.line)):
-            return "repair_failed"
-        self.count([out.line])
-        over = self.budget.check(out.line, self.tokens[out.line])
-        if over:
-            return over
-        self.accept(out.line, LineOrigin.REPAIRED, score=score, rejected=rejected)
+        done, _ = self.offer(out.line, Source.REPAIR, self.kind(out.line), score=score, rejected=rejected)
+        if done.step is Step.STOP:
+            return done.reason
         return "target_ended" if out.ended else None
-
-    def candidates(self, rejected: str) -> tuple[bool, str | None]:
-        """Drafter samples n lines in one request, the target judges them in one batch.
-
-        Returns ``(handled, stop reason)``; not handled when no candidate is
-        accepted (the target repairs then).
-        """
-        ctx, prefix = self.ctx, tuple(self.accepted)
-        if self.room() <= 0:
-            return False, None
-        samples, meta = self.sent("candidates", sample_candidates, self.slot, prefix, ctx, self.room())
-        ctx.recorder.request("drafter", "candidates", meta)
-        lines: list[str] = []
-        for text, reason in samples:
-            got, _, truncated = split_line(text, reason)
-            if got and not truncated and got[0] != rejected and got[0] not in lines \
-                    and self.kind(got[0]) is LineKind.JUDGE:
-                lines.append(got[0])
-        if not lines:
-            return False, None
-        verdicts, jmeta = self.sent("verify_candidates", judge_lines, self.s, self.slot, lines, ctx)
-        ctx.recorder.request("target", "verify_candidates", jmeta, n=int(jmeta.get("requests", 1)))
-        ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if v.accepted)
-        if not ranked:
-            return False, None
-        best = ranked[0][1]
-        line = lines[best]
-        if not self.shared.claim(line):
-            return False, None  # another branch accepted it meanwhile: the target repairs
-        self.count([line])
-        over = self.budget.check(line, self.tokens[line])
-        if over:
-            return True, over
-        self.accept(line, LineOrigin.CANDIDATE, score=verdicts[best].score, rejected=rejected)
-        return True, None

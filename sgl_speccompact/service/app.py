@@ -1,9 +1,13 @@
 """The compaction HTTP service (FastAPI).
 
-``create_app(target, drafter, ...)`` builds the app around backends made by
-the caller (``launch.main`` makes :class:`~sgl_speccompact.backends.endpoint.SpecCompactEndpoint`
-objects); nothing here opens a connection of its own except the ``/health``
-probes, which go through ``http`` when one is passed.
+``create_app(target, drafter, **options)`` builds the app around backends made
+by the caller (``launch.main`` makes
+:class:`~sgl_speccompact.backends.endpoint.SpecCompactEndpoint` objects);
+nothing here opens a connection of its own except the ``/health`` probes,
+which go through ``http`` when one is passed.  ``options`` are
+:class:`ServiceOptions`; what the routes share is one :class:`AppState`; the
+routes sit on an ``APIRouter`` whose dependencies check auth and the body's
+type and size; the app's lifespan stops its threads on shutdown.
 
 Routes
 ------
@@ -57,9 +61,11 @@ import logging
 import os
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import asynccontextmanager
+from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
-from fastapi import FastAPI, Request
+from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
@@ -153,31 +159,12 @@ async def _read_body(request: Request, limits: ServiceLimits) -> bytes:
     return b"".join(chunks)
 
 
-def create_app(
-    target: Any,
-    drafter: Any,
-    *,
-    api_key: str | None = None,
-    limits: ServiceLimits = ServiceLimits(),
-    default_config: CompactConfig | dict | None = None,
-    default_method: str = "auto",
-    runner: Callable[..., Any] | None = None,
-    methods: Sequence[str] | None = None,
-    health_probe: Callable[[Any], dict] | None = None,
-    chat_template: Any = None,
-    cost_models: dict | None = None,
-    deployment: Any = None,
-    auto: Any = None,
-) -> FastAPI:
-    """Build the compaction service around existing backends.
+@dataclass(frozen=True)
+class ServiceOptions:
+    """How :func:`create_app` serves; each field is one of its keywords.
 
-    Parameters
+    Attributes
     ----------
-    target : backend or sequence of backends
-        Target SGLang backend(s).  With several, each compaction is pinned to
-        one, chosen round-robin, so its shared prefix stays in one radix cache.
-    drafter : backend or None
-        Drafter backend; None serves only the target-only methods.
     api_key : str, optional
         Bearer token required on ``/v1/*``; no auth when None.  An empty
         string is a :class:`ConfigError`.
@@ -212,158 +199,181 @@ def create_app(
         omitted: the models the servers report (else Qwen3-8B and Qwen3-0.6B) on one
         shared H200 (:func:`~sgl_speccompact.methods.resolve.served_picker`), which the
         result's ``stats.auto.cost_model`` says.
-
-    Returns
-    -------
-    fastapi.FastAPI
     """
-    if api_key is not None and not api_key.strip():
-        raise ConfigError("is empty; pass None to run without auth", field="api_key")
-    if runner is None:
-        runner, default_names = _default_runner()
-        methods = methods or default_names
-    method_names = tuple(methods or DEFAULT_METHODS)
-    from ..methods.autopick import AUTO  # imported late, as the runner is
-    from ..methods.resolve import MethodRequest, resolve_method, served_picker
 
-    first = target[0] if isinstance(target, (list, tuple)) and target else target
-    picker = auto if auto is not None else served_picker(first, drafter)  # the models the servers report
-    pickers = KeyedPickers(picker)  # acceptance per API key: one client's eta never moves another's picks
-    if default_method not in method_names + (AUTO,):
-        raise UnknownMethodError(f"default method {default_method!r} is not one of {list(method_names)}")
-    base_config = make_config(default_config)
-    targets = RoundRobin(list(target) if isinstance(target, (list, tuple)) else [target])
-    upstreams = Upstreams(targets.backends, drafter, show_urls=limits.expose_upstream_urls)
-    probe = health_probe or http_probe(timeout_s=limits.health_timeout_s)
-    metrics = Metrics()
-    cost_report = {role: fit.to_dict() for role, fit in (cost_models or {}).items()}
-    metrics.set_cost_models(cost_models or {})
-    metrics.observed_acceptance.labels(picker.pair).set(picker.acceptance.get(picker.pair))
-    pickable = tuple(m for m in method_names if m != "speccompact" or drafter is not None)
-    compactions = Compactions(limits, metrics)
-    if deployment is None and auto is not None:  # the deployment auto picks on times the prepares too
-        deployment = auto.deployment
-    sessions = Sessions(make_store(limits), metrics, cost_predictor(deployment) if deployment is not None else None,
-                        PrepareLimits(limits.prepare_workers, limits.prepare_queue, limits.prepare_queue_bytes))
+    api_key: str | None = None  # bearer token on /v1/*; None: no auth
+    limits: ServiceLimits = ServiceLimits()  # body bounds, workers, deadline, probes, upstream detail
+    default_config: CompactConfig | dict | None = None  # config every request starts from (its max_* cap requests)
+    default_method: str = "auto"  # method when a request names none
+    runner: Callable[..., Any] | None = None  # run_method-compatible function; None: run_method
+    methods: Sequence[str] | None = None  # accepted method names; None: the default runner's
+    health_probe: Callable[[Any], dict] | None = None  # probe(backend) -> {"ok": bool, ...}; None: http_probe
+    chat_template: Any = None  # the target's tokenizer: the agent layout unless a request asks for classic
+    cost_models: dict | None = None  # role -> CostFit, shown in /health and /metrics
+    deployment: Any = None  # what a compact waiting on a prepare predicts with; None: auto's deployment
+    auto: Any = None  # AutoPicker for method="auto"; None: the models the servers report
 
-    app = FastAPI(title="sgl_speccompact", version="0.1.0")
-    app.state.metrics = metrics
-    app.state.compactions = compactions
-    app.state.sessions = sessions
-    app.router.add_event_handler("shutdown", compactions.shutdown)
-    # bodies are parsed here, not in the default executor the /health probes use
-    pool: list[ThreadPoolExecutor] = []  # made on first use, so an app started again (tests) gets a new one
 
-    def preparing() -> ThreadPoolExecutor:  # called on the event loop only
-        if not pool:
-            pool.append(ThreadPoolExecutor(max_workers=PREPARE_WORKERS, thread_name_prefix="prepare"))
-        return pool[0]
+@dataclass(frozen=True)
+class Prepared:
+    """One body parsed and checked, and the method it runs."""
 
-    def stop_preparing() -> None:
-        while pool:
-            pool.pop().shutdown(wait=False, cancel_futures=True)
+    req: CompactRequest  # the validated body
+    method: str  # the method to run (auto resolved)
+    cfg: CompactConfig  # the request's config (the service's, tightened by the body)
+    choice: dict | None  # auto's pick (stats.auto); None for an explicit method
 
-    app.router.add_event_handler("shutdown", stop_preparing)
 
-    def check_auth(request: Request) -> None:
-        if api_key is None:
-            return
-        given = request.headers.get("authorization", "")
-        scheme, _, token = given.partition(" ")
-        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
-            raise UnauthorizedError("missing or invalid bearer token")
+@dataclass
+class AppState:
+    """What the routes of one app share; built once by :func:`create_app`."""
 
-    def prepare(raw: bytes, scope: str = "anonymous") -> tuple[CompactRequest, str, CompactConfig]:
+    options: ServiceOptions  # how the app serves
+    runner: Callable[..., Any]  # run_method-compatible
+    method_names: tuple[str, ...]  # accepted methods
+    drafter: Any  # drafter backend, or None
+    targets: RoundRobin  # target backends, one per compaction
+    upstreams: Upstreams  # the backends named by role (health, error scrubbing)
+    picker: Any  # AutoPicker: service-wide acceptance (the gauge)
+    pickers: KeyedPickers  # acceptance per API key (what auto picks with)
+    base_config: CompactConfig  # config every request starts from
+    metrics: Metrics  # this app's Prometheus registry
+    compactions: Compactions  # running compaction threads
+    sessions: Sessions  # prepared results and running prepares
+    probe: Callable[[Any], dict]  # /health probe of one backend
+    pool: ThreadPoolExecutor | None = None  # prepare threads; made on first use, so a restarted app gets new ones
+
+    def preparing(self) -> ThreadPoolExecutor:
+        """The prepare threads (called on the event loop only)."""
+        if self.pool is None:
+            self.pool = ThreadPoolExecutor(max_workers=PREPARE_WORKERS, thread_name_prefix="prepare")
+        return self.pool
+
+    def stop(self) -> None:
+        """Cancel running compactions and drop queued bodies (the app's shutdown)."""
+        self.compactions.shutdown()
+        if self.pool is not None:
+            self.pool.shutdown(wait=False, cancel_futures=True)
+            self.pool = None
+
+    def prepare(self, raw: bytes, scope: str = "anonymous") -> Prepared:
         """Parse and check one body: CPU work, run on a prepare thread (see ``compact``)."""
+        from ..methods.autopick import AUTO  # imported late, as the runner is
+        from ..methods.request import MethodRequest, Offer
+        from ..methods.resolve import resolve_method
+
+        limits, names = self.options.limits, self.method_names + (AUTO,)
         req = parse_request(parse_json(raw, limits), limits)
-        method = req.method or default_method
-        if method not in method_names + (AUTO,):
-            raise InvalidRequestError(f"unknown method {method!r}; one of {list(method_names + (AUTO,))}",
-                                      field="method")
-        if method == "speccompact" and drafter is None:
+        method = req.method or self.options.default_method
+        if method not in names:
+            raise InvalidRequestError(f"unknown method {method!r}; one of {list(names)}", field="method")
+        if method == "speccompact" and self.drafter is None:
             raise InvalidRequestError("speccompact needs a drafter; this service has none", field="method")
-        cfg = request_config(base_config, req.config)
+        cfg = request_config(self.base_config, req.config)
         parse_messages(req.messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
         if method != AUTO:  # an explicit method always wins
-            return req, method, cfg, None
+            return Prepared(req, method, cfg, None)
+        pickable = tuple(m for m in self.method_names if m != "speccompact" or self.drafter is not None)
         if not pickable:
             raise InvalidRequestError("auto has no method to pick from on this service", field="method")
-        request = MethodRequest(req.messages, req.previous_summary, has_drafter=drafter is not None,
-                                offered=pickable, context_tokens=cfg.target_context_tokens, config=cfg)
-        choice = sessions.auto_pick(scope, req.session,  # once per session: its prepares stay reusable
-                                    lambda: resolve_method(AUTO, request, pickers.get(scope))[1])
-        metrics.auto_picks.labels(choice["method"]).inc()
-        return req, choice["method"], cfg, choice
+        offer = Offer(has_drafter=self.drafter is not None, offered=pickable,
+                      context_tokens=cfg.target_context_tokens, config=cfg)
+        request = MethodRequest(req.messages, req.previous_summary)
+        choice = self.sessions.auto_pick(scope, req.session,  # once per session: its prepares stay reusable
+                                         lambda: resolve_method(AUTO, request, offer, self.pickers.get(scope))[1])
+        self.metrics.auto_picks.labels(choice["method"]).inc()
+        return Prepared(req, choice["method"], cfg, choice)
 
-    def job(req: CompactRequest, method: str, cfg: CompactConfig, on_event=None, choice: dict | None = None,
-            scope: str = "anonymous", background: bool = False):
-        layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools), ("chat_template", chat_template),
+    def job(self, p: Prepared, req: CompactRequest, on_event=None, scope: str = "anonymous",
+            background: bool = False) -> tuple[Callable, Any, Any]:
+        """``(run, target, drafter)`` of one compaction of ``req`` (the body, or its session's rest)."""
+        layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools),
+                                    ("chat_template", self.options.chat_template),
                                     ("chat_template_kwargs", req.chat_template_kwargs), ("focus", req.focus))
                   if v is not None}
 
         def run(target_backend, drafter_backend):
-            result = runner(method, req.messages, target=target_backend, drafter=drafter_backend, config=cfg,
-                            previous_summary=req.previous_summary, source_judge=req.source_judge,
-                            on_event=on_event, **layout)
-            pickers.get(scope).observe(method, result.stats.acceptance_rate)  # the estimate this key picks with
-            estimate = picker.observe(method, result.stats.acceptance_rate)  # service-wide, for the gauge
+            result = self.runner(p.method, req.messages, target=target_backend, drafter=drafter_backend,
+                                 config=p.cfg, previous_summary=req.previous_summary, source_judge=req.source_judge,
+                                 on_event=on_event, **layout)
+            self.pickers.get(scope).observe(p.method, result.stats.acceptance_rate)  # what this key picks with
+            estimate = self.picker.observe(p.method, result.stats.acceptance_rate)  # service-wide, for the gauge
             if estimate is not None:
-                metrics.observed_acceptance.labels(picker.pair).set(estimate)
-            if choice is not None:
-                result.stats.auto = choice
+                self.metrics.observed_acceptance.labels(self.picker.pair).set(estimate)
+            if p.choice is not None:
+                result.stats.auto = p.choice
             return result
-        target = targets.pick()
+        target = self.targets.pick()
         if req.routing_key and hasattr(target, "with_routing_key"):  # sglang-router manual policy
             target = target.with_routing_key(req.routing_key)
-        if background and limits.prepare_priority is not None and hasattr(target, "with_priority"):
-            target = target.with_priority(limits.prepare_priority)  # behind the agent's own requests
-        return run, target, drafter
+        priority = self.options.limits.prepare_priority
+        if background and priority is not None and hasattr(target, "with_priority"):
+            target = target.with_priority(priority)  # behind the agent's own requests
+        return run, target, self.drafter
 
-    def fail(err: SpecCompactError) -> JSONResponse:
+    def fail(self, err: SpecCompactError) -> JSONResponse:
+        """The typed error body of ``err``, upstream details scrubbed."""
         headers = {"WWW-Authenticate": "Bearer"} if isinstance(err, UnauthorizedError) else None
         if isinstance(err, ServiceBusyError):
             headers = {"Retry-After": str(max(1, int(err.retry_after_s)))}
-        return JSONResponse(upstreams.scrub(error_body(err)), status_code=error_status(err), headers=headers)
+        return JSONResponse(self.upstreams.scrub(error_body(err)), status_code=error_status(err), headers=headers)
 
-    @app.post("/v1/compact", openapi_extra=openapi_body())
-    async def compact(request: Request):
-        arrived = time.monotonic()  # the compaction's deadline counts from here, a wait for a prepare included
-        scope = auth_scope(request.headers.get("authorization"))
-        try:
-            check_auth(request)
-            check_content_type(request.headers.get("content-type"))
-            raw = await _read_body(request, limits)
-            # parsing and checking a large body is CPU work: off the event loop, so /health and
-            # other requests are served meanwhile (redaction runs on the compaction's thread)
-            req, method, cfg, choice = await asyncio.get_running_loop().run_in_executor(
-                preparing(), prepare, raw, scope)
-            if req.mode == "prepare":
-                body = sessions.prepare(scope, req, method, lambda r: compactions.start(
-                    method, *job(r, method, cfg, None, choice, scope, background=True)), size=len(raw))
-                return JSONResponse(body, status_code=202)
-        except SpecCompactError as err:
-            metrics.compactions.labels("-", "rejected").inc()
-            return fail(err)
 
-        def start(r: CompactRequest, on_event=None):
-            return compactions.start(method, *job(r, method, cfg, on_event, choice, scope), since=arrived)
+def service(request: Request) -> AppState:
+    """The app's shared state (a route dependency)."""
+    return request.app.state.service
 
-        async def resolve():  # the session's stored prefix, after waiting (within the deadline) for its prepare
-            if req.session is None:
-                return req, None, None
-            deadline = None if limits.compaction_timeout_s is None else arrived + limits.compaction_timeout_s
-            plan = await sessions.resolve(scope, req, method, deadline, limits.compaction_timeout_s,
-                                          request.is_disconnected)
-            return plan.request, plan.info, plan.ready
 
-        if req.stream:  # resolved inside the stream: keep-alive pings flow while it waits for a prepare
-            return stream_response(start, upstreams.scrub, resolve=resolve)
-        try:
-            run_req, info, ready = await resolve()
-        except SpecCompactError as err:
-            if isinstance(err, CompactionCancelledError) and not isinstance(err, ServiceStoppingError):
-                return Response(status_code=error_status(err))  # nobody is listening
-            return fail(err)
+def authorized(request: Request, state: AppState = Depends(service)) -> str:
+    """The caller's scope (its API key's), once its bearer token is checked."""
+    api_key = state.options.api_key
+    if api_key is not None:
+        scheme, _, token = request.headers.get("authorization", "").partition(" ")
+        if scheme.lower() != "bearer" or not hmac.compare_digest(token.strip().encode(), api_key.encode()):
+            raise UnauthorizedError("missing or invalid bearer token")
+    return auth_scope(request.headers.get("authorization"))
+
+
+async def body(request: Request, state: AppState = Depends(service), scope: str = Depends(authorized)) -> bytes:
+    """The raw JSON body, within the size limit (a route dependency, after auth)."""
+    check_content_type(request.headers.get("content-type"))
+    return await _read_body(request, state.options.limits)
+
+
+router = APIRouter()
+
+
+@router.post("/v1/compact", openapi_extra=openapi_body())
+async def compact(request: Request, state: AppState = Depends(service), scope: str = Depends(authorized),
+                  raw: bytes = Depends(body)):
+    arrived = time.monotonic()  # the compaction's deadline counts from here, a wait for a prepare included
+    try:
+        # parsing and checking a large body is CPU work: off the event loop, so /health and
+        # other requests are served meanwhile (redaction runs on the compaction's thread)
+        p = await asyncio.get_running_loop().run_in_executor(state.preparing(), state.prepare, raw, scope)
+        if p.req.mode == "prepare":
+            answer = state.sessions.prepare(scope, p.req, p.method, lambda r: state.compactions.start(
+                p.method, *state.job(p, r, None, scope, background=True)), size=len(raw))
+            return JSONResponse(answer, status_code=202)
+    except SpecCompactError as err:
+        return rejected(state, err)
+    limits = state.options.limits
+
+    def start(r: CompactRequest, on_event=None):
+        return state.compactions.start(p.method, *state.job(p, r, on_event, scope), since=arrived)
+
+    async def resolve():  # the session's stored prefix, after waiting (within the deadline) for its prepare
+        if p.req.session is None:
+            return p.req, None, None
+        deadline = None if limits.compaction_timeout_s is None else arrived + limits.compaction_timeout_s
+        plan = await state.sessions.resolve(scope, p.req, p.method, deadline, limits.compaction_timeout_s,
+                                            request.is_disconnected)
+        return plan.request, plan.info, plan.ready
+
+    if p.req.stream:  # resolved inside the stream: keep-alive pings flow while it waits for a prepare
+        return stream_response(start, state.upstreams.scrub, resolve=resolve)
+    try:
+        run_req, info, ready = await resolve()
         if ready is not None:
             return JSONResponse({**ready.to_json_dict(), "session": info})
         t0 = time.monotonic()
@@ -372,27 +382,104 @@ def create_app(
             result = await task.wait(request)
         except asyncio.CancelledError:  # the server is stopping and cancels open requests
             task.scope.cancel("shutdown")
-            return fail(task.scope.error())
-        except SpecCompactError as err:
-            if isinstance(err, CompactionCancelledError) and not isinstance(err, ServiceStoppingError):
-                return Response(status_code=error_status(err))  # nobody is listening
-            return fail(err)
-        sessions.expected.observe(time.monotonic() - t0)
-        out = result.to_json_dict()
-        return JSONResponse(out if info is None else {**out, "session": info})
+            return state.fail(task.scope.error())
+    except SpecCompactError as err:
+        if isinstance(err, CompactionCancelledError) and not isinstance(err, ServiceStoppingError):
+            return Response(status_code=error_status(err))  # nobody is listening
+        return state.fail(err)
+    state.sessions.expected.observe(time.monotonic() - t0)
+    out = result.to_json_dict()
+    return JSONResponse(out if info is None else {**out, "session": info})
 
-    @app.get("/health")
-    async def health():
-        loop = asyncio.get_running_loop()
-        named = upstreams.named()
-        results = await asyncio.gather(*(loop.run_in_executor(None, probe, b) for _, b in named))
-        report = {name: upstreams.health_entry(r) for (name, _), r in zip(named, results)}
-        ok = all(r.get("ok") for r in results)
-        return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": report,
-                             "cost_model": cost_report}, status_code=200 if ok else 503)
 
-    @app.get("/metrics")
-    async def prometheus_metrics():
-        return Response(generate_latest(metrics.registry), media_type=CONTENT_TYPE_LATEST)
+def rejected(state: AppState, err: SpecCompactError) -> JSONResponse:
+    """A request refused before its compaction started: counted, then its typed error."""
+    state.metrics.compactions.labels("-", "rejected").inc()
+    return state.fail(err)
 
+
+@router.get("/health")
+async def health(state: AppState = Depends(service)):
+    loop = asyncio.get_running_loop()
+    named = state.upstreams.named()
+    results = await asyncio.gather(*(loop.run_in_executor(None, state.probe, b) for _, b in named))
+    report = {name: state.upstreams.health_entry(r) for (name, _), r in zip(named, results)}
+    ok = all(r.get("ok") for r in results)
+    cost_report = {role: fit.to_dict() for role, fit in (state.options.cost_models or {}).items()}
+    return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": report,
+                         "cost_model": cost_report}, status_code=200 if ok else 503)
+
+
+@router.get("/metrics")
+async def prometheus_metrics(state: AppState = Depends(service)):
+    return Response(generate_latest(state.metrics.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def create_app(target: Any, drafter: Any, **options: Any) -> FastAPI:
+    """Build the compaction service around existing backends.
+
+    Parameters
+    ----------
+    target : backend or sequence of backends
+        Target SGLang backend(s).  With several, each compaction is pinned to
+        one, chosen round-robin, so its shared prefix stays in one radix cache.
+    drafter : backend or None
+        Drafter backend; None serves only the target-only methods.
+    **options
+        :class:`ServiceOptions` fields (``api_key``, ``limits``, ``runner``, ``auto``, ...).
+
+    Returns
+    -------
+    fastapi.FastAPI
+    """
+    state = app_state(target, drafter, ServiceOptions(**options))
+
+    @asynccontextmanager
+    async def lifespan(app: FastAPI):
+        yield
+        state.stop()
+
+    app = FastAPI(title="sgl_speccompact", version="0.1.0", lifespan=lifespan)
+    app.state.service = state
+    app.state.metrics, app.state.compactions, app.state.sessions = state.metrics, state.compactions, state.sessions
+
+    async def refused(request: Request, err: SpecCompactError) -> JSONResponse:
+        return rejected(state, err)  # raised by a route's dependency: auth, content type, body size
+
+    app.add_exception_handler(SpecCompactError, refused)
+    app.include_router(router)
     return app
+
+
+def app_state(target: Any, drafter: Any, options: ServiceOptions) -> AppState:
+    """Check the options and build what the routes share."""
+    from ..methods.autopick import AUTO  # imported late, as the runner is
+    from ..methods.resolve import served_picker
+
+    if options.api_key is not None and not options.api_key.strip():
+        raise ConfigError("is empty; pass None to run without auth", field="api_key")
+    runner, methods = options.runner, options.methods
+    if runner is None:
+        runner, default_names = _default_runner()
+        methods = methods or default_names
+    method_names = tuple(methods or DEFAULT_METHODS)
+    if options.default_method not in method_names + (AUTO,):
+        raise UnknownMethodError(f"default method {options.default_method!r} is not one of {list(method_names)}")
+    base_config = make_config(options.default_config)
+    targets = RoundRobin(list(target) if isinstance(target, (list, tuple)) else [target])
+    picker = options.auto if options.auto is not None else served_picker(targets.backends[0], drafter)
+    limits, metrics = options.limits, Metrics()
+    metrics.set_cost_models(options.cost_models or {})
+    metrics.observed_acceptance.labels(picker.pair).set(picker.acceptance.get(picker.pair))
+    deployment = options.deployment
+    if deployment is None and options.auto is not None:  # the deployment auto picks on times the prepares too
+        deployment = options.auto.deployment
+    sessions = Sessions(make_store(limits), metrics, cost_predictor(deployment) if deployment is not None else None,
+                        PrepareLimits(limits.prepare_workers, limits.prepare_queue, limits.prepare_queue_bytes))
+    return AppState(options=options, runner=runner, method_names=method_names, drafter=drafter, targets=targets,
+                    upstreams=Upstreams(targets.backends, drafter, show_urls=limits.expose_upstream_urls),
+                    picker=picker,  # the models the servers report, unless the caller gave a picker
+                    pickers=KeyedPickers(picker),  # acceptance per API key: one client's eta never moves another's
+                    base_config=base_config, metrics=metrics,
+                    compactions=Compactions(limits, metrics), sessions=sessions,
+                    probe=options.health_probe or http_probe(timeout_s=limits.health_timeout_s))

@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
+from ..history.estimate import chars_to_tokens
 from ..errors import CompactionCancelledError, CompactionTimeoutError, ServiceBusyError
 from .body import CompactRequest
 from .metrics import Metrics
@@ -272,7 +273,7 @@ class Sessions:
         """
         rest = req.messages[n_prefix:]
         if self.predict is not None:
-            summary = len(req.previous_summary) // 4 if req.previous_summary else SUMMARY_TOKENS
+            summary = chars_to_tokens(len(req.previous_summary)) if req.previous_summary else SUMMARY_TOKENS
             prefix_t, rest_t = history_tokens(req.messages[:n_prefix]), history_tokens(rest)
             times = [self.predict(method, prefix_t), self.predict(method, rest_t + summary) if rest else 0.0,
                      self.predict(method, prefix_t + rest_t)]

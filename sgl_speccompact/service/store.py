@@ -55,6 +55,8 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable
 
+from ..history.estimate import chars_to_tokens
+
 FIXED_SHARE = 0.5  # share of a compaction's time that does not depend on the history's length
 SEED_SECONDS = 5.0  # expected compaction time before any compaction finished (seconds)
 EWMA_WEIGHT = 0.2  # weight of the newest compaction in the expected time
@@ -160,7 +162,7 @@ def history_tokens(messages: list) -> int:
     >>> history_tokens([{"role": "user", "content": "x" * 400}])
     108
     """
-    return (sum(len(json.dumps(m, ensure_ascii=False)) for m in messages) + 3) // 4
+    return chars_to_tokens(sum(len(json.dumps(m, ensure_ascii=False)) for m in messages))
 
 
 DUPLICATE_OUTPUT = "[Duplicate tool output — same content as a more recent call]"  # Hermes's back-reference

@@ -5,7 +5,7 @@ import copy
 import pytest
 
 from sgl_speccompact.history import messages as history
-from sgl_speccompact.methods import pipeline, source_judge
+from sgl_speccompact.methods import chunking, pipeline, request, source_judge
 from sgl_speccompact.methods.assembly import OneShot
 from sgl_speccompact.errors import ConfigError, SummaryBudgetError, UnknownMethodError
 from sgl_speccompact.methods.registry import METHODS, run_method
@@ -29,7 +29,7 @@ def counted_parsing(monkeypatch):
         calls["render"] += 1
         return history.render_history(*args, **kwargs)
 
-    for module in (pipeline, source_judge):
+    for module in (pipeline, request, chunking, source_judge):
         if hasattr(module, "parse_messages"):
             monkeypatch.setattr(module, "parse_messages", parse)
         if hasattr(module, "render_history"):

@@ -1,6 +1,7 @@
 """One method resolver: ``auto`` picks only among the methods that accept the request."""
 
 import doctest
+from dataclasses import replace
 import itertools
 
 import pytest
@@ -10,7 +11,8 @@ from sgl_speccompact.methods.auto import Deployment
 from sgl_speccompact.methods.autopick import deployment_for
 from sgl_speccompact.methods.pipeline import REGISTRY, refusal
 from sgl_speccompact.methods.registry import METHODS, run_method
-from sgl_speccompact.methods.resolve import MethodRequest, accepting, resolve_method, served_picker
+from sgl_speccompact.methods.request import MethodRequest, Offer
+from sgl_speccompact.methods.resolve import accepting, resolve_method, served_picker
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
 from scripted import ScriptedBackend
@@ -35,8 +37,8 @@ def test_auto_never_picks_a_method_that_refuses_the_request(custom_schema, has_d
     for dep, tokens, p in itertools.product(DEPLOYMENTS, (1_000, 16_000, 64_000), (0.5, 0.9)):
         picker = resolve.as_picker(dep, has_drafter)
         picker.acceptance.observe(picker.pair, p)
-        name, choice = resolve_method("auto", MethodRequest(history(tokens), custom_schema=custom_schema,
-                                                            has_drafter=has_drafter, offered=METHODS), picker)
+        request = MethodRequest(history(tokens), schema=OPENCLAW_SLOTS if custom_schema else None)
+        name, choice = resolve_method("auto", request, Offer(has_drafter=has_drafter, offered=METHODS), picker)
         assert refusal(REGISTRY[name], has_drafter=has_drafter, schema_given=custom_schema) is None
         assert choice["method"] == name
         picked.add(name)
@@ -48,26 +50,27 @@ def test_auto_never_picks_a_method_that_refuses_the_request(custom_schema, has_d
 
 def test_run_method_auto_with_a_custom_schema_runs_what_it_picked():
     # hermes predicted fastest here (a long history, no drafter, one-shot methods only faster) must not be run
-    dep = Deployment.named(target="qwen3-8b", drafter=None, gpus=1, hermes_tokens=10)
+    dep = replace(Deployment.named(target="qwen3-8b", drafter=None, gpus=1), hermes_tokens=10)
     target = ScriptedBackend(complete=lambda text, params: "## Goal\n- a\n")
     res = run_method("auto", [{"role": "user", "content": "hi"}], target=target, schema=OPENCLAW_SLOTS[:1],
                      deployment=dep)
     assert res.stats.auto["method"] != "hermes" and res.method == res.stats.auto["method"]
-    unconstrained = resolve_method("auto", MethodRequest([{"role": "user", "content": "hi"}], offered=METHODS), dep)
+    unconstrained = resolve_method("auto", MethodRequest([{"role": "user", "content": "hi"}]), Offer(offered=METHODS),
+                                   dep)
     assert unconstrained[0] == "hermes"  # without the schema it would have picked hermes
 
 
 def test_a_context_too_small_for_a_methods_output_leaves_it_out():
-    request = MethodRequest([], has_drafter=True, offered=METHODS, context_tokens=6_000)
-    assert "hermes" not in accepting(request) and "speccompact" in accepting(request)
+    offer = Offer(has_drafter=True, offered=METHODS, context_tokens=6_000)
+    assert "hermes" not in accepting(MethodRequest([]), offer) and "speccompact" in accepting(MethodRequest([]), offer)
 
 
 def test_nothing_accepts_is_a_typed_error():
     from sgl_speccompact.errors import ConfigError
 
     with pytest.raises(ConfigError, match="auto has no method"):
-        resolve_method("auto", MethodRequest([], custom_schema=True, offered=("hermes", "speccompact")))
-    assert resolve_method("hermes", MethodRequest([], custom_schema=True)) == ("hermes", None)  # explicit: as given
+        resolve_method("auto", MethodRequest([], schema=OPENCLAW_SLOTS), Offer(offered=("hermes", "speccompact")))
+    assert resolve_method("hermes", MethodRequest([], schema=OPENCLAW_SLOTS), Offer()) == ("hermes", None)  # explicit
 
 
 class Served:

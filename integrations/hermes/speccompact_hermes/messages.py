@@ -121,7 +121,12 @@ def summary_body(msg: dict, markers: Markers) -> str:
 
 
 def _tool_group_start(messages: list[dict], idx: int) -> int:
-    """Pull a tail cut back so an assistant's tool calls stay with their results."""
+    """Pull a tail cut back so an assistant's tool calls stay with their results.
+
+    A copy of ``sgl_speccompact.history.tool_groups.group_start`` (this plugin
+    imports only the standard library); tests/integrations/test_hermes_cutter.py
+    checks the two agree.
+    """
     if idx <= 0 or idx >= len(messages):
         return idx
     check = idx - 1

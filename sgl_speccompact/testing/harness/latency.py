@@ -32,7 +32,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from .latency_cases import CaseRunner, cases, slot_tokens
 
@@ -264,12 +264,12 @@ def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, i
 def auto_row(cell, args, got, base, tokens, p_eff, deployment_cls, choose, info) -> dict:
     """The ``auto`` row: the method :func:`~sgl_speccompact.methods.auto.choose` picks, as it ran on this draw."""
     t, d = cell.pair.split(":")
-    dep = deployment_cls.named(target=t, drafter=d, gpus=1 if cell.deployment == "one-gpu" else 2,
-                               speculative=None if cell.speculative == "none" else cell.speculative,
-                               drafter_speculative=args.drafter_speculative,
-                               equal_hardware=cell.deployment != "two-gpu",
-                               hermes_tokens=args.hermes_tokens[0],
-                               colocated_tp2=cell.deployment == "two-gpu-tp2-colocated")
+    dep = replace(deployment_cls.named(target=t, drafter=d, gpus=1 if cell.deployment == "one-gpu" else 2,
+                                       speculative=None if cell.speculative == "none" else cell.speculative,
+                                       drafter_speculative=args.drafter_speculative,
+                                       equal_hardware=cell.deployment != "two-gpu",
+                                       colocated_tp2=cell.deployment == "two-gpu-tp2-colocated"),
+                  hermes_tokens=args.hermes_tokens[0])
     ran = [m for m in ("speccompact", "target_self", "hermes", "openclaw") if _label(m, got)]
     choice = choose(dep, tokens, p_eff, methods=tuple(ran))
     info["auto"][f"{cell.pair}/{cell.speculative}/{cell.deployment}/{cell.p}"] = {

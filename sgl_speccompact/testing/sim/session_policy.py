@@ -29,6 +29,8 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
+from ...history.tool_groups import group_start, past_tool_results
+
 SMALL_WINDOW, SMALL_PCT, MIN_TRIGGER, MIN_CTX_RATIO = 512_000, 0.75, 64_000, 0.85  # Hermes's trigger constants
 STUB_TOKENS = 24  # size of a pruned tool output's one-line stub (tokens)
 MIN_PRUNE_TOKENS = 50  # shorter tool outputs are left whole (tokens; Hermes: 200 chars)
@@ -116,26 +118,10 @@ def prune(ctx: list[dict], tokens: Callable[[dict], int], policy: Policy) -> tup
     return out, boundary
 
 
-def _group_start(ctx: list[dict], i: int) -> int:
-    """Pull a cut back so an assistant's tool calls stay with their results."""
-    if i <= 0 or i >= len(ctx):
-        return i
-    j = i - 1
-    while j >= 0 and ctx[j].get("role") == "tool":
-        j -= 1
-    return j if j >= 0 and ctx[j].get("role") == "assistant" and ctx[j].get("tool_calls") else i
-
-
-def _past_tools(ctx: list[dict], i: int) -> int:
-    while i < len(ctx) and ctx[i].get("role") == "tool":
-        i += 1
-    return i
-
-
 def cut(ctx: list[dict], tokens: Callable[[dict], int], policy: Policy, head: int) -> tuple[int, int]:
     """``(start, end)`` of the middle: after the head, before the tail (start == end: nothing to compact)."""
     n = len(ctx)
-    start = _past_tools(ctx, head)
+    start = past_tool_results(ctx, head)
     floor = min(max(3, min(policy.protect_last_n, 8)), max(3, n - start - 3), max(0, n - start - 1))
     used, end = 0, n
     for i in range(n - 1, start - 1, -1):
@@ -143,11 +129,11 @@ def cut(ctx: list[dict], tokens: Callable[[dict], int], policy: Policy, head: in
             break
         used, end = used + tokens(ctx[i]), i
     end = max(min(end, n - floor), start + 1)
-    end = _group_start(ctx, end)
+    end = group_start(ctx, end)
     users = [i for i in range(start, n) if ctx[i].get("role") == "user" and not ctx[i].get("summary")]
     if users and users[-1] < end:
-        end = users[-1] if users[-1] > start else _past_tools(ctx, users[-1] + 2)
-    return start, min(_past_tools(ctx, max(end, start)), n)
+        end = users[-1] if users[-1] > start else past_tool_results(ctx, users[-1] + 2)
+    return start, min(past_tool_results(ctx, max(end, start)), n)
 
 
 def paired(messages: list[dict]) -> list[dict]:
@@ -202,7 +188,7 @@ def prefix(step: Step) -> list[dict]:
     Pruning does not change these messages again before the trigger, so
     the compaction there starts with exactly them.
     """
-    end = _group_start(step.ctx, min(step.end, step.boundary))
+    end = group_start(step.ctx, min(step.end, step.boundary))
     return step.ctx[step.start:end] if end > step.start else []
 
 

@@ -1,0 +1,60 @@
+"""One compaction's inputs, built once at the edge and passed down whole.
+
+The CLI, the HTTP service, :func:`~.registry.run_method` and
+:func:`~.speccompact.compact` each build one :class:`MethodRequest`; below
+them the method resolver, the pipeline and the chunker read it and never
+take its fields one by one.  Chunking makes a sub-request per block with
+:func:`dataclasses.replace` (the block's messages and turns, the previous
+block's summary).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any, Callable
+
+from ..config import CompactConfig
+from ..history.messages import Turn, parse_messages
+from ..schema import Slot
+
+
+@dataclass(frozen=True)
+class AgentLayout:
+    """Where the target's shared prefix comes from (:mod:`~sgl_speccompact.backends.layout`)."""
+
+    name: str | None = None  # "agent" | "classic"; None: agent when a chat template is known, else classic
+    tools: list[dict] | None = None  # the agent's OpenAI tools, as it sent them (rendered in its prefix)
+    chat_template: Any = None  # the target's tokenizer, or its local path or hub name
+    chat_template_kwargs: dict | None = None  # what the agent sent as chat_template_kwargs
+
+
+@dataclass(frozen=True)
+class MethodRequest:
+    """What one compaction is asked to do; see :func:`~.registry.run_method` for each field."""
+
+    messages: list  # OpenAI chat messages (read only, never modified)
+    previous_summary: str | None = None  # summary of earlier turns (incremental compaction)
+    focus: str | None = None  # topic the summary should favour (untrusted text)
+    schema: tuple[Slot, ...] | None = None  # summary sections; None: the method's own (OpenClaw's six slots)
+    source_judge: bool = False  # run Source-Judged Compaction on the summary
+    layout: AgentLayout = AgentLayout()  # the target prefix's layout settings
+    on_event: Callable[[dict], None] | None = None  # progress callback
+    turns: tuple[Turn, ...] | None = None  # ``messages`` parsed, one turn per message; None: not parsed yet
+
+    def parsed(self, cfg: CompactConfig) -> "MethodRequest":
+        """This request with its messages parsed and checked against ``cfg``'s limits (once)."""
+        if self.turns is not None:
+            return self
+        turns = parse_messages(self.messages, max_messages=cfg.max_history_messages,
+                               max_chars=cfg.max_history_chars)
+        return replace(self, turns=turns)
+
+
+@dataclass(frozen=True)
+class Offer:
+    """What the caller can serve: the methods ``auto`` may pick among (:func:`~.resolve.resolve_method`)."""
+
+    has_drafter: bool = False  # a drafter backend is connected
+    offered: tuple[str, ...] | None = None  # the methods the caller serves (the service's list); None: all registered
+    context_tokens: int | None = None  # the target's context window (tokens); None: unknown, not checked
+    config: CompactConfig | None = None  # the compaction's config (the methods' output reserves)

@@ -1,0 +1,51 @@
+"""One admission order for every proposed line: checks, budget, judge, claim, accept."""
+
+import doctest
+
+import pytest
+
+from sgl_speccompact.core import admission
+from sgl_speccompact.core.admission import Source, Step, admit
+from sgl_speccompact.core.lines import LineKind
+
+
+def test_doctests():
+    failed, attempted = doctest.testmod(admission)
+    assert failed == 0 and attempted > 0
+
+
+def steps(source, kind, verdict=True, claim=True, over=""):
+    """The steps one line takes, answering each question as given."""
+    known, seen = {}, []
+    while True:
+        a = admit(source, kind, known.get("over"), known.get("judged"), known.get("claimed"))
+        seen.append(a.step.value if a.reason is None else f"{a.step.value}:{a.reason}")
+        if a.step is Step.MEASURE:
+            known["over"] = over
+        elif a.step is Step.JUDGE:
+            known["judged"] = verdict
+        elif a.step is Step.CLAIM:
+            known["claimed"] = claim
+        else:
+            return seen
+
+
+@pytest.mark.parametrize("source", [Source.DRAFT, Source.CARRIED, Source.CANDIDATE])
+def test_a_judged_line_is_measured_then_judged_then_claimed(source):
+    assert steps(source, LineKind.JUDGE) == ["measure", "judge", "claim", "accept"]
+
+
+def test_what_a_refusal_means_depends_on_the_source():
+    assert steps(Source.DRAFT, LineKind.JUDGE, verdict=False)[-1] == "repair"
+    assert steps(Source.CARRIED, LineKind.JUDGE, claim=False)[-1] == "stale"
+    assert steps(Source.CANDIDATE, LineKind.JUDGE, claim=False)[-1] == "drop"
+    assert steps(Source.REPAIR, LineKind.JUDGE, claim=False) == ["measure", "claim", "stop:repair_failed"]
+    assert steps(Source.DRAFT, LineKind.DUPLICATE) == ["repair"]
+    assert steps(Source.HEADING, LineKind.JUDGE) == ["drop"]
+
+
+def test_the_budget_comes_before_the_judge_and_the_claim():
+    assert steps(Source.DRAFT, LineKind.JUDGE, over="line_budget") == ["measure", "stop:line_budget"]
+    assert steps(Source.CANDIDATE, LineKind.JUDGE, over="token_budget") == ["measure", "stop:token_budget"]
+    assert steps(Source.CARRIED, LineKind.JUDGE, over="token_budget") == ["measure", "drop"]
+    assert steps(Source.DRAFT, LineKind.BLANK) == ["measure", "accept"]  # unjudged, never claimed

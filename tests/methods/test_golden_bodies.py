@@ -1,0 +1,138 @@
+"""Every request body each method sends, on a fixed history, against two emulators.
+
+The bodies the target and the drafter receive (prompts as token ids,
+sampling parameters, judge queries) are compared with a recorded golden
+file, so a refactor that changes a single prompt token or adds a request
+fails here.  Slot branches run concurrently, so the bodies are compared as
+a sorted multiset, not in arrival order.  Token counting (``/tokenize``)
+shares a segment cache between the branches, so which branch asks for a
+text, and in which batch, depends on timing: those requests are compared as
+the set of texts counted, not one by one.  Pipelined drafting is off in the
+SpecCompact cases: a prefetched draft dropped before its request was sent
+is never sent, and whether it was sent is a matter of timing.
+
+Regenerate the golden file (after a change that means to alter requests)::
+
+    SGL_SPECCOMPACT_GOLDEN=write python -m pytest tests/methods/test_golden_bodies.py
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+from pathlib import Path
+
+import pytest
+
+from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+from sgl_speccompact.methods.registry import run_method
+from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
+
+from test_chunking import tool_loop
+
+GOLDEN = Path(__file__).with_name("golden_bodies.json")
+HISTORY = json.loads((Path(__file__).resolve().parents[2] / "examples" / "history.json").read_text())
+PREVIOUS = "## Goal\n- Fix the failing test in tests/test_app.py\n\n## Progress\n### Done\n- [x] Ran the suite"
+CHUNKED = {"max_summary_tokens": 512, "monolithic_max_tokens": 512, "max_tokens_per_slot": 80,
+           "target_context_tokens": 4000}  # small enough to cut tool_loop(8) into blocks
+
+SERIAL = {"pipelined_drafting": False}  # every draft request is the one the next line needs
+
+# name -> (method, messages, run_method keywords)
+CASES = {
+    "speccompact": ("speccompact", HISTORY, {"config": SERIAL}),
+    "speccompact_previous_focus": ("speccompact", HISTORY, {"previous_summary": PREVIOUS, "focus": "the test",
+                                                           "config": SERIAL}),
+    "target_self_previous": ("target_self", HISTORY, {"previous_summary": PREVIOUS}),
+    "hermes_focus": ("hermes", HISTORY, {"focus": "the test", "previous_summary": PREVIOUS}),
+    "openclaw": ("openclaw", HISTORY, {}),
+    "openclaw_sjc": ("openclaw", HISTORY, {"source_judge": True, "previous_summary": PREVIOUS}),
+    "openclaw_chunked": ("openclaw", tool_loop(8, lines=30), {"config": CHUNKED}),
+    "auto": ("auto", HISTORY, {}),
+}
+IGNORED_PATHS = ("/health", "/emulator/stats", "/emulator/reset_stats", "/flush_cache")
+
+
+class Recording:
+    """ASGI wrapper that keeps every request's path and body."""
+
+    def __init__(self, app):
+        self.app, self.seen = app, []
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http" or scope["path"] in IGNORED_PATHS:
+            return await self.app(scope, receive, send)
+        chunks = []
+
+        async def recorded():
+            message = await receive()
+            if message["type"] == "http.request":
+                chunks.append(message.get("body", b""))
+            return message
+        try:
+            return await self.app(scope, recorded, send)
+        finally:
+            self.seen.append((scope["method"], scope["path"], b"".join(chunks)))
+
+
+def entry(server: str, method: str, path: str, raw: bytes) -> dict:
+    """A request as the golden file holds it: readable settings, a digest of the whole body."""
+    body = json.loads(raw) if raw else None
+    canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
+    shown = {}
+    if isinstance(body, dict):
+        shown = {k: v for k, v in body.items() if k in ("sampling_params", "return_logprob", "lora_path",
+                                                          "logprob_start_len", "token_ids_logprob")}
+        prompt = body.get("input_ids", body.get("text"))
+        shown["prompt_size"] = len(prompt) if isinstance(prompt, (list, str)) else None
+    return {"server": server, "request": f"{method} {path}", **shown,
+            "sha256": hashlib.sha256(canonical.encode()).hexdigest()[:16]}
+
+
+@pytest.fixture(scope="module")
+def servers(emulator_tokenizer_path):
+    made = {}
+    for role, seed, kw in (("target", 1, {"model_path": "Qwen/Qwen3-8B"}),
+                           ("drafter", 2, {"model_path": "Qwen/Qwen3-0.6B", "lora_paths": ["drafter"]})):
+        srv = EmulatedServer(emulator_tokenizer_path, policy=ControlledAcceptancePolicy(seed=seed), **kw)
+        srv.app = Recording(srv.app)  # before start(): uvicorn serves self.app
+        made[role] = srv.start()
+    yield made
+    for srv in made.values():
+        srv.close()
+
+
+def bodies(servers, case: str) -> list[dict]:
+    method, messages, kw = CASES[case]
+    for srv in servers.values():
+        srv.app.seen.clear()
+        assert srv.flush_cache()
+    target = SpecCompactEndpoint(servers["target"].url, timeout_s=60)
+    drafter = SpecCompactEndpoint(servers["drafter"].url, lora_path="drafter", timeout_s=60)
+    run_method(method, messages, target=target, drafter=drafter, **kw)
+    out = [entry(role, *seen) for role, srv in servers.items() for seen in srv.app.seen
+           if seen[1] != "/tokenize"]
+    for role, srv in servers.items():
+        texts = sorted({text for _, path, raw in srv.app.seen if path == "/tokenize"
+                        for text in counted(json.loads(raw))})
+        if texts:
+            out.append({"server": role, "request": "POST /tokenize", "distinct_texts": len(texts),
+                        "sha256": hashlib.sha256(json.dumps(texts).encode()).hexdigest()[:16]})
+    return sorted(out, key=lambda e: json.dumps(e, sort_keys=True))
+
+
+def counted(body: dict) -> list[str]:
+    """The texts one ``/tokenize`` request counts."""
+    prompt = body.get("prompt", body.get("text"))
+    return [prompt] if isinstance(prompt, str) else list(prompt or [])
+
+
+def test_request_bodies_match_the_golden_file(servers):
+    got = {case: bodies(servers, case) for case in CASES}
+    if os.environ.get("SGL_SPECCOMPACT_GOLDEN") == "write":
+        GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")
+    want = json.loads(GOLDEN.read_text())
+    for case in CASES:
+        assert got[case] == want[case], case
+    assert sorted(want) == sorted(CASES)
