@@ -47,6 +47,7 @@ def test_stale_rows_names_a_changed_field(regen):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("name", ["single-compaction-8b", "session"])
+@pytest.mark.e2e  # reruns bench scripts whole; .ci/run's e2e step runs it, as does bench/regenerate.py --check
+@pytest.mark.parametrize("name", ["single-compaction-8b", "session", "fair-8b"])
 def test_committed_json_matches_todays_code(regen, name):
     assert regen.check(name) == []
