@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 TRAJECTORY_DIR = REPO.parent / "shared" / "data" / "trajectories"  # the shared public trajectories, beside the clone
 RESULTS_DIR = REPO / "bench" / "results"
 EMULATED_MODELS = {"target": "Qwen/Qwen3-8B", "drafter": "Qwen/Qwen3-0.6B"}  # model paths the emulators report

@@ -69,7 +69,7 @@ def runner_kwargs(case: dict, tokenizer_path: str) -> dict:
 
 def labeler():
     """``(server, path, body) -> (lane, role)`` for the event log: the slot and what the request is for."""
-    from ...core.prompts import DRAFTER_SLOT_REQUEST, TARGET_SLOT_REQUEST
+    from sgl_speccompact.core.prompts import DRAFTER_SLOT_REQUEST, TARGET_SLOT_REQUEST
 
     def pattern(template):
         head, _, tail = template.partition("{slot}")
@@ -118,7 +118,7 @@ def breakdown(report: dict) -> dict:
     ``queued`` (in the scheduler, beyond the request's own forward passes)
     and ``other_requests`` (requests the slot waits on whole).
     """
-    from ..sim.timeline import critical_path
+    from sgl_speccompact.testing.sim.timeline import critical_path
 
     end = report["e2e_s"]
     chain = critical_path(report["requests"], end)
@@ -167,7 +167,7 @@ def first_target(report: dict) -> dict:
 
 def run_session(sim, messages: list[dict]) -> dict:
     """The agent's session on the simulated target, in a run of its own (fresh caches); its numbers."""
-    from ..sim.session import replay_session
+    from sgl_speccompact.testing.sim.session import replay_session
 
     target = sim.endpoint("target")
     numbers, report = sim.run(lambda: replay_session(lambda path, body: target._request("POST", path, body),
@@ -213,8 +213,8 @@ class CaseRunner:
             wl.hermes_tokens = case["hermes_tokens"]  # between runs: no request in flight
         kw = runner_kwargs(case, self.tokenizer)
         session = args.scenario == "agent-session"
-        from ..sim.simulator import SimulationStalled
-        from ..sim.workload import decisions_digest
+        from sgl_speccompact.testing.sim.simulator import SimulationStalled
+        from sgl_speccompact.testing.sim.workload import decisions_digest
 
         for attempt in (1, 2):
             try:
