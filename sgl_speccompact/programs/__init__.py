@@ -5,7 +5,7 @@ side, one :class:`SlotStream` per forked branch) and :func:`draft_slot` (the
 drafter side); the helpers take ``s``: :func:`open_slot`,
 :func:`verify_line`, :func:`repair_line`.  :func:`retire` and
 :func:`scratch` end program states without sglang 0.5.23's ``__del__`` hang
-(:mod:`.states`); :mod:`.lockstep` holds the ``lockstep_branches`` rounds.
+(:mod:`.states`); :mod:`.experimental` holds the ``lockstep_branches`` rounds.
 
 May import: ``backends``, ``core``, ``history`` and the vocabulary.  Must
 not import: methods, service, launch.

@@ -19,7 +19,7 @@ candidate), takes that order through one decision,
 :func:`~sgl_speccompact.core.admission.admit`, in :meth:`SlotStream.offer`.
 
 With ``lockstep_branches`` on, every blocking request waits for its round
-(:mod:`~sgl_speccompact.programs.lockstep`), so the branches' requests share
+(:mod:`~sgl_speccompact.programs.experimental`), so the branches' requests share
 forward passes.
 
 Decisions depend only on the drafted lines and the verdicts, so they are the

@@ -6,7 +6,7 @@ duplicate check across them, :mod:`~sgl_speccompact.core.sections`), runs one
 :class:`~sgl_speccompact.programs.slot_stream.SlotStream` per branch,
 concurrently, and joins a slot's sub-sections in order.  With
 ``lockstep_branches`` on, the branches send their requests in rounds
-(:mod:`~sgl_speccompact.programs.lockstep`).
+(:mod:`~sgl_speccompact.programs.experimental`).
 """
 
 from __future__ import annotations
@@ -19,7 +19,7 @@ from ..core.lines import SlotBudget
 from ..core.sections import SlotLines, join_parts
 from ..result import SlotResult
 from ..schema import Slot
-from .lockstep import Lockstep
+from .experimental import Lockstep
 from .slot_stream import SlotStream
 from .steps import SlotContext, check_backends, end_states, fork_slots, prefill_drafter, run_concurrently
 

@@ -40,7 +40,7 @@ from ..core.prompts import (SUMMARIZER_SYSTEM, carried_question, drafter_slot_re
                             verify_question)
 from ..result import StatsRecorder
 from ..schema import Slot
-from .lockstep import Lockstep
+from .experimental import Lockstep
 from .states import retire, scratch
 
 ERROR_WAIT_S = 10.0  # longest wait for sglang's executor thread to store a request's error, s
