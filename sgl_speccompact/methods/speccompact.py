@@ -17,8 +17,7 @@ from ..config import CompactConfig
 from ..errors import BackendError, SpecCompactError
 from ..core.judge_prompts import judge_rubric
 from .pipeline import Job, register, run
-from ..history.digest import drafter_digest
-from ..history.messages import render_history
+from ..programs import experimental
 from ..programs.states import retire
 from ..programs.steps import SlotContext
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
@@ -33,7 +32,7 @@ def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
     """The :class:`SlotContext` of a slot-parallel method, from the job."""
     return SlotContext(
         cfg=job.cfg, slots=job.slots, drafter=job.drafter, drafter_context=drafter_text,
-        count_tokens=job.count, recorder=job.recorder,
+        count_tokens=job.count, recorder=job.recorder, target=job.target,
         target_prefix=getattr(job.target, "assistant_prefix", ""),
         drafter_prefix=getattr(job.drafter, "assistant_prefix", ""),
         has_previous=bool(job.previous_summary), on_event=job.on_event,
@@ -79,10 +78,10 @@ def speccompact_method(job: Job) -> list[SlotResult]:
 
 
 def drafter_history(job: Job) -> str:
-    """The history as the drafter reads it: whole, or its digest with ``drafter_digest`` on."""
+    """The history as the drafter reads it: whole, or (experimental ``drafter_digest``) its digest."""
     if not job.cfg.drafter_digest:
         return job.history
-    return render_history(drafter_digest(job.turns, job.cfg.drafter_digest_tokens, job.count))
+    return experimental.drafter_history(job.turns, job.cfg, job.count)
 
 
 def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactConfig | dict | None = None,
