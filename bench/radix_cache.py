@@ -131,9 +131,8 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
     before = {r: s.emulator_stats() for r, s in servers.items()}
     t0 = time.perf_counter()
     try:
-        result = runner(method, traj.messages, target=endpoints["target"], drafter=endpoints["drafter"],
-                        config=row_config(args),
-                        source_judge=args.source_judge, **extra)
+        result = runner(method, runs.with_layout(traj.messages, **extra), target=endpoints["target"],
+                        drafter=endpoints["drafter"], config=row_config(args), source_judge=args.source_judge)
     except Exception as exc:  # one failed row does not end the benchmark
         row["error"] = f"{type(exc).__name__}: {exc}"
         return row

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 import time
 
+from .runs import with_layout
+
 SLOT_METHODS = ("speccompact", "target_self")  # methods with a shared target prefix, and so a layout
 LAYOUTS = ("classic", "agent")
 PARTS = ("before_fork", "drafting", "verifying", "repairing", "generating", "waiting", "after_join")
@@ -59,7 +61,8 @@ def slot_tokens(got: dict) -> int | None:
 
 
 def runner_kwargs(case: dict, tokenizer_path: str) -> dict:
-    """Layout arguments of ``run_method`` for a case (the agent layout renders with the target's tokenizer)."""
+    """Layout arguments of a case (the agent layout renders with the target's tokenizer), for
+    :func:`~bench.harness.runs.with_layout`."""
     if case["method"] not in SLOT_METHODS:
         return {}
     if case["layout"] == "agent":
@@ -222,8 +225,8 @@ class CaseRunner:
                 if session:
                     row["session"] = run_session(sim, traj.messages)
                 result, report = sim.run(lambda: self.runner(
-                    case["method"], traj.messages, target=target, drafter=drafter, config=self.config,
-                    source_judge=args.source_judge, **kw), keep_cache=session)
+                    case["method"], with_layout(traj.messages, **kw), target=target, drafter=drafter,
+                    config=self.config, source_judge=args.source_judge), keep_cache=session)
                 break
             except SimulationStalled as exc:  # the harness, not the method: one more try from a fresh clock
                 row["stalled"] = f"{exc}"[:3000]

@@ -78,6 +78,19 @@ def _multi_trial(path: Path) -> bool:
         return False
 
 
+def with_layout(messages: list, layout: str | None = None, chat_template=None):
+    """``messages`` as a runner takes them: with a layout (``runner_kwargs``), a ``MethodRequest``.
+
+    >>> with_layout([]) == [], with_layout([], "agent", "/tok").layout.chat_template
+    (True, '/tok')
+    """
+    if layout is None and chat_template is None:
+        return messages
+    from sgl_speccompact.methods.request import AgentLayout, MethodRequest
+
+    return MethodRequest(messages, layout=AgentLayout(layout, chat_template=chat_template))
+
+
 def resolve_methods():
     """``(available methods, runner, where the runner comes from)``."""
     from sgl_speccompact.methods.registry import METHODS, run_method

@@ -31,6 +31,7 @@ import pytest
 
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.methods.registry import run_method
+from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
 
 from test_chunking import tool_loop
@@ -115,7 +116,8 @@ def bodies(servers, case: str) -> list[dict]:
         assert srv.flush_cache()
     target = SpecCompactEndpoint(servers["target"].url, timeout_s=60)
     drafter = SpecCompactEndpoint(servers["drafter"].url, lora_path="drafter", timeout_s=60)
-    run_method(method, messages, target=target, drafter=drafter, **kw)
+    kw = dict(kw)
+    run_method(method, MethodRequest(messages, focus=kw.pop("focus", None)), target=target, drafter=drafter, **kw)
     out = [entry(role, *seen) for role, srv in servers.items() for seen in srv.app.seen
            if seen[1] != "/tokenize"]
     for role, srv in servers.items():
