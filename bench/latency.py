@@ -47,11 +47,12 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 import latency_cases as lc  # noqa: E402 - the agent-session table
 import radix_cache as rc  # noqa: E402 - shared helpers: trajectories, methods, JSON
 
-from sgl_speccompact.testing.harness.latency_cases import LAYOUTS, PARTS, WAIT_PARTS, labeler  # noqa: E402,F401 - re-exported
-from sgl_speccompact.testing.harness.latency_tables import (  # noqa: E402
+from bench.harness.latency_cases import LAYOUTS, PARTS, WAIT_PARTS, labeler  # noqa: E402,F401 - re-exported
+from bench.harness.latency_tables import (  # noqa: E402
     add_speedups,
     auto_check,
     format_checks,
@@ -96,12 +97,12 @@ def workload_section_sizes():
 
 
 def simulate(args, methods, runner) -> tuple[list[dict], dict]:
-    """Every simulated cell's rows (``sgl_speccompact.testing.harness.latency.simulate``) and run info."""
+    """Every simulated cell's rows (``bench.harness.latency.simulate``) and run info."""
     from dataclasses import asdict
 
     from sgl_speccompact.config import make_config
     from sgl_speccompact.testing.emulator.cost import Scheduling
-    from sgl_speccompact.testing.harness.latency import simulate as run_cells
+    from bench.harness.latency import simulate as run_cells
 
     tok, tok_kind = args.tokenizer, "given"
     if not tok:
@@ -208,7 +209,7 @@ def run(args) -> dict:
               f"{'none' if args.no_trajectories else 'trajectories'} + synthetic {args.synthetic_tokens} tokens")
     sys.stdout.flush()
     if old is not None:  # the same runs, auto's picks redone with the current predictor
-        from sgl_speccompact.testing.harness.latency import repick
+        from bench.harness.latency import repick
 
         rows, picks = repick(old["rows"], old["conditions"])
         info = {k: old[k] for k in ("spec_notes", "tokenizer", "skipped", "scheduling", "scenario") if k in old}
@@ -356,5 +357,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     raise SystemExit(main())

@@ -10,7 +10,12 @@ of the compaction's end-to-end.
 
 from __future__ import annotations
 
-from sgl_speccompact.testing.harness.latency_cases import (  # noqa: F401 - re-exported for the bench scripts
+import sys
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
+
+from bench.harness.latency_cases import (  # noqa: E402,F401 - re-exported for the bench scripts
     LAYOUTS,
     SESSION_NOTE,
     SLOT_METHODS,

@@ -11,7 +11,10 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 
 
 def plot(report: dict, stem: Path) -> list[Path]:
@@ -21,7 +24,7 @@ def plot(report: dict, stem: Path) -> list[Path]:
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    from sgl_speccompact.testing.harness.latency_cases import PARTS
+    from bench.harness.latency_cases import PARTS
 
     summary = report["summary_by_cell"]
     cells = list(dict.fromkeys((s["model_pair"], s["deployment"], s.get("speculative")) for s in summary))

@@ -34,14 +34,17 @@ import sys
 import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
+from pathlib import Path
 
-from sgl_speccompact.result import SERVERS  # the servers CompactionStats reports on
-from sgl_speccompact.testing.harness import runs
-from sgl_speccompact.testing.harness.runs import (  # noqa: F401 - the other bench scripts use them as rc.*
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
+
+from sgl_speccompact.result import SERVERS  # noqa: E402 - the servers CompactionStats reports on
+from bench.harness import runs  # noqa: E402
+from bench.harness.runs import (  # noqa: E402,F401 - the other bench scripts use them as rc.*
     EMULATED_MODELS, REPO, RESULTS_DIR, TRAJECTORY_DIR, Server, Trajectory, crosscheck, load_trajectories,
     resolve_methods, server_numbers, write_json)
-from sgl_speccompact.testing.harness.summary_lines import summary_defects
-from sgl_speccompact.testing.harness.tables import format_agent_table, format_table
+from bench.harness.summary_lines import summary_defects  # noqa: E402
+from bench.harness.tables import format_agent_table, format_table  # noqa: E402
 
 EMULATOR_LORA = "drafter"
 SIMULATED_NOTE = "SIMULATED: cost-model forward-pass times on the emulator, not GPU measurements"
@@ -128,9 +131,8 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
     before = {r: s.emulator_stats() for r, s in servers.items()}
     t0 = time.perf_counter()
     try:
-        result = runner(method, traj.messages, target=endpoints["target"], drafter=endpoints["drafter"],
-                        config=row_config(args),
-                        source_judge=args.source_judge, **extra)
+        result = runner(method, runs.with_layout(traj.messages, **extra), target=endpoints["target"],
+                        drafter=endpoints["drafter"], config=row_config(args), source_judge=args.source_judge)
     except Exception as exc:  # one failed row does not end the benchmark
         row["error"] = f"{type(exc).__name__}: {exc}"
         return row

@@ -122,7 +122,7 @@ def run(cmd: list[str]) -> float:
 
 def merge(parts: list[dict]) -> dict:
     """One report from shards of seeds: rows in order, the summary rebuilt, the conditions of all seeds."""
-    from sgl_speccompact.testing.harness.session import summarize
+    from bench.harness.session import summarize
 
     rows = [r for p in parts for r in p["rows"]]
     seeds = sorted({r["seed"] for r in rows})
@@ -143,7 +143,7 @@ def regenerate(name: str, shards: int | None = None) -> float:
             part = Path(tmp) / f"part{i}.json"
             spent += run(command(name, part, shard))
             parts.append(json.loads(part.read_text()))
-    from sgl_speccompact.testing.harness.runs import write_json
+    from bench.harness.runs import write_json
 
     write_json(merge(parts), out)
     return spent
@@ -218,7 +218,7 @@ def single_table(reports: list[dict]) -> str:
 
 def tables() -> str:
     """Every page table from the committed JSONs (what the pages under docs/benchmarks/ show)."""
-    from sgl_speccompact.testing.harness.session import format_summary
+    from bench.harness.session import format_summary
 
     single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
     out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]

@@ -11,7 +11,7 @@ budget and at Hermes's own, OpenClaw-style) compacts the session two ways
 trigger; the agent waits) and ``ahead`` (prepared at ``--prepare-ratio`` of
 the trigger while the agent's next turns and tool calls run on the same
 simulated servers).  Layouts per deployment, speculative decoding on the
-target, tool time and device-seconds: ``sgl_speccompact/testing/harness/
+target, tool time and device-seconds: ``bench/harness/
 session.py``.  Each compaction draws a new workload (seed ``seed * 1000 +
 k``), so the summary changes between compactions.  Per cell it reports the
 agent-perceived stall (p50, p95 over every compaction of every seed, and
@@ -38,6 +38,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 import radix_cache as rc  # noqa: E402 - shared helpers: trajectories, methods, JSON
 
 SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/sim/simulator.py), H200 "
@@ -72,8 +73,8 @@ class Servers:
         from sgl_speccompact.testing import CostModel
         from sgl_speccompact.testing.emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, DEPLOYMENTS
         from sgl_speccompact.testing.emulator.cost import Scheduling
-        from sgl_speccompact.testing.harness import session as hs
-        from sgl_speccompact.testing.harness.latency import configure
+        from bench.harness import session as hs
+        from bench.harness.latency import configure
         from sgl_speccompact.testing.sim.simulator import build_simulation
 
         t_name, d_name = pair.split(":")
@@ -114,7 +115,7 @@ class Servers:
 
 def labels(args) -> list[tuple[str, str, int]]:
     """``(label, method, hermes tokens)`` of every method row."""
-    from sgl_speccompact.testing.harness.session import hermes_own_tokens
+    from bench.harness.session import hermes_own_tokens
 
     out = []
     for m in args.methods:
@@ -127,7 +128,7 @@ def labels(args) -> list[tuple[str, str, int]]:
 
 def run(args) -> dict:
     from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
-    from sgl_speccompact.testing.harness import session as hs
+    from bench.harness import session as hs
     from sgl_speccompact.testing.sim import session_policy as sp
     from sgl_speccompact.testing.sim.session_replay import Replay, ReplayHooks
 
@@ -208,7 +209,7 @@ def _s(x) -> str:
 
 
 def format_tables(report: dict) -> str:
-    from sgl_speccompact.testing.harness.session import format_summary
+    from bench.harness.session import format_summary
 
     return "\n" + format_summary(report["summary"], report["simulated_note"])
 

@@ -31,13 +31,14 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 import latency  # noqa: E402
 import radix_cache as rc  # noqa: E402
 
 
 def histories(args, lines, count) -> tuple[list, list]:
     """The shared trajectories (unless --no-trajectories) and the synthetic histories, seeded as the latency bench."""
-    from sgl_speccompact.testing.harness.latency import draw_seed
+    from bench.harness.latency import draw_seed
     from sgl_speccompact.testing.sim.sources import synthetic_history
 
     trajs, skipped = [], []
@@ -69,7 +70,7 @@ def run(args) -> dict:
     from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
     from sgl_speccompact.testing.sim.simulator import build_simulation
     from sgl_speccompact.testing.sim.workload import SummaryWorkload
-    from sgl_speccompact.testing.harness.latency_cases import labeler
+    from bench.harness.latency_cases import labeler
 
     _, runner, _ = rc.resolve_methods()
     tok, tok_kind = args.tokenizer, "given"

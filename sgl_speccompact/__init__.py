@@ -12,7 +12,7 @@ not pay for importing sglang.
 from importlib import import_module
 
 _EXPORTS = {
-    "compact": "methods.speccompact",
+    "compact": "methods.speccompact", "MethodRequest": "methods.request", "AgentLayout": "methods.request",
     "CompactConfig": "config", "make_config": "config",
     "SpecCompactEndpoint": "backends.endpoint", "LabelJudgement": "backends.endpoint", "connect": "backends.endpoint",
     "speccompact": "programs.slots", "draft_slot": "programs.steps",

@@ -207,28 +207,29 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     drafter = (connect(args.drafter_url, args, lora_name=args.drafter_lora_name, role="drafter")
                if args.drafter_url else None)
     run = runner or _default_runner()
-    layout = {k: v for k, v in (("layout", args.layout), ("chat_template", args.target_tokenizer),
-                                ("tools", _read_tools(args.tools))) if v is not None}
-    method, choice = resolve_auto(args, messages, previous, target, drafter, overrides)
-    result = run(method, messages, target=target, drafter=drafter, config=overrides or None,
-                 previous_summary=previous, source_judge=args.source_judge, on_event=progress, **layout,
-                 **({"focus": args.focus} if args.focus else {}))
+    from .methods.request import AgentLayout, MethodRequest  # imported late, as the runner is
+
+    request = MethodRequest(messages, previous, args.focus or None, source_judge=args.source_judge,
+                            layout=AgentLayout(args.layout, _read_tools(args.tools), args.target_tokenizer),
+                            on_event=progress)
+    method, choice = resolve_auto(args, request, target, drafter, overrides)
+    result = run(method, request, target=target, drafter=drafter, config=overrides or None)
     if choice is not None:
         result.stats.auto = choice
     return result
 
 
-def resolve_auto(args: argparse.Namespace, messages: list, previous: str | None, target: Any, drafter: Any,
+def resolve_auto(args: argparse.Namespace, request: Any, target: Any, drafter: Any,
                  overrides: dict) -> tuple[str, dict | None]:
     """The method to run (picked here for ``auto``, so the runner gets a concrete one) and its pick."""
-    from .methods.request import MethodRequest, Offer
+    from .methods.request import Offer
     from .methods.resolve import resolve_method
 
     if args.method != "auto":
         return args.method, None
     offer = Offer(has_drafter=drafter is not None, offered=("speccompact", "hermes", "openclaw", "target_self"),
                   context_tokens=overrides.get("target_context_tokens"))
-    return resolve_method("auto", MethodRequest(messages, previous), offer, auto_picker(args, target, drafter))
+    return resolve_method("auto", request, offer, auto_picker(args, target, drafter))
 
 
 def auto_picker(args: argparse.Namespace, target: Any = None, drafter: Any = None) -> Any:

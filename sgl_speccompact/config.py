@@ -108,9 +108,9 @@ class CompactConfig(BaseModel):
     sub_slot_branches: bool = False  # one branch per sub-section of a slot (off until a real-model retention check)
     repair_candidates: bool = False  # drafter candidates judged in one batch before a target repair
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
-    drafter_digest: bool = False  # the drafter reads clipped tool outputs (off until measured on a GPU)
+    drafter_digest: bool = False  # experimental, a loss so far (programs/experimental.py): the drafter reads clipped tool outputs
     drafter_digest_tokens: int = Field(64, ge=1, le=MAX_TOKENS)  # with drafter_digest: tokens kept at each end of a tool output
-    lockstep_branches: bool = False  # SpecCompact branches send requests in rounds (off: a loss when raced, docs/benchmarks/ablation.md)
+    lockstep_branches: bool = False  # experimental, a loss when raced (programs/experimental.py): branches send requests in rounds
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

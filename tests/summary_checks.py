@@ -8,13 +8,13 @@ takes a ``CompactionResult``, its JSON form (the service's answer), or a
 summary text (a Hermes or OpenClaw transcript's summary message), and
 returns the summary's non-blank lines so a test can go on reading them.
 The rules themselves are
-:func:`sgl_speccompact.testing.harness.summary_lines.summary_defects`, which
+:func:`bench.harness.summary_lines.summary_defects`, which
 the benchmarks record too.
 """
 
 from __future__ import annotations
 
-from sgl_speccompact.testing.harness.summary_lines import LABELS, summary_parts, summary_defects
+from bench.harness.summary_lines import LABELS, summary_parts, summary_defects
 
 
 def assert_summary_clean(result_or_text, labels=LABELS) -> list[str]:

@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 from procs import READY_S
 
+from runner_calls import call_fields
 from sgl_speccompact import cli
 from sgl_speccompact.errors import BackendUnavailableError
 from sgl_speccompact.history.formats import load_history
@@ -35,10 +36,10 @@ class Recorder:
         self.kwargs: dict = {}
 
     def __call__(self, method, messages, **kw):
-        self.kwargs = {"method": method, "messages": messages, **kw}
-        if kw.get("on_event"):
-            kw["on_event"]({"type": "line", "slot": "goal", "text": "- fix", "origin": "drafted_accepted"})
-            kw["on_event"]({"type": "slot_done", "slot": "goal", "stop_reason": "complete"})
+        self.kwargs = {"method": method, **call_fields(messages, **kw)}
+        if self.kwargs.get("on_event"):
+            self.kwargs["on_event"]({"type": "line", "slot": "goal", "text": "- fix", "origin": "drafted_accepted"})
+            self.kwargs["on_event"]({"type": "slot_done", "slot": "goal", "stop_reason": "complete"})
         if self.fail:
             raise self.fail
         res = CompactionResult(method=method, summary="## Goal\n- fix missing_colon.py", summary_tokens=9)

@@ -6,7 +6,9 @@ The floors, bottom up (docs/concepts/layout.md):
     < programs < methods < service < launch < cli / __main__ / __init__
 
 ``testing``, ``evaluation`` and ``train`` sit beside the product: they may
-import it, it never imports them.  The one exception is ``launch --emulate``
+import it, it never imports them.  ``bench`` (the scripts and
+``bench/harness``, outside the wheel) sits above everything: it may import
+the product, the product never imports it.  The one exception is ``launch --emulate``
 (``launch.run`` imports the emulator lazily, only to emulate).
 
 Every import counts, including the ones inside functions: a lazy import
@@ -169,6 +171,20 @@ def test_the_checker_sees_a_cycle():
     assert ["sgl_speccompact.config", "sgl_speccompact.errors"] in cycles(graph)
 
 
+def test_the_product_never_imports_bench():
+    bad = [f"{src} -> {dst}" for src, path in ((module_name(p, PKG.parent, ""), p) for p in PKG.rglob("*.py"))
+           for dst in imports_of(path, src, path.name == "__init__.py") if dst == "bench" or dst.startswith("bench.")]
+    assert bad == []
+
+
+def test_the_bench_harness_imports_no_bench_script():
+    scripts = {p.stem for p in BENCH.glob("*.py")} - {"__init__"}
+    for path in (BENCH / "harness").glob("*.py"):
+        name = module_name(path, REPO, "")
+        tops = {m.split(".")[0] for m in imports_of(path, name, path.name == "__init__.py")}
+        assert not tops & scripts, f"{path.relative_to(REPO)} imports a bench script: {tops & scripts}"
+
+
 def test_no_import_cycle_among_the_bench_scripts():
     scripts = {p.stem: p for p in BENCH.glob("*.py")}
     graph = {name: {m.split(".")[0] for m in imports_of(p, name, False)} & (set(scripts) - {name})
@@ -179,4 +195,10 @@ def test_no_import_cycle_among_the_bench_scripts():
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")))
 def test_bench_scripts_stay_thin(script):
     lines = len((BENCH / script).read_text().splitlines())
-    assert lines <= 360, f"bench/{script} has {lines} lines: move reusable logic into the package"
+    assert lines <= 360, f"bench/{script} has {lines} lines: move reusable logic into bench/harness"
+
+
+@pytest.mark.parametrize("module", sorted(p.name for p in (BENCH / "harness").glob("*.py")))
+def test_bench_harness_modules_stay_small(module):
+    lines = len((BENCH / "harness" / module).read_text().splitlines())
+    assert lines <= 400, f"bench/harness/{module} has {lines} lines: split it"

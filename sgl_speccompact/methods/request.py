@@ -1,9 +1,11 @@
 """One compaction's inputs, built once at the edge and passed down whole.
 
-The CLI, the HTTP service, :func:`~.registry.run_method` and
-:func:`~.speccompact.compact` each build one :class:`MethodRequest`; below
-them the method resolver, the pipeline and the chunker read it and never
-take its fields one by one.  Chunking makes a sub-request per block with
+The CLI and the HTTP service build one :class:`MethodRequest` (the service
+with its messages parsed already, :meth:`MethodRequest.parsed`) and pass it
+to :func:`~.registry.run_method`; a library caller passes either the
+messages or a request (for the rarely used options: focus, schema, progress
+events, the agent layout); below them the method resolver, the pipeline and
+the chunker read it and never take its fields one by one.  Chunking makes a sub-request per block with
 :func:`dataclasses.replace` (the block's messages and turns, the previous
 block's summary).
 """
@@ -48,6 +50,23 @@ class MethodRequest:
         turns = parse_messages(self.messages, max_messages=cfg.max_history_messages,
                                max_chars=cfg.max_history_chars)
         return replace(self, turns=turns)
+
+
+def as_request(messages: "list | MethodRequest", **given) -> MethodRequest:
+    """``messages`` as a :class:`MethodRequest`, with the fields in ``given`` set.
+
+    ``messages`` is a list of OpenAI chat messages or a request built
+    already.  A field given as None (or ``source_judge=False``), a keyword's
+    default, leaves the request's own value.
+
+    >>> r = as_request([{"role": "user", "content": "hi"}], previous_summary="## Goal", source_judge=False)
+    >>> r.previous_summary, r.source_judge, as_request(r, focus="db").focus, as_request(r) is r
+    ('## Goal', False, 'db', True)
+    """
+    changes = {k: v for k, v in given.items() if v is not None and v is not False}
+    if isinstance(messages, MethodRequest):
+        return replace(messages, **changes) if changes else messages
+    return MethodRequest(messages, **changes)
 
 
 @dataclass(frozen=True)

@@ -17,15 +17,14 @@ from ..config import CompactConfig
 from ..errors import BackendError, SpecCompactError
 from ..core.judge_prompts import judge_rubric
 from .pipeline import Job, register, run
-from ..history.digest import drafter_digest
-from ..history.messages import render_history
+from ..programs import experimental
 from ..programs.states import retire
 from ..programs.steps import SlotContext
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
 from ..result import CompactionResult, SlotResult
 from ..schema import Slot
 from ..programs.slots import speccompact
-from .request import AgentLayout, MethodRequest
+from .request import MethodRequest, as_request
 from .source_judge import SharedPrefix
 
 
@@ -33,7 +32,7 @@ def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
     """The :class:`SlotContext` of a slot-parallel method, from the job."""
     return SlotContext(
         cfg=job.cfg, slots=job.slots, drafter=job.drafter, drafter_context=drafter_text,
-        count_tokens=job.count, recorder=job.recorder,
+        count_tokens=job.count, recorder=job.recorder, target=job.target,
         target_prefix=getattr(job.target, "assistant_prefix", ""),
         drafter_prefix=getattr(job.drafter, "assistant_prefix", ""),
         has_previous=bool(job.previous_summary), on_event=job.on_event,
@@ -79,24 +78,31 @@ def speccompact_method(job: Job) -> list[SlotResult]:
 
 
 def drafter_history(job: Job) -> str:
-    """The history as the drafter reads it: whole, or its digest with ``drafter_digest`` on."""
+    """The history as the drafter reads it: whole, or (experimental ``drafter_digest``) its digest."""
     if not job.cfg.drafter_digest:
         return job.history
-    return render_history(drafter_digest(job.turns, job.cfg.drafter_digest_tokens, job.count))
+    return experimental.drafter_history(job.turns, job.cfg, job.count)
 
 
-def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactConfig | dict | None = None,
-            schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
-            on_event: Callable[[dict], None] | None = None, layout: str | None = None,
-            tools: list[dict] | None = None, chat_template: Any = None,
-            chat_template_kwargs: dict | None = None, focus: str | None = None) -> CompactionResult:
+def compact(messages: list[dict] | MethodRequest, *, target: Any, drafter: Any,
+            config: CompactConfig | dict | None = None, schema: tuple[Slot, ...] | None = None,
+            previous_summary: str | None = None, on_event: Callable[[dict], None] | None = None) -> CompactionResult:
     """Compact an agent history with SpecCompact.
 
     Parameters
     ----------
-    messages : list of dict
+    messages : list of dict or MethodRequest
         OpenAI chat messages (system/user/assistant/tool, ``tool_calls``,
-        ``tool_call_id``).  Read only, never modified.
+        ``tool_call_id``), read only, never modified; or a
+        :class:`~sgl_speccompact.methods.request.MethodRequest` carrying
+        them with the rarely used options: ``focus`` (a topic the shared
+        prefixes of target and drafter ask every slot to favour; untrusted
+        text, quoted) and ``layout``, an
+        :class:`~sgl_speccompact.methods.request.AgentLayout` (the target
+        prefix's layout, tools, chat template and its kwargs; see
+        :func:`~.methods.run_method`: ``AgentLayout("agent", ...)`` reuses
+        the agent's own radix cache, and ``stats.agent_cached_tokens``
+        reports how much of it).
     target, drafter : sglang backend or str
         The target and drafter: SGLang backends (``SpecCompactEndpoint``
         for one-request judging, or any ``RuntimeEndpoint``) or base URLs.
@@ -108,13 +114,8 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
         Summary of earlier turns; part of the source for verification.
     on_event : callable, optional
         Called with ``{"type": "line" | "slot_done", ...}`` as slots progress.
-    layout, tools, chat_template, chat_template_kwargs
-        The target prefix's layout; see :func:`~.methods.run_method`.
-        ``layout="agent"`` reuses the agent's own radix cache;
-        ``stats.agent_cached_tokens`` reports how much of it.
-    focus : str, optional
-        Focus topic (untrusted text, quoted): the shared prefixes of target
-        and drafter ask every slot to give it priority.
+
+    A keyword given here replaces the request's own value.
 
     Returns
     -------
@@ -125,6 +126,5 @@ def compact(messages: list[dict], *, target: Any, drafter: Any, config: CompactC
     ------
     InvalidHistoryError, ConfigError, LabelTokenError, BackendError, SummaryBudgetError
     """
-    request = MethodRequest(messages, previous_summary, focus, schema, on_event=on_event,
-                            layout=AgentLayout(layout, tools, chat_template, chat_template_kwargs))
+    request = as_request(messages, schema=schema, previous_summary=previous_summary, on_event=on_event)
     return run("speccompact", request, target, drafter, config)

@@ -5,7 +5,9 @@ side, one :class:`SlotStream` per forked branch) and :func:`draft_slot` (the
 drafter side); the helpers take ``s``: :func:`open_slot`,
 :func:`verify_line`, :func:`repair_line`.  :func:`retire` and
 :func:`scratch` end program states without sglang 0.5.23's ``__del__`` hang
-(:mod:`.states`); :mod:`.lockstep` holds the ``lockstep_branches`` rounds.
+(:mod:`.states`).  :class:`SlotContext` is what a program is asked (built
+before it runs, immutable), :class:`SlotRun` one run's changing state;
+:mod:`.experimental` holds the levers that measured as losses.
 
 May import: ``backends``, ``core``, ``history`` and the vocabulary.  Must
 not import: methods, service, launch.
@@ -14,7 +16,7 @@ not import: methods, service, launch.
 from .slot_stream import SlotStream
 from .slots import speccompact
 from .states import retire, scratch
-from .steps import SlotContext, draft_slot, open_slot, repair_line, verify_line
+from .steps import SlotContext, SlotRun, draft_slot, open_slot, repair_line, verify_line
 
-__all__ = ["SlotContext", "SlotStream", "draft_slot", "open_slot", "repair_line", "retire", "scratch", "speccompact",
+__all__ = ["SlotContext", "SlotRun", "SlotStream", "draft_slot", "open_slot", "repair_line", "retire", "scratch", "speccompact",
            "verify_line"]

@@ -47,9 +47,7 @@ class CarriedProposals:
                 or self.carried_used[1] + self.tokens[line] > int(self.budget.max_tokens * share)):
             self.carried = [x for x in self.carried if section_heading(x, self.slot)]  # the rest is for new lines
             return None
-        judgement = self.judge(prefix, line, carried=True)
-        self.ctx.recorder.carried(bool(judgement.get("accepted")))
-        return judgement
+        return self.judge(prefix, line, carried=True)
 
     def draft_section(self) -> bool:
         """Whether to draft now although carried lines remain: the next carried line heads the

@@ -1,27 +1,43 @@
-"""The drafter's side of a slot stream: its drafts, prefetched while the target judges, and its
-repair candidates.
+"""The drafter's side of a slot stream: its drafts, prefetched while the target judges.
 
 :class:`Drafting` is the part of
 :class:`~sgl_speccompact.programs.slot_stream.SlotStream` that sends the
-drafter's requests: the draft continuing the accepted prefix (with
+drafter's drafts: the draft continuing the accepted prefix (with
 ``pipelined_drafting``, sent while the target judges the line before it,
-and dropped if that line is rejected) and, with ``repair_candidates``, the
-lines sampled in place of a rejected one and judged in one batch.
+and dropped if that line is rejected).  The repair candidates are
+:mod:`~sgl_speccompact.programs.repairing`'s.
 """
 
 from __future__ import annotations
 
 from concurrent.futures import Future
 
-from ..core.admission import Source, Step, admit
-from ..core.lines import LineKind, split_line
-from .steps import Draft, draft, judge_lines, sample_candidates
+from ..core.lines import DraftBuffer
+from .steps import Draft, draft
 
 
 class Drafting:
-    """Drafter requests of a slot stream (the stream provides ``ctx``, ``slot``, ``s``, ``buffer``,
-    ``carried``, ``budget``, ``tokens``, ``pending``, ``dropped``, ``pool``, ``accepted``, ``timed``,
-    ``sent``, ``room``, ``kind`` and ``offer``)."""
+    """Drafter requests of a slot stream (the stream provides ``ctx``, ``slot``, ``buffer``, ``cut``,
+    ``capped``, ``carried``, ``budget``, ``tokens``, ``pending``, ``dropped``, ``pool``, ``count``,
+    ``timed``, ``sent`` and ``room``)."""
+
+    def refill(self, prefix: tuple[str, ...]) -> str | None:
+        """Fill the draft buffer with the lines continuing ``prefix``; a stop reason when the
+        drafter has nothing more to write (``complete``) or no tokens are left (``token_budget``)."""
+        if self.buffer.done(prefix):
+            return "complete"
+        if self.room() <= 0:
+            return "token_budget"
+        d = self.next_draft(prefix)
+        lines = list(d.lines)
+        while not any(a.strip() for a in prefix) and lines and not lines[0].strip():
+            lines.pop(0)  # a slot does not open with blank lines
+        if not lines:
+            return "complete"
+        self.buffer = DraftBuffer(prefix, lines, d.ended)
+        self.cut, self.capped = (lines[-1] if d.truncated else None), d.capped
+        self.count(lines)
+        return None
 
     def next_draft(self, prefix: tuple[str, ...]) -> Draft:
         """The draft continuing ``prefix``: the prefetched one if it matches, else a new call."""
@@ -58,34 +74,3 @@ class Drafting:
             exc = fut.exception()  # waits; a failed speculative draft decides nothing
             self.ctx.recorder.dropped()
             self.ctx.recorder.request("drafter", "draft_dropped", fut.result().meta if exc is None else {})
-
-    def candidates(self, rejected: str) -> tuple[bool, str | None]:
-        """Drafter samples n lines in one request, the target judges them in one batch.
-
-        Returns ``(handled, stop reason)``; not handled when no candidate is
-        accepted (the target repairs then).
-        """
-        ctx, prefix = self.ctx, tuple(self.accepted)
-        if self.room() <= 0:
-            return False, None
-        samples, meta = self.sent("candidates", sample_candidates, self.slot, prefix, ctx, self.room())
-        ctx.recorder.request("drafter", "candidates", meta)
-        lines: list[str] = []
-        for text, reason in samples:
-            got, _, truncated = split_line(text, reason)
-            if got and not truncated and got[0] != rejected and got[0] not in lines \
-                    and admit(Source.CANDIDATE, self.kind(got[0])).step is not Step.DROP:
-                lines.append(got[0])
-        if not lines:
-            return False, None
-        verdicts, jmeta = self.sent("verify_candidates", judge_lines, self.s, self.slot, lines, ctx)
-        ctx.recorder.request("target", "verify_candidates", jmeta, n=int(jmeta.get("requests", 1)))
-        ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if v.accepted)
-        if not ranked:
-            return False, None
-        best = ranked[0][1]
-        done, _ = self.offer(lines[best], Source.CANDIDATE, LineKind.JUDGE, lambda: {"accepted": True},
-                             score=verdicts[best].score, rejected=rejected)
-        if done.step is Step.DROP:
-            return False, None  # another branch accepted it meanwhile: the target repairs
-        return True, done.reason

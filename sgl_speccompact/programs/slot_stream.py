@@ -11,26 +11,14 @@
       -> judge (while it is judged, the drafter already drafts the next line:
          pipelined drafting; dropped if this line is rejected)
       -> claim (no other branch of the slot has it) -> accept,
-         or repair: drafter candidates judged in one batch
+         or repair (repairing.py): drafter candidates judged in one batch
          (``repair_candidates``), else the target writes the line.
 
-Every proposed line, whatever its source (draft, carried, repair,
-candidate), takes that order through one decision,
-:func:`~sgl_speccompact.core.admission.admit`, in :meth:`SlotStream.offer`.
-
-With ``lockstep_branches`` on, every blocking request waits for its round
-(:mod:`~sgl_speccompact.programs.lockstep`), so the branches' requests share
-forward passes.
-
-Decisions depend only on the drafted lines and the verdicts, so they are the
-same with and without pipelining.
-
-A blank repair is a paragraph break, kept (blank lines at a slot's ends are
-dropped when it stops), so a real line may follow it, also at a slot's
-start.  An empty repair (:func:`~sgl_speccompact.core.lines.empty_repair`:
-a second blank repair with no real line accepted in between) stops the slot
-with ``stop_reason="empty_repair"``, keeping its accepted prefix, as the
-paper says: a target that only answers blank costs at most two repairs.
+Every proposed line, whatever its source (carried, buffered or drafted,
+repair, candidate), takes that order through one decision,
+:func:`~sgl_speccompact.core.admission.admit`, in :meth:`SlotStream.offer`,
+the one place a line is accepted.  Decisions depend only on the drafted
+lines and the verdicts, so they are the same with and without pipelining.
 """
 
 from __future__ import annotations
@@ -41,9 +29,10 @@ from typing import Callable
 
 from .carrying import CarriedProposals
 from .drafting import Drafting
+from .repairing import Repairs
 from ..core.admission import Admission, Source, Step, admit
-from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, empty_repair, norm_line, read_repair
-from .steps import SlotContext, open_slot, repair_line, verify_line
+from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, drop_blank_ends, norm_line
+from .steps import SlotRun, open_slot, verify_line
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
 from ..core.sections import SlotLines, branch_lines
@@ -53,7 +42,7 @@ ORIGINS = {Source.DRAFT: LineOrigin.DRAFTED, Source.CARRIED: LineOrigin.CARRIED,
            Source.CANDIDATE: LineOrigin.CANDIDATE}  # the origin of a judged line each source admits
 
 
-class SlotStream(CarriedProposals, Drafting):
+class SlotStream(CarriedProposals, Drafting, Repairs):
     """One branch: its accepted lines, budget, draft buffer and prefetched draft.
 
     Parameters
@@ -62,8 +51,9 @@ class SlotStream(CarriedProposals, Drafting):
         The branch forked from the shared prefix.
     slot : Slot
         The slot this branch writes.
-    ctx : SlotContext
-        The compaction's context.
+    run : SlotRun
+        The program's run: its :class:`~.steps.SlotContext` (``ctx``),
+        shared text, cancel flag and lockstep gate.
     section : str, optional
         The sub-section this branch writes; it opens with its heading and
         ends at the next heading.  The slot's budget is shared: the join
@@ -74,10 +64,11 @@ class SlotStream(CarriedProposals, Drafting):
         The sub-section's place in the slot (earlier ones' headings use lines).
     """
 
-    def __init__(self, s, slot: Slot, ctx: SlotContext, section: str | None = None,
+    def __init__(self, s, slot: Slot, run: SlotRun, section: str | None = None,
                  shared: SlotLines | None = None, index: int = 0):
-        self.s, self.slot, self.ctx, self.section = s, slot, ctx, section
-        cfg = ctx.cfg
+        self.s, self.slot, self.section = s, slot, section
+        self.program, self.ctx = run, run.ctx  # the run (shared text, cancel, gate) and what it is asked
+        ctx, cfg = run.ctx, run.ctx.cfg
         self.result = SlotResult(name=slot.name, title=slot.title)
         self.accepted: list[str] = []  # the branch's lines so far, blank lines included
         self.shared = shared if shared is not None else SlotLines()  # judged lines of the whole slot
@@ -106,9 +97,9 @@ class SlotStream(CarriedProposals, Drafting):
             self.ctx.recorder.time(phase, time.perf_counter() - t0)
 
     def sent(self, phase: str, fn, *args):
-        """A blocking request: it waits for its round first when branches run in lockstep."""
-        if self.ctx.lockstep is not None:
-            self.timed("lockstep_wait", self.ctx.lockstep.wait)
+        """A blocking request (with experimental lockstep rounds, it waits for its round first)."""
+        if self.program.gate is not None:
+            self.timed("lockstep_wait", self.program.gate.wait)
         return self.timed(phase, fn, *args)
 
     def count(self, lines: list[str]) -> None:
@@ -138,11 +129,10 @@ class SlotStream(CarriedProposals, Drafting):
         return kind
 
     def stop(self, reason: str) -> SlotResult:
-        lines = self.result.lines
-        for end in (-1, 0):  # blank lines at either end are not content
-            while lines and not lines[end].text.strip():
-                self.budget.tokens -= self.tokens[lines.pop(end).text]
-                self.budget.blanks -= 1
+        """The branch's result, without blank lines at either end (they are not content)."""
+        for line in drop_blank_ends(self.result.lines):
+            self.budget.tokens -= self.tokens[line.text]
+            self.budget.blanks -= 1
         self.result.stop_reason = reason
         self.result.tokens = self.budget.tokens
         return self.result
@@ -156,23 +146,30 @@ class SlotStream(CarriedProposals, Drafting):
     def run(self) -> SlotResult:
         """Write the branch until it stops; returns its :class:`SlotResult`."""
         try:
-            open_slot(self.s, self.slot, self.ctx)
+            open_slot(self.s, self.slot, self.program)
             if self.section is not None:
                 heading = HEADING.format(self.section)
                 self.count([heading])
                 self.accept(heading, LineOrigin.UNJUDGED)
             return self.stop(self.loop())
         finally:
-            if self.ctx.lockstep is not None:
-                self.ctx.lockstep.leave()  # however the branch ends, later rounds go without it
+            if self.program.gate is not None:
+                self.program.gate.leave()  # however the branch ends, later rounds go without it
             if self.pending is not None:
                 self.drop(self.pending[1])
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.settle()
 
     def loop(self) -> str:
+        """Propose lines until the branch stops; returns its stop reason.
+
+        The source of the next line: the previous summary's carried lines
+        first (:meth:`carry`, but a sub-section's new lines are drafted before
+        the next carried heading), else the draft buffer (:meth:`step`), else
+        a new draft fills the buffer (:meth:`refill`).
+        """
         while True:
-            if self.ctx.cancel.is_set():
+            if self.program.cancel.is_set():
                 return "cancelled"
             if self.budget.lines >= self.budget.max_lines:
                 return "line_budget"  # full: no drafter call
@@ -181,43 +178,23 @@ class SlotStream(CarriedProposals, Drafting):
                 self.carry(prefix, self.carried.pop(0))
                 continue
             line = self.buffer.take(prefix)
-            if line is not None:
-                if self.carried and line.strip().startswith("#"):
-                    self.section_drafted = True  # the drafter moves on: the carried heading comes next
-                    continue
+            if line is None:
+                reason = self.refill(prefix)
+            elif self.carried and line.strip().startswith("#"):
+                reason = "complete"  # the drafter moves on: the carried heading comes next
+            else:
                 reason = self.step(prefix, line)
-                if reason in ("complete", "target_ended") and self.carried:
-                    self.section_drafted = True
-                elif reason:
-                    return reason
-                continue
-            if self.buffer.done(prefix) and self.carried:
-                self.section_drafted = True
-                continue
-            if self.buffer.done(prefix):
-                return "complete"
-            if self.room() <= 0:
-                return "token_budget"
-            d = self.next_draft(prefix)
-            lines = list(d.lines)
-            while not any(a.strip() for a in prefix) and lines and not lines[0].strip():
-                lines.pop(0)  # a slot does not open with blank lines
-            if not lines and self.carried:
-                self.section_drafted = True
-                continue
-            if not lines:
-                return "complete"
-            self.buffer = DraftBuffer(prefix, lines, d.ended)
-            self.cut, self.capped = (lines[-1] if d.truncated else None), d.capped
-            self.count(lines)
+            if reason in ("complete", "target_ended") and self.carried:
+                self.section_drafted = True  # this section's new lines are written: back to the carried ones
+            elif reason:
+                return reason
 
     def ends_section(self, line: str) -> bool:
         """A heading in a sub-section branch starts the next sub-section: this one is done."""
         return self.section is not None and line.strip().startswith("#")
 
     def step(self, prefix: tuple[str, ...], line: str) -> str | None:
-        """Handle one proposed line; returns a stop reason or None to go on."""
-        ctx = self.ctx
+        """Propose a drafted line: admitted, or repaired; returns a stop reason or None to go on."""
         if self.ends_section(line):
             return "complete"
         kind = self.kind(line)
@@ -225,22 +202,20 @@ class SlotStream(CarriedProposals, Drafting):
             if self.capped:
                 return "token_budget"  # the line did not fit the slot's remaining tokens
             kind = LineKind.TOO_LONG
-
-        def judge() -> dict:
-            judgement = self.judge(prefix, line)
-            ctx.recorder.judged(bool(judgement.get("accepted")))
-            return judgement
-        done, score = self.offer(line, Source.DRAFT, kind, judge)
+        done, score = self.offer(line, Source.DRAFT, kind, lambda: self.judge(prefix, line))
         if done.step is Step.REPAIR:  # rejected, another branch has it, or it failed its checks
             return self.repair(line, score=score)
         return done.reason
 
     def judge(self, prefix: tuple[str, ...], line: str, carried: bool = False) -> dict:
-        """The target's judgement of one proposed line; the drafter drafts the next one meanwhile."""
+        """The target's judgement of one proposed line (``carried``: whether it still holds);
+        the drafter drafts the next line meanwhile."""
         self.prefetch(prefix, line)
         meta = self.sent("verify", verify_line, self.s, self.slot, line, self.ctx, carried)
         self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
-        return meta.get("judgement") or {}
+        judgement = meta.get("judgement") or {}
+        (self.ctx.recorder.carried if carried else self.ctx.recorder.judged)(bool(judgement.get("accepted")))
+        return judgement
 
     def offer(self, line: str, source: Source, kind: LineKind, judge: Callable[[], dict | None] | None = None,
               score: float | None = None, rejected: str | None = None) -> tuple[Admission, float | None]:
@@ -268,29 +243,3 @@ class SlotStream(CarriedProposals, Drafting):
             self.accept(line, ORIGINS[source] if kind is LineKind.JUDGE or source is Source.REPAIR
                         else LineOrigin.UNJUDGED, score=score, rejected=rejected)
         return done, score
-
-    # ------------------------------------------------------------ repairs
-
-    def repair(self, rejected: str, score: float | None) -> str | None:
-        """Replace ``rejected``: a judged drafter candidate, else a target-written line."""
-        if self.ctx.cfg.repair_candidates:
-            done, reason = self.candidates(rejected)
-            if done:
-                return reason
-        text, meta = self.sent("repair", repair_line, self.s, self.ctx)
-        self.ctx.recorder.request("target", "repair", meta)
-        # no explicit discard: buffered lines continue a prefix that now differs, so take() refuses them
-        out = read_repair(text, meta.get("finish_reason"))
-        if out.truncated:
-            return "repair_truncated"  # an unfinished line is neither stored nor built upon
-        if out.line is None:
-            return "target_ended"
-        if empty_repair(out.line, self.accepted, self.blank_repair):
-            return "empty_repair"
-        self.blank_repair = not out.line.strip()  # a paragraph break, kept
-        if self.ends_section(out.line):
-            return "complete"
-        done, _ = self.offer(out.line, Source.REPAIR, self.kind(out.line), score=score, rejected=rejected)
-        if done.step is Step.STOP:
-            return done.reason
-        return "target_ended" if out.ended else None

@@ -4,14 +4,15 @@
 ``sections`` when ``sub_slot_branches`` is on: one shared budget and one
 duplicate check across them, :mod:`~sgl_speccompact.core.sections`), runs one
 :class:`~sgl_speccompact.programs.slot_stream.SlotStream` per branch,
-concurrently, and joins a slot's sub-sections in order.  With
-``lockstep_branches`` on, the branches send their requests in rounds
-(:mod:`~sgl_speccompact.programs.lockstep`).
+concurrently, and joins a slot's sub-sections in order.  With the
+experimental ``lockstep_branches`` on, the branches send their requests in
+rounds (:class:`~sgl_speccompact.programs.experimental.Lockstep`).
 """
 
 from __future__ import annotations
 
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import replace
 
 import sglang as sgl
 
@@ -19,9 +20,9 @@ from ..core.lines import SlotBudget
 from ..core.sections import SlotLines, join_parts
 from ..result import SlotResult
 from ..schema import Slot
-from .lockstep import Lockstep
+from . import experimental
 from .slot_stream import SlotStream
-from .steps import SlotContext, check_backends, end_states, fork_slots, prefill_drafter, run_concurrently
+from .steps import SlotContext, SlotRun, check_backends, end_states, fork_slots, prefill_drafter, run_concurrently
 
 
 @sgl.function
@@ -30,40 +31,43 @@ def speccompact(s, shared, ctx):
 
     Returns the :class:`SlotResult` of every slot in schema order.
     """
-    ctx.target = s.stream_executor.backend
+    if ctx.target is None:
+        ctx = replace(ctx, target=s.stream_executor.backend)
     check_backends(ctx)
-    units = [(slot, section) for slot in ctx.slots for section in branches_of(slot, ctx)]
-    ctx.lockstep = Lockstep(len(units)) if ctx.cfg.lockstep_branches else None
+    units = sum(len(branches_of(slot, ctx)) for slot in ctx.slots)
+    gate = experimental.Lockstep(units) if ctx.cfg.lockstep_branches else None
+    run = SlotRun(ctx, shared, gate=gate)
     with ThreadPoolExecutor(max_workers=1) as pool:
         warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
-        forks = fork_slots(s, shared, ctx, n=len(units))
+        forks = fork_slots(s, run, n=units)
     try:
         warm.result()
-        return per_slot(forks, ctx, run_slot)
+        return per_slot(forks, run, run_slot)
     finally:
         end_states(forks)
 
 
-def per_slot(forks: list, ctx: SlotContext, run) -> list[SlotResult]:
-    """``run(branches, slot, ctx)`` for every slot, concurrently, each with its own slice of ``forks``
+def per_slot(forks: list, run: SlotRun, write) -> list[SlotResult]:
+    """``write(branches, slot, run)`` for every slot, concurrently, each with its own slice of ``forks``
     (one fork per branch, in schema order: :func:`branches_of`)."""
     jobs, i = [], 0
-    for slot in ctx.slots:
-        k = len(branches_of(slot, ctx))
-        jobs.append(lambda slot=slot, mine=forks[i:i + k]: run(mine, slot, ctx))
+    for slot in run.ctx.slots:
+        k = len(branches_of(slot, run.ctx))
+        jobs.append(lambda slot=slot, mine=forks[i:i + k]: write(mine, slot, run))
         i += k
-    return run_concurrently(jobs, ctx.cancel)
+    return run_concurrently(jobs, run.cancel)
 
 
-def run_slot(forks: list, slot: Slot, ctx: SlotContext) -> SlotResult:
+def run_slot(forks: list, slot: Slot, run: SlotRun) -> SlotResult:
     """One slot: its branches (concurrently if several), joined; reports ``slot_done``."""
+    ctx = run.ctx
     sections, shared = branches_of(slot, ctx), SlotLines()
-    streams = [SlotStream(b, slot, ctx, sec, shared=shared, index=i)
+    streams = [SlotStream(b, slot, run, sec, shared=shared, index=i)
                for i, (b, sec) in enumerate(zip(forks, sections))]
     if len(streams) == 1:
         out = streams[0].run()
     else:
-        parts = run_concurrently([st.run for st in streams], ctx.cancel)
+        parts = run_concurrently([st.run for st in streams], run.cancel)
         out = join_sections(slot, parts, streams, ctx)
     ctx.emit(type="slot_done", slot=slot.name, stop_reason=out.stop_reason,
              lines=sum(1 for line in out.lines if line.text.strip()))

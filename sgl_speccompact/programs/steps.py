@@ -27,7 +27,7 @@ import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, Mapping
 
 import sglang as sgl
 
@@ -40,36 +40,51 @@ from ..core.prompts import (SUMMARIZER_SYSTEM, carried_question, drafter_slot_re
                             verify_question)
 from ..result import StatsRecorder
 from ..schema import Slot
-from .lockstep import Lockstep
+from .experimental import Lockstep
 from .states import retire, scratch
 
 ERROR_WAIT_S = 10.0  # longest wait for sglang's executor thread to store a request's error, s
 
 
-@dataclass
-class SlotContext:
-    """Everything a slot stream needs besides its branch.  One per compaction."""
+Carried = Mapping[tuple[str, "str | None"], tuple[str, ...]]  # (slot, sub-section or None) -> previous summary's lines
 
-    cfg: CompactConfig  # budgets, threshold, labels
+
+@dataclass(frozen=True)
+class SlotContext:
+    """What a slot-parallel program is asked: one per compaction, built before the program runs.
+
+    Immutable; what changes while the program runs (the cancel flag, the
+    lockstep rounds) is its :class:`SlotRun`'s.
+    """
+
+    cfg: CompactConfig  # budgets, threshold, labels, switches
     slots: tuple[Slot, ...]  # the schema, in summary order
-    drafter: Any  # sglang backend of the drafter
-    drafter_context: str  # Figure 5 text before the slot request (same for all slots)
-    count_tokens: Callable[[list[str]], list[int]]  # text -> length in target tokens
-    recorder: StatsRecorder  # this compaction's stats
-    target_prefix: str = ""  # opens every target assistant turn (empty think block for Qwen3)
+    drafter: Any  # sglang backend of the drafter (None for target-only programs)
+    drafter_context: str  # Figure 5 text before the slot request (the same for all slots)
+    count_tokens: Callable[[list[str]], list[int]]  # texts -> their lengths in target tokens
+    recorder: StatsRecorder  # this compaction's stats (the recorder accumulates; the reference is fixed)
+    target_prefix: str = ""  # opens every target assistant turn (an empty think block for Qwen3)
     drafter_prefix: str = ""  # the same for the drafter
-    has_previous: bool = False  # a previous summary is part of the source
+    has_previous: bool = False  # a previous summary is part of the source (the slot and judge prompts say so)
     on_event: Callable[[dict], None] | None = None  # progress callback (called from slot threads)
-    target: Any = None  # sglang backend of the target (set by speccompact)
-    shared: str = ""  # the target's shared text (set by fork_slots; per slot when shared_prefix is off)
-    chat_prefix: bool = False  # the shared prefix is chat-templated text ending inside a user turn (agent layout)
-    cancel: threading.Event = field(default_factory=threading.Event)  # set when any slot fails
-    carried: dict = field(default_factory=dict)  # (slot, section|None) -> previous summary's lines (carried.py)
-    lockstep: Lockstep | None = None  # rounds across branches (set by speccompact with lockstep_branches)
+    target: Any = None  # sglang backend of the target; None: the backend the program runs on
+    chat_prefix: bool = False  # the shared text is chat-templated, ending inside a user turn (agent layout)
+    carried: Carried = field(default_factory=dict)  # lines each branch proposes from the previous summary (carried.py)
 
     def emit(self, **event) -> None:
+        """Send a progress event to ``on_event``, if any."""
         if self.on_event is not None:
             self.on_event(event)
+
+
+@dataclass(frozen=True)
+class SlotRun:
+    """One run of a slot-parallel program: its spec and the little that changes while it runs."""
+
+    ctx: SlotContext  # what the program is asked (immutable)
+    shared: str  # the target's shared text (the program's ``shared`` argument)
+    cancel: threading.Event = field(default_factory=threading.Event)  # set when any branch fails
+    gate: Lockstep | None = None  # experimental lockstep rounds (``lockstep_branches``); None: off
 
 
 # ---------------------------------------------------------------- sampling, defined once
@@ -151,7 +166,7 @@ def draft_context(s, context):
     s += sgl.gen("prefill", max_tokens=0)
 
 
-def prefill_drafter(ctx: "SlotContext") -> None:
+def prefill_drafter(ctx: SlotContext) -> None:
     """Run :func:`draft_context` and count it."""
     t0 = time.perf_counter()
     state = draft_context.run(context=ctx.drafter_context, backend=ctx.drafter)
@@ -163,20 +178,20 @@ def prefill_drafter(ctx: "SlotContext") -> None:
     ctx.recorder.time("drafter_prefill", time.perf_counter() - t0)
 
 
-def fork_slots(s, shared: str, ctx: SlotContext, n: int | None = None) -> list:
+def fork_slots(s, run: SlotRun, n: int | None = None) -> list:
     """Append the shared prefix and fork one branch per slot; the fork prefills it once.
 
     With ``shared_prefix`` off nothing is appended: each branch gets its own
     prompt in :func:`open_slot`, and a fork of an empty state sends no request.
     """
+    ctx = run.ctx
     n = len(ctx.slots) if n is None else n
-    ctx.shared = shared
     if not ctx.cfg.shared_prefix:
         return list(s.fork(n).states)
     if not ctx.chat_prefix:  # the agent layout's prefix carries its own chat turns
         s += sgl.system(SUMMARIZER_SYSTEM)
         s += sgl.user_begin()
-    s += shared
+    s += run.shared
     # fork() decides whether to prefill before it syncs; materialize the prefix first
     s.text()
     t0 = time.perf_counter()
@@ -234,17 +249,18 @@ def result_of(s, name: str) -> tuple[Any, dict]:
     return s[name], (s.get_meta_info(name) or {})
 
 
-def open_slot(s, slot: Slot, ctx: SlotContext) -> None:
+def open_slot(s, slot: Slot, run: SlotRun) -> None:
     """Append the slot request and open the assistant turn the slot is written in.
 
     Without a shared prefix the slot request comes first, then the shared text.
     """
+    ctx = run.ctx
     if not ctx.cfg.shared_prefix and ctx.chat_prefix:  # the agent's turns cannot move behind the request
-        s += ctx.shared + target_slot_request(slot, ctx.has_previous)
+        s += run.shared + target_slot_request(slot, ctx.has_previous)
     elif not ctx.cfg.shared_prefix:
         s += sgl.system(SUMMARIZER_SYSTEM)
         s += sgl.user_begin()
-        s += target_slot_request(slot, ctx.has_previous) + "\n\n" + ctx.shared
+        s += target_slot_request(slot, ctx.has_previous) + "\n\n" + run.shared
     else:
         s += target_slot_request(slot, ctx.has_previous)
     s += sgl.user_end()

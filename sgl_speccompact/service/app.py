@@ -62,7 +62,7 @@ import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, Callable, Sequence
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -81,7 +81,6 @@ from ..errors import (
     UnauthorizedError,
     UnknownMethodError,
 )
-from ..history.messages import parse_messages
 from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
                            request_config)
 from .keyed import KeyedPickers
@@ -176,7 +175,10 @@ class ServiceOptions:
         Method when a request names none; ``auto`` (the default) picks per request.
     runner : callable, optional
         ``run_method``-compatible function; ``sgl_speccompact.methods.registry.run_method``
-        when omitted.
+        when omitted.  It is called as ``runner(method, request, target=...,
+        drafter=..., config=...)`` with one
+        :class:`~sgl_speccompact.methods.request.MethodRequest` whose
+        messages the service has parsed already.
     methods : sequence of str, optional
         Accepted method names; ``methods.METHODS`` with the default runner.
     health_probe : callable, optional
@@ -222,6 +224,7 @@ class Prepared:
     method: str  # the method to run (auto resolved)
     cfg: CompactConfig  # the request's config (the service's, tightened by the body)
     choice: dict | None  # auto's pick (stats.auto); None for an explicit method
+    request: Any = None  # the body's MethodRequest, its messages parsed once here (progress events unset)
 
 
 @dataclass
@@ -259,7 +262,7 @@ class AppState:
     def prepare(self, raw: bytes, scope: str = "anonymous") -> Prepared:
         """Parse and check one body: CPU work, run on a prepare thread (see ``compact``)."""
         from ..methods.autopick import AUTO  # imported late, as the runner is
-        from ..methods.request import MethodRequest, Offer
+        from ..methods.request import Offer
         from ..methods.resolve import resolve_method
 
         limits, names = self.options.limits, self.method_names + (AUTO,)
@@ -270,32 +273,37 @@ class AppState:
         if method == "speccompact" and self.drafter is None:
             raise InvalidRequestError("speccompact needs a drafter; this service has none", field="method")
         cfg = request_config(self.base_config, req.config)
-        parse_messages(req.messages, max_messages=cfg.max_history_messages, max_chars=cfg.max_history_chars)
+        request = self.method_request(req).parsed(cfg)  # the one parse of the messages: checked here, run below
         if method != AUTO:  # an explicit method always wins
-            return Prepared(req, method, cfg, None)
+            return Prepared(req, method, cfg, None, request)
         pickable = tuple(m for m in self.method_names if m != "speccompact" or self.drafter is not None)
         if not pickable:
             raise InvalidRequestError("auto has no method to pick from on this service", field="method")
         offer = Offer(has_drafter=self.drafter is not None, offered=pickable,
                       context_tokens=cfg.target_context_tokens, config=cfg)
-        request = MethodRequest(req.messages, req.previous_summary)
         choice = self.sessions.auto_pick(scope, req.session,  # once per session: its prepares stay reusable
                                          lambda: resolve_method(AUTO, request, offer, self.pickers.get(scope))[1])
         self.metrics.auto_picks.labels(choice["method"]).inc()
-        return Prepared(req, choice["method"], cfg, choice)
+        return Prepared(req, choice["method"], cfg, choice, request)
+
+    def method_request(self, req: CompactRequest, on_event=None) -> Any:
+        """The :class:`~sgl_speccompact.methods.request.MethodRequest` of a body (or its session's rest)."""
+        from ..methods.request import AgentLayout, MethodRequest
+
+        layout = AgentLayout(req.layout, req.tools, self.options.chat_template, req.chat_template_kwargs)
+        return MethodRequest(req.messages, req.previous_summary, req.focus, source_judge=req.source_judge,
+                             layout=layout, on_event=on_event)
 
     def job(self, p: Prepared, req: CompactRequest, on_event=None, scope: str = "anonymous",
             background: bool = False) -> tuple[Callable, Any, Any]:
         """``(run, target, drafter)`` of one compaction of ``req`` (the body, or its session's rest)."""
-        layout = {k: v for k, v in (("layout", req.layout), ("tools", req.tools),
-                                    ("chat_template", self.options.chat_template),
-                                    ("chat_template_kwargs", req.chat_template_kwargs), ("focus", req.focus))
-                  if v is not None}
+        if req is p.req and p.request is not None:  # the body itself: parsed in prepare
+            request = replace(p.request, on_event=on_event)
+        else:
+            request = self.method_request(req, on_event)
 
         def run(target_backend, drafter_backend):
-            result = self.runner(p.method, req.messages, target=target_backend, drafter=drafter_backend,
-                                 config=p.cfg, previous_summary=req.previous_summary, source_judge=req.source_judge,
-                                 on_event=on_event, **layout)
+            result = self.runner(p.method, request, target=target_backend, drafter=drafter_backend, config=p.cfg)
             self.pickers.get(scope).observe(p.method, result.stats.acceptance_rate)  # what this key picks with
             estimate = self.picker.observe(p.method, result.stats.acceptance_rate)  # service-wide, for the gauge
             if estimate is not None:

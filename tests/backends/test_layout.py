@@ -19,6 +19,7 @@ from pathlib import Path
 import pytest
 import requests
 
+from sgl_speccompact.methods.request import AgentLayout, MethodRequest
 from sgl_speccompact.backends.chat_render import render_chat
 from sgl_speccompact.errors import ConfigError, InvalidHistoryError
 from sgl_speccompact.backends.layout import agent_instruction, agent_prefix, common_prefix, first_divergence, plan_layout
@@ -152,7 +153,8 @@ def test_replayed_session_then_agent_layout_compaction_reuses_its_cache(make_emu
         assert r.json()["choices"][0]["message"]["content"] == (messages[i].get("content") or "")
     srv.set_policy(ControlledAcceptancePolicy())
     srv.reset_stats()
-    result = compact(messages, target=srv.url, drafter=srv.url, layout="agent", chat_template=emulator_tokenizer_path)
+    result = compact(MethodRequest(messages, layout=AgentLayout("agent", chat_template=emulator_tokenizer_path)),
+                     target=srv.url, drafter=srv.url)
 
     # What the agent's server holds: its last request's prompt plus the reply it generated
     # (without the final EOS, which is sampled but never forwarded).

@@ -83,7 +83,7 @@ def test_summary_rows_carry_the_required_fields_and_auto_names_its_pick(run):
 
 
 def test_the_seeding_rule_is_shared_with_the_ablation_bench():
-    from sgl_speccompact.testing.harness.latency import draw_seed
+    from bench.harness.latency import draw_seed
 
     ablation = load_bench("ablation")
     args = ablation.build_parser().parse_args(["--histories", "1"])

@@ -63,12 +63,15 @@ class CopyingServers:
     def prompts(self) -> list[str]:
         return [p for policy in (self.target_policy, self.drafter_policy) for _, p in policy.calls]
 
-    def compact(self, messages, **kw):
+    def compact(self, messages, source_judge=False, on_event=None, layout=None, tools=None, chat_template=None):
         from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
         from sgl_speccompact.methods.registry import run_method
+        from sgl_speccompact.methods.request import AgentLayout, MethodRequest
 
-        return run_method("speccompact", messages, target=SpecCompactEndpoint(self.target.url, timeout_s=60),
-                       drafter=SpecCompactEndpoint(self.drafter.url, lora_path="drafter", timeout_s=60), **kw)
+        request = MethodRequest(messages, on_event=on_event, layout=AgentLayout(layout, tools, chat_template))
+        return run_method("speccompact", request, target=SpecCompactEndpoint(self.target.url, timeout_s=60),
+                          drafter=SpecCompactEndpoint(self.drafter.url, lora_path="drafter", timeout_s=60),
+                          source_judge=source_judge)
 
 
 def _returned_texts(result, events: list[dict]) -> list[str]:

@@ -9,6 +9,7 @@ import json
 import pytest
 
 from secret_cases import SECRET_CASES, leaked
+from sgl_speccompact.methods.request import AgentLayout, MethodRequest
 from sgl_speccompact.history.redaction import find_secrets, redact, redact_messages
 
 OPENAI = "sk-proj-Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6"
@@ -53,8 +54,8 @@ def test_probe_agent_layout_prompt_holds_no_object_argument_secret(make_emulated
     policy = ScriptedPolicy(default_output="- deployed with config/deploy.yaml\n")
     server = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-8B")
     msgs = _call_with({"env": {"OPENAI_API_KEY": OPENAI}, "target": "config/deploy.yaml"})
-    result = run_method("target_self", msgs, target=SpecCompactEndpoint(server.url, timeout_s=60), layout="agent",
-                        chat_template=qwen3_tokenizer_path)
+    result = run_method("target_self", MethodRequest(msgs, layout=AgentLayout("agent", chat_template=qwen3_tokenizer_path)),
+                        target=SpecCompactEndpoint(server.url, timeout_s=60))
     prompts = [p for _, p in policy.calls]
     assert prompts and any("config/deploy.yaml" in p for p in prompts)
     assert not [p for p in prompts if OPENAI[:12] in p]

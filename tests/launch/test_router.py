@@ -16,6 +16,7 @@ from procs import READY_S, poll_until
 pytestmark = pytest.mark.e2e  # sglang-router subprocesses in front of emulators
 pytest.importorskip("sglang_router", reason="sglang-router is not installed (pip install -e '.[e2e]')")
 
+from sgl_speccompact.methods.request import AgentLayout, MethodRequest
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint  # noqa: E402
 from sgl_speccompact.backends.router import worker_urls  # noqa: E402
 from sgl_speccompact.launch.router import RouterSpec, start_router  # noqa: E402
@@ -100,8 +101,9 @@ def session_then_compaction(url, msgs, set_policy, drafter_url, headers=None, ro
     target = SpecCompactEndpoint(url).with_routing_key(routing_key)
     # text prompts: a router gets text anyway, and the runs compared below must arrive alike
     # (a /tokenize round trip per branch would spread the arrivals with thread timing)
-    return compact(msgs, target=target, drafter=drafter_url, layout="agent", config={"send_token_ids": False},
-                   chat_template=target.model_info["tokenizer_path"]), len(turns)
+    layout = AgentLayout("agent", chat_template=target.model_info["tokenizer_path"])
+    return compact(MethodRequest(msgs, layout=layout), target=target, drafter=drafter_url,
+                   config={"send_token_ids": False}), len(turns)
 
 
 def requests_per_worker(workers):

@@ -78,11 +78,12 @@ def test_auto_does_not_import_the_testing_package():
     subprocess.run([sys.executable, "-c", code], check=True)
 
 
-@pytest.mark.parametrize("name", ["core.costmodel", "core.specdecode", "methods.auto", "methods.autopick",
-                                  "testing.harness.latency", "testing.harness.latency_cases"])
+@pytest.mark.parametrize("name", ["sgl_speccompact.core.costmodel", "sgl_speccompact.core.specdecode",
+                                  "sgl_speccompact.methods.auto", "sgl_speccompact.methods.autopick",
+                                  "bench.harness.latency", "bench.harness.latency_cases"])
 def test_docstring_examples_of_the_cost_model_modules(name):
     import doctest
     import importlib
 
-    failed, attempted = doctest.testmod(importlib.import_module(f"sgl_speccompact.{name}"))
+    failed, attempted = doctest.testmod(importlib.import_module(name))
     assert failed == 0 and attempted > 0

@@ -8,6 +8,7 @@ count them (words plus newlines).
 
 import pytest
 
+from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.errors import PromptTooLongError
 from sgl_speccompact.methods.registry import run_method
 
@@ -83,8 +84,8 @@ def test_no_method_overflows_the_window(method, tokens):
         target = Windowed(complete=lambda text, params: f"- {slot_of(text)} line\n")
     msgs = history(tokens)
     events = []
-    res = run_method(method, msgs, target=target, drafter=drafter if method == "speccompact" else None,
-                     on_event=events.append)
+    res = run_method(method, MethodRequest(msgs, on_event=events.append), target=target,
+                     drafter=drafter if method == "speccompact" else None)
     assert res.summary.strip() and target.largest <= WINDOW
     if tokens > WINDOW:
         assert res.chunks >= tokens // WINDOW

@@ -9,7 +9,9 @@ shares a segment cache between the branches, so which branch asks for a
 text, and in which batch, depends on timing: those requests are compared as
 the set of texts counted, not one by one.  Pipelined drafting is off in the
 SpecCompact cases: a prefetched draft dropped before its request was sent
-is never sent, and whether it was sent is a matter of timing.
+is never sent, and whether it was sent is a matter of timing.  The Hermes
+prompt's date rule reads today's date: it is pinned to the day the golden
+file was recorded (``RECORDED``), so the comparison does not depend on the day.
 
 Regenerate the golden file (after a change that means to alter requests)::
 
@@ -18,20 +20,24 @@ Regenerate the golden file (after a change that means to alter requests)::
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import json
 import os
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
 
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.methods.registry import run_method
+from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
 
 from test_chunking import tool_loop
 
 GOLDEN = Path(__file__).with_name("golden_bodies.json")
+RECORDED = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)  # the day golden_bodies.json was written
 HISTORY = json.loads((Path(__file__).resolve().parents[2] / "examples" / "history.json").read_text())
 PREVIOUS = "## Goal\n- Fix the failing test in tests/test_app.py\n\n## Progress\n### Done\n- [x] Ran the suite"
 CHUNKED = {"max_summary_tokens": 512, "monolithic_max_tokens": 512, "max_tokens_per_slot": 80,
@@ -110,7 +116,8 @@ def bodies(servers, case: str) -> list[dict]:
         assert srv.flush_cache()
     target = SpecCompactEndpoint(servers["target"].url, timeout_s=60)
     drafter = SpecCompactEndpoint(servers["drafter"].url, lora_path="drafter", timeout_s=60)
-    run_method(method, messages, target=target, drafter=drafter, **kw)
+    kw = dict(kw)
+    run_method(method, MethodRequest(messages, focus=kw.pop("focus", None)), target=target, drafter=drafter, **kw)
     out = [entry(role, *seen) for role, srv in servers.items() for seen in srv.app.seen
            if seen[1] != "/tokenize"]
     for role, srv in servers.items():
@@ -128,7 +135,17 @@ def counted(body: dict) -> list[str]:
     return [prompt] if isinstance(prompt, str) else list(prompt or [])
 
 
-def test_request_bodies_match_the_golden_file(servers):
+class _OnRecordedDay(datetime.datetime):
+    @classmethod
+    def now(cls, tz=None):
+        return RECORDED if tz is None else RECORDED.astimezone(tz)
+
+
+def test_request_bodies_match_the_golden_file(servers, monkeypatch):
+    from sgl_speccompact.core import hermes_prompt
+
+    monkeypatch.setattr(hermes_prompt, "datetime", SimpleNamespace(datetime=_OnRecordedDay,
+                                                                    timezone=datetime.timezone))
     got = {case: bodies(servers, case) for case in CASES}
     if os.environ.get("SGL_SPECCOMPACT_GOLDEN") == "write":
         GOLDEN.write_text(json.dumps(got, indent=1, sort_keys=True) + "\n")

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.errors import ConfigError, UnknownMethodError
 from sgl_speccompact.methods.registry import METHODS, run_method
 from sgl_speccompact.schema import OPENCLAW_SLOTS, Slot
@@ -89,7 +90,7 @@ def test_rejects_unknown_methods_and_missing_arguments():
         run_method("speccompact", MESSAGES, target=target)
     schema = (Slot(name="goal", title="Goal", contract="The goal.", body_format="- goal"),)
     with pytest.raises(ConfigError):
-        run_method("hermes", MESSAGES, target=baseline_target(), schema=schema)
+        run_method("hermes", MethodRequest(MESSAGES, schema=schema), target=baseline_target())
     with pytest.raises(ConfigError):
         run_method("openclaw", MESSAGES, target=baseline_target(), config={"eta": 3})
     assert target.requests == [] and drafter.requests == []
@@ -126,10 +127,10 @@ def test_source_judge_flag_on_every_method():
 def test_schema_reaches_slot_methods():
     schema = (Slot(name="goal", title="Goal", contract="The goal.", body_format="- goal"),)
     target = baseline_target()
-    res = run_method("target_self", MESSAGES, target=target, schema=schema)
+    res = run_method("target_self", MethodRequest(MESSAGES, schema=schema), target=target)
     assert [s.name for s in res.slots] == ["goal"] and len(target.kinds("generate")) == 1
     target, drafter = backends()
-    res = run_method("speccompact", MESSAGES, target=target, drafter=drafter, schema=schema)
+    res = run_method("speccompact", MethodRequest(MESSAGES, schema=schema), target=target, drafter=drafter)
     assert [s.name for s in res.slots] == ["goal"]
 
 
@@ -137,7 +138,7 @@ def test_progress_events_for_every_method():
     for method in METHODS:
         events = []
         target, drafter = pair() if method == "speccompact" else (baseline_target(), None)
-        res = run_method(method, MESSAGES, target=target, drafter=drafter, on_event=events.append)
+        res = run_method(method, MethodRequest(MESSAGES, on_event=events.append), target=target, drafter=drafter)
         done = sorted(e["slot"] for e in events if e["type"] == "slot_done")
         assert done == sorted(s.name for s in res.slots), method
         assert all(e["type"] in ("line", "slot_done") for e in events)

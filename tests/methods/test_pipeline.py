@@ -4,6 +4,7 @@ import copy
 
 import pytest
 
+from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.history import messages as history
 from sgl_speccompact.methods import chunking, pipeline, request, source_judge
 from sgl_speccompact.methods.assembly import OneShot
@@ -73,7 +74,7 @@ def test_a_registered_method_gets_the_whole_path(echo_method):
     target = ScriptedBackend(source_judge=lambda entry, section: 0.1 if "echo" in entry else 0.9)
     original = copy.deepcopy(MESSAGES)
     events = []
-    res = run_method("echo", MESSAGES, target=target, source_judge=True, on_event=events.append)
+    res = run_method("echo", MethodRequest(MESSAGES, on_event=events.append), target=target, source_judge=True)
     job = echo_method[0]
     assert job.method == "echo" and job.drafter is None and job.history.startswith("[system]")
     # assembled as a one-shot text: its section reported as a slot, events sent after it
@@ -90,7 +91,7 @@ def test_the_pipeline_refuses_before_any_request(echo_method):
     with pytest.raises(UnknownMethodError, match="echo"):
         run_method("nope", MESSAGES, target=target)
     with pytest.raises(ConfigError, match="one Summary section"):
-        run_method("echo", MESSAGES, target=target, schema=())
+        run_method("echo", MethodRequest(MESSAGES, schema=()), target=target)
     with pytest.raises(ConfigError, match="needs a drafter"):
         run_method("speccompact", MESSAGES, target=target)
     assert target.requests == [] and echo_method == []

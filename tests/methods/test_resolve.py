@@ -52,8 +52,8 @@ def test_run_method_auto_with_a_custom_schema_runs_what_it_picked():
     # hermes predicted fastest here (a long history, no drafter, one-shot methods only faster) must not be run
     dep = replace(Deployment.named(target="qwen3-8b", drafter=None, gpus=1), hermes_tokens=10)
     target = ScriptedBackend(complete=lambda text, params: "## Goal\n- a\n")
-    res = run_method("auto", [{"role": "user", "content": "hi"}], target=target, schema=OPENCLAW_SLOTS[:1],
-                     deployment=dep)
+    res = run_method("auto", MethodRequest([{"role": "user", "content": "hi"}], schema=OPENCLAW_SLOTS[:1]),
+                     target=target, deployment=dep)
     assert res.stats.auto["method"] != "hermes" and res.method == res.stats.auto["method"]
     unconstrained = resolve_method("auto", MethodRequest([{"role": "user", "content": "hi"}]), Offer(offered=METHODS),
                                    dep)
@@ -100,6 +100,6 @@ def test_the_cli_predicts_for_the_served_model_unless_told():
 def test_run_method_auto_without_a_deployment_predicts_for_the_served_model():
     target = ScriptedBackend(complete=lambda text, params: "## Goal\n- a\n")
     target.model_info = {"model_path": "Qwen/Qwen3-32B"}
-    res = run_method("auto", [{"role": "user", "content": "hi"}], target=target, schema=OPENCLAW_SLOTS[:1])
+    res = run_method("auto", MethodRequest([{"role": "user", "content": "hi"}], schema=OPENCLAW_SLOTS[:1]), target=target)
     assert res.stats.auto["pair"] == "Qwen/Qwen3-32B|none"  # not the Qwen3-8B default
     assert res.stats.auto["deployment"]["target"] == "Qwen/Qwen3-32B"

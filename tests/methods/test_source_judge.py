@@ -9,6 +9,7 @@ from pathlib import Path
 import pytest
 from sglang.srt.entrypoints.api_contract import generate_contract_error
 
+from sgl_speccompact.methods.request import AgentLayout, MethodRequest
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.history.messages import environment_outputs, parse_messages
 from sgl_speccompact.core.judge import label_choices
@@ -338,8 +339,8 @@ def test_with_the_agent_layout_sjc_branches_from_the_agents_chat_prefix(emulator
     from test_methods import complete
 
     target = ScriptedBackend(complete=complete, source_judge=lambda entry, section: 0.9)
-    res = run_method("target_self", MESSAGES, target=target, source_judge=True, layout="agent",
-                     chat_template=emulator_tokenizer_path, config=ON_PREFIX)
+    res = run_method("target_self", MethodRequest(MESSAGES, layout=AgentLayout("agent", chat_template=emulator_tokenizer_path)),
+                     target=target, source_judge=True, config=ON_PREFIX)
     assert res.stats.layout == "agent"
     forked = target.kinds("prefill")[0]
     prompts = target.kinds("source_judge")

@@ -14,6 +14,7 @@ from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
 import scripts
 from reading import assert_scripted, history
+from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.backends.endpoint import LabelJudgement, SpecCompactEndpoint
 from sgl_speccompact.core.judge import label_choices
 from sgl_speccompact.methods.registry import run_method
@@ -33,8 +34,9 @@ def judge_with_score(r: float) -> Script:
 
 
 def compact(servers, **kw):
-    return run_method("speccompact", history(), target=SpecCompactEndpoint(servers.target.url),
-                      drafter=SpecCompactEndpoint(servers.drafter.url), schema=scripts.SCHEMA, **kw)
+    return run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA),
+                      target=SpecCompactEndpoint(servers.target.url), drafter=SpecCompactEndpoint(servers.drafter.url),
+                      **kw)
 
 
 @pytest.mark.parametrize("r, accepted", [(0.76, True), (0.64, False)])
@@ -76,8 +78,9 @@ def test_plain_runtime_endpoint_select_gives_the_same_decisions(servers):
     """
     one = compact(servers)
     servers.reset()
-    plain = run_method("speccompact", history(), target=RuntimeEndpoint(servers.target.url, chat_template_name="qwen"),
-                       drafter=SpecCompactEndpoint(servers.drafter.url), schema=scripts.SCHEMA)
+    plain = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA),
+                       target=RuntimeEndpoint(servers.target.url, chat_template_name="qwen"),
+                       drafter=SpecCompactEndpoint(servers.drafter.url))
     assert [[ln.origin for ln in s.lines] for s in plain.slots] == [[ln.origin for ln in s.lines] for s in one.slots]
     assert plain.summary == one.summary
     assert plain.stats.requests["target"]["verify"].requests == 2 * plain.stats.proposed_lines

@@ -4,6 +4,7 @@ import pytest
 
 import scripts
 from reading import assert_scripted, history
+from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.errors import BackendError, PromptTooLongError, SpecCompactError
 from sgl_speccompact.methods.registry import run_method
@@ -34,7 +35,7 @@ def test_context_length_comes_from_the_real_server(servers):
 def test_the_real_over_context_400_is_a_typed_error(servers):
     target = SpecCompactEndpoint(servers.target.url)
     with pytest.raises(PromptTooLongError) as err:
-        run_method("target_self", digits_history(12, 1000), target=target, schema=scripts.SCHEMA,
+        run_method("target_self", MethodRequest(digits_history(12, 1000), schema=scripts.SCHEMA), target=target,
                    config={"target_context_tokens": 40960})  # told a bigger window than the server has
     assert "context length" in str(err.value).lower()
 
@@ -56,7 +57,7 @@ def test_chunking_replans_on_the_real_context_error(servers):
     messages = digits_history(12, 1000)  # ~12k tokens on an 8k target; the byte guess says ~4k
     target = RefusalCounter(servers.target.url)
     target.refusals = []
-    res = run_method("target_self", messages, target=target, schema=scripts.SCHEMA)
+    res = run_method("target_self", MethodRequest(messages, schema=scripts.SCHEMA), target=target)
     # the byte guess planned one block, the real server refused it, and the re-plan by exact counts chunked
     assert len(target.refusals) >= 1 and "context length" in str(target.refusals[0]).lower()
     assert res.chunks >= 2
@@ -66,16 +67,17 @@ def test_chunking_replans_on_the_real_context_error(servers):
 def test_a_lora_drafter_request_gets_the_real_servers_refusal(servers):
     drafter = SpecCompactEndpoint(servers.drafter.url, lora_path="drafter")
     with pytest.raises(BackendError) as err:
-        run_method("speccompact", history(), target=SpecCompactEndpoint(servers.target.url), drafter=drafter,
-                   schema=scripts.SCHEMA)
+        run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA),
+                   target=SpecCompactEndpoint(servers.target.url), drafter=drafter)
     assert "lora" in str(err.value).lower()
 
 
 def test_a_repair_that_never_ends_its_line_never_enters_the_summary(servers):
     servers.target.use(scripts.TARGET_NEVER_STOPS, "target-never-stops")
     try:
-        res = run_method("speccompact", history(), target=SpecCompactEndpoint(servers.target.url),
-                         drafter=SpecCompactEndpoint(servers.drafter.url), schema=scripts.SCHEMA)
+        res = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA),
+                         target=SpecCompactEndpoint(servers.target.url),
+                         drafter=SpecCompactEndpoint(servers.drafter.url))
     except SpecCompactError as exc:  # a typed refusal is acceptable; a partial summary is not
         pytest.fail(f"the compaction failed instead of ending the slot: {exc!r}")
     nxt = {s.name: s for s in res.slots}["next_steps"]

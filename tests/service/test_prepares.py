@@ -13,6 +13,7 @@ from sgl_speccompact.methods.autopick import AutoPicker
 from sgl_speccompact.service.app import PREPARE_WORKERS, ServiceLimits, create_app
 from sgl_speccompact.service.store import DUPLICATE_OUTPUT
 
+from runner_calls import call_fields
 from test_service import MESSAGES, Backend, FakeRunner
 from test_sessions import MORE, metric, service, wait_idle
 
@@ -30,7 +31,7 @@ class Held(FakeRunner):
         self.arrivals = []  # the messages of each compaction, as it arrives
 
     def __call__(self, method, messages, **kw):
-        self.arrivals.append(messages)
+        self.arrivals.append(call_fields(messages)["messages"])
         self.arrived.release()
         assert self.release.wait(60)
         return super().__call__(method, messages, **kw)

@@ -12,6 +12,7 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 from fastapi.testclient import TestClient
 
+from runner_calls import call_fields
 from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError
 from sgl_speccompact.result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 from sgl_speccompact.service.app import DEFAULT_METHODS, ServiceLimits, create_app
@@ -42,15 +43,14 @@ class FakeRunner:
         self.calls: list[dict] = []
         self._lock = threading.Lock()
 
-    def __call__(self, method, messages, *, target, drafter=None, config=None, schema=None,
-                 previous_summary=None, source_judge=False, on_event=None, **given):
+    def __call__(self, method, messages, *, target, drafter=None, config=None, **given):
+        call = call_fields(messages, method=method, target=target, drafter=drafter, config=config, **given)
+        on_event = call.pop("on_event", None)
         with self._lock:
-            self.calls.append({"method": method, "messages": messages, "target": target, "drafter": drafter,
-                               "config": config, "previous_summary": previous_summary,
-                               "source_judge": source_judge, **given})
+            self.calls.append(call)
         if self.barrier is not None:
             self.barrier.wait(timeout=30)  # every request must be in flight at once
-        goal = f"- {messages[1]['content']}"
+        goal = f"- {call['messages'][1]['content']}"
         if on_event:
             on_event({"type": "line", "slot": "goal", "text": goal, "origin": "drafted_accepted"})
         if self.fail_with is not None:
@@ -343,7 +343,7 @@ class Recording:
         self.seen: list = []
 
     def __call__(self, method, messages, **kw):
-        self.seen.append(messages)
+        self.seen.append(call_fields(messages)["messages"])
         return self.run_method(method, messages, **kw)
 
 
@@ -458,10 +458,10 @@ def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_ser
 class LayoutRunner(FakeRunner):
     """Records the layout arguments the service passes on."""
 
-    def __call__(self, method, messages, *, layout=None, tools=None, chat_template=None,
-                 chat_template_kwargs=None, **kw):
-        self.layout_args = {"layout": layout, "tools": tools, "chat_template": chat_template,
-                            "chat_template_kwargs": chat_template_kwargs, "target": kw["target"]}
+    def __call__(self, method, messages, **kw):
+        call = call_fields(messages)
+        self.layout_args = {**{k: call.get(k) for k in ("layout", "tools", "chat_template", "chat_template_kwargs")},
+                            "target": kw["target"]}
         return super().__call__(method, messages, **kw)
 
 

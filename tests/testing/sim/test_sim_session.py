@@ -12,6 +12,7 @@ import os
 
 import pytest
 
+from sgl_speccompact.methods.request import AgentLayout, MethodRequest
 from sgl_speccompact.backends.layout import first_divergence
 from sgl_speccompact.core.prompts import target_slot_request
 from sgl_speccompact.methods.registry import run_method
@@ -44,8 +45,8 @@ def session_then(sim, method, layout, tok, keep_cache=True, **extra):
     """The session in a run of its own, then the compaction; ``(session, result, report)``."""
     target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
     session, _ = sim.run(lambda: replay_session(lambda path, body: target._request("POST", path, body), MESSAGES))
-    kw = {"layout": layout, **({"chat_template": tok} if layout == "agent" else {}), **extra}
-    result, report = sim.run(lambda: run_method(method, MESSAGES, target=target, drafter=drafter, **kw),
+    request = MethodRequest(MESSAGES, layout=AgentLayout(layout, chat_template=tok if layout == "agent" else None))
+    result, report = sim.run(lambda: run_method(method, request, target=target, drafter=drafter, **extra),
                              keep_cache=keep_cache)
     return session, result, report
 
@@ -70,8 +71,8 @@ def test_cached_tokens_equal_the_emulators_radix_tree_for_the_same_replay(emulat
                                            emulator_tokenizer_path, **text)
     srv = make_emulated_server(policy=ControlledAcceptancePolicy(seed=0), model_path=COSTS["target"].model.name)
     http_session = replay_session(http_post(srv.url, timeout=60), MESSAGES)
-    kw = {"layout": layout, **({"chat_template": emulator_tokenizer_path} if layout == "agent" else {}), **text}
-    http_result = run_method("target_self", MESSAGES, target=srv.url, **kw)
+    agent = AgentLayout(layout, chat_template=emulator_tokenizer_path if layout == "agent" else None)
+    http_result = run_method("target_self", MethodRequest(MESSAGES, layout=agent), target=srv.url, **text)
     assert session == http_session and session["cached_tokens"] > 0  # later turns reuse earlier ones
     sim_counts, http_counts = target_counts(result), target_counts(http_result)
     assert sim_counts.keys() == http_counts.keys() and sim_counts["prefill"] == http_counts["prefill"]

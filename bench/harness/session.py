@@ -68,7 +68,7 @@ def held(sim_deployment: str, target_tp: int) -> dict[str, int]:
 
 def target_spec(algorithm: str, model: str):
     """The target server's speculative decoding for a session label (None: off)."""
-    from ...core.specdecode import make
+    from sgl_speccompact.core.specdecode import make
     from .latency import server_spec
 
     if algorithm == "ngram-copy":

@@ -17,6 +17,8 @@ from __future__ import annotations
 import re
 import time
 
+from .runs import with_layout
+
 SLOT_METHODS = ("speccompact", "target_self")  # methods with a shared target prefix, and so a layout
 LAYOUTS = ("classic", "agent")
 PARTS = ("before_fork", "drafting", "verifying", "repairing", "generating", "waiting", "after_join")
@@ -59,7 +61,8 @@ def slot_tokens(got: dict) -> int | None:
 
 
 def runner_kwargs(case: dict, tokenizer_path: str) -> dict:
-    """Layout arguments of ``run_method`` for a case (the agent layout renders with the target's tokenizer)."""
+    """Layout arguments of a case (the agent layout renders with the target's tokenizer), for
+    :func:`~bench.harness.runs.with_layout`."""
     if case["method"] not in SLOT_METHODS:
         return {}
     if case["layout"] == "agent":
@@ -69,7 +72,7 @@ def runner_kwargs(case: dict, tokenizer_path: str) -> dict:
 
 def labeler():
     """``(server, path, body) -> (lane, role)`` for the event log: the slot and what the request is for."""
-    from ...core.prompts import DRAFTER_SLOT_REQUEST, TARGET_SLOT_REQUEST
+    from sgl_speccompact.core.prompts import DRAFTER_SLOT_REQUEST, TARGET_SLOT_REQUEST
 
     def pattern(template):
         head, _, tail = template.partition("{slot}")
@@ -118,7 +121,7 @@ def breakdown(report: dict) -> dict:
     ``queued`` (in the scheduler, beyond the request's own forward passes)
     and ``other_requests`` (requests the slot waits on whole).
     """
-    from ..sim.timeline import critical_path
+    from sgl_speccompact.testing.sim.timeline import critical_path
 
     end = report["e2e_s"]
     chain = critical_path(report["requests"], end)
@@ -167,7 +170,7 @@ def first_target(report: dict) -> dict:
 
 def run_session(sim, messages: list[dict]) -> dict:
     """The agent's session on the simulated target, in a run of its own (fresh caches); its numbers."""
-    from ..sim.session import replay_session
+    from sgl_speccompact.testing.sim.session import replay_session
 
     target = sim.endpoint("target")
     numbers, report = sim.run(lambda: replay_session(lambda path, body: target._request("POST", path, body),
@@ -213,8 +216,8 @@ class CaseRunner:
             wl.hermes_tokens = case["hermes_tokens"]  # between runs: no request in flight
         kw = runner_kwargs(case, self.tokenizer)
         session = args.scenario == "agent-session"
-        from ..sim.simulator import SimulationStalled
-        from ..sim.workload import decisions_digest
+        from sgl_speccompact.testing.sim.simulator import SimulationStalled
+        from sgl_speccompact.testing.sim.workload import decisions_digest
 
         for attempt in (1, 2):
             try:
@@ -222,8 +225,8 @@ class CaseRunner:
                 if session:
                     row["session"] = run_session(sim, traj.messages)
                 result, report = sim.run(lambda: self.runner(
-                    case["method"], traj.messages, target=target, drafter=drafter, config=self.config,
-                    source_judge=args.source_judge, **kw), keep_cache=session)
+                    case["method"], with_layout(traj.messages, **kw), target=target, drafter=drafter,
+                    config=self.config, source_judge=args.source_judge), keep_cache=session)
                 break
             except SimulationStalled as exc:  # the harness, not the method: one more try from a fresh clock
                 row["stalled"] = f"{exc}"[:3000]

@@ -5,6 +5,6 @@ and writes JSON reports; ``tables`` formats the radix-cache tables;
 ``retention`` the retention report; ``latency``, ``latency_cases`` and
 ``latency_tables`` run, list and tabulate the latency benchmark's cells.
 
-May import: the product, ``testing.emulator`` and ``testing.sim``.  Nothing
+May import: the product, its ``testing.emulator`` and ``testing.sim``.  Nothing
 in the product imports it.
 """

@@ -8,7 +8,7 @@ from __future__ import annotations
 from argparse import Namespace
 from types import SimpleNamespace
 
-from sgl_speccompact.testing.harness.latency import Cell, run_cell
+from bench.harness.latency import Cell, run_cell
 
 
 class FakeWorkload:

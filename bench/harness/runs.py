@@ -13,7 +13,7 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[3]
+REPO = Path(__file__).resolve().parents[2]
 TRAJECTORY_DIR = REPO.parent / "shared" / "data" / "trajectories"  # the shared public trajectories, beside the clone
 RESULTS_DIR = REPO / "bench" / "results"
 EMULATED_MODELS = {"target": "Qwen/Qwen3-8B", "drafter": "Qwen/Qwen3-0.6B"}  # model paths the emulators report
@@ -76,6 +76,19 @@ def _multi_trial(path: Path) -> bool:
         return len(list_trials(path)) > 1
     except Exception:
         return False
+
+
+def with_layout(messages: list, layout: str | None = None, chat_template=None):
+    """``messages`` as a runner takes them: with a layout (``runner_kwargs``), a ``MethodRequest``.
+
+    >>> with_layout([]) == [], with_layout([], "agent", "/tok").layout.chat_template
+    (True, '/tok')
+    """
+    if layout is None and chat_template is None:
+        return messages
+    from sgl_speccompact.methods.request import AgentLayout, MethodRequest
+
+    return MethodRequest(messages, layout=AgentLayout(layout, chat_template=chat_template))
 
 
 def resolve_methods():

@@ -1,6 +1,9 @@
-"""The drafter's digest: long tool outputs keep their head and tail, every other turn stays whole."""
+"""The experimental levers' module: the drafter's digest (long tool outputs keep their head and tail, every
+other turn stays whole) and its hook."""
 
-from sgl_speccompact.history.digest import drafter_digest
+from sgl_speccompact.config import CompactConfig
+from sgl_speccompact.history.messages import render_history
+from sgl_speccompact.programs.experimental import drafter_digest, drafter_history
 from sgl_speccompact.history.messages import Turn, ToolCall
 
 def count(texts):  # one token per word
@@ -25,3 +28,9 @@ def test_an_output_of_at_most_twice_keep_is_whole():
     turns = (Turn("tool", " ".join(["x"] * 100), tool_call_id="c1"),)
     assert drafter_digest(turns, 50, count) == turns
     assert drafter_digest(turns, 49, count) != turns
+
+
+def test_the_digest_hook_renders_the_clipped_turns():
+    turns = (Turn("user", "fix a.py"), Turn("tool", " ".join(["w"] * 400), tool_call_id="c1"))
+    clipped = drafter_history(turns, CompactConfig(drafter_digest=True, drafter_digest_tokens=50), count)
+    assert clipped == render_history(drafter_digest(turns, 50, count)) and "clipped" in clipped

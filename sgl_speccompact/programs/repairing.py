@@ -1,0 +1,83 @@
+"""Repairs: how a slot stream replaces a rejected line (paper section "SpecCompact").
+
+:class:`Repairs` is the part of
+:class:`~sgl_speccompact.programs.slot_stream.SlotStream` that proposes the
+line in place of a rejected one: with ``repair_candidates``, first lines the
+drafter samples in one request and the target judges in one batch (the best
+accepted one is offered, as a candidate); else, or when none is accepted,
+the line the target writes (offered as a repair).  Both go through the
+stream's one admission, :meth:`~.slot_stream.SlotStream.offer`.
+
+A blank repair is a paragraph break, kept (blank lines at a slot's ends are
+dropped when it stops), so a real line may follow it, also at a slot's
+start.  An empty repair (:func:`~sgl_speccompact.core.lines.empty_repair`:
+a second blank repair with no real line accepted in between) stops the slot
+with ``stop_reason="empty_repair"``, keeping its accepted prefix, as the
+paper says: a target that only answers blank costs at most two repairs.
+"""
+
+from __future__ import annotations
+
+from ..core.admission import Source, Step, admit
+from ..core.lines import LineKind, empty_repair, read_repair, split_line
+from .steps import judge_lines, repair_line, sample_candidates
+
+
+class Repairs:
+    """Repairs of a slot stream (the stream provides ``ctx``, ``slot``, ``s``, ``accepted``,
+    ``blank_repair``, ``sent``, ``room``, ``kind``, ``ends_section`` and ``offer``)."""
+
+    def repair(self, rejected: str, score: float | None) -> str | None:
+        """Replace ``rejected``: a judged drafter candidate, else a target-written line."""
+        if self.ctx.cfg.repair_candidates:
+            done, reason = self.candidates(rejected)
+            if done:
+                return reason
+        text, meta = self.sent("repair", repair_line, self.s, self.ctx)
+        self.ctx.recorder.request("target", "repair", meta)
+        # no explicit discard: buffered lines continue a prefix that now differs, so take() refuses them
+        out = read_repair(text, meta.get("finish_reason"))
+        if out.truncated:
+            return "repair_truncated"  # an unfinished line is neither stored nor built upon
+        if out.line is None:
+            return "target_ended"
+        if empty_repair(out.line, self.accepted, self.blank_repair):
+            return "empty_repair"
+        self.blank_repair = not out.line.strip()  # a paragraph break, kept
+        if self.ends_section(out.line):
+            return "complete"
+        done, _ = self.offer(out.line, Source.REPAIR, self.kind(out.line), score=score, rejected=rejected)
+        if done.step is Step.STOP:
+            return done.reason
+        return "target_ended" if out.ended else None
+
+    def candidates(self, rejected: str) -> tuple[bool, str | None]:
+        """Drafter samples n lines in one request, the target judges them in one batch.
+
+        Returns ``(handled, stop reason)``; not handled when no candidate is
+        accepted (the target repairs then).
+        """
+        ctx, prefix = self.ctx, tuple(self.accepted)
+        if self.room() <= 0:
+            return False, None
+        samples, meta = self.sent("candidates", sample_candidates, self.slot, prefix, ctx, self.room())
+        ctx.recorder.request("drafter", "candidates", meta)
+        lines: list[str] = []
+        for text, reason in samples:
+            got, _, truncated = split_line(text, reason)
+            if got and not truncated and got[0] != rejected and got[0] not in lines \
+                    and admit(Source.CANDIDATE, self.kind(got[0])).step is not Step.DROP:
+                lines.append(got[0])
+        if not lines:
+            return False, None
+        verdicts, jmeta = self.sent("verify_candidates", judge_lines, self.s, self.slot, lines, ctx)
+        ctx.recorder.request("target", "verify_candidates", jmeta, n=int(jmeta.get("requests", 1)))
+        ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if v.accepted)
+        if not ranked:
+            return False, None
+        best = ranked[0][1]
+        done, _ = self.offer(lines[best], Source.CANDIDATE, LineKind.JUDGE, lambda: {"accepted": True},
+                             score=verdicts[best].score, rejected=rejected)
+        if done.step is Step.DROP:
+            return False, None  # another branch accepted it meanwhile: the target repairs
+        return True, done.reason
