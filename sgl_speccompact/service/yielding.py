@@ -33,7 +33,7 @@ log = logging.getLogger(__name__)
 
 LOADS_PATH = "/v1/loads?include=core"  # SGLang 0.5.23's load snapshot, scalar fields only
 YIELD_POLL_S = 0.05  # how often a held request looks at the server's load again (seconds)
-LOADS_TTL_S = 0.05  # one /v1/loads answer serves every check this long (seconds)
+LOADS_TTL_S = 0.04  # one /v1/loads answer serves every check this long (seconds; under YIELD_POLL_S)
 LOADS_TIMEOUT_S = 2.0  # per /v1/loads request (seconds); a slower answer lets the request go
 
 
@@ -54,7 +54,7 @@ def yield_delay(foreground: int | None, waited_s: float, bound_s: float, poll_s:
     >>> yield_delay(1, 2.0, 2.0, 0.05), yield_delay(0, 0.5, 2.0, 0.05), yield_delay(None, 0.0, 2.0, 0.05)
     (0.0, 0.0, 0.0)
     """
-    if not foreground or waited_s >= bound_s:
+    if not foreground or bound_s - waited_s <= 1e-9:  # clocks sum in floats: a nanosecond short is the bound
         return 0.0
     return min(poll_s, bound_s - waited_s)
 
@@ -171,7 +171,7 @@ class YieldGate:
             busy = self.foreground()
             delay = yield_delay(busy, waited, self.bound_s, self.poll_s)
             if delay <= 0:
-                at_bound = bool(busy) and waited >= self.bound_s
+                at_bound = bool(busy)  # it goes with foreground work still running: the bound ended its wait
                 break
             if scope is not None:
                 scope.check()
