@@ -44,6 +44,24 @@ def positive_number(value: Any, field: str) -> float:
     return number
 
 
+def non_negative_number(value: Any, field: str) -> float:
+    """``value`` as a float that is finite and at least zero (seconds; 0 turns a wait off).
+
+    >>> non_negative_number(0, "--prepare-yield-s")
+    0.0
+    >>> non_negative_number(-1, "--prepare-yield-s")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --prepare-yield-s: must be a finite number >= 0, got -1
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"must be a number, got {value!r}", field=field)
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(f"must be a finite number >= 0, got {value!r}", field=field)
+    return number
+
+
 def count(value: Any, field: str, minimum: int = 1, maximum: int | None = None) -> int:
     """``value`` as an integer in ``[minimum, maximum]`` (workers, ports, sizes).
 

@@ -57,7 +57,7 @@ class ServiceLimits(BodyLimits):
     #   runs foreground requests (GET /v1/loads), per request (seconds); None or 0: never waits
 
     def __post_init__(self) -> None:
-        from ..flags import count, positive_number
+        from ..flags import count, non_negative_number, positive_number
 
         count(self.max_body_bytes, "max_body_bytes")
         count(self.max_workers, "max_workers")  # 0 workers: every request would wait forever
@@ -67,9 +67,8 @@ class ServiceLimits(BodyLimits):
         positive_number(self.health_timeout_s, "health_timeout_s")
         if self.compaction_timeout_s is not None:
             positive_number(self.compaction_timeout_s, "compaction_timeout_s")
-        if self.prepare_yield_s is not None and not (isinstance(self.prepare_yield_s, (int, float))
-                                                     and 0 <= self.prepare_yield_s < float("inf")):
-            raise ConfigError(f"must be a number >= 0, got {self.prepare_yield_s!r}", field="prepare_yield_s")
+        if self.prepare_yield_s is not None:
+            non_negative_number(self.prepare_yield_s, "prepare_yield_s")
 
 
 def as_typed_error(exc: BaseException) -> SpecCompactError:
