@@ -61,6 +61,19 @@ RUNS = {
         "--seeds", "8", "--local-tokenizer", "--no-plots"]),
 }
 
+# prepares that yield to the agent (--prepare-yield-s), ahead of time only: 0 (never waits) against bounds
+YIELD = ["--speculative", "eagle3", "--session-tokens", "75000", "--seeds", "8",
+         "--methods", "speccompact,target_self", "--modes", "ahead", "--priority", "on", "--local-tokenizer",
+         "--no-plots"]
+RUNS.update({
+    "session-yield": ("session-yield.json", "session.py", [
+        "--model-pairs", "qwen3-8b:qwen3-0.6b", *YIELD, "--deployments", "two-gpu-equal,two-gpu-tp2-colocated",
+        "--prepare-yield-s", "0,0.5,2"]),
+    "session-yield-32b": ("session-yield-32b.json", "session.py", [
+        "--model-pairs", "qwen3-32b:qwen3-0.6b", *YIELD, "--deployments", "two-gpu-equal",
+        "--prepare-yield-s", "0,0.5,2,5"]),
+})
+
 # the fair field (every method, three speculative decoding settings, three deployments, three
 # acceptance rates) behind the auto picker's hit rates (docs/benchmarks/auto-picker.md)
 FAIR = ["--no-trajectories", "--synthetic-tokens", "8000", "--deployments", "one-gpu,two-gpu,two-gpu-equal",
@@ -72,7 +85,10 @@ RUNS.update({
 })
 
 # runs split into shards of seeds (each command stays under 10 minutes), merged into the one JSON
-SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)]}
+SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)],
+          # committed from their first shard (seeds 0-3): --only session-yield --shards 1
+          "session-yield": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)],
+          "session-yield-32b": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)]}
 
 # the cheap cell of --check: arguments replaced, and the row fields that must match the committed rows
 CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments": "two-gpu-equal"}
@@ -92,6 +108,11 @@ CHECKS = {
     "session": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
     "session-32b": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
     "session-speculative": ({**CELL, "--methods": "target_self", "--speculative": "dflash"}, *SESSION_KEY),
+    # ahead of time, one bound: the rows are told apart by their yield bound too
+    "session-yield": ({**CELL, "--methods": "target_self", "--prepare-yield-s": "2"},
+                      SESSION_KEY[0] + ("yield_s",), SESSION_KEY[1] + ("agent_slowdowns",)),
+    "session-yield-32b": ({**CELL, "--methods": "target_self", "--prepare-yield-s": "2"},
+                          SESSION_KEY[0] + ("yield_s",), SESSION_KEY[1] + ("agent_slowdowns",)),
 }
 
 
@@ -222,7 +243,7 @@ def tables() -> str:
 
     single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
     out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]
-    for name in ("session", "session-32b", "session-speculative"):
+    for name in ("session", "session-32b", "session-speculative", "session-yield", "session-yield-32b"):
         report = json.loads((RESULTS / RUNS[name][0]).read_text())
         out.append(f"## {name} ({report['timestamp']})\n\n{format_summary(report['summary'], 'SIMULATED')}")
     return "\n\n".join(out)

@@ -22,6 +22,10 @@ measured with ``bench/client_cost.py``.  Ahead of time runs twice: in
 sglang's default first-come-first-served order, and with the agent's
 requests at a higher priority than the prepare's (``--priority``, sglang's
 ``--enable-priority-scheduling``: prefill admission only, no preemption).
+With ``--prepare-yield-s`` ahead of time also runs with the prepare yielding
+to the agent between requests (the service's ``--prepare-yield-s``: each
+target request of the prepare waits while an agent request runs, at most
+that long; ``0`` is the run without).
 
 Usage::
 
@@ -159,27 +163,30 @@ def run(args) -> dict:
                     model = sim.servers["target"].model
                     tokens = sp.message_tokens(lambda text, m=model: len(m.encode(text)))
 
-                    def compact(meth, messages, previous, target=target, drafter=drafter):
-                        return runner(meth, messages, target=target, drafter=drafter, config=config,
+                    def compact(meth, messages, previous, target=target, drafter=drafter, yield_s=None):
+                        view = target.yielding(yield_s) if yield_s else target  # a prepare yielding to the agent
+                        return runner(meth, messages, target=view, drafter=drafter, config=config,
                                       previous_summary=previous)
 
-                    for seed, traj, mode, prio in [(a, t, m, p) for a in range(args.seed, args.seed + args.seeds)
-                                                   for t in trajs for m in args.modes
-                                                   for p in (PRIORITY[args.priority] if m == "ahead" else [False])]:
+                    for seed, traj, mode, prio, ys in [
+                            (a, t, m, p, y) for a in range(args.seed, args.seed + args.seeds) for t in trajs
+                            for m in args.modes for p in (PRIORITY[args.priority] if m == "ahead" else [False])
+                            for y in (args.prepare_yield_s if m == "ahead" else [0.0])]:
                         hooks = ReplayHooks(tool_s=(lambda i: times[i % len(times)]) if times else None,
                                             new_draw=servers.draw(sim, seed, hermes_n), held=gpus,
-                                            alone=alone.setdefault(seed, {}), priority=prio)
+                                            alone=alone.setdefault(seed, {}), priority=prio, yield_s=ys or None)
                         replay = Replay(sim, target, compact, tokens, hooks)
                         if (id(model), traj.path) not in sessions:
                             sessions[(id(model), traj.path)] = sp.looped_session(traj.messages, args.session_tokens,
                                                                                  tokens)
                         session = sessions[(id(model), traj.path)]
-                        key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio)
+                        key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio, ys)
                         if key in done:  # the same servers ran this session already (single-model)
                             rows.append({**done[key], "deployment": dep,
                                          "reused_from": done[key]["deployment"]})
                             continue
-                        log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode} priority {prio}")
+                        log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode} priority {prio}"
+                            + (f" yield {ys:g} s" if ys else ""))
                         t0 = time.perf_counter()
                         result = replay.run(session, policy, mode, method).summary()
                         done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
@@ -254,6 +261,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--modes", type=split, default=["sync", "ahead"])
     p.add_argument("--priority", choices=sorted(PRIORITY), default="both",
                    help="ahead of time: the agent's requests at a higher sglang priority than the prepare's")
+    p.add_argument("--prepare-yield-s", type=lambda v: [float(x) for x in v.split(",")], default=[0.0],
+                   help="ahead of time: a prepare's target request waits while an agent request runs, at most this "
+                        "many seconds (the service's --prepare-yield-s); a comma list runs each, 0 = never waits")
     p.add_argument("--p-accept", type=float, default=0.7)
     p.add_argument("--window", type=int, default=64_000, help="the agent's context window (Hermes's minimum: 64000)")
     p.add_argument("--session-tokens", type=int, default=90_000, help="tokens one session adds in all")

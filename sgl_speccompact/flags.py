@@ -14,9 +14,12 @@ from __future__ import annotations
 
 import argparse
 import math
+import os
 from typing import Any, NoReturn
 
 from .errors import ConfigError
+
+API_KEY_ENV = "SGL_SPECCOMPACT_API_KEY"  # the service token when --api-key is not given
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -44,6 +47,24 @@ def positive_number(value: Any, field: str) -> float:
     return number
 
 
+def non_negative_number(value: Any, field: str) -> float:
+    """``value`` as a float that is finite and at least zero (seconds; 0 turns a wait off).
+
+    >>> non_negative_number(0, "--prepare-yield-s")
+    0.0
+    >>> non_negative_number(-1, "--prepare-yield-s")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --prepare-yield-s: must be a finite number >= 0, got -1
+    """
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        raise ConfigError(f"must be a number, got {value!r}", field=field)
+    number = float(value)
+    if not math.isfinite(number) or number < 0:
+        raise ConfigError(f"must be a finite number >= 0, got {value!r}", field=field)
+    return number
+
+
 def count(value: Any, field: str, minimum: int = 1, maximum: int | None = None) -> int:
     """``value`` as an integer in ``[minimum, maximum]`` (workers, ports, sizes).
 
@@ -68,3 +89,21 @@ def port(value: Any, field: str) -> int:
     """
     return count(value, field, 1, 65535)
 
+
+def resolve_api_key(cli_value: str | None) -> str | None:
+    """The service token: the flag's value, else ``$SGL_SPECCOMPACT_API_KEY``, else None.
+
+    An empty or blank key is a :class:`ConfigError`, never "auth off".
+
+    >>> resolve_api_key("")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --api-key: is empty; omit it to run without auth
+    """
+    for value, where in ((cli_value, "--api-key"), (os.environ.get(API_KEY_ENV), f"${API_KEY_ENV}")):
+        if value is None:
+            continue
+        if not value.strip():
+            raise ConfigError("is empty; omit it to run without auth", field=where)
+        return value
+    return None

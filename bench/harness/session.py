@@ -102,7 +102,7 @@ def pct(values: list[float], q: float) -> float | None:
     return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
 
 
-CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority")
+CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority", "yield_s")
 
 
 def summarize(rows: list[dict]) -> list[dict]:
@@ -142,6 +142,7 @@ def format_summary(summary: list[dict], note: str) -> str:
            "|---|---|---|---|---|---|---|---|---|---|---|---|---|"]
     for c in summary:
         prio = "-" if c["mode"] == "sync" else ("higher" if c["priority"] else "equal (fcfs)")
+        prio += f"; prepare yields <= {c['yield_s']:g} s" if c.get("yield_s") else ""
         out.append(f"| {c['model_pair'].split(':')[0]} | {c['deployment']} | {c['speculative']} | {c['label']} | "
                    f"{c['mode']} | {prio} | {c['sessions']} | {s(c['stall_p50_s'])} | {s(c['stall_p95_s'])} | "
                    f"{s(c['seed_median_min_s'])}-{s(c['seed_median_max_s'])} | {s(c['device_s_median'])} "

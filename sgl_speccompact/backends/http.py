@@ -100,6 +100,7 @@ class HttpEndpoint(RuntimeEndpoint):
     """
 
     cancel_scope = None  # a CancelScope checked before every request (set on views, see with_cancel)
+    yield_gate = None  # holds each /generate while the server runs foreground work (set on views, see with_yield)
     local_tokenize = None  # (texts, add_special_tokens) -> ids: the served tokenizer in-process (no /tokenize)
 
     def __init__(self, base_url: str, *, api_key: str | None = None, lora_path: str | None = None,
@@ -163,6 +164,30 @@ class HttpEndpoint(RuntimeEndpoint):
         view = copy.copy(self)
         view.priority = priority
         return view
+
+    def with_yield(self, gate) -> "HttpEndpoint":
+        """A view whose every ``/generate`` first waits at ``gate`` (a background prepare's view).
+
+        ``gate`` (:class:`~sgl_speccompact.service.yielding.YieldGate`, one
+        per server, shared by its views) holds the request while the server
+        runs foreground work, up to its bound, and counts it in flight while
+        it runs.  The copy shares the connection pool and caches.
+        """
+        if gate is self.yield_gate:
+            return self
+        view = copy.copy(self)
+        view.yield_gate = gate
+        return view
+
+    def loads(self, timeout_s: float = 2.0) -> dict:
+        """The server's ``GET /v1/loads?include=core`` answer (SGLang 0.5.23's load snapshot).
+
+        Raises :class:`~sgl_speccompact.errors.BackendError` ("returned HTTP
+        404") on a server without the route.
+        """
+        view = copy.copy(self)
+        view.cancel_scope, view.timeout_s = None, min(timeout_s, self.timeout_s)
+        return view._request("GET", "/v1/loads?include=core")
 
     def with_token_ids(self, on: bool) -> "HttpEndpoint":
         """A view that sends prompts as ``input_ids`` (``on``, when the tokenizer allows) or as text.
@@ -245,7 +270,12 @@ class HttpEndpoint(RuntimeEndpoint):
             body["lora_path"] = [self.lora_path] * n if n else self.lora_path
         if self.priority is not None:
             body["priority"] = self.priority
-        return self._request("POST", "/generate", body)
+        gate = self.yield_gate
+        if gate is None:
+            return self._request("POST", "/generate", body)
+        gate.hold(self.cancel_scope)  # behind the server's foreground work, up to the gate's bound
+        with gate.sending(body):  # counted as the service's own while it runs
+            return self._request("POST", "/generate", body)
 
     def as_token_ids(self, body: dict) -> dict:
         """``body`` with its ``text`` (one or a batch) replaced by ``input_ids``, when enabled.

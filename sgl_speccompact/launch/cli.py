@@ -235,6 +235,11 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--prepare-priority", type=int, metavar="N",
                    help="sglang `priority` of prepares' target requests (default: -100 when this launch starts "
                         "the target with priority scheduling, else not sent)")
+    g.add_argument("--prepare-yield-s", type=float, metavar="S",
+                   help="before each target request, a prepare waits while the target serves other requests "
+                        "(the agent's turns; read from sglang's GET /v1/loads), at most S seconds per request, so "
+                        "the agent's decode is not slowed by it; 0 = never waits (default 2, the bound measured in "
+                        "docs/benchmarks/session.md; a server without /v1/loads is never waited on)")
     g.add_argument("--no-priority-scheduling", action="store_true",
                    help="start the target without --enable-priority-scheduling (keeps --schedule-policy lpm; "
                         "prepares then compete with the agent's own requests)")

@@ -23,7 +23,7 @@ from typing import Any
 
 from ..errors import ConfigError
 from ..core.gpus import GPUS, match_gpu
-from ..flags import count, port, positive_number
+from ..flags import count, non_negative_number, port, positive_number, resolve_api_key
 from .cpu import check_cpu_server, resolve_device
 from .router import ROUTER_POLICIES, RouterSpec, router_command
 from .servers import PREPARE_PRIORITY, PRIORITY_POLICIES, ServerSpec, shell_command
@@ -40,7 +40,8 @@ SECTIONS = {
                 "speculative", "device", "max_total_tokens"},
     "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
                 "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s", "calibrate", "gpu",
-                "session_store", "prepare_workers", "prepare_queue", "prepare_queue_mb", "prepare_priority"},
+                "session_store", "prepare_workers", "prepare_queue", "prepare_queue_mb", "prepare_priority",
+                "prepare_yield_s"},
     "compact": None,  # CompactConfig fields, checked by make_config
 }
 
@@ -55,7 +56,8 @@ DEFAULTS: dict[str, dict[str, Any]] = {
                 "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
                 "compaction_timeout_s": 300.0, "upstream_detail": False, "session_store_mb": 64.0,
                 "session_ttl_s": 1800.0, "calibrate": False, "gpu": None, "session_store": "memory",
-                "prepare_workers": 4, "prepare_queue": 64, "prepare_queue_mb": 64.0, "prepare_priority": None},
+                "prepare_workers": 4, "prepare_queue": 64, "prepare_queue_mb": 64.0, "prepare_priority": None,
+                "prepare_yield_s": 2.0},
     "compact": {},
 }
 
@@ -75,6 +77,7 @@ SERVICE_CHECKS = {
     "prepare_workers": ("--prepare-workers", count),
     "prepare_queue": ("--prepare-queue", count),
     "prepare_queue_mb": ("--prepare-queue-mb", positive_number),
+    "prepare_yield_s": ("--prepare-yield-s", non_negative_number),
 }
 
 
@@ -151,6 +154,7 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
              (s, "prepare_queue", getattr(a, "prepare_queue", None)),
              (s, "prepare_queue_mb", getattr(a, "prepare_queue_mb", None)),
              (s, "prepare_priority", getattr(a, "prepare_priority", None)),
+             (s, "prepare_yield_s", getattr(a, "prepare_yield_s", None)),
              (t, "priority_scheduling", False if getattr(a, "no_priority_scheduling", False) else None)]
     for sec in (t, d):
         pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),
@@ -311,7 +315,6 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
         On an invalid value, a port clash or a bad config file.
     """
     from ..config import make_config
-    from ..service.app import resolve_api_key
 
     if args.upstream_api_key is not None and not args.upstream_api_key.strip():
         raise ConfigError("is empty; omit it when the SGLang servers need no key", field="--upstream-api-key")

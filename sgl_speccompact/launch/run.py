@@ -69,6 +69,7 @@ def _build_app(plan: LaunchPlan, http):
                            prepare_queue=int(svc.get("prepare_queue", 64)),
                            prepare_queue_bytes=int(float(svc.get("prepare_queue_mb", 64.0)) * 2**20),
                            prepare_priority=svc.get("prepare_priority"),
+                           prepare_yield_s=float(svc.get("prepare_yield_s") or 0.0) or None,
                            shutdown_grace_s=THREAD_GRACE_S)
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
                       default_config=plan.compact, default_method=svc["method"],

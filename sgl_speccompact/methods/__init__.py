@@ -13,7 +13,15 @@ May import: ``programs``, ``backends``, ``core``, ``history`` and the
 vocabulary.  Must not import: service, launch, cli.
 """
 
-from .registry import METHODS, run_method
 from .request import AgentLayout, MethodRequest
 
 __all__ = ["METHODS", "AgentLayout", "MethodRequest", "run_method"]
+
+
+def __getattr__(name: str):
+    # the registry imports sglang (seconds); the launcher's planning and the cost model need neither
+    if name in ("METHODS", "run_method"):
+        from . import registry
+
+        return getattr(registry, name)
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")

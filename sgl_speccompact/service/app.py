@@ -30,7 +30,9 @@ Routes
     (:mod:`sgl_speccompact.service.sessions`: identical prepares join,
     longer ones roll on the last, 429 with ``Retry-After`` beyond the
     prepare queue; the result then has a ``session`` entry).  Prepares'
-    target requests carry ``ServiceLimits.prepare_priority`` when set.
+    target requests carry ``ServiceLimits.prepare_priority`` when set, and
+    with ``ServiceLimits.prepare_yield_s`` each waits, up to that bound, while
+    the target serves foreground work (:mod:`~sgl_speccompact.service.yielding`).
     With ``auto`` a session keeps its first pick; acceptance estimates are
     kept per API key (:mod:`~sgl_speccompact.service.keyed`).
 ``GET /health``
@@ -58,11 +60,10 @@ from __future__ import annotations
 import asyncio
 import hmac
 import logging
-import os
 import time
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable, Sequence
 
 from fastapi import APIRouter, Depends, FastAPI, Request
@@ -70,6 +71,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..config import CompactConfig, make_config
+from ..flags import API_KEY_ENV, resolve_api_key
 from ..errors import (
     CompactionCancelledError,
     ConfigError,
@@ -99,31 +101,11 @@ from .runtime import (
 
 log = logging.getLogger(__name__)
 
-API_KEY_ENV = "SGL_SPECCOMPACT_API_KEY"
 DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 PREPARE_WORKERS = 4  # threads that parse and check request bodies
 
 __all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
            "error_status", "http_probe", "resolve_api_key"]
-
-
-def resolve_api_key(cli_value: str | None) -> str | None:
-    """The service token: the flag's value, else ``$SGL_SPECCOMPACT_API_KEY``, else None.
-
-    An empty or blank key is a :class:`ConfigError`, never "auth off".
-
-    >>> resolve_api_key("")
-    Traceback (most recent call last):
-    ...
-    sgl_speccompact.errors.ConfigError: --api-key: is empty; omit it to run without auth
-    """
-    for value, where in ((cli_value, "--api-key"), (os.environ.get(API_KEY_ENV), f"${API_KEY_ENV}")):
-        if value is None:
-            continue
-        if not value.strip():
-            raise ConfigError("is empty; omit it to run without auth", field=where)
-        return value
-    return None
 
 
 def make_store(limits: ServiceLimits) -> Any:
@@ -245,6 +227,7 @@ class AppState:
     sessions: Sessions  # prepared results and running prepares
     probe: Callable[[Any], dict]  # /health probe of one backend
     pool: ThreadPoolExecutor | None = None  # prepare threads; made on first use, so a restarted app gets new ones
+    gates: dict = field(default_factory=dict)  # id(target backend) -> its YieldGate (prepares yield to the agent)
 
     def preparing(self) -> ThreadPoolExecutor:
         """The prepare threads (called on the event loop only)."""
@@ -317,7 +300,35 @@ class AppState:
         priority = self.options.limits.prepare_priority
         if background and priority is not None and hasattr(target, "with_priority"):
             target = target.with_priority(priority)  # behind the agent's own requests
+        if background and self.options.limits.prepare_yield_s and hasattr(target, "with_yield"):
+            target = target.with_yield(self.gate(target))  # each request waits while the agent's run
         return run, target, self.drafter
+
+    def gate(self, target: Any):
+        """The :class:`~sgl_speccompact.service.yielding.YieldGate` of ``target``'s server (one per server)."""
+        from .yielding import YieldGate, Unsupported
+
+        key = getattr(target, "base_url", None) or id(target)
+        gate = self.gates.get(key)
+        if gate is None:
+            def fetch(backend=target):
+                try:
+                    return backend.loads()
+                except SpecCompactError as exc:
+                    if "returned HTTP 404" in str(exc):
+                        raise Unsupported(str(exc)) from exc
+                    raise
+
+            metrics = self.metrics
+
+            def held(waited: float) -> None:
+                metrics.prepare_yields.inc()
+                metrics.prepare_yield_s.inc(waited)
+
+            name = self.upstreams.scrub_text(str(key))
+            gate = self.gates.setdefault(key, YieldGate(fetch, float(self.options.limits.prepare_yield_s),
+                                                        name=name, on_hold=held))
+        return gate
 
     def fail(self, err: SpecCompactError) -> JSONResponse:
         """The typed error body of ``err``, upstream details scrubbed."""

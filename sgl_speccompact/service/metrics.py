@@ -65,6 +65,11 @@ class Metrics:
         self.prepare_wasted = Counter("speccompact_prepare_wasted_seconds_total",
                                       "Seconds of prepares cancelled, failed, or stored and never reused",
                                       registry=r)
+        self.prepare_yields = Counter("speccompact_prepare_yields_total",
+                                      "Prepare target requests held while the target served foreground work",
+                                      registry=r)
+        self.prepare_yield_s = Counter("speccompact_prepare_yield_seconds_total",
+                                       "Seconds prepare target requests were held for foreground work", registry=r)
         self.cost_model = Gauge("speccompact_cost_model_param",
                                 "Cost-model parameter per server (s, s/token or FLOP/s); source: calibrated or "
                                 "profile:<GPU>", ["role", "param", "source", "gpu"], registry=r)

@@ -53,9 +53,11 @@ class ServiceLimits(BodyLimits):
     prepare_queue: int = 64  # prepares waiting to start, at most; beyond: 429 with Retry-After
     prepare_queue_bytes: int = 64 * 2**20  # request-body bytes of waiting prepares, at most; beyond: 429
     prepare_priority: int | None = None  # SGLang `priority` of prepares' target requests (None: not sent)
+    prepare_yield_s: float | None = None  # a prepare's target request waits at most this long while the target
+    #   runs foreground requests (GET /v1/loads), per request (seconds); None or 0: never waits
 
     def __post_init__(self) -> None:
-        from ..flags import count, positive_number
+        from ..flags import count, non_negative_number, positive_number
 
         count(self.max_body_bytes, "max_body_bytes")
         count(self.max_workers, "max_workers")  # 0 workers: every request would wait forever
@@ -65,6 +67,8 @@ class ServiceLimits(BodyLimits):
         positive_number(self.health_timeout_s, "health_timeout_s")
         if self.compaction_timeout_s is not None:
             positive_number(self.compaction_timeout_s, "compaction_timeout_s")
+        if self.prepare_yield_s is not None:
+            non_negative_number(self.prepare_yield_s, "prepare_yield_s")
 
 
 def as_typed_error(exc: BaseException) -> SpecCompactError:

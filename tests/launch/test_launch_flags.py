@@ -64,3 +64,17 @@ def test_probe8_no_gpu_message_names_emulate(monkeypatch, capsys):
     assert launch.main([]) == 2
     err = capsys.readouterr().err
     assert "no CUDA device" in err and "--emulate" in err
+
+
+def test_prepare_yield_flag_reaches_the_service_limits_and_zero_keeps_the_old_behaviour(monkeypatch):
+    from sgl_speccompact.errors import ConfigError
+    from sgl_speccompact.launch.cli import build_parser
+    from sgl_speccompact.launch.plan import build_plan
+
+    def plan(*argv):
+        return build_plan(build_parser("x").parse_args(["--target-url", "http://127.0.0.1:1", "--no-drafter", *argv]))
+
+    assert plan().service["prepare_yield_s"] == 2.0  # default: the bound the session benchmark measured
+    assert plan("--prepare-yield-s", "0").service["prepare_yield_s"] == 0.0
+    with pytest.raises(ConfigError, match="--prepare-yield-s: must be a finite number >= 0"):
+        plan("--prepare-yield-s", "-1")

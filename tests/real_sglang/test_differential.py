@@ -51,12 +51,15 @@ REQUESTS = {
     "v1_models": ("GET", "/v1/models", None),
     "flush_cache": ("POST", "/flush_cache", None),
     "health": ("GET", "/health", None),
+    "v1_loads": ("GET", "/v1/loads?include=core", None),  # the service's yield check reads its request counts
 }
 
 # (request, what) -> why the emulator answers differently
 KNOWN: dict[tuple[str, str], str] = {
     ("model_info", "embedding"): "0.5.23's description of embedding support; no client of this project reads it",
     ("model_info", "emulated"): "the emulator says it is one, so its SIMULATED timings are never taken for a server's",
+    ("v1_loads", "loads[0].decode_moments"): "the real scheduler's decode-step timing sums (a list once a decode "
+                                             "ran); the emulator keeps no step timings (null)",
 }
 
 

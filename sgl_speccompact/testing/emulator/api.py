@@ -17,6 +17,9 @@ Routes and response shapes follow ``sglang/srt/entrypoints/http_server.py``:
 * ``GET /get_model_info``, ``/model_info``, ``/server_info``,
   ``/get_server_info``, ``/health``, ``/health_generate``.
 * ``GET|POST /flush_cache``: plain text; HTTP 400 while requests run.
+* ``GET /v1/loads`` (``dp_rank``, ``include`` as sglang's): one rank's
+  ``LoadSnapshot.to_dict`` (sglang's own class) with the running and waiting
+  requests counted; the other scalars are 0 and no section is reported.
 
 Emulator-only: ``GET /emulator/stats`` and ``POST /emulator/reset_stats``.
 """
@@ -135,6 +138,10 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
         message = FLUSH_OK if ok else "Flush cache failed.\n"
         return Response(content=message, status_code=200 if ok else HTTPStatus.BAD_REQUEST)
 
+    @app.get("/v1/loads")
+    async def loads(dp_rank: int | None = None, include: str | None = None):
+        return _loads(engine, dp_rank, include)
+
     @app.get("/emulator/stats")
     async def stats():
         return json_response(engine.stats())
@@ -216,6 +223,22 @@ def _sse(chunks) -> StreamingResponse:
         yield b"data: [DONE]\n\n"
 
     return StreamingResponse(body(), media_type="text/event-stream")
+
+
+def _loads(engine: Engine, dp_rank: int | None, include: str | None) -> Response:
+    """``GET /v1/loads`` as ``sglang/srt/entrypoints/v1_loads.py`` answers it (JSON format), one DP rank."""
+    from datetime import datetime, timezone
+
+    from sglang.srt.managers.load_snapshot import LoadSnapshot
+
+    wanted = {s.strip() for s in include.split(",")} if include else None
+    snapshot = LoadSnapshot(timestamp=time.time(), dp_rank=0, **engine.loads())
+    try:
+        loads = [snapshot.to_dict(wanted)] if dp_rank in (None, 0) else []
+    except ValueError as exc:  # an unknown section: HTTPException(400, detail)
+        return json_response({"detail": str(exc)}, 400)
+    return json_response({"timestamp": datetime.now(timezone.utc).isoformat(), "version": _sglang_version(),
+                          "accelerator": "emulated", "num_accelerators": 1, "loads": loads})
 
 
 def _tokenize(frontend: Frontend, served: ServedModel, request: Request, raw: bytes) -> Response:

@@ -102,6 +102,12 @@ class Engine:
         with self._cv:
             self.sched.reset_stats()
 
+    def loads(self) -> dict:
+        """Requests running (a prefill in progress included) and waiting, as sglang's load snapshot counts them."""
+        with self._cv:
+            return {"num_running_reqs": len(self.sched.running) + self._in_flight,
+                    "num_waiting_reqs": len(self.sched.waiting) + (self.sched.chunked is not None)}
+
     def stats(self) -> dict:
         """Counters: per LoRA namespace, totals, and radix-tree size."""
         with self._cv:

@@ -14,7 +14,8 @@ import heapq
 import json
 
 from ..emulator.scheduler import Batch
-from .servers import LOCAL_TOKENIZE_PATH, TOOL_PATH, Requests, SimServer, _by_text, _kind, _tokenizes, _with_text
+from .servers import (LOCAL_TOKENIZE_PATH, SERVED, TOOL_PATH, YIELD_PATH, Requests, SimServer, _by_text, _kind,
+                      _tokenizes, _with_text)
 from .timeline import PassRecord, RequestRecord
 
 
@@ -39,7 +40,8 @@ class Events(Requests):
         local = [t for t in epoch if t.path == LOCAL_TOKENIZE_PATH]
         for name in sorted({t.server.name for t in local}):
             self._admit_local([t for t in local if t.server.name == name])
-        epoch = [t for t in epoch if t.path not in ("/tokenize", TOOL_PATH, LOCAL_TOKENIZE_PATH)]
+        held = [t for t in epoch if t.path == YIELD_PATH]
+        epoch = [t for t in epoch if t.path not in ("/tokenize", TOOL_PATH, LOCAL_TOKENIZE_PATH, YIELD_PATH)]
         # identical bodies get identical answers, so their relative order does not matter
         keyed = sorted((((t.server.name, t.path, json.dumps(t.body, sort_keys=True, default=str)), i)
                         for i, t in enumerate(epoch)), key=lambda k: k[0])
@@ -74,6 +76,32 @@ class Events(Requests):
                 self._push(srv.tokenizer_free, "arrive", (srv, first))
         for name in sorted({t.server.name for t in tokenize}):
             self._admit_tokenize([t for t in tokenize if t.server.name == name])
+        for t in held:  # after this instant's requests: one issued now is already running
+            t.bundle, t.response = [t], {"waited_s": 0.0}
+            t.record = RequestRecord(seq=len(self.requests), server=t.server.name, path=YIELD_PATH, kind="yield",
+                                     items=0, issued=self.clock, role="yield")
+            self.requests.append(t.record)
+            self._tickets.append(t)
+            self._yield_check(t)
+
+    def foreground(self, srv: SimServer) -> int:
+        """Requests on ``srv`` issued and not answered that no yielding view sent (what a held one waits on)."""
+        return sum(1 for t in self._tickets if t.server is srv and t.path in SERVED and not t.done
+                   and not t.background)
+
+    def _yield_check(self, ticket) -> None:
+        """Answer a held request now, or look again after the service's rule's delay (``yield_delay``)."""
+        from ...service.yielding import yield_delay
+
+        body = ticket.body
+        delay = yield_delay(self.foreground(ticket.server), ticket.waited, float(body["bound_s"]),
+                            float(body["poll_s"]))
+        if delay <= 0:
+            ticket.response = {"waited_s": ticket.waited}
+            self._push(self.clock, "answer", ticket)
+            return
+        ticket.waited += delay
+        self._push(self.clock + delay, "yield", ticket)
 
     def _advance(self) -> bool:
         """Apply events in time order until a client is answered; False when none is pending."""
@@ -101,6 +129,9 @@ class Events(Requests):
         if kind == "answer":
             self._deliver(payload)
             return True
+        if kind == "yield":
+            self._yield_check(payload)
+            return False
         srv, batch, rec = payload
         srv.in_pass = False
         srv.sched.run(batch)

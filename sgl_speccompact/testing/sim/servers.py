@@ -28,6 +28,8 @@ from .timeline import RequestRecord
 
 TOOL_PATH = "/sim/tool"  # not an SGLang route: a client thread waits ``seconds`` of virtual time (a tool call)
 LOCAL_TOKENIZE_PATH = "/sim/local_tokenize"  # not an SGLang route: the client's own tokenizer (see _admit_local)
+YIELD_PATH = "/sim/yield"  # not an SGLang route: a background request's wait for foreground work (see SimYieldGate)
+SERVED = ("/generate", "/v1/chat/completions")  # paths that become scheduler work (foreground load when not background)
 
 
 class SimServer:
@@ -71,13 +73,19 @@ class Ticket:
     done: bool = False  # delivered to the client
     chat_model: str | None = None  # set for /v1/chat/completions: the answer is a chat.completion
     cond: threading.Condition | None = None  # the client waits on it (over the simulation's lock)
+    background: bool = False  # sent by a yielding (background) view: not foreground load for other requests
+    waited: float = 0.0  # YIELD_PATH: virtual seconds held so far
 
 
 class Requests:
     """Client-side entry (:meth:`call`) and answer delivery of a :class:`~.simulator.Simulation`."""
 
-    def call(self, server: str, method: str, path: str, body: dict | None, url: str):
-        """Serve one transport request of a client thread (blocks until answered)."""
+    def call(self, server: str, method: str, path: str, body: dict | None, url: str, background: bool = False):
+        """Serve one transport request of a client thread (blocks until answered).
+
+        ``background``: sent by a yielding view (:class:`SimYieldGate`), so
+        it is not foreground load for other background requests.
+        """
         srv = self.servers[server]
         if path in ("/get_model_info", "/model_info"):
             return srv.model_info()
@@ -85,8 +93,8 @@ class Requests:
             return {"flushed": srv.sched.flush()}
         if path == "/tokenize" and not self._active:  # setting an endpoint up, before any run
             return _tokenize(srv, body or {})
-        ticket = Ticket(srv, path, body or {})
-        if path == LOCAL_TOKENIZE_PATH:
+        ticket = Ticket(srv, path, body or {}, background=background)
+        if path in (LOCAL_TOKENIZE_PATH, YIELD_PATH):
             pass
         elif path == TOOL_PATH:  # a client-side wait on the clock (an agent's tool call), no server work
             if float(ticket.body.get("seconds", 0.0)) < 0:
@@ -243,6 +251,35 @@ class Requests:
                     out["meta_info"]["e2e_latency"] = self.clock - t.record.issued  # SIMULATED, deterministic
             t.done = True
             t.cond.notify()
+
+
+class SimYieldGate:
+    """The service's :class:`~sgl_speccompact.service.yielding.YieldGate` on the simulator's clock.
+
+    ``hold`` is a :data:`YIELD_PATH` request: the simulation answers it once
+    no foreground request (one not sent by a yielding view) is in flight on
+    the server, looking again every ``poll_s`` of virtual time, or when
+    ``bound_s`` has passed (:func:`~sgl_speccompact.service.yielding.yield_delay`,
+    the service's own rule).  The real gate's load is SGLang's snapshot,
+    up to ``LOADS_TTL_S`` old and counting waiting and running requests; here
+    it is exact and counts every request issued and not answered.
+    """
+
+    def __init__(self, sim, server: str, bound_s: float, poll_s: float | None = None):
+        from ...service.yielding import YIELD_POLL_S
+
+        self.sim, self.server, self.bound_s = sim, server, bound_s
+        self.poll_s = YIELD_POLL_S if poll_s is None else poll_s
+
+    def hold(self, scope=None) -> float:
+        out = self.sim.call(self.server, "POST", YIELD_PATH, {"bound_s": self.bound_s, "poll_s": self.poll_s},
+                            f"http://simulated-{self.server}")
+        return out["waited_s"]
+
+    def sending(self, body: dict):
+        import contextlib
+
+        return contextlib.nullcontext()  # the simulation knows the view's requests as background ones
 
 
 def _prompts(body: dict) -> list[str]:

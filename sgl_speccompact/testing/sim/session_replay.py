@@ -23,6 +23,15 @@ With ``priority`` the agent's requests carry a higher sglang priority than
 the compaction's (``--enable-priority-scheduling``): they are admitted to
 prefill first; decode steps are still shared.
 
+With ``yield_s`` the prepare yields to the agent between requests, as the
+service does with ``--prepare-yield-s`` (:mod:`sgl_speccompact.service.yielding`):
+each of its target requests waits, before it is sent, while an agent request
+is in flight on the target, looking again every ``YIELD_POLL_S``, at most
+``yield_s`` (``SimulatedEndpoint.yielding``).  A request already sent runs on
+beside the agent's next turn.  The drafter's requests never wait (the agent
+does not use the drafter; on the co-located layout its passes still share the
+GPUs).
+
 The agent's slowdown while a prepare runs: the same turns (and tool calls)
 run once more from the same radix caches without the prepare, and the
 agent's decode rate (its completion tokens over its requests' time) of the
@@ -98,6 +107,8 @@ class Prepared:
     device_s: float  # its device-seconds (SIMULATED s)
     wait_s: float  # how long it outlasted the agent's turns up to the trigger (SIMULATED s)
     agent_slowdown: float | None = None  # agent decode rate alone / with the prepare running (None: no turns)
+    held_s: float = 0.0  # its requests' waits for the agent's, in all (yield_s; SIMULATED s)
+    held: int = 0  # its requests that waited
 
 
 @dataclass
@@ -117,6 +128,9 @@ class SessionRun:
     wasted_gpu_s: float = 0.0  # GPU time of prepares never reused (SIMULATED s)
     wasted_device_s: float = 0.0  # device-seconds of prepares never reused (SIMULATED s)
     agent_slowdowns: list = field(default_factory=list)  # agent_slowdown of every prepare with agent turns
+    yield_s: float | None = None  # a prepare's target request waits at most this long for the agent's (None: never)
+    held_s: float = 0.0  # prepares' requests' waits in all (SIMULATED s)
+    held: int = 0  # prepares' requests that waited
 
     def summary(self) -> dict:
         done = [c for c in self.compactions if not c.aborted]
@@ -126,6 +140,7 @@ class SessionRun:
         return {"mode": self.mode, "method": self.method, "priority": self.priority, "window": self.window,
                 "device_s": sum(c.device_s for c in self.compactions) + self.wasted_device_s,
                 "agent_slowdowns": list(self.agent_slowdowns), "trigger": self.trigger, "peak_prompt": self.peak_prompt,
+                **({"yield_s": self.yield_s, "held_s": self.held_s, "held": self.held} if self.yield_s else {}),
                 "over_window": self.peak_prompt > self.window, "requests": self.requests,
                 "compactions": len(self.compactions), "aborted": sum(1 for c in self.compactions if c.aborted),
                 "ineffective": sum(1 for c in self.compactions if c.ineffective), "prune_only": self.prune_only,
@@ -201,6 +216,7 @@ class ReplayHooks:
     held: dict | None = None  # server -> GPUs one of its passes holds (device-seconds; None: 1 each)
     alone: dict | None = None  # memo of the agent's rate alone, by its turns (the same for every method)
     priority: bool = False  # the agent's requests at a higher sglang priority than the compaction's
+    yield_s: float | None = None  # prepares yield to the agent, at most this long per target request (None: never)
 
 
 class Replay:
@@ -240,7 +256,8 @@ class Replay:
         self._draw()
 
         def prepare():
-            box["result"] = self.compact(method, sp.wire(sp.paired(raw)), step.previous)
+            extra = {"yield_s": self.hooks.yield_s} if self.hooks.yield_s else {}  # compact(..., yield_s=)
+            box["result"] = self.compact(method, sp.wire(sp.paired(raw)), step.previous, **extra)
             box["done"] = self.sim.clock
 
         def both():
@@ -263,9 +280,11 @@ class Replay:
         if "result" not in box:
             return None
         rates = memo[key], agent_rate(report)
+        waits = [r.finished - r.issued for r in report["requests"] if r.kind == "yield" and r.finished is not None]
         return Prepared(raw, step.previous, box["result"], compaction_gpu_s(report),
                         compaction_gpu_s(report, self.hooks.held), max(0.0, box["done"] - agent_done),
-                        rates[0] / rates[1] if None not in rates and rates[1] > 0 else None)
+                        rates[0] / rates[1] if None not in rates and rates[1] > 0 else None,
+                        sum(waits), sum(1 for w in waits if w > 0))
 
     def _lookahead(self, ctx: list[dict], rest: list[dict], trigger: int) -> list[dict]:
         """The agent's requests after ``ctx`` up to the one that reaches the trigger (no compaction between)."""
@@ -286,6 +305,7 @@ class Replay:
         self.sim.priorities = {"agent": 1} if self.hooks.priority else {}
         self._draws = 0
         out, tok = SessionRun(mode, method, policy.window, self.hooks.priority, policy.trigger), self.tokens
+        out.yield_s = self.hooks.yield_s if mode == "ahead" else None
         ctx: list[dict] = []
         first, prepared, last = True, None, None
         for idx, m in enumerate(session):
@@ -301,6 +321,8 @@ class Replay:
                 prepared = self._prepare(method, sp.plan(ctx, tok, policy, first),
                                          self._lookahead(ctx, session[idx + 1:], policy.trigger))
                 out.prepares += prepared is not None
+                if prepared is not None:
+                    out.held_s, out.held = out.held_s + prepared.held_s, out.held + prepared.held
                 if prepared is not None and prepared.agent_slowdown is not None:
                     out.agent_slowdowns.append(prepared.agent_slowdown)
             if prompt < policy.trigger:

@@ -272,7 +272,18 @@ class SimulatedEndpoint(_endpoint_base()):
             self._token_id_cache()
 
     def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
-        return self.sim.call(self.server_name, method, path, body, base or self.base_url)
+        return self.sim.call(self.server_name, method, path, body, base or self.base_url,
+                             background=self.yield_gate is not None)
+
+    def yielding(self, bound_s: float, poll_s: float | None = None) -> "SimulatedEndpoint":
+        """A background view that yields to foreground work on this server, up to ``bound_s`` per request.
+
+        The service's ``with_yield`` view with a
+        :class:`~.servers.SimYieldGate` (the same rule, on the clock).
+        """
+        from .servers import SimYieldGate
+
+        return self.with_yield(SimYieldGate(self.sim, self.server_name, bound_s, poll_s))
 
     def use_local_tokenizer(self, tokenizer=None) -> None:
         """Tokenize in the client with the server's tokenizer, no ``/tokenize`` request (SIMULATED cost).

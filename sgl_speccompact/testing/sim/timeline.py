@@ -99,14 +99,15 @@ def critical_path(requests: list[RequestRecord], end: float,
     last = max(done, key=lambda r: (r.finished, r.seq))
     if abs(last.finished - end) > EPS:
         raise InvariantViolation(f"end-to-end {end!r} s is not the last answer's time {last.finished!r} s")
-    chain = [last]
+    chain, seen = [last], {last.seq}  # seen: records answered at once (a yield that did not wait) cannot loop
     while chain[-1].issued > EPS:
         r = chain[-1]
-        cands = [c for c in done if c.seq != r.seq and abs(c.finished - r.issued) <= EPS]
+        cands = [c for c in done if c.seq not in seen and abs(c.finished - r.issued) <= EPS]
         if not cands:
             raise InvariantViolation(f"request {r.seq} issued at {r.issued!r} s, when no answer arrived")
         chain.append(max(cands, key=lambda c: (c.lane == r.lane and r.lane is not None,
                                                bool(prefer and prefer(c, r)), c.issued, c.seq)))
+        seen.add(chain[-1].seq)
     return chain[::-1]
 
 

@@ -438,3 +438,31 @@ def test_policy_failure_is_a_500_and_the_server_keeps_serving(emulated_server, s
     r = gen(emulated_server, text="Break")
     assert r.status_code == 500 and "script bug" in r.json()["message"]
     assert gen(emulated_server, text="fine", sampling_params={"max_new_tokens": 1}).status_code == 200
+
+
+# --- /v1/loads ----------------------------------------------------------------------
+
+
+def test_v1_loads_has_sglangs_shape_and_counts_a_running_request(emulated_server, scripted_policy):
+    # sglang/srt/entrypoints/v1_loads.py get_loads: {timestamp, version, accelerator, num_accelerators,
+    # loads: [LoadSnapshot.to_dict(include)]}; an unknown section is HTTPException(400)
+    from sglang.srt.managers.load_snapshot import _CORE_KEYS
+
+    url = emulated_server.url + "/v1/loads"
+    idle = requests.get(url, params={"include": "core"}, timeout=30).json()
+    assert set(idle) == {"timestamp", "version", "accelerator", "num_accelerators", "loads"}
+    assert list(idle["loads"][0]) == list(_CORE_KEYS)
+    assert (idle["loads"][0]["num_running_reqs"], idle["loads"][0]["num_waiting_reqs"]) == (0, 0)
+    entered, done = threading.Event(), threading.Event()
+    scripted_policy.on("", lambda prompt: (entered.set(), done.wait(30), "ok")[2])
+    turn = threading.Thread(target=gen, args=(emulated_server,), kwargs={"text": "hi"}, daemon=True)
+    turn.start()
+    try:
+        assert entered.wait(30)
+        busy = requests.get(url, params={"include": "core"}, timeout=30).json()["loads"][0]
+        assert busy["num_running_reqs"] + busy["num_waiting_reqs"] == 1
+    finally:
+        done.set()
+        turn.join(30)
+    assert requests.get(url, params={"include": "bogus"}, timeout=30).status_code == 400
+    assert requests.get(url, params={"dp_rank": 1}, timeout=30).json()["loads"] == []

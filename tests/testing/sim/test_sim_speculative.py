@@ -85,10 +85,10 @@ def _bodies(sim, sent):
     """Record every ``/generate`` body ``sim`` answers in ``sent``, as ``(server, body)``."""
     real = sim.call
 
-    def spy(server, method, path, body, url):
+    def spy(server, method, path, body, url, **kw):
         if path == "/generate":
             sent.append((server, body))
-        return real(server, method, path, body, url)
+        return real(server, method, path, body, url, **kw)
 
     sim.call = spy
 

@@ -1,0 +1,209 @@
+"""Background prepares yield to foreground work on the target server, between requests.
+
+A prepare's compaction sends many short requests (one per line, judgement
+or repair).  Before each target request a background view waits while the
+target server runs requests that are not the service's background ones
+(the agent's turns, a compaction the agent waits for), up to a bound per
+request, so a prepare always finishes.  A request already sent is never
+held back: decode steps are shared by the running batch, so the agent's
+turns are slowed only by the prepare requests that overlap them.
+
+The server's load comes from SGLang 0.5.23's ``GET /v1/loads?include=core``
+(``sglang/srt/entrypoints/v1_loads.py``): ``{"loads": [{"dp_rank",
+"num_running_reqs", "num_waiting_reqs", ...}, ...], ...}``, one entry per
+DP rank.  The scheduler publishes that snapshot at every prefill, when it
+goes idle, and every ``--load-snapshot-publish-interval`` (15) decode steps.
+Foreground = running + waiting over every rank, less the background items
+(texts x samples) this service had in flight when the snapshot was read.
+One answer is reused for :data:`LOADS_TTL_S`, so many waiting requests
+cost one ``/v1/loads`` per interval.  A server without the route (404: an
+older SGLang, or a router in front) is never waited on, and the log says so
+once; any other failure to read the load lets the request go.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from contextlib import contextmanager
+from typing import Callable, Iterator
+
+log = logging.getLogger(__name__)
+
+LOADS_PATH = "/v1/loads?include=core"  # SGLang 0.5.23's load snapshot, scalar fields only
+YIELD_POLL_S = 0.05  # how often a held request looks at the server's load again (seconds)
+LOADS_TTL_S = 0.04  # one /v1/loads answer serves every check this long (seconds; under YIELD_POLL_S)
+LOADS_TIMEOUT_S = 2.0  # per /v1/loads request (seconds); a slower answer lets the request go
+
+
+def yield_delay(foreground: int | None, waited_s: float, bound_s: float, poll_s: float = YIELD_POLL_S) -> float:
+    """Seconds a background request waits before it looks at the load again; 0.0: send it now.
+
+    It waits while the server runs foreground requests (``foreground`` > 0)
+    and it has waited less than ``bound_s``; never past the bound.  An
+    unknown load (``None``) never holds a request.
+
+    Worked example, bound 2 s, poll 0.05 s: the agent's turn is running
+    (1 foreground request) and the request has waited 0.5 s, so it waits
+    0.05 s more; at 1.98 s it waits the 0.02 s left; at 2 s it goes even
+    though the turn still runs; with the server free it goes at once.
+
+    >>> yield_delay(1, 0.5, 2.0, 0.05), round(yield_delay(1, 1.98, 2.0, 0.05), 3)
+    (0.05, 0.02)
+    >>> yield_delay(1, 2.0, 2.0, 0.05), yield_delay(0, 0.5, 2.0, 0.05), yield_delay(None, 0.0, 2.0, 0.05)
+    (0.0, 0.0, 0.0)
+    """
+    if not foreground or bound_s - waited_s <= 1e-9:  # clocks sum in floats: a nanosecond short is the bound
+        return 0.0
+    return min(poll_s, bound_s - waited_s)
+
+
+def request_items(body: dict) -> int:
+    """Scheduler requests one ``/generate`` body becomes: its texts (or id lists) times ``n``.
+
+    >>> request_items({"text": "a"}), request_items({"text": ["a", "b"], "sampling_params": {"n": 3}})
+    (1, 6)
+    >>> request_items({"input_ids": [[1, 2], [3]], "sampling_params": [{"n": 1}, {"n": 2}]})
+    3
+    """
+    prompt = body.get("text", body.get("input_ids"))
+    batch = isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], int)
+    texts = len(prompt) if batch else 1
+    params = body.get("sampling_params") or {}
+    if isinstance(params, list):
+        ns = [int((p or {}).get("n") or 1) for p in params] or [1]
+        return sum(ns) if len(ns) == texts else texts * max(ns)
+    return texts * int(params.get("n") or 1)
+
+
+def server_requests(answer: dict) -> int:
+    """Running plus waiting requests over every DP rank of a ``/v1/loads`` answer.
+
+    >>> server_requests({"loads": [{"dp_rank": 0, "num_running_reqs": 2, "num_waiting_reqs": 1},
+    ...                            {"dp_rank": 1, "num_running_reqs": 1, "num_waiting_reqs": 0}]})
+    4
+    """
+    return sum(int(x.get("num_running_reqs") or 0) + int(x.get("num_waiting_reqs") or 0)
+               for x in answer.get("loads") or [])
+
+
+class Unsupported(Exception):
+    """The server has no ``/v1/loads`` (what ``fetch`` raises for a 404)."""
+
+
+class YieldGate:
+    """Holds one target server's background requests while it serves foreground work (see the module doc).
+
+    Parameters
+    ----------
+    fetch
+        ``() -> dict``: the server's ``/v1/loads`` answer; raises
+        :class:`Unsupported` when the route is missing.
+    bound_s
+        The longest one request waits (seconds).
+    poll_s, ttl_s
+        How often a held request looks again; how long one answer is reused (seconds).
+    clock, sleep
+        ``time.monotonic`` and the wait (injectable: fake clocks in tests).
+    name
+        The server's role in log lines.
+    on_hold
+        ``(seconds)``, called after each request that waited (metrics).
+
+    Attributes ``held`` (requests that waited), ``held_s`` (seconds waited
+    in all), ``at_bound`` (requests sent at the bound with foreground work
+    still running) and ``loads_asked`` (``/v1/loads`` requests) count what
+    the gate did.
+    """
+
+    def __init__(self, fetch: Callable[[], dict], bound_s: float, *, poll_s: float = YIELD_POLL_S,
+                 ttl_s: float = LOADS_TTL_S, clock: Callable[[], float] = time.monotonic,
+                 sleep: Callable[[float], None] | None = None, name: str = "target",
+                 on_hold: Callable[[float], None] | None = None):
+        self.fetch, self.bound_s, self.poll_s, self.ttl_s = fetch, bound_s, poll_s, ttl_s
+        self.clock, self.name, self.on_hold = clock, name, on_hold  # on_hold(seconds): after each held request
+        self.sleep = sleep  # None: wait on the request's cancel scope (or time.sleep without one)
+        self._lock = threading.Lock()  # guards the counts and the cached answer; never held across a request
+        self._own = 0  # background items in flight on this server
+        self._cached: tuple[float, int | None] | None = None  # (when read, foreground) of the last answer
+        self.supported = True  # False once the server answered 404: never wait again
+        self.held = self.at_bound = self.loads_asked = 0
+        self.held_s = 0.0
+
+    def foreground(self) -> int | None:
+        """Foreground requests on the server now (an answer at most ``ttl_s`` old); None: unknown."""
+        if not self.supported:
+            return None
+        now = self.clock()
+        with self._lock:
+            if self._cached is not None and now - self._cached[0] < self.ttl_s:
+                return self._cached[1]
+            own = self._own
+            self.loads_asked += 1
+        try:
+            total = server_requests(self.fetch())
+        except Unsupported:
+            with self._lock:
+                was, self.supported = self.supported, False
+            if was:
+                log.warning("%s has no /v1/loads (HTTP 404: an older SGLang, or a router in front): background "
+                            "prepares will not yield to its foreground requests", self.name)
+            return None
+        except Exception as exc:  # noqa: BLE001 - a load we cannot read never holds a request
+            log.debug("%s /v1/loads failed: %s", self.name, exc)
+            value = None
+        else:
+            value = max(0, total - own)
+        with self._lock:
+            self._cached = (now, value)
+        return value
+
+    def hold(self, scope=None) -> float:
+        """Wait before one background request as :func:`yield_delay` says; the seconds waited.
+
+        ``scope`` (a :class:`~sgl_speccompact.service.cancel.CancelScope`)
+        is checked before every wait and ends the wait when cancelled.
+        """
+        start = self.clock()
+        waited, at_bound = 0.0, False
+        while True:
+            busy = self.foreground()
+            delay = yield_delay(busy, waited, self.bound_s, self.poll_s)
+            if delay <= 0:
+                at_bound = bool(busy)  # it goes with foreground work still running: the bound ended its wait
+                break
+            if scope is not None:
+                scope.check()
+            if self.sleep is not None:
+                self.sleep(delay)
+            elif scope is not None:
+                scope.wait(delay)
+            else:
+                time.sleep(delay)
+            waited = self.clock() - start
+        if waited > 0:
+            with self._lock:
+                self.held += 1
+                self.held_s += waited
+                self.at_bound += at_bound
+            if self.on_hold is not None:
+                self.on_hold(waited)
+        return waited
+
+    @contextmanager
+    def sending(self, body: dict) -> Iterator[None]:
+        """Count ``body``'s scheduler requests (:func:`request_items`) as background ones while it runs."""
+        items = request_items(body)
+        with self._lock:
+            self._own += items
+        try:
+            yield
+        finally:
+            with self._lock:
+                self._own -= items
+
+    def own(self) -> int:
+        """Background items in flight now."""
+        with self._lock:
+            return self._own
