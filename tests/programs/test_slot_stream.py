@@ -78,7 +78,21 @@ def test_without_pipelining_the_next_draft_waits_for_the_verdict():
 
 def test_a_rejection_drops_the_speculative_draft():
     drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c"]}
-    target, drafter = backends(drafts=drafts, repair=lambda s, acc: "- fixed\n")
+    inner, drafted_past_bad = drafter_from(drafts), threading.Event()
+
+    def draft(slot_name, accepted, text):
+        if slot_name == "goal" and accepted and accepted[-1] == "- BAD b":
+            drafted_past_bad.set()
+        return inner(slot_name, accepted, text)
+
+    def judge(slot_name, line):
+        # the verdict on BAD b waits for the speculative draft, so the drop is not left to thread timing
+        if slot_name == "goal" and line == "- BAD b" and not drafted_past_bad.wait(WAIT_S):
+            raise TimeoutError("no draft after '- BAD b' was requested while it was judged")
+        return judge_bad(slot_name, line)
+
+    target = ScriptedBackend(judge=judge, repair=lambda s, acc: "- fixed\n")
+    drafter = ScriptedBackend(draft=draft)
     res = compact(MESSAGES, target=target, drafter=drafter)
     calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the goal" in t]
     # the draft after BAD b was sent while BAD b was judged, then dropped; drafting resumed after the repair
