@@ -223,3 +223,114 @@ def test_the_store_flag_reaches_the_service_and_its_password_stays_out_of_the_pl
     assert shown == "redis://:***@10.0.0.2:6379/1"
     with pytest.raises(ConfigError, match="--session-store: must be memory or a redis"):  # before any server starts
         build_plan(build_parser("x").parse_args(["--no-drafter", "--session-store", "mysql://db/0"]))
+
+
+# ---------------------------------------------------------------- replica processes behind one address
+
+
+class RoundRobin:
+    """One address in front of ``backends``: each request goes to the next one in turn (a load balancer)."""
+
+    def __init__(self, backends: list[str]):
+        import http.server
+        import itertools
+        import threading
+
+        import httpx
+
+        turn, lock, self.sent_to = itertools.cycle(range(len(backends))), threading.Lock(), []
+        outer = self
+
+        class Forward(http.server.BaseHTTPRequestHandler):
+            def _forward(self):
+                with lock:
+                    i = next(turn)
+                    outer.sent_to.append((i, self.command, self.path))
+                body = self.rfile.read(int(self.headers.get("Content-Length") or 0))
+                res = httpx.request(self.command, backends[i] + self.path, content=body or None, timeout=600,
+                                    headers={k: v for k, v in self.headers.items() if k.lower() != "host"})
+                self.send_response(res.status_code)
+                for k, v in res.headers.items():
+                    if k.lower() not in ("content-length", "transfer-encoding", "connection", "content-encoding"):
+                        self.send_header(k, v)
+                self.send_header("Content-Length", str(len(res.content)))
+                self.end_headers()
+                self.wfile.write(res.content)
+
+            do_GET = do_POST = _forward
+
+            def log_message(self, *args):
+                pass
+
+        self.server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Forward)
+        self.url = f"http://127.0.0.1:{self.server.server_address[1]}"
+        threading.Thread(target=self.server.serve_forever, daemon=True).start()
+
+    def close(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+@pytest.mark.e2e  # service processes, emulated servers and a redis-server
+def test_probe_two_replica_processes_behind_one_address_and_a_restart_reuse_a_prepare(clean_redis, make_emulated_server):
+    import sys
+
+    import httpx
+
+    from procs import output, stop as stop_child, wait_healthy
+    from sgl_speccompact.testing import ControlledAcceptancePolicy
+
+    target = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B",
+                                   lora_paths=["drafter"])
+
+    def replica() -> tuple[subprocess.Popen, str]:
+        port = free_port()
+        proc = subprocess.Popen([sys.executable, "-m", "sgl_speccompact", "serve", "--target-url", target.url,
+                                 "--drafter-url", drafter.url, "--service-port", str(port),
+                                 "--session-store", clean_redis, "--method", "hermes"],
+                                stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        wait_healthy(f"http://127.0.0.1:{port}", proc)
+        return proc, f"http://127.0.0.1:{port}"
+
+    history = MESSAGES + [{"role": "assistant", "content": f"Step {i}: read module_{i}.py and ran its tests."}
+                          for i in range(6)]
+    later = history + MORE
+    procs = []
+    try:
+        procs = [replica(), replica()]
+        lb = RoundRobin([url for _, url in procs])
+        try:
+            post = lambda body: httpx.post(f"{lb.url}/v1/compact", json=body, timeout=600)  # noqa: E731
+            first = post({"messages": history, "session": "s", "mode": "prepare"})
+            assert first.status_code == 202, first.text
+            # polls alternate between the replicas; "ready" from either means the store holds it
+            statuses = []
+            for _ in range(600):
+                statuses.append(post({"messages": history, "session": "s", "mode": "prepare"}).json()["status"])
+                if statuses[-1] == "ready" and lb.sent_to[-1][0] == 1:
+                    break
+                time.sleep(0.1)
+            assert statuses[-1] == "ready", statuses[-5:]
+            httpx.get(f"{lb.url}/health", timeout=600)  # replica 0's turn: the compact goes to replica 1
+            res = post({"messages": later, "session": "s"})
+            assert lb.sent_to[0][0] == 0 and lb.sent_to[-1][0] == 1, lb.sent_to  # prepared on 0, compacted on 1
+            body = res.json()
+            assert res.status_code == 200 and body["session"]["reused_messages"] == len(history), body
+            assert body["summary"].strip()
+        finally:
+            lb.close()
+        for proc, _ in procs:
+            stop_child(proc)
+        procs = [replica()]  # every earlier process is gone; only Redis holds the prepare
+        res = httpx.post(f"{procs[0][1]}/v1/compact", json={"messages": later, "session": "s"}, timeout=600)
+        assert res.status_code == 200 and res.json()["session"]["reused_messages"] == len(history), res.text
+    except AssertionError as exc:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                stop_child(proc)
+        raise AssertionError("\n".join([str(exc), *(output(p) for p, _ in procs)])) from None
+    finally:
+        for proc, _ in procs:
+            if proc.poll() is None:
+                stop_child(proc)
