@@ -86,7 +86,6 @@ RUNS.update({
 
 # runs split into shards of seeds (each command stays under 10 minutes), merged into the one JSON
 SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)],
-          # committed from their first shard (seeds 0-3): --only session-yield --shards 1
           "session-yield": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)],
           "session-yield-32b": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)]}
 
