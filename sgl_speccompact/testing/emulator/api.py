@@ -237,8 +237,9 @@ def _loads(engine: Engine, dp_rank: int | None, include: str | None) -> Response
         loads = [snapshot.to_dict(wanted)] if dp_rank in (None, 0) else []
     except ValueError as exc:  # an unknown section: HTTPException(400, detail)
         return json_response({"detail": str(exc)}, 400)
+    # accelerator: sglang's device name, None on a CPU server (no device here either)
     return json_response({"timestamp": datetime.now(timezone.utc).isoformat(), "version": _sglang_version(),
-                          "accelerator": "emulated", "num_accelerators": 1, "loads": loads})
+                          "accelerator": None, "num_accelerators": 1, "loads": loads})
 
 
 def _tokenize(frontend: Frontend, served: ServedModel, request: Request, raw: bytes) -> Response:
