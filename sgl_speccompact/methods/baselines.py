@@ -47,7 +47,8 @@ from ..core.sections import join_parts
 from ..programs.slot_stream import HEADING
 from ..programs.slots import branches_of, per_slot
 from ..programs.states import retire
-from ..programs.steps import SlotRun, end_states, fork_slots, open_slot, result_of, run_concurrently
+from ..programs.context import SlotRun
+from ..programs.steps import end_states, fork_slots, open_slot, result_of, run_concurrently
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
 from ..result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot

@@ -19,7 +19,7 @@ from ..core.judge_prompts import judge_rubric
 from .pipeline import Job, register, run
 from ..programs import experimental
 from ..programs.states import retire
-from ..programs.steps import SlotContext
+from ..programs.context import SlotContext
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
 from ..result import CompactionResult, SlotResult
 from ..schema import Slot

@@ -16,7 +16,8 @@ not import: methods, service, launch.
 from .slot_stream import SlotStream
 from .slots import speccompact
 from .states import retire, scratch
-from .steps import SlotContext, SlotRun, draft_slot, open_slot, repair_line, verify_line
+from .context import SlotContext, SlotRun
+from .steps import draft_slot, open_slot, repair_line, verify_line
 
-__all__ = ["SlotContext", "SlotRun", "SlotStream", "draft_slot", "open_slot", "repair_line", "retire", "scratch", "speccompact",
-           "verify_line"]
+__all__ = ["SlotContext", "SlotRun", "SlotStream", "draft_slot", "open_slot", "repair_line", "retire", "scratch",
+           "speccompact", "verify_line"]

@@ -32,7 +32,8 @@ from .drafting import Drafting
 from .repairing import Repairs
 from ..core.admission import Admission, Source, Step, admit
 from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, drop_blank_ends, norm_line
-from .steps import SlotRun, open_slot, verify_line
+from .context import SlotRun
+from .steps import open_slot, verify_line
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
 from ..core.sections import SlotLines, branch_lines

@@ -22,7 +22,8 @@ from ..result import SlotResult
 from ..schema import Slot
 from . import experimental
 from .slot_stream import SlotStream
-from .steps import SlotContext, SlotRun, check_backends, end_states, fork_slots, prefill_drafter, run_concurrently
+from .context import SlotContext, SlotRun
+from .steps import check_backends, end_states, fork_slots, prefill_drafter, run_concurrently
 
 
 @sgl.function

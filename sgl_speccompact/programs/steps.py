@@ -26,8 +26,8 @@ from __future__ import annotations
 import threading
 import time
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
-from typing import Any, Callable, Mapping
+from dataclasses import dataclass
+from typing import Any, Callable
 
 import sglang as sgl
 
@@ -38,53 +38,11 @@ from ..core.judge import Judgement, label_choices
 from ..core.lines import split_draft, split_line
 from ..core.prompts import (SUMMARIZER_SYSTEM, carried_question, drafter_slot_request, target_slot_request,
                             verify_question)
-from ..result import StatsRecorder
 from ..schema import Slot
-from .experimental import Lockstep
+from .context import SlotContext, SlotRun
 from .states import retire, scratch
 
 ERROR_WAIT_S = 10.0  # longest wait for sglang's executor thread to store a request's error, s
-
-
-Carried = Mapping[tuple[str, "str | None"], tuple[str, ...]]  # (slot, sub-section or None) -> previous summary's lines
-
-
-@dataclass(frozen=True)
-class SlotContext:
-    """What a slot-parallel program is asked: one per compaction, built before the program runs.
-
-    Immutable; what changes while the program runs (the cancel flag, the
-    lockstep rounds) is its :class:`SlotRun`'s.
-    """
-
-    cfg: CompactConfig  # budgets, threshold, labels, switches
-    slots: tuple[Slot, ...]  # the schema, in summary order
-    drafter: Any  # sglang backend of the drafter (None for target-only programs)
-    drafter_context: str  # Figure 5 text before the slot request (the same for all slots)
-    count_tokens: Callable[[list[str]], list[int]]  # texts -> their lengths in target tokens
-    recorder: StatsRecorder  # this compaction's stats (the recorder accumulates; the reference is fixed)
-    target_prefix: str = ""  # opens every target assistant turn (an empty think block for Qwen3)
-    drafter_prefix: str = ""  # the same for the drafter
-    has_previous: bool = False  # a previous summary is part of the source (the slot and judge prompts say so)
-    on_event: Callable[[dict], None] | None = None  # progress callback (called from slot threads)
-    target: Any = None  # sglang backend of the target; None: the backend the program runs on
-    chat_prefix: bool = False  # the shared text is chat-templated, ending inside a user turn (agent layout)
-    carried: Carried = field(default_factory=dict)  # lines each branch proposes from the previous summary (carried.py)
-
-    def emit(self, **event) -> None:
-        """Send a progress event to ``on_event``, if any."""
-        if self.on_event is not None:
-            self.on_event(event)
-
-
-@dataclass(frozen=True)
-class SlotRun:
-    """One run of a slot-parallel program: its spec and the little that changes while it runs."""
-
-    ctx: SlotContext  # what the program is asked (immutable)
-    shared: str  # the target's shared text (the program's ``shared`` argument)
-    cancel: threading.Event = field(default_factory=threading.Event)  # set when any branch fails
-    gate: Lockstep | None = None  # experimental lockstep rounds (``lockstep_branches``); None: off
 
 
 # ---------------------------------------------------------------- sampling, defined once

@@ -206,7 +206,7 @@ class Prepared:
     method: str  # the method to run (auto resolved)
     cfg: CompactConfig  # the request's config (the service's, tightened by the body)
     choice: dict | None  # auto's pick (stats.auto); None for an explicit method
-    request: Any = None  # the body's MethodRequest, its messages parsed once here (progress events unset)
+    request: Any  # the body's MethodRequest, its messages parsed once here (progress events unset)
 
 
 @dataclass
@@ -280,7 +280,7 @@ class AppState:
     def job(self, p: Prepared, req: CompactRequest, on_event=None, scope: str = "anonymous",
             background: bool = False) -> tuple[Callable, Any, Any]:
         """``(run, target, drafter)`` of one compaction of ``req`` (the body, or its session's rest)."""
-        if req is p.req and p.request is not None:  # the body itself: parsed in prepare
+        if req is p.req:  # the body itself: parsed in prepare
             request = replace(p.request, on_event=on_event)
         else:
             request = self.method_request(req, on_event)

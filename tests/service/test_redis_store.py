@@ -301,7 +301,9 @@ def test_probe_two_replica_processes_behind_one_address_and_a_restart_reuse_a_pr
         procs = [replica(), replica()]
         lb = RoundRobin([url for _, url in procs])
         try:
-            post = lambda body: httpx.post(f"{lb.url}/v1/compact", json=body, timeout=600)  # noqa: E731
+            def post(body):
+                return httpx.post(f"{lb.url}/v1/compact", json=body, timeout=600)
+
             first = post({"messages": history, "session": "s", "mode": "prepare"})
             assert first.status_code == 202, first.text
             # polls alternate between the replicas; "ready" from either means the store holds it

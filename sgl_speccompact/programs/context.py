@@ -1,0 +1,58 @@
+"""What a slot-parallel program is asked (:class:`SlotContext`, built before it runs) and the
+little that changes while it runs (:class:`SlotRun`: its shared text, cancel flag and lockstep gate).
+
+:mod:`~sgl_speccompact.methods` builds the context from a job; the programs
+(:mod:`~.slots`, :mod:`~sgl_speccompact.methods.baselines`) wrap it in a run
+and pass the run to every step and slot stream.
+"""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass, field
+from typing import Any, Callable, Mapping
+
+from ..config import CompactConfig
+from ..result import StatsRecorder
+from ..schema import Slot
+from .experimental import Lockstep
+
+Carried = Mapping[tuple[str, "str | None"], tuple[str, ...]]  # (slot, sub-section or None) -> previous summary's lines
+
+
+@dataclass(frozen=True)
+class SlotContext:
+    """What a slot-parallel program is asked: one per compaction, built before the program runs.
+
+    Immutable; what changes while the program runs (the cancel flag, the
+    lockstep rounds) is its :class:`SlotRun`'s.
+    """
+
+    cfg: CompactConfig  # budgets, threshold, labels, switches
+    slots: tuple[Slot, ...]  # the schema, in summary order
+    drafter: Any  # sglang backend of the drafter (None for target-only programs)
+    drafter_context: str  # Figure 5 text before the slot request (the same for all slots)
+    count_tokens: Callable[[list[str]], list[int]]  # texts -> their lengths in target tokens
+    recorder: StatsRecorder  # this compaction's stats (the recorder accumulates; the reference is fixed)
+    target_prefix: str = ""  # opens every target assistant turn (an empty think block for Qwen3)
+    drafter_prefix: str = ""  # the same for the drafter
+    has_previous: bool = False  # a previous summary is part of the source (the slot and judge prompts say so)
+    on_event: Callable[[dict], None] | None = None  # progress callback (called from slot threads)
+    target: Any = None  # sglang backend of the target; None: the backend the program runs on
+    chat_prefix: bool = False  # the shared text is chat-templated, ending inside a user turn (agent layout)
+    carried: Carried = field(default_factory=dict)  # lines each branch proposes from the previous summary (carried.py)
+
+    def emit(self, **event) -> None:
+        """Send a progress event to ``on_event``, if any."""
+        if self.on_event is not None:
+            self.on_event(event)
+
+
+@dataclass(frozen=True)
+class SlotRun:
+    """One run of a slot-parallel program: its spec and the little that changes while it runs."""
+
+    ctx: SlotContext  # what the program is asked (immutable)
+    shared: str  # the target's shared text (the program's ``shared`` argument)
+    cancel: threading.Event = field(default_factory=threading.Event)  # set when any branch fails
+    gate: Lockstep | None = None  # experimental lockstep rounds (``lockstep_branches``); None: off
