@@ -44,8 +44,14 @@ def gate_over(answers, bound_s=2.0, **kw):
         asked.append(clock.now)
         return answers(len(asked)) if callable(answers) else answers
 
+    kw.setdefault("spawn", inline)
     gate = YieldGate(fetch, bound_s, poll_s=0.05, ttl_s=0.04, clock=clock, sleep=clock.sleep, **kw)
     return gate, clock, asked
+
+
+def inline(fn) -> None:
+    """A gate's ``spawn`` that runs its /v1/loads request in the holding thread (deterministic tests)."""
+    fn()
 
 
 def test_the_rule_waits_only_while_foreground_runs_and_never_past_the_bound():
@@ -92,7 +98,7 @@ def test_a_server_without_v1_loads_is_never_waited_on_and_the_log_says_so_once(c
         raise Unsupported("HTTP 404")
 
     calls = []
-    gate = YieldGate(lambda: calls.append(1) or missing(), 2.0, sleep=lambda s: pytest.fail("slept"))
+    gate = YieldGate(lambda: calls.append(1) or missing(), 2.0, sleep=lambda s: pytest.fail("slept"), spawn=inline)
     with caplog.at_level(logging.WARNING, logger="sgl_speccompact.service.yielding"):
         assert [gate.hold() for _ in range(3)] == [0.0, 0.0, 0.0]
     assert len(calls) == 1 and not gate.supported
@@ -111,7 +117,8 @@ class NoLoads:
 def test_the_service_maps_a_404_to_no_yielding():
     app = create_app(object(), None, limits=ServiceLimits(prepare_yield_s=2.0))
     gate = app.state.service.gate(NoLoads())
-    assert gate.hold() == 0.0 and not gate.supported
+    gate.hold()  # waits (within its bound) for the first answer: the 404
+    assert not gate.supported and gate.hold() == 0.0
     assert app.state.service.gate(NoLoads()) is gate  # one gate per server
 
 
