@@ -125,8 +125,9 @@ class YieldGate:
         total deadline; raises :class:`Unsupported` when the route is missing.
     bound_s
         The longest one request waits (seconds).
-    poll_s, ttl_s
-        How often a held request looks again; how long one answer is reused (seconds).
+    poll_s
+        How often a held request looks again (seconds); one answer is reused
+        for :data:`LOADS_TTL_S` (the ``ttl_s`` attribute).
     clock, sleep
         ``time.monotonic`` and the wait (injectable: fake clocks in tests).
     spawn
@@ -144,10 +145,10 @@ class YieldGate:
     """
 
     def __init__(self, fetch: Callable[[], dict], bound_s: float, *, poll_s: float = YIELD_POLL_S,
-                 ttl_s: float = LOADS_TTL_S, clock: Callable[[], float] = time.monotonic,
+                 clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] | None = None, name: str = "target",
                  on_hold: Callable[[float], None] | None = None, spawn: Callable[[Callable], None] | None = None):
-        self.fetch, self.bound_s, self.poll_s, self.ttl_s = fetch, bound_s, poll_s, ttl_s
+        self.fetch, self.bound_s, self.poll_s, self.ttl_s = fetch, bound_s, poll_s, LOADS_TTL_S
         self.clock, self.name, self.on_hold = clock, name, on_hold  # on_hold(seconds): after each held request
         self.sleep = sleep  # None: wait on the request's cancel scope (or time.sleep without one)
         self.spawn = spawn or _on_thread  # runs the shared /v1/loads request

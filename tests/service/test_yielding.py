@@ -47,7 +47,7 @@ def gate_over(answers, bound_s=2.0, **kw):
         return answers(len(asked)) if callable(answers) else answers
 
     kw.setdefault("spawn", inline)
-    gate = YieldGate(fetch, bound_s, poll_s=0.05, ttl_s=0.04, clock=clock, sleep=clock.sleep, **kw)
+    gate = YieldGate(fetch, bound_s, poll_s=0.05, clock=clock, sleep=clock.sleep, **kw)
     return gate, clock, asked
 
 
@@ -224,7 +224,7 @@ def test_a_slow_busy_answer_is_stamped_on_arrival_and_the_mean_hold_stays_within
     arrival, each held request fetched again, and holds averaged 3.36 s."""
     clock = FakeClock()
     later = Later(clock, 1.8)
-    gate = YieldGate(lambda: loads(1), 2.0, poll_s=0.05, ttl_s=0.04, clock=clock, sleep=later.sleep, spawn=later)
+    gate = YieldGate(lambda: loads(1), 2.0, poll_s=0.05, clock=clock, sleep=later.sleep, spawn=later)
     holds = [gate.hold() for _ in range(14)]
     assert max(holds) <= 2.0 + 1e-9 and sum(holds) / len(holds) <= 2.0 + 0.2, holds
     assert holds == [pytest.approx(2.0)] * 14 and gate.at_bound == 14  # busy all along: each goes at the bound
@@ -240,7 +240,7 @@ def test_holds_share_one_fetch_in_flight_and_a_hanging_v1_loads_costs_at_most_th
         release.wait(60)
         return loads(0)
 
-    gate = YieldGate(hanging, 2.0, poll_s=0.05, ttl_s=0.04, clock=clock, sleep=clock.sleep,
+    gate = YieldGate(hanging, 2.0, poll_s=0.05, clock=clock, sleep=clock.sleep,
                      on_hold=lambda s: None)
     assert [gate.hold() for _ in range(3)] == [pytest.approx(2.0)] * 3
     assert gate.loads_asked == 1  # one request in flight, shared
