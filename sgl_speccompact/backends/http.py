@@ -94,6 +94,7 @@ def read_within(res: requests.Response, deadline: float) -> bytes:
     try:
         content = res.content
     except requests.RequestException:
+        res.close()
         if cut.is_set():
             raise requests.Timeout("the answer did not arrive in time") from None
         raise

@@ -307,7 +307,7 @@ class RedisStore:
 
     def health(self) -> dict:
         """The store's state from what its calls saw (no request to Redis: it never blocks)."""
-        return {"kind": "redis", "url": self.url, "circuit": self.breaker.state(), "failures": self.failures,
+        return {"kind": "redis", "circuit": self.breaker.state(), "failures": self.failures,
                 "malformed": self.malformed, "last_error": self.last_error}
 
     def _fault(self, kind: str, what: str) -> None:
@@ -331,7 +331,7 @@ class RedisStore:
             log.warning("session store %s: %s refused (%s); treated as a miss", self.url, op, exc)
         except Exception as exc:  # noqa: BLE001 - the store is a cache: a failure is a miss
             self.failures += 1
-            self.last_error = f"{op}: {exc.__class__.__name__}: {exc}"
+            self.last_error = f"{op}: {exc.__class__.__name__}"  # no address: /health may be public
             self._fault("error", op)
             if self.breaker.trip():
                 log.warning("session store %s: %s failed (%s: %s); every store call is a miss for %g s",

@@ -181,7 +181,10 @@ class Sessions:
             return fn(*args)
         if self._store_pool is None:
             self._store_pool = ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="store")
-        call = asyncio.get_running_loop().run_in_executor(self._store_pool, fn, *args)
+        try:
+            call = asyncio.get_running_loop().run_in_executor(self._store_pool, fn, *args)
+        except RuntimeError:  # the app is stopping and its store threads are gone
+            return default
         try:
             return await asyncio.wait_for(asyncio.shield(call), self.store_deadline_s)
         except asyncio.TimeoutError:
