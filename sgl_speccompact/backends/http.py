@@ -11,6 +11,12 @@ Prompts go out as ``input_ids`` when the server's tokenizer allows it
 per compaction instead of once per request, and the ids are exactly those of
 tokenizing the whole prompt text.
 
+Every request has a total deadline, its timeout (capped by the
+compaction's time left): the answer's status and headers must come within
+it (per read), and a body still arriving at the deadline is cut off
+(:func:`read_within`), so a server trickling its answer costs one timeout,
+never more.
+
 Views (:meth:`~HttpEndpoint.with_cancel`, :meth:`~HttpEndpoint.with_routing_key`,
 :meth:`~HttpEndpoint.with_token_ids`) are shallow copies for one
 compaction: they share the connection pool and the token-id cache.
@@ -20,7 +26,9 @@ from __future__ import annotations
 
 import copy
 import http.client
+import socket
 import threading
+import time
 
 import requests
 import urllib3
@@ -57,6 +65,46 @@ def closed_before_answer(exc: requests.ConnectionError) -> bool:
     inner = exc.args[0] if exc.args else None
     return (isinstance(inner, urllib3.exceptions.ProtocolError) and len(inner.args) > 1
             and isinstance(inner.args[1], (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)))
+
+
+def read_within(res: requests.Response, deadline: float) -> bytes:
+    """The body of ``res`` (sent with ``stream=True``), read by ``deadline`` (monotonic) or ``requests.Timeout``.
+
+    A read blocked past the deadline is ended by shutting the connection's
+    socket (the connection is then discarded, never pooled).
+    """
+    left = deadline - time.monotonic()
+    sock = getattr(getattr(res.raw, "connection", None), "sock", None)
+    if left <= 0:
+        res.close()
+        raise requests.Timeout("no time left to read the answer")
+    cut = threading.Event()
+
+    def expire() -> None:
+        cut.set()
+        try:
+            sock.shutdown(socket.SHUT_RDWR)
+        except OSError:
+            pass
+
+    timer = threading.Timer(left, expire) if sock is not None else None
+    if timer is not None:
+        timer.daemon = True
+        timer.start()
+    try:
+        content = res.content
+    except requests.RequestException:
+        res.close()
+        if cut.is_set():
+            raise requests.Timeout("the answer did not arrive in time") from None
+        raise
+    finally:
+        if timer is not None:
+            timer.cancel()
+    if cut.is_set():
+        res.close()
+        raise requests.Timeout("the answer did not arrive in time")
+    return content
 
 
 def http_error(url: str, status: int, body: str) -> SpecCompactError:
@@ -182,6 +230,8 @@ class HttpEndpoint(RuntimeEndpoint):
     def loads(self, timeout_s: float = 2.0) -> dict:
         """The server's ``GET /v1/loads?include=core`` answer (SGLang 0.5.23's load snapshot).
 
+        The whole answer must arrive within ``timeout_s`` (a total deadline,
+        :func:`read_within`), else :class:`~sgl_speccompact.errors.BackendTimeoutError`.
         Raises :class:`~sgl_speccompact.errors.BackendError` ("returned HTTP
         404") on a server without the route.
         """
@@ -241,14 +291,16 @@ class HttpEndpoint(RuntimeEndpoint):
         if self.cancel_scope is not None:
             self.cancel_scope.check()
             timeout = self.cancel_scope.timeout(timeout)
+        deadline = time.monotonic() + timeout
         try:
             try:
-                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout)
+                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout, stream=True)
             except requests.ConnectionError as exc:
                 if not closed_before_answer(exc):
                     raise
                 # the server closed a kept-alive connection (its idle timeout) as this request went out
-                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout)
+                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout, stream=True)
+            read_within(res, deadline)
         except requests.Timeout as exc:
             if self.cancel_scope is not None and self.cancel_scope.cancelled:
                 raise self.cancel_scope.error() from exc

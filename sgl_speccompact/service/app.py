@@ -36,7 +36,11 @@ Routes
     With ``auto`` a session keeps its first pick; acceptance estimates are
     kept per API key (:mod:`~sgl_speccompact.service.keyed`).
 ``GET /health``
-    200 when every SGLang server answers its ``/health``, else 503.
+    200 when every SGLang server answers its ``/health``, or is busy but
+    answering (:func:`~sgl_speccompact.service.runtime.http_probe`), else 503;
+    each probe ends by its total deadline.  ``session_store`` reports the
+    store's state (its circuit breaker, failures, malformed values) from what
+    its calls saw, without asking it.
 ``GET /metrics``
     Prometheus text from a registry private to this app.
 
@@ -97,12 +101,14 @@ from .runtime import (
     Upstreams,
     as_typed_error,
     http_probe,
+    retrieved,
 )
 
 log = logging.getLogger(__name__)
 
 DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 PREPARE_WORKERS = 4  # threads that parse and check request bodies
+HEALTH_GRACE_S = 0.5  # a probe answers within the probe timeout plus this, whatever the upstream does (seconds)
 
 __all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
            "error_status", "http_probe", "resolve_api_key"]
@@ -238,6 +244,7 @@ class AppState:
     def stop(self) -> None:
         """Cancel running compactions and drop queued bodies (the app's shutdown)."""
         self.compactions.shutdown()
+        self.sessions.close()
         if self.pool is not None:
             self.pool.shutdown(wait=False, cancel_futures=True)
             self.pool = None
@@ -265,7 +272,8 @@ class AppState:
         offer = Offer(has_drafter=self.drafter is not None, offered=pickable,
                       context_tokens=cfg.target_context_tokens, config=cfg)
         choice = self.sessions.auto_pick(scope, req.session,  # once per session: its prepares stay reusable
-                                         lambda: resolve_method(AUTO, request, offer, self.pickers.get(scope))[1])
+                                         lambda: resolve_method(AUTO, request, offer, self.pickers.get(scope))[1],
+                                         allowed=pickable)
         self.metrics.auto_picks.labels(choice["method"]).inc()
         return Prepared(req, choice["method"], cfg, choice, request)
 
@@ -371,7 +379,7 @@ async def compact(request: Request, state: AppState = Depends(service), scope: s
         # other requests are served meanwhile (redaction runs on the compaction's thread)
         p = await asyncio.get_running_loop().run_in_executor(state.preparing(), state.prepare, raw, scope)
         if p.req.mode == "prepare":
-            answer = state.sessions.prepare(scope, p.req, p.method, lambda r: state.compactions.start(
+            answer = await state.sessions.prepare(scope, p.req, p.method, lambda r: state.compactions.start(
                 p.method, *state.job(p, r, None, scope, background=True)), size=len(raw))
             return JSONResponse(answer, status_code=202)
     except SpecCompactError as err:
@@ -417,15 +425,26 @@ def rejected(state: AppState, err: SpecCompactError) -> JSONResponse:
     return state.fail(err)
 
 
+async def probe_within(state: AppState, backend: Any) -> dict:
+    """One upstream's probe, off the event loop, answered by its total deadline whatever the probe does."""
+    budget = state.options.limits.health_timeout_s + HEALTH_GRACE_S
+    call = asyncio.get_running_loop().run_in_executor(None, state.probe, backend)
+    try:
+        return await asyncio.wait_for(asyncio.shield(call), budget)
+    except asyncio.TimeoutError:
+        call.add_done_callback(retrieved)
+        return {"ok": False, "detail": f"the probe did not end within {budget:g} s"}
+
+
 @router.get("/health")
 async def health(state: AppState = Depends(service)):
-    loop = asyncio.get_running_loop()
     named = state.upstreams.named()
-    results = await asyncio.gather(*(loop.run_in_executor(None, state.probe, b) for _, b in named))
+    results = await asyncio.gather(*(probe_within(state, b) for _, b in named))
     report = {name: state.upstreams.health_entry(r) for (name, _), r in zip(named, results)}
     ok = all(r.get("ok") for r in results)
     cost_report = {role: fit.to_dict() for role, fit in (state.options.cost_models or {}).items()}
     return JSONResponse({"status": "ok" if ok else "degraded", "upstreams": report,
+                         "session_store": state.sessions.store_health(),  # what its calls saw: no request
                          "cost_model": cost_report}, status_code=200 if ok else 503)
 
 

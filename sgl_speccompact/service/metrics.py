@@ -62,6 +62,11 @@ class Metrics:
         self.session_lookups = Counter("speccompact_session_lookups_total",
                                        "Compacts of a session that reused a prepared prefix (hit) or not (miss)",
                                        ["result"], registry=r)
+        self.session_store_faults = Counter(
+            "speccompact_session_store_faults_total",
+            "Session-store calls that failed (error), ran past their deadline (deadline), were answered at once "
+            "by the open circuit breaker (skipped), or values found malformed and deleted (malformed)",
+            ["kind", "what"], registry=r)
         self.prepare_wasted = Counter("speccompact_prepare_wasted_seconds_total",
                                       "Seconds of prepares cancelled, failed, or stored and never reused",
                                       registry=r)

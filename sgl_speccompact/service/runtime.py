@@ -150,25 +150,39 @@ class Upstreams:
     def health_entry(self, probe_result: dict) -> dict:
         """One upstream's ``/health`` entry: ok and a short detail, the URL only on request."""
         entry = {"ok": bool(probe_result.get("ok")), "detail": self.scrub_text(str(probe_result.get("detail", "")))}
+        if probe_result.get("busy"):
+            entry["busy"] = True
         if self.show_urls:
             entry["url"] = probe_result.get("url")
         return entry
 
 
+HEALTH_SHARE = 0.6  # share of a probe's time its /health may take; the rest asks whether the server is busy
+
+
 def http_probe(http: Any = None, timeout_s: float = 5.0) -> Callable[[Any], dict]:
-    """A health probe: GET ``<backend.base_url>/health``.
+    """A health probe: GET ``<backend.base_url>/health``; when that times out, is the server busy or stuck?
+
+    SGLang's ``/health`` runs a one-token generation through the scheduler,
+    so a busy server answers it late.  When it does not answer within
+    ``HEALTH_SHARE`` of ``timeout_s``, the rest of the time asks
+    ``/v1/loads?include=core``, which the HTTP server answers from its load
+    snapshot without the scheduler: a server with requests running or
+    waiting is busy but answering (``ok``, ``busy``); one with none is stuck
+    (not ok).  A server without ``/v1/loads`` that answers
+    ``/get_model_info`` counts as busy too.
 
     Parameters
     ----------
     http : httpx.Client, optional
         Client to use; module-level ``httpx.get`` when omitted.
     timeout_s : float
-        Probe timeout in seconds.
+        The probe's time in all (seconds).
 
     Returns
     -------
     callable
-        ``probe(backend) -> {"ok": bool, "url": str, "detail": str}``.
+        ``probe(backend) -> {"ok": bool, "url": str, "detail": str, "busy"?: True}``.
     """
     import httpx
 
@@ -181,11 +195,36 @@ def http_probe(http: Any = None, timeout_s: float = 5.0) -> Callable[[Any], dict
         key = getattr(backend, "api_key", None)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         url = base.rstrip("/") + "/health"
+        first = HEALTH_SHARE * timeout_s
         try:
-            res = get(url, headers=headers, timeout=timeout_s)
+            res = get(url, headers=headers, timeout=first)
+        except httpx.TimeoutException as exc:
+            late = f"/health did not answer within {first:g} s ({exc.__class__.__name__})"
+            return {"url": url, **busy(base.rstrip("/"), headers, timeout_s - first, late)}
         except httpx.HTTPError as exc:
             return {"ok": False, "url": url, "detail": f"{exc.__class__.__name__}: {exc}"}
         return {"ok": res.status_code == 200, "url": url, "detail": f"HTTP {res.status_code}"}
+
+    def busy(base: str, headers: dict, timeout: float, late: str) -> dict:
+        from .yielding import LOADS_PATH, server_requests
+
+        try:
+            res = get(base + LOADS_PATH, headers=headers, timeout=timeout)
+            if res.status_code == 404:
+                res = get(base + "/get_model_info", headers=headers, timeout=timeout)
+                if res.status_code == 200:
+                    return {"ok": True, "busy": True, "detail": f"busy: {late}; /get_model_info answered"}
+                return {"ok": False, "detail": f"{late}; /get_model_info: HTTP {res.status_code}"}
+            if res.status_code != 200:
+                return {"ok": False, "detail": f"{late}; /v1/loads: HTTP {res.status_code}"}
+            n = server_requests(res.json())
+        except httpx.HTTPError as exc:
+            return {"ok": False, "detail": f"{late}; /v1/loads: {exc.__class__.__name__}"}
+        except ValueError:
+            return {"ok": False, "detail": f"{late}; /v1/loads: not a load answer"}
+        if n == 0:
+            return {"ok": False, "detail": f"stuck: {late} with no request running or waiting"}
+        return {"ok": True, "busy": True, "detail": f"busy: {n} requests running or waiting; {late}"}
 
     return probe
 
@@ -232,7 +271,7 @@ class Compactions:
         loop = asyncio.get_running_loop()
         scope = CancelScope(self.limits.compaction_timeout_s, since)
         future = loop.create_future()
-        future.add_done_callback(_retrieved)  # a client that left never reads the error
+        future.add_done_callback(retrieved)  # a client that left never reads the error
         if self._closed:
             scope.cancel("shutdown")
 
@@ -322,7 +361,8 @@ class Compactions:
             log.warning("%d compaction thread(s) still in a request at shutdown", left)
 
 
-def _retrieved(future: asyncio.Future) -> None:
+def retrieved(future: asyncio.Future) -> None:
+    """Read a future's outcome that nobody awaits, so its exception is not logged as never retrieved."""
     if not future.cancelled():
         future.exception()
 

@@ -23,6 +23,18 @@ The prepare protocol
     * **Deadline.** A compact that waits for a running prepare waits within
       its own deadline (``compaction_timeout_s``, counted from its arrival);
       its own compaction gets what is left.
+
+The store off the event loop
+    A store whose calls wait on the network (``blocking``: the Redis store)
+    is called on a few threads of its own, each call within
+    :data:`STORE_DEADLINE_S`; a call past it is a miss (or a skipped put),
+    and the store's circuit breaker opens.  So only a request that needs the
+    store waits on it: a compact without a session, ``/health`` and
+    ``/metrics`` never do.  The ``auto`` pick of a session is read on the
+    body's prepare thread, within the store's own socket timeout and breaker.
+    A prepare's result is stored before its session's waiting compact or
+    rolling prepare looks it up; when that put failed, a compact that waited
+    for the prepare still reuses its result.
 """
 
 from __future__ import annotations
@@ -31,6 +43,7 @@ import asyncio
 import collections
 import math
 import time
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
@@ -38,6 +51,7 @@ from ..history.estimate import chars_to_tokens
 from ..errors import CompactionCancelledError, CompactionTimeoutError, ServiceBusyError
 from .body import CompactRequest
 from .metrics import Metrics
+from .runtime import retrieved
 from .store import (SUMMARY_TOKENS, ExpectedTime, SessionStore, covers, history_tokens, make_stored,
                     message_keys, params_digest, prefix_digests, should_wait, should_wait_predicted)
 
@@ -48,6 +62,8 @@ Predictor = Callable[[str, int], "float | None"]
 SHAPING = ("previous_summary", "source_judge", "config", "focus", "tools", "layout", "chat_template_kwargs")
 POLL_S = 0.25  # how often a compact waiting for a prepare checks its client and deadline (seconds)
 MAX_RETRY_AFTER_S = 600  # the longest Retry-After a 429 names (seconds)
+STORE_DEADLINE_S = 2.0  # total time one call of a blocking store may take; later it is a miss (seconds)
+STORE_THREADS = 8  # threads running a blocking store's calls
 
 
 def cost_predictor(deployment: Any, p_accept: float | None = None) -> Predictor:
@@ -87,9 +103,12 @@ class Prepare:
     loose: tuple  # message_keys(messages)[1]
     size: int  # bytes of its request body (counted against the queue's byte bound while it waits)
     start: Callable[[CompactRequest], Any]  # starts its compaction, returns a runtime.Task
-    task: Any = None  # the runtime.Task once started
-    started: float = 0.0  # when it started (monotonic seconds)
+    task: Any = None  # the runtime.Task once started (None while its stored base is looked up)
+    started: float = 0.0  # when it took a worker (monotonic seconds)
     settled: bool = False  # its cost was already counted as wasted (cancelled)
+    cancelled: bool = False  # cancelled before its task started: it never starts
+    done: Any = None  # asyncio.Future set once it ended and its result (if any) was stored
+    result: Any = None  # its CompactionResult once it succeeded (reused if the store lost it)
 
 
 @dataclass
@@ -119,10 +138,15 @@ class Sessions:
     """Prepares, the store of their results, and their metrics, for one app."""
 
     def __init__(self, store: Any, metrics: Metrics, predict: Predictor | None = None,
-                 limits: PrepareLimits = PrepareLimits()):
+                 limits: PrepareLimits = PrepareLimits(), store_deadline_s: float = STORE_DEADLINE_S):
         self.metrics = metrics
         self.store = store if store is not None else SessionStore()  # SessionStore or RedisStore
         self.store.on_waste = self._wasted
+        if hasattr(self.store, "on_fault"):
+            self.store.on_fault = lambda kind, what: metrics.session_store_faults.labels(kind, what).inc()
+        self.store_deadline_s = store_deadline_s  # total time of one call of a blocking store (seconds)
+        self._store_pool: ThreadPoolExecutor | None = None  # a blocking store's threads; made on first use
+        self._tasks: set = set()  # prepares being launched or stored (kept referenced until they end)
         self.expected = ExpectedTime()  # expected seconds of one compaction (the fallback of ``predict``)
         self.predict = predict  # the cost model's compaction time, where the deployment is known
         self.limits = limits
@@ -140,26 +164,73 @@ class Sessions:
     def _wasted(self, seconds: float) -> None:
         self.metrics.prepare_wasted.inc(max(0.0, seconds))
 
+    def store_health(self) -> dict:
+        """The store's state for ``/health``, from what its calls saw (never a request to the store)."""
+        health = getattr(self.store, "health", None)
+        return health() if health is not None else {"kind": "memory", "entries": len(self.store)}
+
+    def close(self) -> None:
+        """Stop the store's threads (the app's shutdown); calls in flight end by their socket timeout."""
+        if self._store_pool is not None:
+            self._store_pool.shutdown(wait=False, cancel_futures=True)
+            self._store_pool = None
+
+    async def _store(self, op: str, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
+        """``fn(*args)``, a store call: inline for the memory store, else off the loop within the deadline."""
+        if not getattr(self.store, "blocking", False):
+            return fn(*args)
+        if self._store_pool is None:
+            self._store_pool = ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="store")
+        try:
+            call = asyncio.get_running_loop().run_in_executor(self._store_pool, fn, *args)
+        except RuntimeError:  # the app is stopping and its store threads are gone
+            return default
+        try:
+            return await asyncio.wait_for(asyncio.shield(call), self.store_deadline_s)
+        except asyncio.TimeoutError:
+            call.add_done_callback(retrieved)
+            self.metrics.session_store_faults.labels("deadline", op).inc()
+            breaker = getattr(self.store, "breaker", None)
+            if breaker is not None:
+                breaker.trip()
+            return default
+
+    def _spawn(self, coro) -> None:
+        task = asyncio.ensure_future(coro)
+        self._tasks.add(task)
+        task.add_done_callback(self._tasks.discard)
+
     def params(self, req: CompactRequest, method: str) -> str:
         return params_digest({"method": method, **{k: getattr(req, k) for k in SHAPING}})
 
-    def auto_pick(self, scope: str, session: str | None, pick: Callable[[], dict]) -> dict:
+    def auto_pick(self, scope: str, session: str | None, pick: Callable[[], dict],
+                  allowed: tuple[str, ...] | None = None) -> dict:
         """The ``auto`` pick of a session: made once (``pick()``), then the same for its later requests.
 
         A pick that changed as the history grew would change the params of
         every later request and miss every prepare.  Without a session each
-        request picks.
+        request picks.  A kept pick naming a method outside ``allowed`` (when
+        given) is dropped and counted as malformed, and the request picks
+        afresh: no stored value selects a method the request may not run.
         """
         if session is None:
             return pick()
         kept = self.store.pick(scope, session)
+        if kept is not None and allowed is not None and kept.get("method") not in allowed:
+            if hasattr(self.store, "drop_pick"):
+                self.store.drop_pick(scope, session)
+            kept = None
         if kept is None:
-            kept = self.store.set_pick(scope, session, pick())
-            return kept
+            fresh = pick()
+            kept = self.store.set_pick(scope, session, fresh)
+            return kept if allowed is None or kept.get("method") in allowed else fresh
         return {**kept, "session_pick": "kept"}
 
     def _cancel(self, run: Prepare) -> None:
         """Cancel a prepare; its backends send no further request; its time so far is wasted."""
+        if run.task is None:  # still looking up its stored base: it will not start
+            run.cancelled = True
+            return
         if run.task.scope.cancel("cancelled"):
             run.settled = True
             self._wasted(time.monotonic() - run.started)
@@ -184,8 +255,8 @@ class Sessions:
         raise ServiceBusyError(f"the prepare queue is full ({what} waiting); retry in {retry} s",
                                retry_after_s=retry)
 
-    def prepare(self, scope: str, req: CompactRequest, method: str,
-                start: Callable[[CompactRequest], Any], size: int = 0) -> dict:
+    async def prepare(self, scope: str, req: CompactRequest, method: str,
+                      start: Callable[[CompactRequest], Any], size: int = 0) -> dict:
         """Accept a prepare of ``req`` (see the module doc); the 202 body, or 429 (:class:`ServiceBusyError`).
 
         A stored result already covering every message is kept, and nothing runs.
@@ -193,13 +264,14 @@ class Sessions:
         key, params, n = (scope, req.session), self.params(req, method), len(req.messages)
         body = {"session": req.session, "messages": n}
         digest = prefix_digests(req.messages, {n})[n]
+        joined = self._join(key, params, digest, n)
+        if joined is not None:
+            return {**body, "status": joined, "joined": True}
+        base = await self._store("lookup", self.store.longest, scope, req.session, params, req.messages)
+        joined = self._join(key, params, digest, n)  # an identical prepare may have come in meanwhile
+        if joined is not None:
+            return {**body, "status": joined, "joined": True}
         slot = self.slots.get(key) or Slot()
-        for state, p in (("preparing", slot.running), ("queued", slot.waiting)):
-            if p is not None and (p.params, p.digest, p.n_messages) == (params, digest, n) \
-                    and not (p.task is not None and p.task.scope.cancelled):
-                self.metrics.prepares_joined.inc()
-                return {**body, "status": state, "joined": True}
-        base = self.store.longest(scope, req.session, params, req.messages)
         if base is not None and base.n_messages == n:
             return {**body, "status": "ready"}
         self._admit(slot, size)
@@ -220,8 +292,18 @@ class Sessions:
         state = "preparing" if slot.running is not None and slot.running.req is req else "queued"
         return {**body, "status": state, "joined": False, "reused_messages": base.n_messages if base else 0}
 
+    def _join(self, key: tuple[str, str], params: str, digest: str, n: int) -> str | None:
+        """``preparing`` or ``queued`` when an identical prepare of the session is alive (it is joined)."""
+        slot = self.slots.get(key) or Slot()
+        for state, p in (("preparing", slot.running), ("queued", slot.waiting)):
+            if p is not None and (p.params, p.digest, p.n_messages) == (params, digest, n) \
+                    and not (p.cancelled or p.task is not None and p.task.scope.cancelled):
+                self.metrics.prepares_joined.inc()
+                return state
+        return None
+
     def _pump(self) -> None:
-        """Start waiting prepares while workers are free, in the order they became ready."""
+        """Give free workers to waiting prepares, in the order they became ready (each then starts)."""
         while self.n_running < self.limits.workers and self.queue:
             key = self.queue.popleft()
             slot = self.slots.get(key)
@@ -229,23 +311,45 @@ class Sessions:
                 continue
             p = slot.waiting
             self._drop_waiting(slot)
-            base = self.store.longest(key[0], key[1], p.params, p.req.messages)  # the newest stored: rolling
-            if base is not None and base.n_messages == p.n_messages:
-                self._forget_if_idle(key, slot)
-                continue
-            p.started = time.monotonic()
-            p.task = p.start(incremental(p.req, base) if base else p.req)
+            p.started, p.done = time.monotonic(), asyncio.get_running_loop().create_future()
             slot.running = p
             self.n_running += 1
-            self.metrics.prepares.inc()
-            p.task.future.add_done_callback(lambda f, key=key, p=p: self._prepared(key, p, f))
+            self._spawn(self._launch(key, p))
+
+    async def _launch(self, key: tuple[str, str], p: Prepare) -> None:
+        """Start ``p`` on the newest stored result of its session (rolling), unless one covers it already."""
+        base = await self._store("lookup", self.store.longest, key[0], key[1], p.params, p.req.messages)
+        if p.cancelled or (base is not None and base.n_messages == p.n_messages):
+            self._release(key, p)
+            return
+        try:
+            p.task = p.start(incremental(p.req, base) if base else p.req)
+        except Exception:
+            self._release(key, p)
+            raise
+        self.metrics.prepares.inc()
+        p.task.future.add_done_callback(lambda f, key=key, p=p: self._spawn(self._prepared(key, p, f)))
 
     def _forget_if_idle(self, key: tuple[str, str], slot: Slot) -> None:
         if slot.running is None and slot.waiting is None and self.slots.get(key) is slot:
             del self.slots[key]
 
-    def _prepared(self, key: tuple[str, str], run: Prepare, future: asyncio.Future) -> None:
-        """A prepare ended: store its result (or count its time as wasted), then start the next."""
+    async def _prepared(self, key: tuple[str, str], run: Prepare, future: asyncio.Future) -> None:
+        """A prepare ended: store its result (or count its time as wasted), then free its worker."""
+        elapsed = time.monotonic() - run.started
+        if future.cancelled() or future.exception() is not None:
+            if not run.settled:
+                self._wasted(elapsed)
+        else:
+            self.expected.observe(elapsed)
+            run.result = future.result()
+            await self._store("put", self.store.put, key[0], key[1], run.params,
+                              make_stored(run.result, run.req.messages, elapsed))
+            self.metrics.prepares_stored.inc()
+        self._release(key, run)
+
+    def _release(self, key: tuple[str, str], run: Prepare) -> None:
+        """``run`` ended (or never started): free its worker, wake who waits for it, start the next."""
         self.n_running -= 1
         slot = self.slots.get(key)
         if slot is not None and slot.running is run:
@@ -253,14 +357,8 @@ class Sessions:
             if slot.waiting is not None and key not in self.queue:
                 self.queue.append(key)
             self._forget_if_idle(key, slot)
-        elapsed = time.monotonic() - run.started
-        if future.cancelled() or future.exception() is not None:
-            if not run.settled:
-                self._wasted(elapsed)
-        else:
-            self.expected.observe(elapsed)
-            self.store.put(key[0], key[1], run.params, make_stored(future.result(), run.req.messages, elapsed))
-            self.metrics.prepares_stored.inc()
+        if not run.done.done():
+            run.done.set_result(None)
         self._pump()
 
     def _should_wait(self, elapsed: float, req: CompactRequest, method: str, n_prefix: int) -> bool:
@@ -284,13 +382,13 @@ class Sessions:
     async def _wait(self, run: Prepare, deadline: float | None, timeout_s: float | None,
                     gone: Callable[[], Awaitable[bool]] | None) -> None:
         """Wait for ``run`` to end, within the compact's ``deadline`` (monotonic) and while its client stays."""
-        while not run.task.future.done():
+        while not run.done.done():
             left = None if deadline is None else deadline - time.monotonic()
             if left is not None and left <= 0:
                 raise CompactionTimeoutError(f"the compaction did not finish within {timeout_s:g} s "
                                              "(it waited for a prepare of its session)")
-            await asyncio.wait({run.task.future}, timeout=POLL_S if left is None else min(POLL_S, left))
-            if not run.task.future.done() and gone is not None and await gone():
+            await asyncio.wait({run.done}, timeout=POLL_S if left is None else min(POLL_S, left))
+            if not run.done.done() and gone is not None and await gone():
                 raise CompactionCancelledError("compaction cancelled")
 
     async def resolve(self, scope: str, req: CompactRequest, method: str, deadline: float | None = None,
@@ -308,18 +406,22 @@ class Sessions:
         run = slot.running if slot is not None else None
         if slot is not None:
             self._drop_waiting(slot)
+        waited = None
         if run is not None and run.params == params and covers(run, message_keys(req.messages), req.messages):
             elapsed = time.monotonic() - run.started
             if self._should_wait(elapsed, req, method, run.n_messages):
                 info["prepare"] = "waited"
                 await self._wait(run, deadline, timeout_s, gone)  # its result is stored before this resumes
+                waited = run
             else:
                 info["prepare"] = "cancelled"
                 self._cancel(run)
                 slot.running = None
         if slot is not None:
             self._forget_if_idle(key, slot)
-        hit = self.store.longest(scope, req.session, params, req.messages)
+        hit = await self._store("lookup", self.store.longest, scope, req.session, params, req.messages)
+        if hit is None and waited is not None and waited.result is not None:  # the store lost it: reuse it here
+            hit = make_stored(waited.result, waited.req.messages, 0.0)
         if hit is None:
             self.metrics.session_lookups.labels("miss").inc()
             return Resolution(req, None, info)

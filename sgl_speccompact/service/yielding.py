@@ -15,10 +15,21 @@ DP rank.  The scheduler publishes that snapshot at every prefill, when it
 goes idle, and every ``--load-snapshot-publish-interval`` (15) decode steps.
 Foreground = running + waiting over every rank, less the background items
 (texts x samples) this service had in flight when the snapshot was read.
-One answer is reused for :data:`LOADS_TTL_S`, so many waiting requests
-cost one ``/v1/loads`` per interval.  A server without the route (404: an
-older SGLang, or a router in front) is never waited on, and the log says so
-once; any other failure to read the load lets the request go.
+
+The bound holds, whatever ``/v1/loads`` does
+    * One answer is reused for :data:`LOADS_TTL_S` counted from when it
+      *arrived*, so a slow answer is not stale on arrival.
+    * At most one ``/v1/loads`` request per server is in flight: it runs on a
+      thread of its own, with a total deadline (:data:`LOADS_TIMEOUT_S`), and
+      every held request shares it.  A held request never waits in that
+      request: it looks at the answers that arrived, and while none has
+      arrived yet it waits as if the server were busy.
+    * So a request is held at most the bound, the time spent waiting for
+      ``/v1/loads`` included, and its compaction's cancel scope (client gone,
+      deadline) ends the hold at once.
+    * A server without the route (404: an older SGLang, or a router in
+      front) is never waited on, and the log says so once; any other failure
+      (an error, garbage, the deadline) lets requests go until the next answer.
 """
 
 from __future__ import annotations
@@ -27,14 +38,15 @@ import logging
 import threading
 import time
 from contextlib import contextmanager
-from typing import Callable, Iterator
+from typing import Any, Callable, Iterator
 
 log = logging.getLogger(__name__)
 
 LOADS_PATH = "/v1/loads?include=core"  # SGLang 0.5.23's load snapshot, scalar fields only
 YIELD_POLL_S = 0.05  # how often a held request looks at the server's load again (seconds)
 LOADS_TTL_S = 0.04  # one /v1/loads answer serves every check this long (seconds; under YIELD_POLL_S)
-LOADS_TIMEOUT_S = 2.0  # per /v1/loads request (seconds); a slower answer lets the request go
+LOADS_TIMEOUT_S = 2.0  # total deadline of one /v1/loads request (seconds); a slower answer counts as unknown
+PENDING = object()  # foreground(): no answer has arrived yet and one is on its way
 
 
 def yield_delay(foreground: int | None, waited_s: float, bound_s: float, poll_s: float = YIELD_POLL_S) -> float:
@@ -77,15 +89,26 @@ def request_items(body: dict) -> int:
     return texts * int(params.get("n") or 1)
 
 
-def server_requests(answer: dict) -> int:
+def server_requests(answer: Any) -> int:
     """Running plus waiting requests over every DP rank of a ``/v1/loads`` answer.
+
+    Anything else (garbage, a wrong shape, negative counts) raises ``ValueError``.
 
     >>> server_requests({"loads": [{"dp_rank": 0, "num_running_reqs": 2, "num_waiting_reqs": 1},
     ...                            {"dp_rank": 1, "num_running_reqs": 1, "num_waiting_reqs": 0}]})
     4
+    >>> server_requests({"loads": "busy"})
+    Traceback (most recent call last):
+    ...
+    ValueError: not a /v1/loads answer
     """
-    return sum(int(x.get("num_running_reqs") or 0) + int(x.get("num_waiting_reqs") or 0)
-               for x in answer.get("loads") or [])
+    loads = answer.get("loads") if isinstance(answer, dict) else None
+    if not isinstance(loads, list) or not all(isinstance(x, dict) for x in loads):
+        raise ValueError("not a /v1/loads answer")
+    counts = [x.get(k) or 0 for x in loads for k in ("num_running_reqs", "num_waiting_reqs")]
+    if not all(isinstance(c, int) and not isinstance(c, bool) and c >= 0 for c in counts):
+        raise ValueError("not a /v1/loads answer")
+    return sum(counts)
 
 
 class Unsupported(Exception):
@@ -98,14 +121,18 @@ class YieldGate:
     Parameters
     ----------
     fetch
-        ``() -> dict``: the server's ``/v1/loads`` answer; raises
-        :class:`Unsupported` when the route is missing.
+        ``() -> dict``: the server's ``/v1/loads`` answer, within its own
+        total deadline; raises :class:`Unsupported` when the route is missing.
     bound_s
         The longest one request waits (seconds).
-    poll_s, ttl_s
-        How often a held request looks again; how long one answer is reused (seconds).
+    poll_s
+        How often a held request looks again (seconds); one answer is reused
+        for :data:`LOADS_TTL_S` (the ``ttl_s`` attribute).
     clock, sleep
         ``time.monotonic`` and the wait (injectable: fake clocks in tests).
+    spawn
+        ``(fn) -> None``: runs the shared ``/v1/loads`` request; by default on
+        a new daemon thread (tests run it inline).
     name
         The server's role in log lines.
     on_hold
@@ -118,60 +145,75 @@ class YieldGate:
     """
 
     def __init__(self, fetch: Callable[[], dict], bound_s: float, *, poll_s: float = YIELD_POLL_S,
-                 ttl_s: float = LOADS_TTL_S, clock: Callable[[], float] = time.monotonic,
+                 clock: Callable[[], float] = time.monotonic,
                  sleep: Callable[[float], None] | None = None, name: str = "target",
-                 on_hold: Callable[[float], None] | None = None):
-        self.fetch, self.bound_s, self.poll_s, self.ttl_s = fetch, bound_s, poll_s, ttl_s
+                 on_hold: Callable[[float], None] | None = None, spawn: Callable[[Callable], None] | None = None):
+        self.fetch, self.bound_s, self.poll_s, self.ttl_s = fetch, bound_s, poll_s, LOADS_TTL_S
         self.clock, self.name, self.on_hold = clock, name, on_hold  # on_hold(seconds): after each held request
         self.sleep = sleep  # None: wait on the request's cancel scope (or time.sleep without one)
+        self.spawn = spawn or _on_thread  # runs the shared /v1/loads request
         self._lock = threading.Lock()  # guards the counts and the cached answer; never held across a request
         self._own = 0  # background items in flight on this server
-        self._cached: tuple[float, int | None] | None = None  # (when read, foreground) of the last answer
+        self._cached: tuple[float, int | None] | None = None  # (when it arrived, foreground) of the last answer
+        self._asking = False  # a /v1/loads request is in flight
         self.supported = True  # False once the server answered 404: never wait again
         self.held = self.at_bound = self.loads_asked = 0
         self.held_s = 0.0
 
-    def foreground(self) -> int | None:
-        """Foreground requests on the server now (an answer at most ``ttl_s`` old); None: unknown."""
+    def foreground(self) -> Any:
+        """Foreground requests on the server by the latest answer; None: unknown; :data:`PENDING`: none yet.
+
+        An answer older than ``ttl_s`` (since it arrived) starts a new
+        ``/v1/loads`` request unless one is in flight; it is used meanwhile.
+        Never waits for the request.
+        """
         if not self.supported:
             return None
-        now = self.clock()
         with self._lock:
-            if self._cached is not None and now - self._cached[0] < self.ttl_s:
-                return self._cached[1]
+            cached = self._cached
+            if cached is not None and self.clock() - cached[0] < self.ttl_s:
+                return cached[1]
+            ask, self._asking = not self._asking, True
+            if ask:
+                self.loads_asked += 1
+        if ask:
+            self.spawn(self._ask)
+        with self._lock:  # a request run inline has answered already
+            return PENDING if self._cached is None else self._cached[1]
+
+    def _ask(self) -> None:
+        """One ``/v1/loads`` request; its answer is stamped when it arrives."""
+        with self._lock:
             own = self._own
-            self.loads_asked += 1
+        value = None
         try:
-            total = server_requests(self.fetch())
+            value = max(0, server_requests(self.fetch()) - own)
         except Unsupported:
             with self._lock:
                 was, self.supported = self.supported, False
             if was:
                 log.warning("%s has no /v1/loads (HTTP 404: an older SGLang, or a router in front): background "
                             "prepares will not yield to its foreground requests", self.name)
-            return None
         except Exception as exc:  # noqa: BLE001 - a load we cannot read never holds a request
             log.debug("%s /v1/loads failed: %s", self.name, exc)
-            value = None
-        else:
-            value = max(0, total - own)
-        with self._lock:
-            self._cached = (now, value)
-        return value
+        finally:
+            with self._lock:
+                self._cached, self._asking = (self.clock(), value), False
 
     def hold(self, scope=None) -> float:
         """Wait before one background request as :func:`yield_delay` says; the seconds waited.
 
-        ``scope`` (a :class:`~sgl_speccompact.service.cancel.CancelScope`)
+        The wait for a first ``/v1/loads`` answer counts as held (bounded
+        alike).  ``scope`` (a :class:`~sgl_speccompact.service.cancel.CancelScope`)
         is checked before every wait and ends the wait when cancelled.
         """
         start = self.clock()
         waited, at_bound = 0.0, False
         while True:
             busy = self.foreground()
-            delay = yield_delay(busy, waited, self.bound_s, self.poll_s)
+            delay = yield_delay(1 if busy is PENDING else busy, waited, self.bound_s, self.poll_s)
             if delay <= 0:
-                at_bound = bool(busy)  # it goes with foreground work still running: the bound ended its wait
+                at_bound = busy is not PENDING and bool(busy)  # sent with foreground work running: the bound
                 break
             if scope is not None:
                 scope.check()
@@ -182,6 +224,8 @@ class YieldGate:
             else:
                 time.sleep(delay)
             waited = self.clock() - start
+        if scope is not None:
+            scope.check()
         if waited > 0:
             with self._lock:
                 self.held += 1
@@ -207,3 +251,7 @@ class YieldGate:
         """Background items in flight now."""
         with self._lock:
             return self._own
+
+
+def _on_thread(fn: Callable[[], None]) -> None:
+    threading.Thread(target=fn, name="v1-loads", daemon=True).start()

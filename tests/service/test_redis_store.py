@@ -1,4 +1,6 @@
-"""The Redis store: the in-memory store's keys, bounds and matching, shared by replicas and kept across restarts.
+"""The Redis store: the in-memory store's keys, bounds and matching, shared by replicas and kept across restarts;
+and failing small: every key and field poisoned with each wrong value, a stopped (SIGSTOP) and a killed
+redis-server, every key with a TTL after each fault run.
 
 Each test module run starts its own ``redis-server`` on a free loopback port
 (no persistence, killed at teardown).  Without ``redis-server`` or the
@@ -10,6 +12,7 @@ import os
 import shutil
 import socket
 import subprocess
+import threading
 import time
 import uuid
 
@@ -336,3 +339,195 @@ def test_probe_two_replica_processes_behind_one_address_and_a_restart_reuse_a_pr
         for proc, _ in procs:
             if proc.poll() is None:
                 stop_child(proc)
+
+
+# ---------------------------------------------------------------- failing small: poisoned, stopped, killed
+
+POISONS = [b"\xff\x00garbage", b"[1, 2]", b'"a string"', b"{}"]  # each wrong value a key or field gets
+LATER = MESSAGES + MORE
+
+
+def every_key_expires(url: str, prefix: str = "sgl_speccompact:v1:") -> list[str]:
+    """The keys under ``prefix`` without a TTL (none may be left)."""
+    import redis
+
+    r = redis.Redis.from_url(url)
+    return [k.decode() for k in r.scan_iter(match=prefix + "*") if r.ttl(k) < 0]
+
+
+def faults(client, kind: str) -> float:
+    return sum(float(line.rsplit(" ", 1)[1]) for line in client.get("/metrics").text.splitlines()
+               if line.startswith(f'speccompact_session_store_faults_total{{kind="{kind}"'))
+
+
+def prepared(client, app, messages=MESSAGES, session="s") -> None:
+    res = client.post("/v1/compact", json={"messages": messages, "method": "hermes", "session": session,
+                                           "mode": "prepare"})
+    assert res.status_code == 202, res.text
+    wait_idle(app)
+
+
+def poison_targets(r, prefix: str) -> list[tuple[str, str | None]]:
+    """(key, field) of every key under ``prefix`` and every field of its hashes (field None: the whole key)."""
+    out = []
+    for key in sorted(k.decode() for k in r.scan_iter(match=prefix + "*")):
+        out.append((key, None))
+        if r.type(key) == b"hash":
+            out += [(key, f.decode()) for f in r.hkeys(key)]
+    return out
+
+
+# a poisoned value the next compact must not reuse (the rest is bookkeeping: a hit or a miss is fine)
+SPOILS_THE_ENTRY = ("e:", "g:", "ages")
+
+
+@pytest.mark.parametrize("poison", POISONS, ids=["garbage", "list", "string", "object"])
+def test_every_key_and_field_poisoned_is_a_miss_deleted_counted_and_the_store_heals(clean_redis, poison):
+    import redis
+
+    r = redis.Redis.from_url(clean_redis)
+    app, runner = redis_service(clean_redis)
+    prefix = app.state.sessions.store.prefix
+    with TestClient(app) as client:
+        prepared(client, app)
+        targets = poison_targets(r, prefix)
+        assert {t[0][len(prefix):].split(":")[0] for t in targets} >= {"e", "g", "lru", "ages", "sizes", "groups",
+                                                                      "bytes", "seq"}
+        for key, fld in targets:
+            r.flushdb()
+            prepared(client, app)
+            before = faults(client, "malformed")
+            if fld is None:
+                r.delete(key)
+                r.set(key, poison)  # a string where a hash or sorted set belongs, or a counter that is not one
+            else:
+                r.hset(key, fld, poison)
+            res = client.post("/v1/compact", json={"messages": LATER, "method": "hermes", "session": "s"})
+            assert res.status_code == 200, (key, fld, res.text)
+            name = key[len(prefix):]
+            if name.startswith(SPOILS_THE_ENTRY) and fld in (None, "meta", "result"):
+                assert res.json()["session"]["reused_messages"] == 0, (key, fld)
+                assert faults(client, "malformed") > before, (key, fld)
+            prepared(client, app, LATER)  # a put after the poison stores again
+            again = client.post("/v1/compact", json={"messages": LATER, "method": "hermes", "session": "s"})
+            assert again.status_code == 200 and again.json()["session"]["reused_messages"] == len(LATER), (key, fld)
+            assert every_key_expires(clean_redis) == [], (key, fld)
+        assert app.state.sessions.store.breaker.trips == 0  # Redis answered every time: no failure
+
+
+@pytest.mark.parametrize("poison", [*POISONS, b'{"method": "rm -rf"}', b'{"method": "speccompact"}', None],
+                         ids=["garbage", "list", "string", "object", "unknown-method", "not-allowed", "a-hash"])
+def test_a_poisoned_auto_pick_is_dropped_counted_and_picked_afresh(clean_redis, poison):
+    import redis
+
+    from sgl_speccompact.service.metrics import Metrics
+    from sgl_speccompact.service.redis_store import RedisStore, _id
+    from sgl_speccompact.service.sessions import Sessions
+
+    store = RedisStore(clean_redis)
+    sessions = Sessions(store, Metrics())
+    key = store.prefix + "p:" + _id("a", "s")
+    r = redis.Redis.from_url(clean_redis)
+    if poison is None:
+        r.hset(key, "method", "hermes")  # the wrong Redis type
+    else:
+        r.set(key, poison, ex=60)
+    picked = sessions.auto_pick("a", "s", lambda: {"method": "hermes"}, allowed=("hermes", "openclaw"))
+    assert picked == {"method": "hermes"} and store.malformed == 1
+    assert sessions.auto_pick("a", "s", lambda: {"method": "openclaw"}, allowed=("hermes", "openclaw")) == {
+        "method": "hermes", "session_pick": "kept"}  # the fresh pick was kept, with a TTL
+    assert 0 < r.ttl(key) and store.breaker.trips == 0
+
+
+def test_an_entry_dropped_by_another_replica_during_a_lookup_is_not_recreated(clean_redis):
+    """Between reading the candidates and reading the result, another replica drops the entry: the
+    lookup is a miss and leaves no key behind (an HSET of `used` used to re-create it without a TTL)."""
+    import redis
+
+    store = make("redis", clean_redis, max_bytes=10**6, ttl_s=60)
+    store.put("a", "s", "p", entry(MESSAGES))
+    r = redis.Redis.from_url(clean_redis)
+    (e,) = [k for k in r.scan_iter(match=store.prefix + "e:*")]
+    take = store._take
+
+    def dropped_first(args):
+        r.delete(e)  # the other replica's drop
+        return take(args=args)
+
+    store._take = dropped_first
+    assert store.longest("a", "s", "p", MESSAGES) is None
+    assert not r.exists(e) and every_key_expires(clean_redis, store.prefix) == []
+
+
+def test_sigstopped_redis_under_20_session_requests_costs_one_breaker_not_the_service(tmp_path):
+    """Redis is stopped with SIGSTOP while 10 compacts and 10 prepares of sessions arrive at once.
+    Structure, not time: at most one store call per store thread waits on the stopped server (its
+    socket timeout) before the breaker opens, and every later call is a miss at once; /health
+    answers (while those calls are known to be stuck: the server cannot answer) and shows the
+    circuit open; a compact without a session answers.  Before, every call waited 2 s in turn on
+    the event loop.  The only clock here is Redis's socket timeout (0.5 s), inherent to a server
+    that does not answer; the breaker's clock is injected."""
+    import signal
+
+    from sgl_speccompact.service.redis_store import BREAKER_OPEN_S
+    from sgl_speccompact.service.sessions import STORE_THREADS
+
+    proc, url = start_redis(tmp_path)
+    try:
+        app, runner = redis_service(url)
+        store, now = app.state.sessions.store, [0.0]
+        store.breaker.clock = lambda: now[0]
+        with TestClient(app) as client:
+            for i in range(10):
+                prepared(client, app, session=f"c{i}")
+            os.kill(proc.pid, signal.SIGSTOP)
+            answers: list = []
+
+            def send(body):
+                answers.append(client.post("/v1/compact", json={**body, "method": "hermes"}))
+
+            bodies = [{"messages": LATER, "session": f"c{i}"} for i in range(10)]
+            bodies += [{"messages": LATER, "session": f"p{i}", "mode": "prepare"} for i in range(10)]
+            threads = [threading.Thread(target=send, args=(b,), daemon=True) for b in bodies]
+            for t in threads:
+                t.start()
+            health = client.get("/health")
+            plain = client.post("/v1/compact", json={"messages": LATER, "method": "hermes"})
+            for t in threads:
+                t.join(120)  # a hang guard
+            wait_idle(app, timeout=120)
+            assert sorted(a.status_code for a in answers) == [200] * 10 + [202] * 10, [a.text for a in answers]
+            assert all(a.json()["session"]["reused_messages"] == 0 for a in answers if a.status_code == 200)
+            assert health.status_code == 200 and plain.status_code == 200
+            after = client.get("/health").json()["session_store"]
+            assert after["circuit"] == "open" and after["failures"] == store.failures
+            assert 1 <= store.failures <= STORE_THREADS and store.breaker.trips == 1
+            assert faults(client, "skipped") >= 20 - STORE_THREADS
+            os.kill(proc.pid, signal.SIGCONT)
+            now[0] += BREAKER_OPEN_S  # the circuit closes: the store is asked again
+            prepared(client, app, session="back")
+            res = client.post("/v1/compact", json={"messages": LATER, "method": "hermes", "session": "back"})
+            assert res.json()["session"]["reused_messages"] == len(MESSAGES)
+            assert client.get("/health").json()["session_store"]["circuit"] == "closed"
+        assert every_key_expires(url) == []
+    finally:
+        os.kill(proc.pid, signal.SIGCONT)
+        stop(proc)
+
+
+def test_a_killed_redis_opens_the_circuit_and_health_says_so(tmp_path):
+    proc, url = start_redis(tmp_path)
+    try:
+        app, runner = redis_service(url)
+        with TestClient(app) as client:
+            prepared(client, app)
+            stop(proc)
+            for _ in range(3):
+                res = client.post("/v1/compact", json={"messages": LATER, "method": "hermes", "session": "s"})
+                assert res.status_code == 200 and res.json()["session"]["reused_messages"] == 0
+            health = client.get("/health").json()["session_store"]
+            assert health["circuit"] == "open" and "ConnectionError" in health["last_error"]
+            assert app.state.sessions.store.failures == 1 and faults(client, "skipped") >= 2
+    finally:
+        if proc.poll() is None:
+            stop(proc)

@@ -1,5 +1,6 @@
 """Prepares yield to foreground work on the target: the rule, the gate (fake clocks), the 404 fallback,
-and the service holding a prepare's requests while the emulator reports foreground load."""
+the service holding a prepare's requests while the emulator reports foreground load, and a slow,
+hanging, trickling or garbage /v1/loads costing at most the bound (and never past the deadline)."""
 
 from __future__ import annotations
 
@@ -15,6 +16,7 @@ from sgl_speccompact.service.app import ServiceLimits, create_app
 from sgl_speccompact.service.yielding import Unsupported, YieldGate, yield_delay
 
 from live_service import _wait_for
+from misbehaving import Answer, Trickle, Upstream
 from test_service import MESSAGES
 from test_sessions import wait_idle
 
@@ -44,8 +46,14 @@ def gate_over(answers, bound_s=2.0, **kw):
         asked.append(clock.now)
         return answers(len(asked)) if callable(answers) else answers
 
-    gate = YieldGate(fetch, bound_s, poll_s=0.05, ttl_s=0.04, clock=clock, sleep=clock.sleep, **kw)
+    kw.setdefault("spawn", inline)
+    gate = YieldGate(fetch, bound_s, poll_s=0.05, clock=clock, sleep=clock.sleep, **kw)
     return gate, clock, asked
+
+
+def inline(fn) -> None:
+    """A gate's ``spawn`` that runs its /v1/loads request in the holding thread (deterministic tests)."""
+    fn()
 
 
 def test_the_rule_waits_only_while_foreground_runs_and_never_past_the_bound():
@@ -92,7 +100,7 @@ def test_a_server_without_v1_loads_is_never_waited_on_and_the_log_says_so_once(c
         raise Unsupported("HTTP 404")
 
     calls = []
-    gate = YieldGate(lambda: calls.append(1) or missing(), 2.0, sleep=lambda s: pytest.fail("slept"))
+    gate = YieldGate(lambda: calls.append(1) or missing(), 2.0, sleep=lambda s: pytest.fail("slept"), spawn=inline)
     with caplog.at_level(logging.WARNING, logger="sgl_speccompact.service.yielding"):
         assert [gate.hold() for _ in range(3)] == [0.0, 0.0, 0.0]
     assert len(calls) == 1 and not gate.supported
@@ -111,7 +119,8 @@ class NoLoads:
 def test_the_service_maps_a_404_to_no_yielding():
     app = create_app(object(), None, limits=ServiceLimits(prepare_yield_s=2.0))
     gate = app.state.service.gate(NoLoads())
-    assert gate.hold() == 0.0 and not gate.supported
+    gate.hold()  # waits (within its bound) for the first answer: the 404
+    assert not gate.supported and gate.hold() == 0.0
     assert app.state.service.gate(NoLoads()) is gate  # one gate per server
 
 
@@ -183,3 +192,149 @@ def test_probe_a_prepare_waits_for_the_agents_turn_and_a_compact_does_not(make_e
     assert answers and answers[0].status_code == 200
     assert gate.held >= 1 and gate.at_bound == 0
     assert len(state.sessions.store) == 1  # the prepare finished and was stored
+
+
+# ------------------------------------------------------------------ a slow, hanging or trickling /v1/loads
+
+
+class Later:
+    """A gate's ``spawn`` on a fake clock: each /v1/loads request answers ``after_s`` later on that clock.
+
+    Its ``sleep`` moves the clock and runs the requests due, each at its own time.
+    """
+
+    def __init__(self, clock: FakeClock, after_s: float):
+        self.clock, self.after_s, self.due = clock, after_s, []
+
+    def __call__(self, fn) -> None:
+        self.due.append((self.clock.now + self.after_s, fn))
+
+    def sleep(self, s: float) -> None:
+        end = self.clock.now + s
+        while self.due and self.due[0][0] <= end:
+            self.clock.now, fn = self.due.pop(0)
+            fn()
+        self.clock.now = end
+
+
+def test_a_slow_busy_answer_is_stamped_on_arrival_and_the_mean_hold_stays_within_the_bound():
+    """A "busy" /v1/loads answer takes 1.8 s on the fake clock.  Stamped when it arrives, it is
+    fresh on arrival; held requests share the request in flight and each hold, the wait for the
+    answer included, ends at the 2 s bound.  Stamped before the fetch, every answer was stale on
+    arrival, each held request fetched again, and holds averaged 3.36 s."""
+    clock = FakeClock()
+    later = Later(clock, 1.8)
+    gate = YieldGate(lambda: loads(1), 2.0, poll_s=0.05, clock=clock, sleep=later.sleep, spawn=later)
+    holds = [gate.hold() for _ in range(14)]
+    assert max(holds) <= 2.0 + 1e-9 and sum(holds) / len(holds) <= 2.0 + 0.2, holds
+    assert holds == [pytest.approx(2.0)] * 14 and gate.at_bound == 14  # busy all along: each goes at the bound
+    assert gate.loads_asked <= 2 * 14  # at most one request per answer's time (1.8 s), never one per poll (40)
+
+
+def test_holds_share_one_fetch_in_flight_and_a_hanging_v1_loads_costs_at_most_the_bound():
+    """The fetch hangs (an event the test sets); holds on a fake clock never wait in it: each goes
+    at its bound, and one /v1/loads request serves them all.  The answer is stamped when it arrives."""
+    clock, release, answered = FakeClock(), threading.Event(), threading.Event()
+
+    def hanging():
+        release.wait(60)
+        return loads(0)
+
+    gate = YieldGate(hanging, 2.0, poll_s=0.05, clock=clock, sleep=clock.sleep,
+                     on_hold=lambda s: None)
+    assert [gate.hold() for _ in range(3)] == [pytest.approx(2.0)] * 3
+    assert gate.loads_asked == 1  # one request in flight, shared
+    clock.now = 500.0
+    release.set()
+    _wait_for(lambda: gate.foreground() == 0, "the answer to arrive")
+    assert gate._cached == (500.0, 0) and gate.hold() == 0.0  # stamped on arrival: fresh, the server free
+
+
+def test_a_cancelled_scope_ends_every_hold_while_v1_loads_hangs():
+    from sgl_speccompact.errors import CompactionCancelledError
+    from sgl_speccompact.service.cancel import CancelScope
+
+    release = threading.Event()
+    gate = YieldGate(lambda: release.wait(60) and loads(0), 3600.0)
+    scopes, outcomes = [CancelScope() for _ in range(4)], []
+
+    def held(scope):
+        try:
+            gate.hold(scope)
+        except CompactionCancelledError as exc:
+            outcomes.append(exc)
+
+    threads = [threading.Thread(target=held, args=(s,), daemon=True) for s in scopes]
+    for t in threads:
+        t.start()
+    try:
+        _wait_for(lambda: gate.loads_asked == 1 and not release.is_set(), "the shared request")
+        for s in scopes:
+            s.cancel()
+        for t in threads:
+            t.join(60)
+        assert len(outcomes) == 4 and gate.loads_asked == 1  # every hold ended; still one request
+    finally:
+        release.set()
+
+
+@pytest.mark.parametrize("garbage", [{"loads": "busy"}, {"loads": [{"num_running_reqs": -3}]}, ["x"],
+                                     {"loads": [{"num_running_reqs": "many"}]}])
+def test_a_garbage_v1_loads_answer_never_holds_a_request(garbage):
+    gate, clock, _ = gate_over(garbage)
+    assert gate.hold() == 0.0 and clock.sleeps == []
+
+
+def test_v1_loads_has_a_total_deadline_against_a_trickling_body():
+    """Each byte of the body comes within the per-read timeout, and the whole would take 30 s: the
+    total deadline (0.5 s) ends it.  Before, the request only ended when the body did."""
+    from sgl_speccompact.backends.http import HttpEndpoint
+    from sgl_speccompact.errors import BackendTimeoutError
+
+    body = b'{"loads": [{"dp_rank": 0, "num_running_reqs": 1, "num_waiting_reqs": 0}]}'
+    up = Upstream({"/v1/loads": Trickle(body + b" " * 300, every_s=0.1)})
+    try:
+        endpoint = HttpEndpoint(up.url, timeout_s=60)
+        with pytest.raises(BackendTimeoutError, match="did not answer within 0.5 s"):
+            endpoint.loads(timeout_s=0.5)
+        assert up.finished["/v1/loads"] == 0
+    finally:
+        up.close()
+
+
+def test_a_prepare_holding_on_a_trickling_v1_loads_ends_at_its_deadline_and_the_pool_drains():
+    """--compaction-timeout 1, --prepare-workers 2, a /v1/loads that trickles (30 s in full) and a
+    60 s yield bound: the prepares holding while the first /v1/loads request is in flight end at
+    their deadline (a timeout, their /generate never sent); once that request hits its own total
+    deadline the load is unknown and the later ones go.  No /v1/loads answer ever finished, and the
+    queue drains.  Before, a prepare sat in the fetch until the body ended, and the queue grew
+    behind two stuck workers."""
+    from sgl_speccompact.backends.http import HttpEndpoint
+
+    up = Upstream({"/v1/loads": Trickle(b" " * 300, every_s=0.1), "/generate": Answer({"text": "x"})})
+    generated = []
+
+    def runner(method, request, *, target, **_):
+        from sgl_speccompact.result import CompactionResult
+
+        generated.append(target._generate({"text": "x", "sampling_params": {"max_new_tokens": 1}}))
+        return CompactionResult(method=method, summary="## Goal\n- done")
+
+    limits = ServiceLimits(compaction_timeout_s=1.0, prepare_workers=2, prepare_yield_s=60.0)
+    app = create_app(HttpEndpoint(up.url, timeout_s=60, token_ids=False), None, limits=limits, runner=runner, methods=("hermes",))
+    try:
+        with TestClient(app) as client:
+            for i in range(5):
+                res = client.post("/v1/compact", json={"messages": [*MESSAGES, {"role": "user", "content": str(i)}],
+                                                       "method": "hermes", "session": f"s{i}", "mode": "prepare"})
+                assert res.status_code == 202, res.text
+            wait_idle(app, timeout=120)  # a hang guard: five 1 s deadlines, two at a time
+            sessions = app.state.sessions
+            assert (sessions.n_running, sessions.n_waiting) == (0, 0) and up.finished["/v1/loads"] == 0
+            outcomes = {l.split('outcome="')[1].split('"')[0]: float(l.rsplit(" ", 1)[1])
+                        for l in client.get("/metrics").text.splitlines()
+                        if l.startswith('speccompact_compactions_total{method="hermes"')}
+            assert set(outcomes) <= {"ok", "timeout"} and sum(outcomes.values()) == 5.0, outcomes
+            assert outcomes["timeout"] >= 2 and len(generated) == len(sessions.store) == outcomes.get("ok", 0)
+    finally:
+        up.close()
