@@ -50,6 +50,32 @@ class Judgement:
     accepted: bool  # score >= eta
     substituted: tuple[str, ...] = ()  # labels filled in by the missing-label rule
 
+    @property
+    def label_mass(self) -> float:
+        """p+ + p-: how much of the next-token probability the two labels carry.
+
+        A judge that answers the question puts most of its probability on a
+        label; a low mass means it meant to write something else (a wrong chat
+        template, an opened thinking block, label words it does not use), and
+        ``score`` is then noise (:func:`unreliable`).
+
+        >>> round(Judgement(0.003, 0.002, 0.6, False).label_mass, 4)
+        0.005
+        """
+        return self.p_pos + self.p_neg
+
+
+def unreliable(j: Judgement, min_label_mass: float) -> bool:
+    """Whether verdict ``j`` is too weak to act on: its label mass is below ``min_label_mass``.
+
+    SpecCompact accepts no line on such a verdict (the target writes the line
+    instead), and Source-Judged Compaction deletes no entry on one.
+
+    >>> unreliable(verdict(0.004, 0.001, eta=0.7), 0.05), unreliable(verdict(0.6, 0.3, eta=0.7), 0.05)
+    (True, False)
+    """
+    return j.label_mass < min_label_mass
+
 
 def label_variants(word: str) -> list[str]:
     """Surface forms of a label word, most likely first, without duplicates.

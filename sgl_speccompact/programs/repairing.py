@@ -18,18 +18,25 @@ paper says: a target that only answers blank costs at most two repairs.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from ..core.admission import Source, Step, admit
 from ..core.lines import LineKind, empty_repair, read_repair, split_line
 from .steps import judge_lines, repair_line, sample_candidates
 
 
 class Repairs:
-    """Repairs of a slot stream (the stream provides ``ctx``, ``slot``, ``s``, ``accepted``,
+    """Repairs of a slot stream (the stream provides ``ctx``, ``slot``, ``s``, ``accepted``, ``acted``,
     ``blank_repair``, ``sent``, ``room``, ``kind``, ``ends_section`` and ``offer``)."""
 
-    def repair(self, rejected: str, score: float | None) -> str | None:
-        """Replace ``rejected``: a judged drafter candidate, else a target-written line."""
-        if self.ctx.cfg.repair_candidates:
+    def repair(self, rejected: str, score: float | None, unreliable: bool = False) -> str | None:
+        """Replace ``rejected``: a judged drafter candidate, else a target-written line.
+
+        ``score`` is the rejected draft's; the repair is not judged, so it
+        reports no score of its own (``unreliable``: the draft's verdict had
+        too little label mass to act on).
+        """
+        if self.ctx.cfg.repair_candidates and not unreliable:  # the same judge would pick the candidate
             done, reason = self.candidates(rejected)
             if done:
                 return reason
@@ -46,7 +53,8 @@ class Repairs:
         self.blank_repair = not out.line.strip()  # a paragraph break, kept
         if self.ends_section(out.line):
             return "complete"
-        done, _ = self.offer(out.line, Source.REPAIR, self.kind(out.line), score=score, rejected=rejected)
+        done, _ = self.offer(out.line, Source.REPAIR, self.kind(out.line), rejected=rejected, rejected_score=score,
+                             unreliable_verdict=unreliable)
         if done.step is Step.STOP:
             return done.reason
         return "target_ended" if out.ended else None
@@ -72,7 +80,8 @@ class Repairs:
             return False, None
         verdicts, jmeta = self.sent("verify_candidates", judge_lines, self.s, self.slot, lines, ctx)
         ctx.recorder.request("target", "verify_candidates", jmeta, n=int(jmeta.get("requests", 1)))
-        ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if v.accepted)
+        trusted = [self.acted(asdict(v))["accepted"] for v in verdicts]  # none on an unreliable verdict
+        ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if trusted[i])
         if not ranked:
             return False, None
         best = ranked[0][1]

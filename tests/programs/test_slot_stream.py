@@ -240,13 +240,16 @@ def test_a_sub_section_that_stops_early_ends_the_slot_as_one_branch_would():
 
 def test_the_same_line_under_two_sub_sections_is_accepted_once():
     twice = ["### Done", "- ran the tests", "", "### In Progress", "- ran the tests", "- [ ] fix the flake"]
-    target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=lambda s, acc: "- [ ] other work\n")
+    # the drafter leaves Blocked empty: the target is asked, and says (none)
+    repair = lambda s, acc: "(none)\n" if acc == ["### Blocked"] else "- [ ] other work\n"  # noqa: E731
+    target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=repair)
     res = compact(MESSAGES, target=target, drafter=drafter, config=BRANCHES)
     lines = texts(res, "progress")
     assert lines.count("- ran the tests") == 1
     # the second copy went to repair, as with one branch
     repaired = [l for l in slot(res, "progress").lines if l.origin is LineOrigin.REPAIRED]
-    assert [l.rejected_draft for l in repaired] == ["- ran the tests"]
+    assert [(l.text, l.rejected_draft) for l in repaired] == [("- [ ] other work", "- ran the tests"),
+                                                              ("(none)", None)]
     target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=lambda s, acc: "- [ ] other work\n")
     whole = compact(MESSAGES, target=target, drafter=drafter)
     assert texts(whole, "progress").count("- ran the tests") == 1
