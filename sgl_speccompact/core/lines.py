@@ -96,7 +96,7 @@ def placeholder_texts(body_formats: tuple[str, ...]) -> frozenset[str]:
 def is_placeholder(line: str, texts: frozenset[str]) -> bool:
     """Whether ``line`` holds a stand-in of a slot's body format: template text, not content.
 
-    >>> texts = placeholder_texts(("1. [First next step]\n2. [Second next step]",))
+    >>> texts = placeholder_texts(("1. [First next step]\\n2. [Second next step]",))
     >>> is_placeholder("2. [Second next step]", texts), is_placeholder("1. [first  NEXT step] now", texts)
     (True, True)
     >>> is_placeholder("1. run [tests/test_a.py]", texts), is_placeholder("- [x] fix a.py", texts)

@@ -16,11 +16,14 @@ from typing import Callable
 
 from ..config import CompactConfig
 from ..errors import BackendError, SummaryBudgetError
-from ..core.prompts import assemble
+from ..core.entries import is_structure
+from ..core.lines import drop_blank_ends, norm_line
+from ..core.prompts import INCOMPLETE, assemble
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
 
 Counter = Callable[[list[str]], list[int]]  # texts -> length in target tokens
+CUT_SHORT = frozenset({"repair_truncated"})  # stop reasons of a slot whose next line was cut off: incomplete
 
 
 @dataclass(frozen=True)
@@ -46,13 +49,53 @@ class Assembled:
 
 def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactConfig,
                count: Counter) -> Assembled:
-    """Assemble slot results in schema order and enforce the summary budget."""
-    bodies = {r.name: [line.text for line in r.lines] for r in results}
+    """Assemble slot results in schema order and enforce the summary budget.
+
+    A line already in an earlier slot is removed (:func:`drop_repeats`).  A
+    slot cut short (:data:`CUT_SHORT`) makes the summary ``truncated``; left
+    empty, it reads :data:`INCOMPLETE`, never ``(none)``.
+    """
+    results = drop_repeats(results, cfg.empty_markers, count)
+    bodies = {r.name: [line.text for line in r.lines] or ([INCOMPLETE] if r.stop_reason in CUT_SHORT else [])
+              for r in results}
     summary = assemble(slots, bodies)
     tokens = count([summary])[0]
     if tokens > cfg.max_summary_tokens:
         raise SummaryBudgetError(tokens, cfg.max_summary_tokens)
-    return Assembled(summary, tokens, list(results))
+    return Assembled(summary, tokens, results, truncated=any(r.stop_reason in CUT_SHORT for r in results))
+
+
+def drop_repeats(results: list[SlotResult], markers: tuple[str, ...], count: Counter) -> list[SlotResult]:
+    """Copies of ``results`` (in summary order) without the content lines an earlier slot holds.
+
+    A fact belongs to one section: the first slot keeps it, a later copy is
+    removed and listed in its slot's ``removed_duplicates``.  Headings,
+    blank lines and empty markers are structure and may repeat.
+
+    >>> a = SlotResult(name="goal", title="Goal", lines=[SummaryLine(text="1. [x]", origin=LineOrigin.DRAFTED)])
+    >>> b = SlotResult(name="next", title="Next", tokens=5, lines=[SummaryLine(text="1.  [X]", origin=LineOrigin.DRAFTED),
+    ...                                                           SummaryLine(text="(none)", origin=LineOrigin.UNJUDGED)])
+    >>> out = drop_repeats([a, b], ("(none)",), lambda ts: [2 for _ in ts])
+    >>> [line.text for line in out[1].lines], out[1].removed_duplicates, out[1].tokens
+    (['(none)'], ['1.  [X]'], 3)
+    """
+    seen: set[str] = set()
+    out = []
+    for result in results:
+        result = result.model_copy(deep=True)
+        kept = []
+        for line in result.lines:
+            if is_structure(line.text, markers) or norm_line(line.text) not in seen:
+                kept.append(line)
+                continue
+            result.removed_duplicates.append(line.text)
+            result.tokens -= count([line.text + "\n"])[0]
+        seen.update(norm_line(line.text) for line in kept if line.text.strip())
+        for blank in drop_blank_ends(kept):  # a removed line may leave a blank line at an end
+            result.tokens -= count([blank.text + "\n"])[0]
+        result.lines = kept
+        out.append(result)
+    return out
 
 
 def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled:
@@ -61,7 +104,9 @@ def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled
     A generation cut off by its cap is incomplete: it raises like an
     over-budget summary, or with ``cfg.report_cut_off`` comes back marked
     ``truncated`` (benchmarks report it instead of failing).  An empty one
-    is a backend error.
+    is a backend error.  One that lacks sections of its fixed format
+    (``written.names``) is incomplete too: it comes back ``truncated``, each
+    missing section reported as a slot with ``stop_reason="missing"``.
     """
     cut = (written.meta.get("finish_reason") or {}).get("type") == "length"
     if cut and not cfg.report_cut_off:
@@ -76,11 +121,34 @@ def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled
     if tokens > budget and not cut:
         raise SummaryBudgetError(tokens, budget)
     parts = sections(summary, written.names)
+    missing = [(name, title) for title, name in (written.names or {}).items()
+               if title not in {t for _, t, _ in parts}]
     sizes = count(["".join(line + "\n" for line in body) for _, _, body in parts])
-    slots = [SlotResult(name=name, title=title, stop_reason="complete", tokens=n,
+    slots = [SlotResult(name=name, title=title, stop_reason=stop, tokens=n,
                         lines=[SummaryLine(text=line, origin=LineOrigin.TARGET) for line in body])
-             for (name, title, body), n in zip(parts, sizes)]
-    return Assembled(summary, tokens, slots, truncated=cut)
+             for (name, title, body), n, stop in zip(parts, sizes, stop_reasons(parts, written.names, cut))]
+    slots += [SlotResult(name=name, title=title, stop_reason="missing") for name, title in missing]
+    return Assembled(summary, tokens, slots, truncated=cut or bool(missing))
+
+
+def stop_reasons(parts: list[tuple[str, str, list[str]]], names: dict[str, str] | None, cut: bool) -> list[str]:
+    """Each section's stop reason: ``complete``; the last one of a cut-off text ``cut_off``; with a
+    fixed format (``names``), text outside its sections ``outside_sections``.
+
+    >>> stop_reasons([("summary", "Summary", ["- a"])], {"Goal": "goal"}, cut=True)
+    ['cut_off']
+    >>> stop_reasons([("preamble", "Preamble", ["hi"]), ("goal", "Goal", ["- a"])], {"Goal": "goal"}, cut=False)
+    ['outside_sections', 'complete']
+    """
+    out = []
+    for i, (_, title, _) in enumerate(parts):
+        if cut and i == len(parts) - 1:
+            out.append("cut_off")
+        elif names and title not in names and title in ("Summary", "Preamble"):
+            out.append("outside_sections")
+        else:
+            out.append("complete")
+    return out
 
 
 def section_events(slots: list[SlotResult]) -> list[dict]:
