@@ -48,6 +48,7 @@ class SlotResult(BaseModel):
     lines: list[SummaryLine] = Field(default_factory=list)  # accepted lines, in order
     stop_reason: str = ""  # why the slot ended: complete | line_budget | token_budget | repair_failed | ...
     removed_duplicates: list[str] = Field(default_factory=list)  # lines dropped at assembly: an earlier slot has them
+    removed_placeholders: list[str] = Field(default_factory=list)  # lines dropped at assembly: template text
     tokens: int = 0  # target tokens the slot's lines use
 
 

@@ -17,7 +17,7 @@ from typing import Callable
 from ..config import CompactConfig
 from ..errors import BackendError, SummaryBudgetError
 from ..core.entries import is_structure
-from ..core.lines import drop_blank_ends, norm_line
+from ..core.lines import drop_blank_ends, is_placeholder, norm_line, placeholder_texts
 from ..core.prompts import INCOMPLETE, assemble
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
@@ -35,6 +35,7 @@ class OneShot:
     names: dict[str, str] | None = None  # section title -> slot name; other titles are slugged
     max_tokens: int | None = None  # the generation cap it ran under (None: cfg.monolithic_max_tokens)
     budget: int | None = None  # its summary token budget (None: cfg.max_summary_tokens)
+    placeholders: frozenset[str] = frozenset()  # its format's bracketed stand-ins: lines holding one are removed
 
 
 @dataclass(frozen=True)
@@ -51,11 +52,11 @@ def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactC
                count: Counter) -> Assembled:
     """Assemble slot results in schema order and enforce the summary budget.
 
-    A line already in an earlier slot is removed (:func:`drop_repeats`).  A
-    slot cut short (:data:`CUT_SHORT`) makes the summary ``truncated``; left
-    empty, it reads :data:`INCOMPLETE`, never ``(none)``.
+    A placeholder line, or a line already in an earlier slot, is removed
+    (:func:`drop_unfit`).  A slot cut short (:data:`CUT_SHORT`) makes the
+    summary ``truncated``; left empty, it reads ``(incomplete)``, never ``(none)``.
     """
-    results = drop_repeats(results, cfg.empty_markers, count)
+    results = drop_unfit(results, cfg.empty_markers, placeholder_texts(tuple(s.body_format for s in slots)), count)
     bodies = {r.name: [line.text for line in r.lines] or ([INCOMPLETE] if r.stop_reason in CUT_SHORT else [])
               for r in results}
     summary = assemble(slots, bodies)
@@ -65,19 +66,22 @@ def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactC
     return Assembled(summary, tokens, results, truncated=any(r.stop_reason in CUT_SHORT for r in results))
 
 
-def drop_repeats(results: list[SlotResult], markers: tuple[str, ...], count: Counter) -> list[SlotResult]:
-    """Copies of ``results`` (in summary order) without the content lines an earlier slot holds.
+def drop_unfit(results: list[SlotResult], markers: tuple[str, ...], placeholders: frozenset[str],
+               count: Counter) -> list[SlotResult]:
+    """Copies of ``results`` (in summary order) without the content lines that are no content of theirs.
 
-    A fact belongs to one section: the first slot keeps it, a later copy is
-    removed and listed in its slot's ``removed_duplicates``.  Headings,
-    blank lines and empty markers are structure and may repeat.
+    A line holding one of the schema's ``placeholders`` is template text
+    (listed in its slot's ``removed_placeholders``).  A fact belongs to one
+    section: the first slot keeps it, a later copy is removed (listed in its
+    slot's ``removed_duplicates``).  Headings, blank lines and empty markers
+    are structure and may repeat.
 
-    >>> a = SlotResult(name="goal", title="Goal", lines=[SummaryLine(text="1. [x]", origin=LineOrigin.DRAFTED)])
-    >>> b = SlotResult(name="next", title="Next", tokens=5, lines=[SummaryLine(text="1.  [X]", origin=LineOrigin.DRAFTED),
-    ...                                                           SummaryLine(text="(none)", origin=LineOrigin.UNJUDGED)])
-    >>> out = drop_repeats([a, b], ("(none)",), lambda ts: [2 for _ in ts])
-    >>> [line.text for line in out[1].lines], out[1].removed_duplicates, out[1].tokens
-    (['(none)'], ['1.  [X]'], 3)
+    >>> line = lambda t: SummaryLine(text=t, origin=LineOrigin.TARGET)
+    >>> a = SlotResult(name="goal", title="Goal", lines=[line("- a.py"), line("1. [First step]")])
+    >>> b = SlotResult(name="next", title="Next", tokens=5, lines=[line("-  A.py"), line("(none)")])
+    >>> out = drop_unfit([a, b], ("(none)",), frozenset({"first step"}), lambda ts: [2 for _ in ts])
+    >>> out[0].removed_placeholders, [x.text for x in out[1].lines], out[1].removed_duplicates, out[1].tokens
+    (['1. [First step]'], ['(none)'], ['-  A.py'], 3)
     """
     seen: set[str] = set()
     out = []
@@ -85,12 +89,17 @@ def drop_repeats(results: list[SlotResult], markers: tuple[str, ...], count: Cou
         result = result.model_copy(deep=True)
         kept = []
         for line in result.lines:
-            if is_structure(line.text, markers) or norm_line(line.text) not in seen:
+            if is_structure(line.text, markers):
                 kept.append(line)
                 continue
-            result.removed_duplicates.append(line.text)
+            removed = (result.removed_placeholders if is_placeholder(line.text, placeholders)
+                       else result.removed_duplicates if norm_line(line.text) in seen else None)
+            if removed is None:
+                kept.append(line)
+                seen.add(norm_line(line.text))
+                continue
+            removed.append(line.text)
             result.tokens -= count([line.text + "\n"])[0]
-        seen.update(norm_line(line.text) for line in kept if line.text.strip())
         for blank in drop_blank_ends(kept):  # a removed line may leave a blank line at an end
             result.tokens -= count([blank.text + "\n"])[0]
         result.lines = kept
@@ -106,13 +115,17 @@ def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled
     ``truncated`` (benchmarks report it instead of failing).  An empty one
     is a backend error.  One that lacks sections of its fixed format
     (``written.names``) is incomplete too: it comes back ``truncated``, each
-    missing section reported as a slot with ``stop_reason="missing"``.
+    missing section reported as a slot with ``stop_reason="missing"``.  Lines
+    holding a stand-in of its format (``written.placeholders``) are removed
+    (each section's ``removed_placeholders``).
     """
     cut = (written.meta.get("finish_reason") or {}).get("type") == "length"
     if cut and not cfg.report_cut_off:
         used = int(written.meta.get("completion_tokens") or 0) or count([written.text])[0]
         raise SummaryBudgetError(used, written.max_tokens or cfg.monolithic_max_tokens)
-    summary = written.text.strip()
+    stand_ins = {name: [ln for ln in body if is_placeholder(ln, written.placeholders)]
+                 for name, _, body in sections(written.text, written.names)}
+    summary = "\n".join(ln for ln in written.text.split("\n") if not is_placeholder(ln, written.placeholders)).strip()
     if not summary:
         raise BackendError("the target returned an empty summary")
     summary += "\n"
@@ -125,6 +138,7 @@ def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled
                if title not in {t for _, t, _ in parts}]
     sizes = count(["".join(line + "\n" for line in body) for _, _, body in parts])
     slots = [SlotResult(name=name, title=title, stop_reason=stop, tokens=n,
+                        removed_placeholders=stand_ins.get(name, []),
                         lines=[SummaryLine(text=line, origin=LineOrigin.TARGET) for line in body])
              for (name, title, body), n, stop in zip(parts, sizes, stop_reasons(parts, written.names, cut))]
     slots += [SlotResult(name=name, title=title, stop_reason="missing") for name, title in missing]

@@ -96,7 +96,8 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
         allowed = tuple(m for m in allowed if m not in judging)
     choice = picker.pick(request.messages, allowed, request.previous_summary)
     if low is not None:
-        left_out = f"left out {list(judging)}" if judging and not set(judging) & set(allowed) else "nothing else to pick"
+        left_out = f"left out {list(judging)}" if judging and not set(judging) & set(allowed) \
+            else "nothing else to pick"
         choice = {**choice, "label_mass": low, "reason": f"{choice['reason']}; the target's label mass {low:.3g} is "
                   f"below min_label_mass {min_mass:g}, it cannot judge: {left_out}"}
     return choice["method"], choice

@@ -13,6 +13,8 @@ from __future__ import annotations
 
 import pytest
 
+from sgl_speccompact.core.lines import is_placeholder, placeholder_texts
+from sgl_speccompact.core.prompts import openclaw_template
 from sgl_speccompact.methods.autopick import AutoPicker
 from sgl_speccompact.methods.auto import Deployment
 from sgl_speccompact.methods.baselines import openclaw_style
@@ -139,6 +141,28 @@ def test_placeholders_copied_from_the_slot_format_are_repaired_never_judged_or_a
     assert [line.rejected_draft for line in lines] == PLACEHOLDERS.split("\n")
     assert all(line.origin is LineOrigin.REPAIRED and line.rejected_score is None for line in lines)
     assert not any("[First next step]" in text for text in t.kinds("verify"))  # no judge call spent on it
+
+
+def test_openclaw_output_that_copies_the_format_loses_its_placeholders():
+    copied = openclaw_template(OPENCLAW_SLOTS).replace("- [What the user is trying to accomplish]", GOAL)
+    res = openclaw_style(MESSAGES, target=ScriptedBackend(complete=lambda text, params: copied))
+    assert texts(res, "goal") == [GOAL]
+    assert slot(res, "next_steps").removed_placeholders == PLACEHOLDERS.split("\n")
+    assert not is_placeholder_in(res.summary) and not res.truncated  # every section is there
+
+
+def test_target_self_loses_the_placeholders_the_target_copied():
+    def complete(text, params):
+        return {"goal": GOAL, "next_steps": PLACEHOLDERS}.get(slot_of(text), "(none)")
+    res = run_method("target_self", MESSAGES, target=ScriptedBackend(complete=complete))
+    assert texts(res, "goal") == [GOAL] and not texts(res, "next_steps")
+    assert slot(res, "next_steps").removed_placeholders == PLACEHOLDERS.split("\n")
+    assert not is_placeholder_in(res.summary)
+
+
+def is_placeholder_in(summary: str) -> bool:
+    texts_ = placeholder_texts(tuple(s.body_format for s in OPENCLAW_SLOTS))
+    return any(is_placeholder(line, texts_) for line in summary.split("\n"))
 
 
 def test_a_line_accepted_in_several_slots_is_kept_once_the_later_copies_removed():
