@@ -46,7 +46,7 @@ class SlotResult(BaseModel):
     name: str  # slot name from the schema
     title: str  # section heading
     lines: list[SummaryLine] = Field(default_factory=list)  # accepted lines, in order
-    stop_reason: str = ""  # why the slot ended: complete | line_budget | token_budget | repair_failed | ...
+    stop_reason: str = ""  # why the slot ended: complete | line_budget | token_budget | repair_truncated | missing | ...
     removed_duplicates: list[str] = Field(default_factory=list)  # lines dropped at assembly: an earlier slot has them
     removed_placeholders: list[str] = Field(default_factory=list)  # lines dropped at assembly: template text
     tokens: int = 0  # target tokens the slot's lines use
@@ -115,7 +115,7 @@ class CompactionResult(BaseModel):
     stats: CompactionStats = Field(default_factory=CompactionStats)  # cost of producing it
     source_judge: dict | None = None  # SJC report when the post-filter ran
     redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced per kind; "output:<kind>": in returned text
-    truncated: bool = False  # cut off by its generation cap (config report_cut_off): an incomplete summary
+    truncated: bool = False  # an incomplete summary: cut by its cap, sections missing, or a repair cut off
     chunks: int = 1  # blocks the history was compacted in, each on the last one's summary (chunking.py)
     pruning: dict | None = None  # tool-output pruning (prune_tool_outputs): messages_pruned, chars_saved, tokens_saved
 
@@ -180,10 +180,12 @@ class StatsRecorder:
             self.stats.carried_proposed += 1
             self.stats.carried_lines += bool(accepted)
 
-    def verdict(self, label_mass: float, unreliable: bool) -> None:
-        """Count one judge verdict's label mass (p+ + p-), and whether it was too low to act on."""
-        with self._lock:
-            note_masses(self.stats, [label_mass], int(unreliable))
+    def verdict(self, judgement: dict) -> None:
+        """Count one verdict's label mass and whether it was too low to act on (``core.judge.acted``'s
+        dict; ``{}``: no verdict)."""
+        if judgement:
+            with self._lock:
+                note_masses(self.stats, [judgement["label_mass"]], int(judgement["unreliable"]))
 
     def dropped(self) -> None:
         """Count one speculative draft dropped after its line was rejected."""

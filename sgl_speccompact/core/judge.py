@@ -21,7 +21,7 @@ scored as a choice) and the batch judge all call :func:`judge_next_token`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable, Hashable, Iterable, Mapping
 
 from ..errors import LabelLogprobError, LabelTokenError
@@ -75,6 +75,20 @@ def unreliable(j: Judgement, min_label_mass: float) -> bool:
     (True, False)
     """
     return j.label_mass < min_label_mass
+
+
+def acted(judgement: dict, min_label_mass: float) -> dict:
+    """A verdict (``asdict`` of a :class:`Judgement`, ``{}`` for none) as the engine acts on it: with its
+    ``label_mass`` and whether it is ``unreliable``, which accepts nothing.
+
+    >>> acted(asdict(verdict(0.0045, 0.0005, eta=0.7)), 0.1)["accepted"], acted({}, 0.1)
+    (False, {})
+    """
+    if not judgement:
+        return judgement
+    j = Judgement(**{k: v for k, v in judgement.items() if k in Judgement.__dataclass_fields__})
+    bad = unreliable(j, min_label_mass)
+    return {**judgement, "accepted": j.accepted and not bad, "unreliable": bad, "label_mass": j.label_mass}
 
 
 def label_variants(word: str) -> list[str]:

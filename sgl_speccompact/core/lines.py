@@ -52,8 +52,10 @@ def norm_line(line: str) -> str:
 _norm = norm_line
 
 
-def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig) -> LineKind:
-    """Apply the paper's checks, in its order, to one proposed line.
+def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig,
+                  placeholders: frozenset[str] = frozenset()) -> LineKind:
+    """Apply the paper's checks, in its order, to one proposed line; then ours: a line holding one
+    of the schema's ``placeholders`` (:func:`placeholder_texts`) is template text, not content.
 
     >>> cfg = CompactConfig()
     >>> classify_line("- fix bug", ["- fix bug"], cfg).value
@@ -64,6 +66,8 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
     'judge'
     >>> classify_line("## Next Steps", [], cfg).value  # a slot heading inside a slot
     'duplicate'
+    >>> classify_line("1. [First next step]", [], cfg, placeholder_texts(("1. [First next step]",))).value
+    'placeholder'
     """
     if not line.strip():
         return LineKind.BLANK
@@ -76,7 +80,7 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
         return LineKind.DUPLICATE
     if stripped.startswith("#") or stripped.lower() in {m.lower() for m in cfg.empty_markers}:
         return LineKind.UNJUDGED
-    return LineKind.JUDGE
+    return LineKind.PLACEHOLDER if is_placeholder(line, placeholders) else LineKind.JUDGE
 
 
 _BRACKETED = re.compile(r"\[([^\[\]]+)\]")  # "[First next step]": a body format's stand-in for content

@@ -40,7 +40,7 @@ is excluded by instruction only).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import sglang as sgl
@@ -52,7 +52,7 @@ from ..config import CompactConfig, make_config
 from ..backends.endpoint import LabelJudgement, connect
 from ..backends.http import token_counter
 from ..history.messages import Turn, environment_outputs, parse_messages
-from ..core.judge import Judgement, label_choices, unreliable
+from ..core.judge import Judgement, acted, label_choices, unreliable
 from ..programs.states import retire
 from ..programs.steps import result_of
 from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
@@ -274,8 +274,8 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Any,
     judgements = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
                                recorder=recorder)
     weak = [unreliable(j, cfg.min_label_mass) for j in judgements]
-    for j, w in zip(judgements, weak):
-        recorder.verdict(j.label_mass, w)
+    for j in judgements:
+        recorder.verdict(acted(asdict(j), cfg.min_label_mass))
     keep = [j.accepted or w for j, w in zip(judgements, weak)]  # an unreliable verdict deletes nothing
     after = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
     report = SourceJudgeReport(

@@ -45,7 +45,7 @@ class SlotContext:
 
     @property
     def placeholders(self) -> frozenset[str]:
-        """The schema's bracketed template texts: a line holding one is not content (lines.py)."""
+        """The bracketed stand-ins of the schema's body formats: a line holding one is template text."""
         return placeholder_texts(tuple(s.body_format for s in self.slots))
 
     def emit(self, **event) -> None:

@@ -15,9 +15,6 @@ from concurrent.futures import Future
 from ..core.lines import DraftBuffer
 from .steps import Draft, draft
 
-DRAFTER_EMPTY = "drafter_empty"  # refill's answer when the drafter wrote nothing for a branch without content
-
-
 def is_content(line: str) -> bool:
     """A line that is content: neither blank nor a heading.
 
@@ -29,13 +26,13 @@ def is_content(line: str) -> bool:
 
 class Drafting:
     """Drafter requests of a slot stream (the stream provides ``ctx``, ``slot``, ``buffer``, ``cut``,
-    ``capped``, ``carried``, ``budget``, ``tokens``, ``pending``, ``dropped``, ``pool``, ``count``,
+    ``capped``, ``carried``, ``budget``, ``tokens``, ``pending``, ``dropped``, ``pool``, ``count``, ``first_line``,
     ``timed``, ``sent`` and ``room``)."""
 
     def refill(self, prefix: tuple[str, ...]) -> str | None:
         """Fill the draft buffer with the lines continuing ``prefix``; a stop reason when the
-        drafter has nothing more to write (``complete``; :data:`DRAFTER_EMPTY` while the branch
-        has no content: the target decides then) or no tokens are left (``token_budget``)."""
+        drafter has nothing more to write (``complete``; while the branch has no content, the target
+        decides: ``first_line``) or no tokens are left (``token_budget``)."""
         if self.buffer.done(prefix):
             return "complete"
         if self.room() <= 0:
@@ -45,7 +42,7 @@ class Drafting:
         while not any(a.strip() for a in prefix) and lines and not lines[0].strip():
             lines.pop(0)  # a slot does not open with blank lines
         if not lines:
-            return "complete" if any(is_content(a) for a in prefix) else DRAFTER_EMPTY
+            return "complete" if any(is_content(a) for a in prefix) else self.first_line()  # the target decides
         self.buffer = DraftBuffer(prefix, lines, d.ended)
         self.cut, self.capped = (lines[-1] if d.truncated else None), d.capped
         self.count(lines)

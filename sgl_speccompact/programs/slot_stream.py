@@ -28,12 +28,11 @@ from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Callable
 
 from .carrying import CarriedProposals
-from .drafting import DRAFTER_EMPTY, Drafting
+from .drafting import Drafting
 from .repairing import Repairs
 from ..core.admission import Admission, Source, Step, admit
-from ..core.judge import Judgement, unreliable
-from ..core.lines import (DraftBuffer, LineKind, SlotBudget, classify_line, drop_blank_ends, is_placeholder,
-                         norm_line)
+from ..core.judge import acted
+from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, drop_blank_ends, norm_line
 from .context import SlotRun
 from .steps import open_slot, verify_line
 from ..result import LineOrigin, SlotResult, SummaryLine
@@ -89,7 +88,6 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
         self.carried_used = (0, 0)  # carried lines kept: (lines, tokens), against max_carried_share
         self.stale: set[str] = set()  # carried lines judged no longer to hold (norm_line), never kept
         self.section_drafted = False  # the new lines before the next carried sub-section heading are drafted
-        self.unsure = False  # the last verdict was unreliable (too little label mass to act on)
 
     # ------------------------------------------------------------ bookkeeping
 
@@ -112,12 +110,11 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
             self.tokens.update(zip(new, self.ctx.count_tokens([line + "\n" for line in new])))
 
     def accept(self, line: str, origin: LineOrigin, score: float | None = None,
-               rejected: str | None = None, **replaced) -> None:
+               rejected: str | None = None, **more) -> None:
         self.s += line + "\n"
         self.budget.add(line, self.tokens[line])
         self.accepted.append(line)
-        self.result.lines.append(SummaryLine(text=line, origin=origin, score=score, rejected_draft=rejected,
-                                             **replaced))
+        self.result.lines.append(SummaryLine(text=line, origin=origin, score=score, rejected_draft=rejected, **more))
         if line.strip():
             self.blank_repair = False  # "two blank repairs in a row" counts between real lines only
         if origin is not LineOrigin.DRAFTED:
@@ -128,11 +125,9 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
     def kind(self, line: str) -> LineKind:
         """The line checks, with the duplicate check across the slot's branches; a line the target
         judged stale as a carried line counts as a duplicate (it goes to repair unjudged)."""
-        kind = classify_line(line, self.accepted, self.ctx.cfg)
+        kind = classify_line(line, self.accepted, self.ctx.cfg, self.ctx.placeholders)
         if kind is LineKind.JUDGE and (self.shared.has(line) or norm_line(line) in self.stale):
             return LineKind.DUPLICATE
-        if kind is LineKind.JUDGE and is_placeholder(line, self.ctx.placeholders):
-            return LineKind.PLACEHOLDER  # the slot format's own template text: repaired, never judged
         return kind
 
     def stop(self, reason: str) -> SlotResult:
@@ -187,8 +182,6 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
             line = self.buffer.take(prefix)
             if line is None:
                 reason = self.refill(prefix)
-                if reason == DRAFTER_EMPTY:
-                    reason = self.first_line()
             elif self.carried and line.strip().startswith("#"):
                 reason = "complete"  # the drafter moves on: the carried heading comes next
             else:
@@ -197,15 +190,6 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
                 self.section_drafted = True  # this section's new lines are written: back to the carried ones
             elif reason:
                 return reason
-
-    def first_line(self) -> str | None:
-        """The drafter wrote nothing for a branch without content: the target decides, writing its
-        first line as a repair does.  The branch ends ``complete`` and empty only if the target
-        writes nothing too, or an empty marker."""
-        reason = self.repair(None, score=None)
-        markers = {m.lower() for m in self.ctx.cfg.empty_markers}
-        marker = reason is None and bool(self.accepted) and self.accepted[-1].strip().lower() in markers
-        return "complete" if reason == "target_ended" or marker else reason
 
     def ends_section(self, line: str) -> bool:
         """A heading in a sub-section branch starts the next sub-section: this one is done."""
@@ -220,10 +204,9 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
             if self.capped:
                 return "token_budget"  # the line did not fit the slot's remaining tokens
             kind = LineKind.TOO_LONG
-        self.unsure = False
         done, score = self.offer(line, Source.DRAFT, kind, lambda: self.judge(prefix, line))
-        if done.step is Step.REPAIR:  # rejected, another branch has it, or it failed its checks
-            return self.repair(line, score=score, unreliable=self.unsure)
+        if done.step is Step.REPAIR:  # rejected, another branch has it, or it failed its checks (then not judged)
+            return self.repair(line, score=score, unreliable=kind is LineKind.JUDGE and self.unsure)
         return done.reason
 
     def judge(self, prefix: tuple[str, ...], line: str, carried: bool = False) -> dict:
@@ -232,30 +215,18 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
         self.prefetch(prefix, line)
         meta = self.sent("verify", verify_line, self.s, self.slot, line, self.ctx, carried)
         self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
-        judgement = self.acted(meta.get("judgement") or {})
+        judgement = acted(meta.get("judgement") or {}, self.ctx.cfg.min_label_mass)  # unreliable: accepts nothing
+        self.ctx.recorder.verdict(judgement)
+        self.unsure = bool(judgement.get("unreliable"))  # the last verdict had too little label mass to act on
         (self.ctx.recorder.carried if carried else self.ctx.recorder.judged)(bool(judgement.get("accepted")))
         return judgement
 
-    def acted(self, judgement: dict) -> dict:
-        """A verdict as the stream acts on it, its label mass recorded: one whose labels carry
-        less than ``min_label_mass`` (:func:`~sgl_speccompact.core.judge.unreliable`) accepts nothing."""
-        if not judgement:
-            return judgement
-        j = Judgement(**judgement)
-        bad = unreliable(j, self.ctx.cfg.min_label_mass)
-        self.ctx.recorder.verdict(j.label_mass, bad)
-        self.unsure = bad
-        return {**judgement, "accepted": j.accepted and not bad, "unreliable": bad}
-
     def offer(self, line: str, source: Source, kind: LineKind, judge: Callable[[], dict | None] | None = None,
-              score: float | None = None, rejected: str | None = None,
-              **replaced) -> tuple[Admission, float | None]:
+              score: float | None = None, rejected: str | None = None, **more) -> tuple[Admission, float | None]:
         """Take ``line`` through :func:`~sgl_speccompact.core.admission.admit`, doing each step it
         names, and accept it if admitted; returns the final admission and the line's score.
 
-        ``judge()`` asks the target (None: the line is not judged after all, and dropped).
-        ``replaced``: what a repair records about the draft it replaces (``rejected_score``,
-        ``unreliable_verdict``).
+        ``judge()`` asks the target (None: the line is not judged after all, and dropped); ``more``: SummaryLine fields.
         """
         over = judged = claimed = None
         while True:
@@ -274,5 +245,5 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
                 break
         if done.step is Step.ACCEPT:
             self.accept(line, ORIGINS[source] if kind is LineKind.JUDGE or source is Source.REPAIR
-                        else LineOrigin.UNJUDGED, score=score, rejected=rejected, **replaced)
+                        else LineOrigin.UNJUDGED, score=score, rejected=rejected, **more)
         return done, score

@@ -20,7 +20,7 @@ def test_a_target_that_judges_passes_the_probe_in_one_request(make_emulated_serv
     policy.judge("<entry>", p_positive=0.9, mass=0.95)
     srv = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-8B")
     mass = probe_label_mass(SpecCompactEndpoint(srv.url), CompactConfig())
-    assert mass == pytest.approx(0.95, abs=0.01)
+    assert mass == pytest.approx(0.95 * 0.7, abs=0.01)  # the best variant of each label: 70% of its share
     assert srv.stats()["total"]["requests"] == 1
     assert label_mass_warning(mass, CompactConfig()) is None
 
