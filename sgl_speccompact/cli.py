@@ -147,7 +147,9 @@ def stats_table(result: CompactionResult) -> str:
         f"cached ratio:    target {pct(s.cached_ratio('target'))}, drafter {pct(s.cached_ratio('drafter'))}",
         f"acceptance rate: {pct(s.acceptance_rate)} ({s.accepted_lines} of {s.proposed_lines} judged lines; "
         f"{s.repaired_lines} repaired, {s.unjudged_lines} unjudged)",
-        f"summary:         {result.summary_tokens} tokens",
+        *([f"judge labels:    p+ + p- min {s.label_mass_min:.3g}, median {s.label_mass_median:.3g}; "
+           f"{s.unreliable_verdicts} verdicts below min_label_mass"] if s.label_mass_min is not None else []),
+        f"summary:         {result.summary_tokens} tokens" + (", INCOMPLETE (truncated)" if result.truncated else ""),
         *([f"method auto:     {s.auto['reason']}"] if s.auto else []),
         f"wall time:       {s.total_wall_s:.2f} s",
     ]

@@ -76,6 +76,7 @@ class CompactConfig(BaseModel):
     max_new_tokens: int = Field(64, ge=1, le=MAX_TOKENS)  # new tokens per draft or repair request (tokens)
     max_summary_tokens: int = Field(2048, ge=1, le=MAX_TOKENS)  # assembled summary budget (target tokens)
     max_line_chars: int = Field(400, ge=8, le=1_000_000)  # longer lines skip the judge and go to repair (chars)
+    min_label_mass: float = Field(0.1, ge=0.0, le=1.0)  # p+ + p- below this: an unreliable verdict, acting on nothing (probability)
     positive_label: str = Field("positive", min_length=1)  # judge word meaning "supported"
     negative_label: str = Field("negative", min_length=1)  # judge word meaning "unsupported"
     empty_markers: tuple[str, ...] = ("(none)", "none", "(n/a)", "n/a", "- (none)")  # accepted unjudged

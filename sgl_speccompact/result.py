@@ -8,6 +8,7 @@ partial one.
 
 from __future__ import annotations
 
+import statistics
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
@@ -33,8 +34,10 @@ class SummaryLine(BaseModel):
 
     text: str  # the line, no trailing newline
     origin: LineOrigin  # how it was produced
-    score: float | None = None  # acceptance score r of the judged draft line (None if unjudged)
+    score: float | None = None  # acceptance score r of this line's own verdict (None if unjudged: a repair)
     rejected_draft: str | None = None  # the draft line a repair replaced
+    rejected_score: float | None = None  # that draft's score r (None: it failed a check, or the slot was empty)
+    unreliable_verdict: bool = False  # a repair written because the draft's verdict had too little label mass
 
 
 class SlotResult(BaseModel):
@@ -43,7 +46,9 @@ class SlotResult(BaseModel):
     name: str  # slot name from the schema
     title: str  # section heading
     lines: list[SummaryLine] = Field(default_factory=list)  # accepted lines, in order
-    stop_reason: str = ""  # why the slot ended: complete | line_budget | token_budget | repair_failed | ...
+    stop_reason: str = ""  # why the slot ended: complete | line_budget | token_budget | repair_truncated | missing | ...
+    removed_duplicates: list[str] = Field(default_factory=list)  # lines dropped at assembly: an earlier slot has them
+    removed_placeholders: list[str] = Field(default_factory=list)  # lines dropped at assembly: template text
     tokens: int = 0  # target tokens the slot's lines use
 
 
@@ -68,6 +73,10 @@ class CompactionStats(BaseModel):
     dropped_drafts: int = 0  # speculative drafts dropped because their line was rejected
     carried_proposed: int = 0  # previous summary's lines proposed again (incremental compaction)
     carried_lines: int = 0  # of which judged to still hold and kept
+    label_mass_min: float | None = None  # smallest p+ + p- of any judge verdict, SJC's included (None: no verdict)
+    label_mass_median: float | None = None  # median p+ + p- of those verdicts (None: no verdict)
+    unreliable_verdicts: int = 0  # verdicts whose label mass was below config min_label_mass (acted on as none)
+    label_masses: list[float] = Field(default_factory=list, exclude=True)  # every verdict's p+ + p- (not serialized)
     wall_time_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds (summed over slots)
     total_wall_s: float = 0.0  # end-to-end wall time (s)
     layout: str = "classic"  # target shared-prefix layout: classic | agent (the agent's own chat rendering)
@@ -106,7 +115,7 @@ class CompactionResult(BaseModel):
     stats: CompactionStats = Field(default_factory=CompactionStats)  # cost of producing it
     source_judge: dict | None = None  # SJC report when the post-filter ran
     redactions: dict[str, int] = Field(default_factory=dict)  # secrets replaced per kind; "output:<kind>": in returned text
-    truncated: bool = False  # cut off by its generation cap (config report_cut_off): an incomplete summary
+    truncated: bool = False  # an incomplete summary: cut by its cap, sections missing, or a repair cut off
     chunks: int = 1  # blocks the history was compacted in, each on the last one's summary (chunking.py)
     pruning: dict | None = None  # tool-output pruning (prune_tool_outputs): messages_pruned, chars_saved, tokens_saved
 
@@ -116,6 +125,20 @@ class CompactionResult(BaseModel):
         d["stats"]["acceptance_rate"] = self.stats.acceptance_rate
         d["stats"]["target_cached_ratio"] = self.stats.cached_ratio("target")
         return d
+
+
+def note_masses(stats: CompactionStats, masses: list[float], unreliable: int) -> None:
+    """Add verdicts' label masses to ``stats`` and update their minimum and median.
+
+    >>> st = CompactionStats(); note_masses(st, [0.9, 0.002, 0.95], 1)
+    >>> st.label_mass_min, st.label_mass_median, st.unreliable_verdicts
+    (0.002, 0.9, 1)
+    """
+    stats.label_masses.extend(masses)
+    stats.unreliable_verdicts += unreliable
+    if stats.label_masses:
+        stats.label_mass_min = min(stats.label_masses)
+        stats.label_mass_median = statistics.median(stats.label_masses)
 
 
 @dataclass
@@ -156,6 +179,13 @@ class StatsRecorder:
         with self._lock:
             self.stats.carried_proposed += 1
             self.stats.carried_lines += bool(accepted)
+
+    def verdict(self, judgement: dict) -> None:
+        """Count one verdict's label mass and whether it was too low to act on (``core.judge.acted``'s
+        dict; ``{}``: no verdict)."""
+        if judgement:
+            with self._lock:
+                note_masses(self.stats, [judgement["label_mass"]], int(judgement["unreliable"]))
 
     def dropped(self) -> None:
         """Count one speculative draft dropped after its line was rejected."""

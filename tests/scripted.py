@@ -38,6 +38,11 @@ def count_tokens(texts):
     return [len(t.split()) + t.count("\n") for t in texts]
 
 
+def labels(p) -> tuple[float, float]:
+    """``(p+, p-)`` from a scripted judge's answer: p+ alone (the rest on p-), or both."""
+    return tuple(p) if isinstance(p, tuple) else (p, 1 - p)
+
+
 EOS_ID = 151645  # <|im_end|>: what sglang reports as ``matched`` when the model ends
 
 
@@ -61,8 +66,10 @@ class ScriptedBackend(BaseBackend):
     ----------
     draft : callable(slot, accepted_lines, text) -> (completion, finish_type)
         Drafter answer ("length" or "stop").
-    judge : callable(slot, line) -> float
-        Probability mass on the positive label (the rest on negative).
+    judge : callable(slot, line) -> float or (float, float)
+        Probability on the positive label (the rest on negative), or both
+        labels' probabilities ``(p+, p-)`` (a judge whose labels carry
+        little mass, like a model that meant to write something else).
     repair : callable(slot, accepted_lines) -> str or (str, finish_type)
         Target continuation.
     Every ``gen`` with ``stop="\\n"`` is cut at the first newline and
@@ -70,18 +77,18 @@ class ScriptedBackend(BaseBackend):
     sglang does; an answer that ends without one reports the EOS id.
     candidates : callable(slot, accepted_lines, n) -> list of str, optional
         Drafter answer to an n-sample request (``sample_n``; kind "candidates").
-    judge_prompt : callable(text) -> float, optional
+    judge_prompt : callable(text) -> float or (float, float), optional
         A judge that reads the whole prompt (every verification and SJC
-        judgement): probability on the positive label.  Takes precedence
-        over ``judge`` and ``source_judge``.
+        judgement): probability on the positive label, or ``(p+, p-)``.
+        Takes precedence over ``judge`` and ``source_judge``.
     before : callable(kind, slot), optional
         Called before answering (to block or slow a slot).
     complete : callable(text, sampling_params) -> str or (str, finish_type), optional
         Answer of every ``gen`` (recorded as kind "generate"), for the
         baselines; takes precedence over ``draft`` and ``repair``.
-    source_judge : callable(entry, section) -> float, optional
-        Probability that a Source-Judged Compaction entry has a source
-        (recorded as kind "source_judge").
+    source_judge : callable(entry, section) -> float or (float, float), optional
+        Probability that a Source-Judged Compaction entry has a source, or
+        ``(p+, p-)`` (recorded as kind "source_judge").
     """
 
     def __init__(self, *, draft=None, judge=None, repair=None, before=None, complete=None, source_judge=None,
@@ -151,13 +158,13 @@ class ScriptedBackend(BaseBackend):
             p = (self.judge_prompt(text) if self.judge_prompt is not None
                  else self.source_judge_fn(ENTRY_RE.findall(text)[-1], SECTION_RE.findall(text)[-1]))
             assert isinstance(choices_method, LabelJudgement)
-            return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1},
+            return decision(choices, verdict(*labels(p), choices_method.eta), {"requests": 1},
                             choices_method.n_positive)
         self._record("verify", text)
         line = LINE_RE.findall(text)[-1]
         p = self.judge_prompt(text) if self.judge_prompt is not None else self.judge_fn(slot_of(text), line)
         assert isinstance(choices_method, LabelJudgement)
-        return decision(choices, verdict(p, 1 - p, choices_method.eta), {"requests": 1}, choices_method.n_positive)
+        return decision(choices, verdict(*labels(p), choices_method.eta), {"requests": 1}, choices_method.n_positive)
 
 
 class BatchJudgeBackend(ScriptedBackend):
@@ -172,5 +179,5 @@ class BatchJudgeBackend(ScriptedBackend):
         js = []
         for text in texts:
             p = self.judge_fn(slot_of(text), LINE_RE.findall(text)[-1])
-            js.append(verdict(p, 1 - p, eta))
+            js.append(verdict(*labels(p), eta))
         return js, {"prompt_tokens": sum(count_tokens(texts)), "cached_tokens": 0, "requests": 1}

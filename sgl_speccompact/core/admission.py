@@ -24,6 +24,9 @@ from enum import Enum
 from .lines import LineKind
 
 
+FAILED_CHECK = (LineKind.DUPLICATE, LineKind.TOO_LONG, LineKind.PLACEHOLDER)  # kinds repaired without a judge call
+
+
 class Source(str, Enum):
     """Where a proposed line comes from."""
 
@@ -76,6 +79,8 @@ def admit(source: Source, kind: LineKind, over: str | None = None, judged: bool 
     Admission(step=<Step.STOP: 'stop'>, reason='repair_failed')
     >>> admit(Source.CARRIED, LineKind.JUDGE, over="token_budget").step.value
     'drop'
+    >>> admit(Source.DRAFT, LineKind.PLACEHOLDER).step.value, admit(Source.CANDIDATE, LineKind.PLACEHOLDER).step.value
+    ('repair', 'drop')
     """
     refused = _refused(source, kind)
     if refused is not None:
@@ -99,9 +104,9 @@ def admit(source: Source, kind: LineKind, over: str | None = None, judged: bool 
 def _refused(source: Source, kind: LineKind) -> Admission | None:
     """The checks: what a line of ``kind`` from ``source`` may not be (None: it may go on)."""
     if source is Source.DRAFT:
-        return Admission(Step.REPAIR) if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG) else None
+        return Admission(Step.REPAIR) if kind in FAILED_CHECK else None
     if source is Source.REPAIR:
-        return Admission(Step.STOP, "repair_failed") if kind in (LineKind.DUPLICATE, LineKind.TOO_LONG) else None
+        return Admission(Step.STOP, "repair_failed") if kind in FAILED_CHECK else None
     wanted = LineKind.UNJUDGED if source is Source.HEADING else LineKind.JUDGE
     return None if kind is wanted else Admission(Step.DROP)
 

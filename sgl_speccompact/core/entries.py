@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from typing import Callable, Iterable
 
 from ..result import SlotResult
+from .prompts import INCOMPLETE
 
 LIST_ITEM = re.compile(r"^\s*(?:[-*+\u2022]|\d+[.)])\s+")
 FENCE = re.compile(r"^\s*(?:```|~~~)")
@@ -40,7 +41,7 @@ def is_structure(line: str, empty_markers: Iterable[str] = ()) -> bool:
     s = line.strip()
     if not s or s.startswith("#") or RULE.match(s):
         return True
-    markers = {m.lower() for m in empty_markers}
+    markers = {m.lower() for m in (*empty_markers, INCOMPLETE)}
     if s.lower() in markers or LIST_ITEM.sub("", s).lower() in markers:
         return True
     return bool(LABEL.match(s))

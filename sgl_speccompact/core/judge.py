@@ -21,7 +21,7 @@ scored as a choice) and the batch judge all call :func:`judge_next_token`.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Callable, Hashable, Iterable, Mapping
 
 from ..errors import LabelLogprobError, LabelTokenError
@@ -49,6 +49,46 @@ class Judgement:
     score: float  # r = p_pos / (p_pos + p_neg), 0.0 when both are 0
     accepted: bool  # score >= eta
     substituted: tuple[str, ...] = ()  # labels filled in by the missing-label rule
+
+    @property
+    def label_mass(self) -> float:
+        """p+ + p-: how much of the next-token probability the two labels carry.
+
+        A judge that answers the question puts most of its probability on a
+        label; a low mass means it meant to write something else (a wrong chat
+        template, an opened thinking block, label words it does not use), and
+        ``score`` is then noise (:func:`unreliable`).
+
+        >>> round(Judgement(0.003, 0.002, 0.6, False).label_mass, 4)
+        0.005
+        """
+        return self.p_pos + self.p_neg
+
+
+def unreliable(j: Judgement, min_label_mass: float) -> bool:
+    """Whether verdict ``j`` is too weak to act on: its label mass is below ``min_label_mass``.
+
+    SpecCompact accepts no line on such a verdict (the target writes the line
+    instead), and Source-Judged Compaction deletes no entry on one.
+
+    >>> unreliable(verdict(0.004, 0.001, eta=0.7), 0.05), unreliable(verdict(0.6, 0.3, eta=0.7), 0.05)
+    (True, False)
+    """
+    return j.label_mass < min_label_mass
+
+
+def acted(judgement: dict, min_label_mass: float) -> dict:
+    """A verdict (``asdict`` of a :class:`Judgement`, ``{}`` for none) as the engine acts on it: with its
+    ``label_mass`` and whether it is ``unreliable``, which accepts nothing.
+
+    >>> acted(asdict(verdict(0.0045, 0.0005, eta=0.7)), 0.1)["accepted"], acted({}, 0.1)
+    (False, {})
+    """
+    if not judgement:
+        return judgement
+    j = Judgement(**{k: v for k, v in judgement.items() if k in Judgement.__dataclass_fields__})
+    bad = unreliable(j, min_label_mass)
+    return {**judgement, "accepted": j.accepted and not bad, "unreliable": bad, "label_mass": j.label_mass}
 
 
 def label_variants(word: str) -> list[str]:

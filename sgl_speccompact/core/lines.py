@@ -20,6 +20,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass, field
 from enum import Enum
+from functools import lru_cache
 
 from ..config import CompactConfig
 
@@ -31,6 +32,7 @@ class LineKind(str, Enum):
     DUPLICATE = "duplicate"  # same as an accepted line -> repair
     TOO_LONG = "too_long"  # over max_line_chars -> repair
     UNJUDGED = "unjudged"  # heading or empty marker -> accept without judge
+    PLACEHOLDER = "placeholder"  # template text copied from a slot's body format -> repair
     JUDGE = "judge"  # needs the target's verdict
 
 
@@ -50,8 +52,10 @@ def norm_line(line: str) -> str:
 _norm = norm_line
 
 
-def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig) -> LineKind:
-    """Apply the paper's checks, in its order, to one proposed line.
+def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig,
+                  placeholders: frozenset[str] = frozenset()) -> LineKind:
+    """Apply the paper's checks, in its order, to one proposed line; then ours: a line holding one
+    of the schema's ``placeholders`` (:func:`placeholder_texts`) is template text, not content.
 
     >>> cfg = CompactConfig()
     >>> classify_line("- fix bug", ["- fix bug"], cfg).value
@@ -62,6 +66,8 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
     'judge'
     >>> classify_line("## Next Steps", [], cfg).value  # a slot heading inside a slot
     'duplicate'
+    >>> classify_line("1. [First next step]", [], cfg, placeholder_texts(("1. [First next step]",))).value
+    'placeholder'
     """
     if not line.strip():
         return LineKind.BLANK
@@ -74,7 +80,33 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
         return LineKind.DUPLICATE
     if stripped.startswith("#") or stripped.lower() in {m.lower() for m in cfg.empty_markers}:
         return LineKind.UNJUDGED
-    return LineKind.JUDGE
+    return LineKind.PLACEHOLDER if is_placeholder(line, placeholders) else LineKind.JUDGE
+
+
+_BRACKETED = re.compile(r"\[([^\[\]]+)\]")  # "[First next step]": a body format's stand-in for content
+
+
+@lru_cache(maxsize=64)
+def placeholder_texts(body_formats: tuple[str, ...]) -> frozenset[str]:
+    """The bracketed stand-ins of slot body formats (normalized), checkboxes left out.
+
+    >>> sorted(placeholder_texts(("1. [First next step]", "- [x] [Completed task/change]")))
+    ['completed task/change', 'first next step']
+    """
+    found = {_norm(t) for fmt in body_formats for t in _BRACKETED.findall(fmt)}
+    return frozenset(t for t in found if len(t) > 1)  # "[x]", "[ ]": a checkbox, not a stand-in
+
+
+def is_placeholder(line: str, texts: frozenset[str]) -> bool:
+    """Whether ``line`` holds a stand-in of a slot's body format: template text, not content.
+
+    >>> texts = placeholder_texts(("1. [First next step]\\n2. [Second next step]",))
+    >>> is_placeholder("2. [Second next step]", texts), is_placeholder("1. [first  NEXT step] now", texts)
+    (True, True)
+    >>> is_placeholder("1. run [tests/test_a.py]", texts), is_placeholder("- [x] fix a.py", texts)
+    (False, False)
+    """
+    return any(_norm(t) in texts for t in _BRACKETED.findall(line))
 
 
 # every character a reader may take for a line end (``str.splitlines``'s set): CR LF, LF, CR,

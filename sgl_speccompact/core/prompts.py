@@ -240,6 +240,9 @@ def carried_question(slot: Slot, line: str, positive: str, negative: str) -> str
     return CARRIED_QUESTION.format(slot_title=slot.title, line=line, positive=positive, negative=negative)
 
 
+INCOMPLETE = "(incomplete)"  # the body of a slot cut short before its first line (never "(none)")
+
+
 def section(slot: Slot, lines: list[str]) -> str:
     """One assembled summary section: heading plus body (``(none)`` if empty).
 

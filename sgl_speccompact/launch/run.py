@@ -21,7 +21,7 @@ import time
 from pathlib import Path
 from typing import NoReturn
 
-from ..errors import BackendError, ConfigError, LaunchError
+from ..errors import BackendError, ConfigError, LaunchError, SpecCompactError
 from .auto import auto_picker
 from .plan import LaunchPlan, build_plan
 from .router import start_router
@@ -58,6 +58,7 @@ def _build_app(plan: LaunchPlan, http):
     cost_models = cost_fits(plan, http)
     picker = auto_picker(plan, cost_models)
     log_auto(picker)
+    check_judge(targets[0], plan, picker)
     deadline = float(svc["compaction_timeout_s"])
     limits = ServiceLimits(max_body_bytes=int(float(svc["max_body_mb"]) * 2**20),
                            max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
@@ -83,6 +84,24 @@ def log_auto(picker) -> None:
 
     print(f"[launch] method auto predicts on {describe(picker.deployment)} ({picker.source}), "
           f"acceptance prior {picker.acceptance.prior:g}", file=sys.stderr, flush=True)
+
+
+def check_judge(target, plan: LaunchPlan, picker) -> None:
+    """Probe the target's label mass once (one judge request); warn when it cannot judge, and let
+    ``auto`` start from what the probe saw."""
+    from ..backends.calibration_probe import log
+    from ..config import make_config
+    from ..methods.judge_probe import label_mass_warning, probe_label_mass
+
+    cfg = make_config(plan.compact)
+    try:
+        mass = probe_label_mass(target, cfg)
+    except SpecCompactError as exc:  # a probe that fails decides nothing: compactions report their own errors
+        log(f"[launch] warning: the judge probe failed ({exc})")
+        return
+    picker.observe("probe", None, mass)
+    warning = label_mass_warning(mass, cfg)
+    log(f"[launch] warning: {warning}" if warning else f"[launch] target judges: label mass {mass:.3g}")
 
 
 def cost_fits(plan: LaunchPlan, http) -> dict:

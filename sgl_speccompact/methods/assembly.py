@@ -16,11 +16,14 @@ from typing import Callable
 
 from ..config import CompactConfig
 from ..errors import BackendError, SummaryBudgetError
-from ..core.prompts import assemble
+from ..core.entries import is_structure
+from ..core.lines import drop_blank_ends, is_placeholder, norm_line, placeholder_texts
+from ..core.prompts import INCOMPLETE, assemble
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
 
 Counter = Callable[[list[str]], list[int]]  # texts -> length in target tokens
+CUT_SHORT = frozenset({"repair_truncated"})  # stop reasons of a slot whose next line was cut off: incomplete
 
 
 @dataclass(frozen=True)
@@ -32,6 +35,7 @@ class OneShot:
     names: dict[str, str] | None = None  # section title -> slot name; other titles are slugged
     max_tokens: int | None = None  # the generation cap it ran under (None: cfg.monolithic_max_tokens)
     budget: int | None = None  # its summary token budget (None: cfg.max_summary_tokens)
+    placeholders: frozenset[str] = frozenset()  # its format's bracketed stand-ins: lines holding one are removed
 
 
 @dataclass(frozen=True)
@@ -46,13 +50,61 @@ class Assembled:
 
 def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactConfig,
                count: Counter) -> Assembled:
-    """Assemble slot results in schema order and enforce the summary budget."""
-    bodies = {r.name: [line.text for line in r.lines] for r in results}
+    """Assemble slot results in schema order and enforce the summary budget.
+
+    A placeholder line, or a line already in an earlier slot, is removed
+    (:func:`drop_unfit`).  A slot cut short (:data:`CUT_SHORT`) makes the
+    summary ``truncated``; left empty, it reads ``(incomplete)``, never ``(none)``.
+    """
+    results = drop_unfit(results, cfg.empty_markers, placeholder_texts(tuple(s.body_format for s in slots)), count)
+    bodies = {r.name: [line.text for line in r.lines] or ([INCOMPLETE] if r.stop_reason in CUT_SHORT else [])
+              for r in results}
     summary = assemble(slots, bodies)
     tokens = count([summary])[0]
     if tokens > cfg.max_summary_tokens:
         raise SummaryBudgetError(tokens, cfg.max_summary_tokens)
-    return Assembled(summary, tokens, list(results))
+    return Assembled(summary, tokens, results, truncated=any(r.stop_reason in CUT_SHORT for r in results))
+
+
+def drop_unfit(results: list[SlotResult], markers: tuple[str, ...], placeholders: frozenset[str],
+               count: Counter) -> list[SlotResult]:
+    """Copies of ``results`` (in summary order) without the content lines that are no content of theirs.
+
+    A line holding one of the schema's ``placeholders`` is template text
+    (listed in its slot's ``removed_placeholders``).  A fact belongs to one
+    section: the first slot keeps it, a later copy is removed (listed in its
+    slot's ``removed_duplicates``).  Headings, blank lines and empty markers
+    are structure and may repeat.
+
+    >>> line = lambda t: SummaryLine(text=t, origin=LineOrigin.TARGET)
+    >>> a = SlotResult(name="goal", title="Goal", lines=[line("- a.py"), line("1. [First step]")])
+    >>> b = SlotResult(name="next", title="Next", tokens=5, lines=[line("-  A.py"), line("(none)")])
+    >>> out = drop_unfit([a, b], ("(none)",), frozenset({"first step"}), lambda ts: [2 for _ in ts])
+    >>> out[0].removed_placeholders, [x.text for x in out[1].lines], out[1].removed_duplicates, out[1].tokens
+    (['1. [First step]'], ['(none)'], ['-  A.py'], 3)
+    """
+    seen: set[str] = set()
+    out = []
+    for result in results:
+        result = result.model_copy(deep=True)
+        kept = []
+        for line in result.lines:
+            if is_structure(line.text, markers):
+                kept.append(line)
+                continue
+            removed = (result.removed_placeholders if is_placeholder(line.text, placeholders)
+                       else result.removed_duplicates if norm_line(line.text) in seen else None)
+            if removed is None:
+                kept.append(line)
+                seen.add(norm_line(line.text))
+                continue
+            removed.append(line.text)
+            result.tokens -= count([line.text + "\n"])[0]
+        for blank in drop_blank_ends(kept):  # a removed line may leave a blank line at an end
+            result.tokens -= count([blank.text + "\n"])[0]
+        result.lines = kept
+        out.append(result)
+    return out
 
 
 def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled:
@@ -61,13 +113,19 @@ def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled
     A generation cut off by its cap is incomplete: it raises like an
     over-budget summary, or with ``cfg.report_cut_off`` comes back marked
     ``truncated`` (benchmarks report it instead of failing).  An empty one
-    is a backend error.
+    is a backend error.  One that lacks sections of its fixed format
+    (``written.names``) is incomplete too: it comes back ``truncated``, each
+    missing section reported as a slot with ``stop_reason="missing"``.  Lines
+    holding a stand-in of its format (``written.placeholders``) are removed
+    (each section's ``removed_placeholders``).
     """
     cut = (written.meta.get("finish_reason") or {}).get("type") == "length"
     if cut and not cfg.report_cut_off:
         used = int(written.meta.get("completion_tokens") or 0) or count([written.text])[0]
         raise SummaryBudgetError(used, written.max_tokens or cfg.monolithic_max_tokens)
-    summary = written.text.strip()
+    stand_ins = {name: [ln for ln in body if is_placeholder(ln, written.placeholders)]
+                 for name, _, body in sections(written.text, written.names)}
+    summary = "\n".join(ln for ln in written.text.split("\n") if not is_placeholder(ln, written.placeholders)).strip()
     if not summary:
         raise BackendError("the target returned an empty summary")
     summary += "\n"
@@ -76,11 +134,35 @@ def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled
     if tokens > budget and not cut:
         raise SummaryBudgetError(tokens, budget)
     parts = sections(summary, written.names)
+    missing = [(name, title) for title, name in (written.names or {}).items()
+               if title not in {t for _, t, _ in parts}]
     sizes = count(["".join(line + "\n" for line in body) for _, _, body in parts])
-    slots = [SlotResult(name=name, title=title, stop_reason="complete", tokens=n,
+    slots = [SlotResult(name=name, title=title, stop_reason=stop, tokens=n,
+                        removed_placeholders=stand_ins.get(name, []),
                         lines=[SummaryLine(text=line, origin=LineOrigin.TARGET) for line in body])
-             for (name, title, body), n in zip(parts, sizes)]
-    return Assembled(summary, tokens, slots, truncated=cut)
+             for (name, title, body), n, stop in zip(parts, sizes, stop_reasons(parts, written.names, cut))]
+    slots += [SlotResult(name=name, title=title, stop_reason="missing") for name, title in missing]
+    return Assembled(summary, tokens, slots, truncated=cut or bool(missing))
+
+
+def stop_reasons(parts: list[tuple[str, str, list[str]]], names: dict[str, str] | None, cut: bool) -> list[str]:
+    """Each section's stop reason: ``complete``; the last one of a cut-off text ``cut_off``; with a
+    fixed format (``names``), text outside its sections ``outside_sections``.
+
+    >>> stop_reasons([("summary", "Summary", ["- a"])], {"Goal": "goal"}, cut=True)
+    ['cut_off']
+    >>> stop_reasons([("preamble", "Preamble", ["hi"]), ("goal", "Goal", ["- a"])], {"Goal": "goal"}, cut=False)
+    ['outside_sections', 'complete']
+    """
+    out = []
+    for i, (_, title, _) in enumerate(parts):
+        if cut and i == len(parts) - 1:
+            out.append("cut_off")
+        elif names and title not in names and title in ("Summary", "Preamble"):
+            out.append("outside_sections")
+        else:
+            out.append("complete")
+    return out
 
 
 def section_events(slots: list[SlotResult]) -> list[dict]:

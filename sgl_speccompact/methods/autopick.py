@@ -15,7 +15,11 @@ records what it picked:
   :data:`~.auto.DEFAULT_P_ACCEPT` (0.7) and moves by an exponential moving
   average, ``p <- (1 - w) p + w r`` with ``w`` = :data:`EMA_WEIGHT` (0.2),
   after each SpecCompact compaction whose judge saw lines (``r`` its
-  ``stats.acceptance_rate``): about the last ten compactions count.
+  ``stats.acceptance_rate``): about the last ten compactions count;
+* the target's label mass: the median p+ + p- of the latest compaction's
+  judge verdicts (``stats.label_mass_median``, per target model).  Below
+  ``config.min_label_mass`` the target cannot judge, and ``auto`` picks no
+  judging method (:func:`~.resolve.resolve_method`).
 
 An explicit method never comes here.  Without a cost-model preset for the
 target, or when only one method is allowed, the pick is made without a
@@ -114,6 +118,8 @@ class AutoPicker:
     source: str  # where its numbers come from, e.g. "target: calibrated; drafter: profile:H200"
     pair: str = "unknown|none"  # "target-model|drafter-model": the key of the acceptance estimate
     acceptance: AcceptanceEstimate = field(default_factory=AcceptanceEstimate)  # per model pair
+    # the target's median label mass (p+ + p-) in the latest compaction with verdicts, per target model
+    label_mass: AcceptanceEstimate = field(default_factory=lambda: AcceptanceEstimate(prior=1.0, weight=1.0))
 
     def pick(self, messages: list[Any], methods: tuple[str, ...], previous_summary: str | None = None) -> dict:
         """The method to run for this history, with the prediction behind it (``stats.auto``).
@@ -148,11 +154,35 @@ class AutoPicker:
         return {**info, "method": got.method, "predicted_s": {k: round(v, 4) for k, v in got.predicted_s.items()},
                 "reason": f"{got.reason}; {self.source}"}
 
-    def observe(self, method: str, acceptance_rate: float | None) -> float | None:
-        """Update the estimate from a finished SpecCompact compaction; the new estimate or None."""
+    def observe(self, method: str, acceptance_rate: float | None, label_mass: float | None = None) -> float | None:
+        """Update the estimates from a finished compaction; the new acceptance estimate or None.
+
+        ``acceptance_rate`` counts after SpecCompact only; ``label_mass`` (the
+        compaction's median p+ + p-, SJC's verdicts included) after any method
+        that judged.
+        """
+        if label_mass is not None:
+            self.label_mass.observe(self.target, min(1.0, max(0.0, label_mass)))
         if method != "speccompact" or acceptance_rate is None:
             return None
         return self.acceptance.observe(self.pair, acceptance_rate)
+
+    @property
+    def target(self) -> str:
+        """The target model of :attr:`pair`: the key of the label-mass estimate."""
+        return self.pair.split("|", 1)[0]
+
+    def low_label_mass(self, min_label_mass: float) -> float | None:
+        """The observed label mass if it is below ``min_label_mass`` (the target cannot judge), else None.
+
+        >>> p = AutoPicker(None, "x", "t|d")
+        >>> p.low_label_mass(0.1), p.observe("hermes", None, 0.004), p.low_label_mass(0.1)
+        (None, None, 0.004)
+        """
+        if not self.label_mass.count(self.target):
+            return None
+        mass = self.label_mass.get(self.target)
+        return mass if mass < min_label_mass else None
 
 
 def describe(dep: Deployment | None) -> dict | None:

@@ -38,7 +38,7 @@ import sglang as sgl
 from .assembly import OneShot, sections, slug, trim  # noqa: F401 - sections, slug: public here too
 from .speccompact import run_slots, slot_context
 from ..config import CompactConfig
-from ..core.lines import SlotBudget, split_draft
+from ..core.lines import SlotBudget, placeholder_texts, split_draft
 from .pipeline import Job, register, run
 from .request import MethodRequest
 from ..core.hermes_prompt import MIN_TARGET, hermes_prompt, rough_tokens, summary_target, transcript
@@ -222,7 +222,7 @@ def hermes_request(job: Job, today: str | None = None) -> tuple[str, int]:
 
 
 def _one_shot(job: Job, program, names: dict[str, str] | None = None, max_tokens: int | None = None,
-              budget: int | None = None, **kwargs) -> OneShot:
+              budget: int | None = None, placeholders: frozenset[str] = frozenset(), **kwargs) -> OneShot:
     """Run a one-shot program and count its single generation."""
     t0 = time.perf_counter()
     state = program.run(assistant_prefix=getattr(job.target, "assistant_prefix", ""),
@@ -233,7 +233,7 @@ def _one_shot(job: Job, program, names: dict[str, str] | None = None, max_tokens
         retire([state])
     job.recorder.time("generate", time.perf_counter() - t0)
     job.recorder.request("target", "generate", meta)
-    return OneShot(text=text, meta=meta, names=names, max_tokens=max_tokens, budget=budget)
+    return OneShot(text=text, meta=meta, names=names, max_tokens=max_tokens, budget=budget, placeholders=placeholders)
 
 
 def hermes_reserve(cfg: CompactConfig) -> int:
@@ -267,6 +267,7 @@ def hermes_method(job: Job) -> OneShot:
 def openclaw_method(job: Job) -> OneShot:
     """OpenClaw-style: every slot of the schema in one generation."""
     return _one_shot(job, openclaw_program, names={s.title: s.name for s in job.slots}, slots=job.slots,
+                     placeholders=placeholder_texts(tuple(s.body_format for s in job.slots)),
                      history=job.history, previous_summary=job.previous_summary, focus=job.focus)
 
 

@@ -49,7 +49,7 @@ from ..core.judge_prompts import judge_rubric
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt, target_shared
 from ..history.pruning import stub
 from ..history.tool_groups import tool_groups
-from ..result import CompactionResult, CompactionStats
+from ..result import CompactionResult, CompactionStats, note_masses
 from ..schema import Slot
 from .request import MethodRequest
 
@@ -263,6 +263,7 @@ def add_stats(into: CompactionStats, more: CompactionStats) -> None:
     for f in ("agent_tokens", "agent_cached_tokens"):  # None: no block used the agent layout
         if getattr(more, f) is not None:
             setattr(into, f, (getattr(into, f) or 0) + getattr(more, f))
+    note_masses(into, more.label_masses, more.unreliable_verdicts)
     into.layout = more.layout
     for phase, s in more.wall_time_s.items():
         into.wall_time_s[phase] = into.wall_time_s.get(phase, 0.0) + s

@@ -149,6 +149,6 @@ def run_request(method: str, request: MethodRequest, target: Any, drafter: Any, 
     method, choice = resolve_method(method, request, offer, picker)
     result = run(method, request, target, drafter, config)
     if choice is not None:
-        picker.observe(method, result.stats.acceptance_rate)
+        picker.observe(method, result.stats.acceptance_rate, result.stats.label_mass_median)
         result.stats.auto = choice
     return result

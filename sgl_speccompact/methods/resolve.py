@@ -10,7 +10,11 @@ accept the request, decided by the registry's own per-method flags
 * a method that ``needs_drafter`` is left out without a drafter;
 * a method with ``fixed_sections`` (Hermes) is left out with a custom schema;
 * a method whose output reserve (:attr:`~.pipeline.Method.new_tokens`)
-  leaves no room for a block of history in the target's context is left out.
+  leaves no room for a block of history in the target's context is left out;
+* a method that ``judges`` (SpecCompact) is left out once the target's
+  observed label mass is below ``config.min_label_mass``
+  (:meth:`~.autopick.AutoPicker.low_label_mass`), unless nothing else is
+  offered; the pick's ``label_mass`` and ``reason`` say so.
 
 So ``auto`` never picks a method that then refuses the request.  It
 predicts for the models the servers report
@@ -84,7 +88,18 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
     if not allowed:
         raise ConfigError(f"auto has no method that accepts this request among "
                           f"{list(offer.offered or REGISTRY)}", field="method")
-    choice = as_picker(deployment, offer.has_drafter).pick(request.messages, allowed, request.previous_summary)
+    picker = as_picker(deployment, offer.has_drafter)
+    min_mass = (offer.config or make_config(None)).min_label_mass
+    low = picker.low_label_mass(min_mass)
+    judging = tuple(m for m in allowed if REGISTRY[m].judges)
+    if low is not None and len(judging) < len(allowed):
+        allowed = tuple(m for m in allowed if m not in judging)
+    choice = picker.pick(request.messages, allowed, request.previous_summary)
+    if low is not None:
+        left_out = f"left out {list(judging)}" if judging and not set(judging) & set(allowed) \
+            else "nothing else to pick"
+        choice = {**choice, "label_mass": low, "reason": f"{choice['reason']}; the target's label mass {low:.3g} is "
+                  f"below min_label_mass {min_mass:g}, it cannot judge: {left_out}"}
     return choice["method"], choice
 
 

@@ -6,7 +6,10 @@ later.  SJC splits the summary into entries, asks the target whether each
 entry has a source in the environment outputs (user messages, tool calls,
 tool results: :func:`~sgl_speccompact.history.messages.environment_outputs`) or in
 the previous summary, and deletes the entries whose probability
-r = p+/(p+ + p-) is below ``config.source_judge_threshold``.
+r = p+/(p+ + p-) is below ``config.source_judge_threshold``.  A verdict whose
+labels carry less than ``config.min_label_mass`` (p+ + p-) is unreliable: its
+entry is kept, marked ``unreliable``, and counted in the report's
+``kept_unjudged``.
 
 Entries (:mod:`~sgl_speccompact.core.entries`) are list items and plain lines
 under a heading; headings, blank lines and empty markers are never judged
@@ -37,7 +40,7 @@ is excluded by instruction only).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass
+from dataclasses import asdict, dataclass
 from typing import Any
 
 import sglang as sgl
@@ -49,7 +52,7 @@ from ..config import CompactConfig, make_config
 from ..backends.endpoint import LabelJudgement, connect
 from ..backends.http import token_counter
 from ..history.messages import Turn, environment_outputs, parse_messages
-from ..core.judge import Judgement, label_choices
+from ..core.judge import Judgement, acted, label_choices, unreliable
 from ..programs.states import retire
 from ..programs.steps import result_of
 from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
@@ -100,7 +103,9 @@ class EntryVerdict(BaseModel):
     text: str  # the entry, verbatim
     section: str  # heading it sits under
     score: float  # r = p+/(p+ + p-): probability that the entry has a source
-    kept: bool  # score >= threshold
+    kept: bool  # score >= threshold, or the verdict was unreliable
+    label_mass: float | None = None  # p+ + p- of the verdict (probability)
+    unreliable: bool = False  # label_mass below config min_label_mass: kept unjudged, whatever the score
 
 
 class SourceJudgeReport(BaseModel):
@@ -115,6 +120,12 @@ class SourceJudgeReport(BaseModel):
     def deleted(self) -> int:
         """How many entries were removed."""
         return sum(not e.kept for e in self.entries)
+
+    @computed_field
+    @property
+    def kept_unjudged(self) -> int:
+        """How many entries were kept because their verdict was unreliable (too little label mass)."""
+        return sum(e.unreliable for e in self.entries)
 
 
 # ---------------------------------------------------------------- programs
@@ -262,12 +273,15 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Any,
     src = sources(turns, previous_summary, cfg, shared_prefix)
     judgements = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
                                recorder=recorder)
-    keep = [j.accepted for j in judgements]
+    weak = [unreliable(j, cfg.min_label_mass) for j in judgements]
+    for j in judgements:
+        recorder.verdict(acted(asdict(j), cfg.min_label_mass))
+    keep = [j.accepted or w for j, w in zip(judgements, weak)]  # an unreliable verdict deletes nothing
     after = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
     report = SourceJudgeReport(
         threshold=cfg.source_judge_threshold, requests=after - before,
-        entries=[EntryVerdict(text=e.text, section=e.section, score=j.score, kept=j.accepted)
-                 for e, j in zip(entries, judgements)],
+        entries=[EntryVerdict(text=e.text, section=e.section, score=j.score, kept=k, label_mass=j.label_mass,
+                              unreliable=w) for e, j, k, w in zip(entries, judgements, keep, weak)],
     )
     return drop_entries(summary, entries, keep), report
 

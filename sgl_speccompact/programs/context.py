@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..config import CompactConfig
+from ..core.lines import placeholder_texts
 from ..result import StatsRecorder
 from ..schema import Slot
 from .experimental import Lockstep
@@ -41,6 +42,11 @@ class SlotContext:
     target: Any = None  # sglang backend of the target; None: the backend the program runs on
     chat_prefix: bool = False  # the shared text is chat-templated, ending inside a user turn (agent layout)
     carried: Carried = field(default_factory=dict)  # lines each branch proposes from the previous summary (carried.py)
+
+    @property
+    def placeholders(self) -> frozenset[str]:
+        """The bracketed stand-ins of the schema's body formats: a line holding one is template text."""
+        return placeholder_texts(tuple(s.body_format for s in self.slots))
 
     def emit(self, **event) -> None:
         """Send a progress event to ``on_event``, if any."""

@@ -15,15 +15,24 @@ from concurrent.futures import Future
 from ..core.lines import DraftBuffer
 from .steps import Draft, draft
 
+def is_content(line: str) -> bool:
+    """A line that is content: neither blank nor a heading.
+
+    >>> is_content("- a"), is_content("### Done"), is_content(" ")
+    (True, False, False)
+    """
+    return bool(line.strip()) and not line.strip().startswith("#")
+
 
 class Drafting:
     """Drafter requests of a slot stream (the stream provides ``ctx``, ``slot``, ``buffer``, ``cut``,
-    ``capped``, ``carried``, ``budget``, ``tokens``, ``pending``, ``dropped``, ``pool``, ``count``,
+    ``capped``, ``carried``, ``budget``, ``tokens``, ``pending``, ``dropped``, ``pool``, ``count``, ``first_line``,
     ``timed``, ``sent`` and ``room``)."""
 
     def refill(self, prefix: tuple[str, ...]) -> str | None:
         """Fill the draft buffer with the lines continuing ``prefix``; a stop reason when the
-        drafter has nothing more to write (``complete``) or no tokens are left (``token_budget``)."""
+        drafter has nothing more to write (``complete``; while the branch has no content, the target
+        decides: ``first_line``) or no tokens are left (``token_budget``)."""
         if self.buffer.done(prefix):
             return "complete"
         if self.room() <= 0:
@@ -33,7 +42,7 @@ class Drafting:
         while not any(a.strip() for a in prefix) and lines and not lines[0].strip():
             lines.pop(0)  # a slot does not open with blank lines
         if not lines:
-            return "complete"
+            return "complete" if any(is_content(a) for a in prefix) else self.first_line()  # the target decides
         self.buffer = DraftBuffer(prefix, lines, d.ended)
         self.cut, self.capped = (lines[-1] if d.truncated else None), d.capped
         self.count(lines)

@@ -18,7 +18,10 @@ paper says: a target that only answers blank costs at most two repairs.
 
 from __future__ import annotations
 
+from dataclasses import asdict
+
 from ..core.admission import Source, Step, admit
+from ..core.judge import acted
 from ..core.lines import LineKind, empty_repair, read_repair, split_line
 from .steps import judge_lines, repair_line, sample_candidates
 
@@ -27,9 +30,15 @@ class Repairs:
     """Repairs of a slot stream (the stream provides ``ctx``, ``slot``, ``s``, ``accepted``,
     ``blank_repair``, ``sent``, ``room``, ``kind``, ``ends_section`` and ``offer``)."""
 
-    def repair(self, rejected: str, score: float | None) -> str | None:
-        """Replace ``rejected``: a judged drafter candidate, else a target-written line."""
-        if self.ctx.cfg.repair_candidates:
+    def repair(self, rejected: str | None, score: float | None, unreliable: bool = False) -> str | None:
+        """Replace ``rejected`` (None: write the first line of a slot the drafter left empty): a judged
+        drafter candidate, else a target-written line.
+
+        ``score`` is the rejected draft's; the repair is not judged, so it
+        reports no score of its own (``unreliable``: the draft's verdict had
+        too little label mass to act on).
+        """
+        if self.ctx.cfg.repair_candidates and not unreliable:  # the same judge would pick the candidate
             done, reason = self.candidates(rejected)
             if done:
                 return reason
@@ -46,12 +55,22 @@ class Repairs:
         self.blank_repair = not out.line.strip()  # a paragraph break, kept
         if self.ends_section(out.line):
             return "complete"
-        done, _ = self.offer(out.line, Source.REPAIR, self.kind(out.line), score=score, rejected=rejected)
+        done, _ = self.offer(out.line, Source.REPAIR, self.kind(out.line), rejected=rejected, rejected_score=score,
+                             unreliable_verdict=unreliable)
         if done.step is Step.STOP:
             return done.reason
         return "target_ended" if out.ended else None
 
-    def candidates(self, rejected: str) -> tuple[bool, str | None]:
+    def first_line(self) -> str | None:
+        """The drafter wrote nothing for a branch without content: the target decides, writing its
+        first line as a repair does.  The branch ends ``complete`` and empty only if the target
+        writes nothing too, or an empty marker."""
+        reason = self.repair(None, score=None)
+        markers = {m.lower() for m in self.ctx.cfg.empty_markers}
+        marker = reason is None and bool(self.accepted) and self.accepted[-1].strip().lower() in markers
+        return "complete" if reason == "target_ended" or marker else reason
+
+    def candidates(self, rejected: str | None) -> tuple[bool, str | None]:
         """Drafter samples n lines in one request, the target judges them in one batch.
 
         Returns ``(handled, stop reason)``; not handled when no candidate is
@@ -72,7 +91,12 @@ class Repairs:
             return False, None
         verdicts, jmeta = self.sent("verify_candidates", judge_lines, self.s, self.slot, lines, ctx)
         ctx.recorder.request("target", "verify_candidates", jmeta, n=int(jmeta.get("requests", 1)))
-        ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if v.accepted)
+        trusted = []  # accepted on a reliable verdict
+        for v in verdicts:
+            trusted.append(acted(asdict(v), ctx.cfg.min_label_mass))
+            ctx.recorder.verdict(trusted[-1])
+        trusted = [t["accepted"] for t in trusted]
+        ranked = sorted((-v.score, i) for i, v in enumerate(verdicts) if trusted[i])
         if not ranked:
             return False, None
         best = ranked[0][1]

@@ -31,6 +31,7 @@ from .carrying import CarriedProposals
 from .drafting import Drafting
 from .repairing import Repairs
 from ..core.admission import Admission, Source, Step, admit
+from ..core.judge import acted
 from ..core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, drop_blank_ends, norm_line
 from .context import SlotRun
 from .steps import open_slot, verify_line
@@ -109,11 +110,11 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
             self.tokens.update(zip(new, self.ctx.count_tokens([line + "\n" for line in new])))
 
     def accept(self, line: str, origin: LineOrigin, score: float | None = None,
-               rejected: str | None = None) -> None:
+               rejected: str | None = None, **more) -> None:
         self.s += line + "\n"
         self.budget.add(line, self.tokens[line])
         self.accepted.append(line)
-        self.result.lines.append(SummaryLine(text=line, origin=origin, score=score, rejected_draft=rejected))
+        self.result.lines.append(SummaryLine(text=line, origin=origin, score=score, rejected_draft=rejected, **more))
         if line.strip():
             self.blank_repair = False  # "two blank repairs in a row" counts between real lines only
         if origin is not LineOrigin.DRAFTED:
@@ -124,7 +125,7 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
     def kind(self, line: str) -> LineKind:
         """The line checks, with the duplicate check across the slot's branches; a line the target
         judged stale as a carried line counts as a duplicate (it goes to repair unjudged)."""
-        kind = classify_line(line, self.accepted, self.ctx.cfg)
+        kind = classify_line(line, self.accepted, self.ctx.cfg, self.ctx.placeholders)
         if kind is LineKind.JUDGE and (self.shared.has(line) or norm_line(line) in self.stale):
             return LineKind.DUPLICATE
         return kind
@@ -204,8 +205,8 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
                 return "token_budget"  # the line did not fit the slot's remaining tokens
             kind = LineKind.TOO_LONG
         done, score = self.offer(line, Source.DRAFT, kind, lambda: self.judge(prefix, line))
-        if done.step is Step.REPAIR:  # rejected, another branch has it, or it failed its checks
-            return self.repair(line, score=score)
+        if done.step is Step.REPAIR:  # rejected, another branch has it, or it failed its checks (then not judged)
+            return self.repair(line, score=score, unreliable=kind is LineKind.JUDGE and self.unsure)
         return done.reason
 
     def judge(self, prefix: tuple[str, ...], line: str, carried: bool = False) -> dict:
@@ -214,16 +215,18 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
         self.prefetch(prefix, line)
         meta = self.sent("verify", verify_line, self.s, self.slot, line, self.ctx, carried)
         self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
-        judgement = meta.get("judgement") or {}
+        judgement = acted(meta.get("judgement") or {}, self.ctx.cfg.min_label_mass)  # unreliable: accepts nothing
+        self.ctx.recorder.verdict(judgement)
+        self.unsure = bool(judgement.get("unreliable"))  # the last verdict had too little label mass to act on
         (self.ctx.recorder.carried if carried else self.ctx.recorder.judged)(bool(judgement.get("accepted")))
         return judgement
 
     def offer(self, line: str, source: Source, kind: LineKind, judge: Callable[[], dict | None] | None = None,
-              score: float | None = None, rejected: str | None = None) -> tuple[Admission, float | None]:
+              score: float | None = None, rejected: str | None = None, **more) -> tuple[Admission, float | None]:
         """Take ``line`` through :func:`~sgl_speccompact.core.admission.admit`, doing each step it
         names, and accept it if admitted; returns the final admission and the line's score.
 
-        ``judge()`` asks the target (None: the line is not judged after all, and dropped).
+        ``judge()`` asks the target (None: the line is not judged after all, and dropped); ``more``: SummaryLine fields.
         """
         over = judged = claimed = None
         while True:
@@ -242,5 +245,5 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
                 break
         if done.step is Step.ACCEPT:
             self.accept(line, ORIGINS[source] if kind is LineKind.JUDGE or source is Source.REPAIR
-                        else LineOrigin.UNJUDGED, score=score, rejected=rejected)
+                        else LineOrigin.UNJUDGED, score=score, rejected=rejected, **more)
         return done, score

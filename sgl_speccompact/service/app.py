@@ -295,7 +295,8 @@ class AppState:
 
         def run(target_backend, drafter_backend):
             result = self.runner(p.method, request, target=target_backend, drafter=drafter_backend, config=p.cfg)
-            self.pickers.get(scope).observe(p.method, result.stats.acceptance_rate)  # what this key picks with
+            mass = result.stats.label_mass_median  # the target's: shared by every key's picker
+            self.pickers.get(scope).observe(p.method, result.stats.acceptance_rate, mass)  # what this key picks with
             estimate = self.picker.observe(p.method, result.stats.acceptance_rate)  # service-wide, for the gauge
             if estimate is not None:
                 self.metrics.observed_acceptance.labels(self.picker.pair).set(estimate)

@@ -203,19 +203,22 @@ def test_target_self_prefills_once_then_one_generation_per_slot():
 
 
 def test_target_self_caps_slots_at_the_line_and_token_budgets():
-    many = "".join(f"- item {i}\n" for i in range(9))
+    many = lambda text: "".join(f"- {slot_of(text)} item {i}\n" for i in range(9))  # noqa: E731 - own lines per slot
     target, _ = target_with(many)
     res = target_self(MESSAGES, target=target, config={"max_lines_per_slot": 3})
     assert all(len(s.lines) == 3 and s.stop_reason == "line_budget" for s in res.slots)
     res = target_self(MESSAGES, target=target, config={"max_tokens_per_slot": 10})
-    # "- item N\n" is 4 scripted tokens: two fit in 10
-    assert all(s.tokens == 8 and len(s.lines) == 2 and s.stop_reason == "token_budget" for s in res.slots)
+    # "- <slot> item N\n" is 5 scripted tokens: two fit in 10
+    assert all(s.tokens == 10 and len(s.lines) == 2 and s.stop_reason == "token_budget" for s in res.slots)
 
 
 def test_target_self_drops_the_line_cut_by_the_generation_cap():
-    target, _ = target_with("- one\n- two\n- thr", finish="length")
+    target, _ = target_with(lambda text: f"- {slot_of(text)} one\n- two\n- thr", finish="length")
     res = target_self(MESSAGES, target=target)
-    assert all([l.text for l in s.lines] == ["- one", "- two"] for s in res.slots)
+    assert all([l.text for l in s.lines] == [f"- {s.name} one", "- two"] for s in res.slots[:1])
+    # "- two" is in every slot: the first keeps it, the later copies are removed at assembly
+    assert all([l.text for l in s.lines] == [f"- {s.name} one"] and s.removed_duplicates == ["- two"]
+               for s in res.slots[1:])
     assert all(s.stop_reason == "token_budget" for s in res.slots)
 
 

@@ -72,7 +72,8 @@ def test_summary_follows_schema_with_line_origins():
     assert [l.text for l in nxt.lines] == ["1. Run python /workspace/hello.py", "2. Run pytest"]
     assert nxt.lines[1].origin is LineOrigin.REPAIRED
     assert nxt.lines[1].rejected_draft == "2. BAD deploy to production"
-    assert nxt.lines[1].score == pytest.approx(0.05)
+    assert nxt.lines[1].score is None  # the repair is not judged: it reports no score of its own
+    assert nxt.lines[1].rejected_score == pytest.approx(0.05)
     assert nxt.lines[0].origin is LineOrigin.DRAFTED and nxt.lines[0].score == pytest.approx(0.95)
     assert "BAD" not in res.summary and "extra line never decoded" not in res.summary
 

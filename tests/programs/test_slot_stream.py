@@ -240,13 +240,16 @@ def test_a_sub_section_that_stops_early_ends_the_slot_as_one_branch_would():
 
 def test_the_same_line_under_two_sub_sections_is_accepted_once():
     twice = ["### Done", "- ran the tests", "", "### In Progress", "- ran the tests", "- [ ] fix the flake"]
-    target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=lambda s, acc: "- [ ] other work\n")
+    # the drafter leaves Blocked empty: the target is asked, and says (none)
+    repair = lambda s, acc: "(none)\n" if acc == ["### Blocked"] else "- [ ] other work\n"  # noqa: E731
+    target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=repair)
     res = compact(MESSAGES, target=target, drafter=drafter, config=BRANCHES)
     lines = texts(res, "progress")
     assert lines.count("- ran the tests") == 1
     # the second copy went to repair, as with one branch
     repaired = [l for l in slot(res, "progress").lines if l.origin is LineOrigin.REPAIRED]
-    assert [l.rejected_draft for l in repaired] == ["- ran the tests"]
+    assert [(l.text, l.rejected_draft) for l in repaired] == [("- [ ] other work", "- ran the tests"),
+                                                              ("(none)", None)]
     target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=lambda s, acc: "- [ ] other work\n")
     whole = compact(MESSAGES, target=target, drafter=drafter)
     assert texts(whole, "progress").count("- ran the tests") == 1
@@ -353,14 +356,16 @@ def test_a_target_that_always_answers_blank_costs_at_most_two_blank_repairs_per_
 
 def test_two_blank_repairs_in_a_row_count_only_since_the_last_real_line():
     # a real line accepted between two blank repairs makes the second a paragraph break too
-    alternating = [f"- good {i}" if i % 2 == 0 else f"- BAD {i}" for i in range(60)]
-    drafts = {name: alternating for name in DRAFTS}
+    def alternating(name):  # each slot's own lines: a line in two slots is kept once at assembly
+        return [f"- {name} good {i}" if i % 2 == 0 else f"- BAD {i}" for i in range(60)]
+    drafts = {name: alternating(name) for name in DRAFTS}
     target, drafter = backends(drafts=drafts, repair=lambda s, acc: "\n")
     res = compact(MESSAGES, target=target, drafter=drafter, config={"max_blank_lines_per_slot": 3})
     assert max(repairs_per_slot(target).values()) <= 3 + 1  # bounded by the blank budget
     for s in res.slots:
         kept = [l.text for l in s.lines]
-        assert kept == ["- good 0", "", "- good 2", "", "- good 4", "", "- good 6"], s.name
+        good = [f"- {s.name} good {i}" for i in (0, 2, 4, 6)]
+        assert kept == [good[0], "", good[1], "", good[2], "", good[3]], s.name
         assert s.stop_reason == "blank_budget"
 
 

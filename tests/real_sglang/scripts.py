@@ -17,6 +17,10 @@ REJECT = " Gibraltar"  # in a proposed line: the target judges it negative
 REJECT_DEFAULT = " Montreal"  # the same, in the drafter's line for slots without a marker
 NO_SOURCE = " Zurich"  # in a summary entry: the source judge deletes it
 LABELS = ("positive", "negative")
+# The tiny models set their label logits by hand but give their script's next token most of
+# the next-token probability, so their labels carry far less than the default min_label_mass:
+# their verdicts are read by r alone here (the guard itself is tested on scripted backends)
+JUDGE = {"min_label_mass": 0.0}
 
 MARKERS = {  # slot name -> marker word in its body format
     "goal": " Tasmania", "constraints": " Nairobi", "progress": " Helsinki",

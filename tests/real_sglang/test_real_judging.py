@@ -33,10 +33,10 @@ def judge_with_score(r: float) -> Script:
                   reject_markers=scripts.TARGET.reject_markers, positive=("positive", gap), negative=("negative", 0.0))
 
 
-def compact(servers, **kw):
+def compact(servers, config=None):
     return run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA),
                       target=SpecCompactEndpoint(servers.target.url), drafter=SpecCompactEndpoint(servers.drafter.url),
-                      **kw)
+                      config={**scripts.JUDGE, **(config or {})})
 
 
 @pytest.mark.parametrize("r, accepted", [(0.76, True), (0.64, False)])
@@ -80,7 +80,7 @@ def test_plain_runtime_endpoint_select_gives_the_same_decisions(servers):
     servers.reset()
     plain = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA),
                        target=RuntimeEndpoint(servers.target.url, chat_template_name="qwen"),
-                       drafter=SpecCompactEndpoint(servers.drafter.url))
+                       drafter=SpecCompactEndpoint(servers.drafter.url), config=scripts.JUDGE)
     assert [[ln.origin for ln in s.lines] for s in plain.slots] == [[ln.origin for ln in s.lines] for s in one.slots]
     assert plain.summary == one.summary
     assert plain.stats.requests["target"]["verify"].requests == 2 * plain.stats.proposed_lines

@@ -36,7 +36,7 @@ def test_the_real_over_context_400_is_a_typed_error(servers):
     target = SpecCompactEndpoint(servers.target.url)
     with pytest.raises(PromptTooLongError) as err:
         run_method("target_self", MethodRequest(digits_history(12, 1000), schema=scripts.SCHEMA), target=target,
-                   config={"target_context_tokens": 40960})  # told a bigger window than the server has
+                   config={"target_context_tokens": 40960, **scripts.JUDGE})  # told a bigger window than the server has
     assert "context length" in str(err.value).lower()
 
 
@@ -57,7 +57,8 @@ def test_chunking_replans_on_the_real_context_error(servers):
     messages = digits_history(12, 1000)  # ~12k tokens on an 8k target; the byte guess says ~4k
     target = RefusalCounter(servers.target.url)
     target.refusals = []
-    res = run_method("target_self", MethodRequest(messages, schema=scripts.SCHEMA), target=target)
+    res = run_method("target_self", MethodRequest(messages, schema=scripts.SCHEMA), target=target,
+                     config=scripts.JUDGE)
     # the byte guess planned one block, the real server refused it, and the re-plan by exact counts chunked
     assert len(target.refusals) >= 1 and "context length" in str(target.refusals[0]).lower()
     assert res.chunks >= 2
@@ -68,7 +69,7 @@ def test_a_lora_drafter_request_gets_the_real_servers_refusal(servers):
     drafter = SpecCompactEndpoint(servers.drafter.url, lora_path="drafter")
     with pytest.raises(BackendError) as err:
         run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA),
-                   target=SpecCompactEndpoint(servers.target.url), drafter=drafter)
+                   target=SpecCompactEndpoint(servers.target.url), drafter=drafter, config=scripts.JUDGE)
     assert "lora" in str(err.value).lower()
 
 
@@ -77,7 +78,7 @@ def test_a_repair_that_never_ends_its_line_never_enters_the_summary(servers):
     try:
         res = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA),
                          target=SpecCompactEndpoint(servers.target.url),
-                         drafter=SpecCompactEndpoint(servers.drafter.url))
+                         drafter=SpecCompactEndpoint(servers.drafter.url), config=scripts.JUDGE)
     except SpecCompactError as exc:  # a typed refusal is acceptable; a partial summary is not
         pytest.fail(f"the compaction failed instead of ending the slot: {exc!r}")
     nxt = {s.name: s for s in res.slots}["next_steps"]

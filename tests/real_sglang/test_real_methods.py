@@ -27,7 +27,8 @@ def endpoints(servers, **kw):
 def test_speccompact_writes_the_drafts_judges_them_and_repairs_the_rejected_one(servers):
     target, drafter = endpoints(servers)
     with Unchanged(history()) as messages:
-        res = run_method("speccompact", MethodRequest(messages, schema=scripts.SCHEMA), target=target, drafter=drafter)
+        res = run_method("speccompact", MethodRequest(messages, schema=scripts.SCHEMA), target=target, drafter=drafter,
+                         config=scripts.JUDGE)
     lines = assert_scripted(res.summary)
     assert REJECTED not in res.summary and scripts.REJECT.strip() not in res.summary
     by_slot = {s.name: s for s in res.slots}
@@ -48,7 +49,7 @@ def test_speccompact_writes_the_drafts_judges_them_and_repairs_the_rejected_one(
 def test_source_judge_deletes_the_repair_that_has_no_source(servers):
     target, drafter = endpoints(servers)
     res = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA), target=target, drafter=drafter,
-                     source_judge=True)
+                     source_judge=True, config=scripts.JUDGE)
     assert_scripted(res.summary)
     assert REPAIRED not in res.summary and scripts.NO_SOURCE.strip() not in res.summary
     report = res.source_judge
@@ -60,7 +61,8 @@ def test_source_judge_deletes_the_repair_that_has_no_source(servers):
 @pytest.mark.parametrize("sjc", [False, True])
 def test_target_self_writes_every_slot_with_the_target(servers, sjc):
     target, _ = endpoints(servers)
-    res = run_method("target_self", MethodRequest(history(), schema=scripts.SCHEMA), target=target, source_judge=sjc)
+    res = run_method("target_self", MethodRequest(history(), schema=scripts.SCHEMA), target=target, source_judge=sjc,
+                     config=scripts.JUDGE)
     allowed = {scripts.REPAIRS[s] for s in scripts.MARKERS}
     lines = assert_scripted(res.summary, allowed)
     want = [scripts.REPAIRS[s] for s in scripts.MARKERS]
@@ -75,7 +77,8 @@ def test_target_self_writes_every_slot_with_the_target(servers, sjc):
 def test_monolithic_baselines_write_the_targets_one_summary(servers, method, sjc):
     target, _ = endpoints(servers)
     schema = None if method == "hermes" else scripts.SCHEMA
-    res = run_method(method, MethodRequest(history(), schema=schema), target=target, source_judge=sjc)
+    res = run_method(method, MethodRequest(history(), schema=schema), target=target, source_judge=sjc,
+                     config=scripts.JUDGE)
     assert_no_label_lines(res.summary)
     # the target writes its no-marker line once; the method frames it with its own headings
     assert scripts.MONOLITHIC in res.summary
@@ -88,7 +91,7 @@ def test_monolithic_baselines_write_the_targets_one_summary(servers, method, sjc
 def test_auto_picks_a_method_that_runs_and_says_which(servers, sjc):
     target, drafter = endpoints(servers)
     res = run_method("auto", MethodRequest(history(), schema=scripts.SCHEMA), target=target, drafter=drafter,
-                     source_judge=sjc)
+                     source_judge=sjc, config=scripts.JUDGE)
     assert res.method in {"speccompact", "target_self"}  # the methods that take a custom schema
     assert res.stats.auto["method"] == res.method
     assert_scripted(res.summary)
@@ -100,7 +103,8 @@ def test_auto_picks_a_method_that_runs_and_says_which(servers, sjc):
 def test_a_judge_that_rejects_everything_leaves_only_target_lines(servers):
     servers.target.use(scripts.TARGET_REJECTS_ALL, "target-rejects-all")
     target, drafter = endpoints(servers)
-    res = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA), target=target, drafter=drafter)
+    res = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA), target=target, drafter=drafter,
+                     config=scripts.JUDGE)
     lines = assert_scripted(res.summary)
     assert not set(lines) & scripts.drafted()
     assert all(ln.origin is LineOrigin.REPAIRED for s in res.slots for ln in s.lines)
@@ -111,18 +115,19 @@ def test_token_id_prompts_give_the_same_summary(servers):
     target, drafter = endpoints(servers)
     messages = history()
     text = run_method("speccompact", MethodRequest(messages, schema=scripts.SCHEMA), target=target, drafter=drafter,
-                      config={"send_token_ids": False})
+                      config={"send_token_ids": False, **scripts.JUDGE})
     servers.reset()
     ids = run_method("speccompact", MethodRequest(messages, schema=scripts.SCHEMA),
                      target=SpecCompactEndpoint(servers.target.url), drafter=SpecCompactEndpoint(servers.drafter.url),
-                     config={"send_token_ids": True})
+                     config={"send_token_ids": True, **scripts.JUDGE})
     assert ids.summary == text.summary
     assert_scripted(ids.summary)
 
 
 def test_radix_reuse_is_what_the_real_server_reports(servers):
     target, drafter = endpoints(servers)
-    res = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA), target=target, drafter=drafter)
+    res = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA), target=target, drafter=drafter,
+                     config=scripts.JUDGE)
     st = res.stats.requests["target"]
     prefill, verify = st["prefill"], st["verify"]
     assert prefill.cached_tokens == 0  # a flushed cache: the fork's prefill is cold

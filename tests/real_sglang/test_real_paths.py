@@ -22,7 +22,7 @@ from sgl_speccompact.service.app import create_app
 
 pytestmark = pytest.mark.real_sglang
 
-REPAIRED = [scripts.MONOLITHIC] * 6
+REPAIRED = [scripts.MONOLITHIC]  # the target's one line, repaired into every slot: assembly keeps the first copy
 
 
 def check_repaired(summary: str) -> None:
@@ -33,7 +33,8 @@ def check_repaired(summary: str) -> None:
 @pytest.fixture
 def client(servers):
     """The service in process; entered, so its event loop runs between requests (prepares finish)."""
-    app = create_app(SpecCompactEndpoint(servers.target.url), SpecCompactEndpoint(servers.drafter.url))
+    app = create_app(SpecCompactEndpoint(servers.target.url), SpecCompactEndpoint(servers.drafter.url),
+                     default_config=scripts.JUDGE)
     with TestClient(app) as c:
         yield c
 

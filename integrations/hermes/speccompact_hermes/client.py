@@ -138,7 +138,7 @@ def compact(url: str, body: dict, *, api_key: str | None, timeout_s: float) -> R
     if not isinstance(summary, str) or not summary.strip():
         raise Failure("bad_response", "no summary in the answer")
     if result.get("truncated"):
-        raise Failure("truncated", "the summary was cut off by its token cap")
+        raise Failure("truncated", "the summary is incomplete (cut off, or a section missing)")
     return Reply(summary=summary.strip(), result=result, latency_s=latency)
 
 

@@ -110,7 +110,7 @@ export async function compact(url: string, body: Record<string, unknown>, opts: 
   const result = (parsed && typeof parsed === "object" ? parsed : {}) as Record<string, unknown>;
   const summary = typeof result.summary === "string" ? result.summary.trim() : "";
   if (!summary) throw new Failure("bad_response", "no summary in the answer", status);
-  if (result.truncated) throw new Failure("truncated", "the summary was cut off by its token cap", status);
+  if (result.truncated) throw new Failure("truncated", "the summary is incomplete (cut off, or a section missing)", status);
   return { summary, result, latencyMs: performance.now() - t0 };
 }
 
