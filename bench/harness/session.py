@@ -10,7 +10,9 @@
 * **Speculative decoding** runs on the target server (the agent's turns and
   every method's target work); ``ngram-copy`` is NGRAM with a higher mean
   acceptance (:data:`NGRAM_COPY_TAU`), for summaries that copy carried text
-  from the prompt.
+  from the prompt; ``ngram-copy-h`` is NGRAM whose mean acceptance follows
+  the held share ``h`` of an evolving summary (:func:`copy_tau`): the held
+  lines copy from the previous summary in the prompt, the new ones do not.
 * **Tool time** (:func:`tool_times`): the ``execution_time`` SWE-agent
   records per step, read from the shared trajectories; the i-th tool call
   of a session takes the i-th recorded time, cycling.
@@ -66,13 +68,29 @@ def held(sim_deployment: str, target_tp: int) -> dict[str, int]:
     return {"target": target_tp, "drafter": 2 if shared_pair else 1}
 
 
-def target_spec(algorithm: str, model: str):
-    """The target server's speculative decoding for a session label (None: off)."""
+def copy_tau(hold: float | None) -> float:
+    """NGRAM tokens per verify step when a share ``hold`` of the summary copies from the prompt (ESTIMATED).
+
+    Linear between NGRAM's default on fresh text and :data:`NGRAM_COPY_TAU` on copied text.
+
+    >>> copy_tau(0.0), copy_tau(1.0), round(copy_tau(0.5), 2)
+    (1.8, 4.0, 2.9)
+    """
+    from sgl_speccompact.core.specdecode import DEFAULTS
+
+    fresh = DEFAULTS["NGRAM"]["tau"]
+    return fresh + (NGRAM_COPY_TAU - fresh) * min(max(hold or 0.0, 0.0), 1.0)
+
+
+def target_spec(algorithm: str, model: str, hold: float | None = None):
+    """The target server's speculative decoding for a session label (None: off; ``hold``: ngram-copy-h's h)."""
     from sgl_speccompact.core.specdecode import make
     from .latency import server_spec
 
     if algorithm == "ngram-copy":
         return make("NGRAM", model, tau=NGRAM_COPY_TAU)
+    if algorithm == "ngram-copy-h":
+        return make("NGRAM", model, tau=copy_tau(hold))
     return server_spec(algorithm, model, lora=False)[0]
 
 
@@ -102,7 +120,7 @@ def pct(values: list[float], q: float) -> float | None:
     return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
 
 
-CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority", "yield_s")
+CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority", "yield_s", "hold")
 
 
 def summarize(rows: list[dict]) -> list[dict]:
@@ -118,6 +136,11 @@ def summarize(rows: list[dict]) -> list[dict]:
         slow = [s for r in rs for s in r["agent_slowdowns"]]
         lines = sum(c["lines"] for r in rs for c in r["records"] if not c["aborted"])
         kept = sum(c["carried_lines"] for r in rs for c in r["records"] if not c["aborted"])
+        per = [r["device_s"] / r["compactions"] for r in rs if r["compactions"]]
+        facts = sum(c.get("held_facts", 0) for r in rs for c in r["records"] if not c["aborted"])
+        retained = sum(c.get("retained_facts", 0) for r in rs for c in r["records"] if not c["aborted"])
+        later = [c for r in rs for c in r["records"][1:] if not c["aborted"]]  # compactions with a previous one
+        later_lines = sum(c["lines"] for c in later)
         out.append({**dict(zip(CELL, key)), "sessions": len(rs), "compactions": sum(r["compactions"] for r in rs),
                     "aborted": sum(r["aborted"] for r in rs), "stall_p50_s": pct(stalls, 0.5),
                     "stall_p95_s": pct(stalls, 0.95), "seed_median_min_s": min(seed_med, default=None),
@@ -126,7 +149,14 @@ def summarize(rows: list[dict]) -> list[dict]:
                     "device_s_max": max(dev, default=None), "carried_share": kept / lines if lines else 0.0,
                     "agent_slowdown_median": statistics.median(slow) if slow else None,
                     "agent_slowdown_max": max(slow, default=None),
-                    "over_window": sum(r["over_window"] for r in rs)})
+                    "over_window": sum(r["over_window"] for r in rs),
+                    "compactions_min": min((r["compactions"] for r in rs), default=0),
+                    "device_s_per_compaction_median": statistics.median(per) if per else None,
+                    "device_s_per_compaction_min": min(per, default=None),
+                    "device_s_per_compaction_max": max(per, default=None),
+                    "carried_share_later": (sum(c["carried_lines"] for c in later) / later_lines
+                                            if later_lines else 0.0),
+                    "retention": retained / facts if facts else None})
     return out
 
 

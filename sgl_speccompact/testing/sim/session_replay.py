@@ -94,6 +94,8 @@ class Compaction:
     service_s: float = 0.0  # of the stall: the plugin's request to the service, store lookup included (SIMULATED s)
     carried_lines: int = 0  # summary lines carried from the previous summary
     lines: int = 0  # summary lines
+    held_facts: int = 0  # lines of the previous true summary that still held (an evolving workload's draw)
+    retained_facts: int = 0  # of which the summary holds
 
 
 @dataclass
@@ -150,6 +152,8 @@ class SessionRun:
                 "prepares_reused": sum(1 for c in self.compactions if c.prepared),
                 "prepares_applied": sum(1 for c in self.compactions if c.applied),
                 "carried_share": sum(c.carried_lines for c in done) / lines if lines else 0.0,
+                "retention": (sum(c.retained_facts for c in done) / sum(c.held_facts for c in done)
+                              if any(c.held_facts for c in done) else None),
                 "stalls_s": stalls, "records": [asdict(c) for c in self.compactions]}
 
 
@@ -185,6 +189,18 @@ def carried(result: Any) -> tuple[int, int]:
     return sum(1 for line in lines if getattr(line.origin, "value", line.origin) == "carried"), len(lines)
 
 
+def retention(held: Any, result: Any) -> tuple[int, int]:
+    """``(facts that still held, of which the summary keeps)``: lines of the summary's text, compared whole.
+
+    >>> from types import SimpleNamespace as N
+    >>> retention(["- a", "- b"], N(summary="## Goal\n- a\n- c"))
+    (2, 1)
+    """
+    lines = set(str(getattr(result, "summary", "") or "").split("\n"))
+    held = list(held or ())
+    return len(held), sum(1 for line in held if line in lines)
+
+
 def service_hop_s(wire: list[dict], tokens: int, session: bool) -> float:
     """Seconds of the plugin's compact request outside the compaction (SIMULATED).
 
@@ -212,7 +228,7 @@ class ReplayHooks:
     """What a replay draws on besides the servers (every field optional)."""
 
     tool_s: Callable[[int], float] | None = None  # seconds of the agent's i-th tool call (None: instant)
-    new_draw: Callable[[int], None] | None = None  # give compaction k its own workload draw (None: one draw)
+    new_draw: Callable[[int], Any] | None = None  # compaction k's workload draw, returned (None: one draw)
     held: dict | None = None  # server -> GPUs one of its passes holds (device-seconds; None: 1 each)
     alone: dict | None = None  # memo of the agent's rate alone, by its turns (the same for every method)
     priority: bool = False  # the agent's requests at a higher sglang priority than the compaction's
@@ -227,11 +243,12 @@ class Replay:
         self.sim, self.target, self.compact, self.tokens = sim, target, compact, tokens  # servers, method, counts
         self.hooks = hooks  # tool time, workload draws, GPUs per pass
         self._draws = 0  # compactions (prepares included) drawn so far in this session
+        self.drawn: Any = None  # the last draw (its ``held_lines``: facts that still held, for retention)
         sim.labeler = agent_label
 
     def _draw(self) -> None:
         if self.hooks.new_draw is not None:
-            self.hooks.new_draw(self._draws)
+            self.drawn = self.hooks.new_draw(self._draws)
         self._draws += 1
 
     def _alone(self, method: str, messages: list[dict], previous: str | None) -> tuple[Any, float, float, float]:
@@ -339,6 +356,7 @@ class Replay:
                 rec.aborted, ctx = f"{type(exc).__name__}: {exc}"[:300], step.ctx
             else:
                 rec.carried_lines, rec.lines = carried(result)
+                rec.held_facts, rec.retained_facts = retention(getattr(self.drawn, "held_lines", ()), result)
                 if rec.applied:
                     step.end = step.start + len(prepared.prefix)
                 ctx, first = sp.assemble(step, result.summary), False

@@ -147,3 +147,39 @@ def test_every_layout_switch_makes_the_same_decisions(lines, sizes, emulator_tok
     for label, result in got.items():
         assert decisions(result) == base, label
         assert decisions_digest(result) == decisions_digest(got["defaults"])
+
+
+def evolved(lines, h: float, seed: int, k: int = 4) -> list[SummaryWorkload]:
+    """A session's draws: compaction 0 fresh, each later one from the one before with a drawn held share."""
+    from sgl_speccompact.testing.sim.workload import draw_hold
+
+    out = [SummaryWorkload(lines, SLOTS, seed=seed * 1000)]
+    for i in range(1, k):
+        out.append(SummaryWorkload(lines, SLOTS, seed=seed * 1000 + i, previous=out[-1],
+                                   hold=draw_hold(h, seed, i)))
+    return out
+
+
+@pytest.mark.parametrize("h", [0.0, 0.3, 0.6, 0.9])
+def test_an_evolving_summary_keeps_the_drawn_share_and_marks_the_rest_stale(lines, h):
+    held = total = 0
+    for seed in range(6):
+        chain = evolved(lines, h, seed)
+        for before, now in zip(chain, chain[1:]):
+            old = [ln for v in before.true.values() for ln in v if ln.startswith("- ")]
+            new = {ln for v in now.true.values() for ln in v}
+            assert [len(v) for v in now.true.values()] == [len(v) for v in before.true.values()]  # same shape
+            kept = [ln for ln in old if ln in new]
+            assert kept == now.held_lines
+            assert all(ln in now.wrong for ln in old if ln not in new)  # stale: the judge rejects it
+            assert not any(ln in now.wrong for ln in kept)
+            held, total = held + len(kept), total + len(old)
+    assert abs(held / total - h) < 0.08  # the realized share is the swept h within sampling error
+
+
+def test_held_lines_come_first_so_the_drafter_writes_only_what_is_new(lines):
+    before, now = evolved(lines, 0.6, 2, k=2)
+    for slot in SLOTS:
+        for title, part in now.parts[slot]:
+            n = sum(1 for ln in part if ln in now.held_lines)
+            assert all(ln in now.held_lines for ln in part[:n]) and not any(ln in now.held_lines for ln in part[n:])
