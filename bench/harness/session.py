@@ -28,7 +28,7 @@ import math
 import statistics
 from pathlib import Path
 
-NGRAM_COPY_TAU = 4.0  # NGRAM tokens per verify step on a mostly carried summary (ESTIMATED, fair_race.md)
+from sgl_speccompact.core.specdecode import NGRAM_COPY_TAU, copy_tau  # noqa: F401 - the ESTIMATED copy acceptance
 SINGLE = ("target_self", "hermes", "openclaw")  # methods that use only the target
 
 
@@ -66,20 +66,6 @@ def held(sim_deployment: str, target_tp: int) -> dict[str, int]:
     """
     shared_pair = sim_deployment == "two-gpu-tp2-colocated"
     return {"target": target_tp, "drafter": 2 if shared_pair else 1}
-
-
-def copy_tau(hold: float | None) -> float:
-    """NGRAM tokens per verify step when a share ``hold`` of the summary copies from the prompt (ESTIMATED).
-
-    Linear between NGRAM's default on fresh text and :data:`NGRAM_COPY_TAU` on copied text.
-
-    >>> copy_tau(0.0), copy_tau(1.0), round(copy_tau(0.5), 2)
-    (1.8, 4.0, 2.9)
-    """
-    from sgl_speccompact.core.specdecode import DEFAULTS
-
-    fresh = DEFAULTS["NGRAM"]["tau"]
-    return fresh + (NGRAM_COPY_TAU - fresh) * min(max(hold or 0.0, 0.0), 1.0)
 
 
 def target_spec(algorithm: str, model: str, hold: float | None = None):

@@ -68,10 +68,12 @@ def as_picker(deployment: Deployment | AutoPicker | None, has_drafter: bool) -> 
 
 
 def resolve_method(name: str, request: MethodRequest, offer: Offer,
-                   deployment: Deployment | AutoPicker | None = None) -> tuple[str, dict | None]:
+                   deployment: Deployment | AutoPicker | None = None,
+                   held: float | None = None) -> tuple[str, dict | None]:
     """The method to run for ``name`` and, for ``auto``, its pick (``stats.auto``; None otherwise).
 
-    ``offer``: the methods the caller serves and what it has to serve them.
+    ``offer``: the methods the caller serves and what it has to serve them; ``held``: the share of
+    the previous summary the session's last compaction kept (the pick predicts with it).
 
     Raises
     ------
@@ -84,7 +86,8 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
     if not allowed:
         raise ConfigError(f"auto has no method that accepts this request among "
                           f"{list(offer.offered or REGISTRY)}", field="method")
-    choice = as_picker(deployment, offer.has_drafter).pick(request.messages, allowed, request.previous_summary)
+    choice = as_picker(deployment, offer.has_drafter).pick(request.messages, allowed, request.previous_summary,
+                                                           held=held)
     return choice["method"], choice
 
 

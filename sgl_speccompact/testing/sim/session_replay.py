@@ -193,7 +193,7 @@ def retention(held: Any, result: Any) -> tuple[int, int]:
     """``(facts that still held, of which the summary keeps)``: lines of the summary's text, compared whole.
 
     >>> from types import SimpleNamespace as N
-    >>> retention(["- a", "- b"], N(summary="## Goal\n- a\n- c"))
+    >>> retention(["- a", "- b"], N(summary="## Goal\\n- a\\n- c"))
     (2, 1)
     """
     lines = set(str(getattr(result, "summary", "") or "").split("\n"))
