@@ -5,8 +5,9 @@ Method: each entry of :data:`RUNS` is one committed JSON under ``bench/results``
 and the exact command that writes it; this script runs them one after
 another (one simulation at a time), prints each command, its conditions and
 its runtime, and ends with the total.  The pages that quote them:
-``docs/benchmarks/single-compaction.md``, ``docs/benchmarks/session.md`` and
-``docs/benchmarks/auto-picker.md`` (the fair field).
+``docs/benchmarks/single-compaction.md``, ``docs/benchmarks/session.md`` (with the
+evolving-summary race, ``session-evolving*``) and ``docs/benchmarks/auto-picker.md`` (the
+fair field).
 Every figure is SIMULATED (one-clock simulator, H200 cost model), never a
 GPU measurement.
 
@@ -258,13 +259,16 @@ def single_table(reports: list[dict]) -> str:
 
 def tables() -> str:
     """Every page table from the committed JSONs (what the pages under docs/benchmarks/ show)."""
-    from bench.harness.session import format_summary
+    from bench.harness.session import format_summary, race_tables
 
     single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
     out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]
     for name in ("session", "session-32b", "session-speculative", "session-yield", "session-yield-32b"):
         report = json.loads((RESULTS / RUNS[name][0]).read_text())
         out.append(f"## {name} ({report['timestamp']})\n\n{format_summary(report['summary'], 'SIMULATED')}")
+    for name in ("session-evolving", "session-evolving-32b"):  # the race over the held share h
+        report = json.loads((RESULTS / RUNS[name][0]).read_text())
+        out.append(f"## {name} ({report['timestamp']})\n\n{race_tables(report)}")
     return "\n\n".join(out)
 
 

@@ -94,7 +94,9 @@ class Compaction:
     service_s: float = 0.0  # of the stall: the plugin's request to the service, store lookup included (SIMULATED s)
     carried_lines: int = 0  # summary lines carried from the previous summary
     lines: int = 0  # summary lines
-    held_facts: int = 0  # lines of the previous true summary that still held (an evolving workload's draw)
+    content_lines: int = 0  # of the summary's lines, those with content (no blank, heading or empty marker)
+    previous_facts: int = 0  # content lines of the previous true summary (an evolving workload's draw)
+    held_facts: int = 0  # of which still held
     retained_facts: int = 0  # of which the summary holds
 
 
@@ -187,6 +189,12 @@ def carried(result: Any) -> tuple[int, int]:
     """``(carried lines, lines)`` of a result's slots."""
     lines = [line for s in getattr(result, "slots", []) for line in s.lines]
     return sum(1 for line in lines if getattr(line.origin, "value", line.origin) == "carried"), len(lines)
+
+
+def content(result: Any) -> int:
+    """Lines of a result's slots that carry content: not blank, not a heading, not an empty marker."""
+    lines = [line.text.strip() for s in getattr(result, "slots", []) for line in s.lines]
+    return sum(1 for x in lines if x and not x.startswith("#") and x.lower() not in ("(none)", "- (none)"))
 
 
 def retention(held: Any, result: Any) -> tuple[int, int]:
@@ -357,6 +365,7 @@ class Replay:
             else:
                 rec.carried_lines, rec.lines = carried(result)
                 rec.held_facts, rec.retained_facts = retention(getattr(self.drawn, "held_lines", ()), result)
+                rec.previous_facts, rec.content_lines = getattr(self.drawn, "previous_facts", 0), content(result)
                 if rec.applied:
                     step.end = step.start + len(prepared.prefix)
                 ctx, first = sp.assemble(step, result.summary), False

@@ -178,12 +178,14 @@ class SummaryWorkload:
 
         truth: dict[str, list[tuple[str | None, list[str]]]] = {}
         self.held_lines: list[str] = []  # lines of the previous true summary that still hold
+        self.previous_facts = 0  # content lines of the previous true summary (what could have held)
         for slot in self.slots:  # the true summary first: the same for every acceptance rate
             titles = self.sections.get(slot) or ()
             if self.previous is not None:
                 truth[slot] = []
                 for title, lines in self.previous.parts[slot]:
                     held = [ln for ln in lines if ln != EMPTY_SECTION and rng.random() < self.hold]
+                    self.previous_facts += sum(1 for ln in lines if ln != EMPTY_SECTION)
                     fresh = [take(short if title else pool) for _ in range(len(lines) - len(held))]
                     truth[slot].append((title, held + fresh))
                     self.held_lines += held
