@@ -127,10 +127,12 @@ CHECKS = {
                       SESSION_KEY[0] + ("yield_s",), SESSION_KEY[1] + ("agent_slowdowns",)),
     "session-yield-32b": ({**CELL, "--methods": "target_self", "--prepare-yield-s": "2"},
                           SESSION_KEY[0] + ("yield_s",), SESSION_KEY[1] + ("agent_slowdowns",)),
-    # one h: the rows are told apart by it too
-    "session-evolving": ({**CELL, "--hold": "0.6"}, SESSION_KEY[0] + ("hold",), SESSION_KEY[1] + ("retention",)),
-    "session-evolving-32b": ({**CELL, "--hold": "0.6"}, SESSION_KEY[0] + ("hold",),
-                             SESSION_KEY[1] + ("retention",)),
+    # the first shard's first cell (SpecCompact, seed 0, h = 0: every later summary's lines judged stale in
+    # one batch per slot); the rows are told apart by h too
+    "session-evolving": ({**CELL, "--methods": "speccompact", "--hold": "0"}, SESSION_KEY[0] + ("hold",),
+                         SESSION_KEY[1] + ("retention", "carried_share")),
+    "session-evolving-32b": ({**CELL, "--methods": "speccompact", "--hold": "0"}, SESSION_KEY[0] + ("hold",),
+                             SESSION_KEY[1] + ("retention", "carried_share")),
 }
 
 
