@@ -52,7 +52,10 @@ session, the service's store lookup over the messages sent
 Every compaction's agent-perceived stall, GPU seconds (pass time shared out
 over the requests in each pass, the agent's own excluded), device-seconds
 (the same, times the GPUs each server's pass holds) and lines carried from
-the previous summary (origin ``carried``) are recorded.  Only the agent
+the previous summary (origin ``carried``) are recorded; with a draw that
+evolves from the one before (``new_draw`` returns a workload with
+``held_lines``), also how many of the previous summary's facts still held,
+how many of them the summary kept (retention) and its content lines.  Only the agent
 turns that overlap a prepare are simulated; the others do not change these
 numbers.
 """
