@@ -5,8 +5,9 @@ Method: each entry of :data:`RUNS` is one committed JSON under ``bench/results``
 and the exact command that writes it; this script runs them one after
 another (one simulation at a time), prints each command, its conditions and
 its runtime, and ends with the total.  The pages that quote them:
-``docs/benchmarks/single-compaction.md``, ``docs/benchmarks/session.md`` and
-``docs/benchmarks/auto-picker.md`` (the fair field).
+``docs/benchmarks/single-compaction.md``, ``docs/benchmarks/session.md`` (with the
+evolving-summary race, ``session-evolving*``) and ``docs/benchmarks/auto-picker.md`` (the
+fair field).
 Every figure is SIMULATED (one-clock simulator, H200 cost model), never a
 GPU measurement.
 
@@ -84,8 +85,22 @@ RUNS.update({
     "fair-32b": ("latency-fair-32b.json", "latency.py", FAIR + ["--model-pairs", "qwen3-32b:qwen3-0.6b"]),
 })
 
-# runs split into shards of seeds (each command stays under 10 minutes), merged into the one JSON
-SHARDS = {"session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)],
+# sessions whose summary evolves (a held share h of each summary still holds at the next compaction):
+# every method, its speculative decoding and its delta (ngram-copy-h: NGRAM copying the held lines)
+EVOLVE = ["--deployments", "two-gpu-equal", "--modes", "sync", "--hold", "0,0.3,0.6,0.9", "--session-tokens", "180000",
+          "--hermes-tokens", "2048", "--seeds", "8", "--speculative", "eagle3", "--methods", "speccompact",
+          "--local-tokenizer", "--no-plots"]
+RUNS.update({
+    "session-evolving": ("session-evolving.json", "session.py", ["--model-pairs", "qwen3-8b:qwen3-0.6b", *EVOLVE]),
+    "session-evolving-32b": ("session-evolving-32b.json", "session.py",
+                             ["--model-pairs", "qwen3-32b:qwen3-0.6b", *EVOLVE]),
+})
+SINGLE_DELTA = {"--speculative": "eagle3,ngram-copy-h", "--methods": "target_self,hermes,openclaw"}
+
+# runs split into shards (of seeds, or of methods), each command under 10 minutes, merged into the one JSON
+SHARDS = {"session-evolving": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}, SINGLE_DELTA],
+          "session-evolving-32b": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}, SINGLE_DELTA],
+          "session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)],
           "session-yield": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)],
           "session-yield-32b": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)]}
 
@@ -112,6 +127,12 @@ CHECKS = {
                       SESSION_KEY[0] + ("yield_s",), SESSION_KEY[1] + ("agent_slowdowns",)),
     "session-yield-32b": ({**CELL, "--methods": "target_self", "--prepare-yield-s": "2"},
                           SESSION_KEY[0] + ("yield_s",), SESSION_KEY[1] + ("agent_slowdowns",)),
+    # the first shard's first cell (SpecCompact, seed 0, h = 0: every later summary's lines judged stale in
+    # one batch per slot); the rows are told apart by h too
+    "session-evolving": ({**CELL, "--methods": "speccompact", "--hold": "0"}, SESSION_KEY[0] + ("hold",),
+                         SESSION_KEY[1] + ("retention", "carried_share")),
+    "session-evolving-32b": ({**CELL, "--methods": "speccompact", "--hold": "0"}, SESSION_KEY[0] + ("hold",),
+                             SESSION_KEY[1] + ("retention", "carried_share")),
 }
 
 
@@ -147,6 +168,8 @@ def merge(parts: list[dict]) -> dict:
     rows = [r for p in parts for r in p["rows"]]
     seeds = sorted({r["seed"] for r in rows})
     cond = {**parts[0]["conditions"], "seed": seeds[0], "seeds": len(seeds)}
+    for k in ("speculative", "methods"):  # shards of methods: every one's
+        cond[k] = list(dict.fromkeys(x for p in parts for x in p["conditions"].get(k) or []))
     return {**parts[0], "conditions": cond, "rows": rows, "summary": summarize(rows),
             "runtime_s": round(sum(p.get("runtime_s") or 0 for p in parts), 1),
             "shards": [p["conditions"].get("seed") for p in parts]}
@@ -238,13 +261,16 @@ def single_table(reports: list[dict]) -> str:
 
 def tables() -> str:
     """Every page table from the committed JSONs (what the pages under docs/benchmarks/ show)."""
-    from bench.harness.session import format_summary
+    from bench.harness.session import format_summary, race_tables
 
     single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
     out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]
     for name in ("session", "session-32b", "session-speculative", "session-yield", "session-yield-32b"):
         report = json.loads((RESULTS / RUNS[name][0]).read_text())
         out.append(f"## {name} ({report['timestamp']})\n\n{format_summary(report['summary'], 'SIMULATED')}")
+    for name in ("session-evolving", "session-evolving-32b"):  # the race over the held share h
+        report = json.loads((RESULTS / RUNS[name][0]).read_text())
+        out.append(f"## {name} ({report['timestamp']})\n\n{race_tables(report)}")
     return "\n\n".join(out)
 
 

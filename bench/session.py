@@ -13,11 +13,16 @@ the trigger while the agent's next turns and tool calls run on the same
 simulated servers).  Layouts per deployment, speculative decoding on the
 target, tool time and device-seconds: ``bench/harness/
 session.py``.  Each compaction draws a new workload (seed ``seed * 1000 +
-k``), so the summary changes between compactions.  Per cell it reports the
+k``), so the summary changes between compactions; with ``--hold`` the
+summary evolves instead: compaction k keeps each line of compaction k-1's
+true summary with a held share drawn per compaction around the swept ``h``
+(``draw_hold`` in ``sgl_speccompact/testing/sim/workload.py``), the rest
+stale and replaced by new facts, and every cell is run per ``h``.  Per cell it reports the
 agent-perceived stall (p50, p95 over every compaction of every seed, and
 the spread of the per-seed medians), device-seconds per session, the share
 of summary lines carried from the previous summary, and the agent's decode
-slowdown while a prepare runs.  Every request is charged the client cost
+slowdown while a prepare runs, and with ``--hold`` the retention of the
+facts that still held (their share in the method's summary).  Every request is charged the client cost
 measured with ``bench/client_cost.py``.  Ahead of time runs twice: in
 sglang's default first-come-first-served order, and with the agent's
 requests at a higher priority than the prepare's (``--priority``, sglang's
@@ -31,6 +36,7 @@ Usage::
 
     python bench/session.py                       # 8B, two-gpu-equal + colocated, none/eagle3/ngram-copy
     python bench/session.py --seeds 2 --methods speccompact,target_self --speculative none
+    python bench/session.py --hold 0,0.3,0.6,0.9 --session-tokens 200000 --speculative eagle3,ngram-copy-h
 """
 
 from __future__ import annotations
@@ -70,7 +76,7 @@ class Servers:
         self.loaded = load_tokenizer(tokenizer)
         self.sims: dict = {}
 
-    def get(self, pair: str, deployment: str, method: str, spec: str):
+    def get(self, pair: str, deployment: str, method: str, spec: str, hold: float | None = None):
         """``(sim, target, drafter, held)`` for one method's session in one cell."""
         from dataclasses import replace
 
@@ -84,7 +90,8 @@ class Servers:
         t_name, d_name = pair.split(":")
         where, tp = hs.layout(deployment, method)
         client = {"client_s_per_request": CLIENT_S_PER_REQUEST, "client_s_per_token": CLIENT_S_PER_TOKEN}
-        costs = {"target": replace(CostModel.for_model(t_name, spec=hs.target_spec(spec, t_name), **client), tp=tp),
+        costs = {"target": replace(CostModel.for_model(t_name, spec=hs.target_spec(spec, t_name, hold), **client),
+                                   tp=tp),
                  "drafter": CostModel.for_model(d_name, lora=self.lora(), **client)}
         key = (pair, where, tp)
         if key not in self.sims:
@@ -102,17 +109,24 @@ class Servers:
 
         return LoraCost(merged=self.args.merged_lora)
 
-    def draw(self, sim, seed: int, hermes_tokens: int):
-        """``new_draw(k)``: compaction k of this session gets workload seed ``seed * 1000 + k``."""
+    def draw(self, sim, seed: int, hermes_tokens: int, hold: float | None = None):
+        """``new_draw(k)``: compaction k of this session gets workload seed ``seed * 1000 + k``; with
+        ``hold``, evolved from compaction k-1's with the held share ``draw_hold(hold, seed, k)``."""
         from sgl_speccompact.schema import OPENCLAW_SLOTS
-        from sgl_speccompact.testing.sim.workload import SummaryWorkload
+        from sgl_speccompact.testing.sim.workload import SummaryWorkload, draw_hold
 
-        def new_draw(k: int) -> None:
+        last: list = []
+
+        def new_draw(k: int):
+            before = last[-1] if k and last and hold is not None else None
             wl = SummaryWorkload(self.lines, tuple(x.name for x in OPENCLAW_SLOTS), p_accept=self.args.p_accept,
-                                 seed=seed * 1000 + k, hermes_tokens=hermes_tokens)
+                                 seed=seed * 1000 + k, hermes_tokens=hermes_tokens, previous=before,
+                                 hold=draw_hold(hold, seed, k) if before is not None else 0.0)
+            last[:] = [wl]
             for srv in sim.servers.values():
                 srv.model.policy = wl
             wl.bind(sim.servers["target"].model)
+            return wl
 
         return new_draw
 
@@ -122,9 +136,10 @@ def labels(args) -> list[tuple[str, str, int]]:
     from bench.harness.session import hermes_own_tokens
 
     out = []
+    budgets = args.hermes_tokens or (2048, hermes_own_tokens(args.window))
     for m in args.methods:
         if m == "hermes":
-            out += [(f"hermes@{n}", "hermes", n) for n in dict.fromkeys((2048, hermes_own_tokens(args.window)))]
+            out += [(f"hermes@{n}", "hermes", n) for n in dict.fromkeys(budgets)]
         else:
             out.append((m, m, 2048))
     return out
@@ -144,9 +159,12 @@ def run(args) -> dict:
     times = hs.tool_times(paths) or hs.tool_times([str(p) for p in rc.TRAJECTORY_DIR.glob("*.traj")])
     policy = sp.Policy(window=args.window, prepare_ratio=args.prepare_ratio)
     tokenizer = args.tokenizer or default_tokenizer()[0]
+    holds = args.hold or [None]
     print(f"Method: agent sessions replayed under Hermes's trigger policy (window {args.window}, trigger "
           f"{policy.trigger}, tail {policy.tail_tokens}, prepare at {args.prepare_ratio:g} of the trigger); every "
-          f"method sync and ahead of time via {runner_src}; a new workload draw per compaction")
+          f"method sync and ahead of time via {runner_src}; "
+          + (f"the summary evolves, held share h in {args.hold} (Beta around h per compaction)" if args.hold
+             else "a new workload draw per compaction"))
     print(f"Latency: {SIMULATED_NOTE}.")
     print(f"Conditions: deployments {','.join(args.deployments)}; model pairs {','.join(args.model_pairs)}; target "
           f"speculative decoding {','.join(args.speculative)}; acceptance {args.p_accept}; sessions of "
@@ -157,44 +175,45 @@ def run(args) -> dict:
     config = {"agent_context_tokens": args.window}
     for pair in args.model_pairs:
         for dep in args.deployments:
-            for spec in args.speculative:
-                for label, method, hermes_n in labels(args):
-                    sim, target, drafter, gpus = servers.get(pair, dep, method, spec)
-                    model = sim.servers["target"].model
-                    tokens = sp.message_tokens(lambda text, m=model: len(m.encode(text)))
+            for spec, label, method, hermes_n, hold in [(s, *m, h) for s in args.speculative for m in labels(args)
+                                                        for h in holds]:
+                sim, target, drafter, gpus = servers.get(pair, dep, method, spec, hold)
+                model = sim.servers["target"].model
+                tokens = sp.message_tokens(lambda text, m=model: len(m.encode(text)))
 
-                    def compact(meth, messages, previous, target=target, drafter=drafter, yield_s=None):
-                        view = target.yielding(yield_s) if yield_s else target  # a prepare yielding to the agent
-                        return runner(meth, messages, target=view, drafter=drafter, config=config,
-                                      previous_summary=previous)
+                def compact(meth, messages, previous, target=target, drafter=drafter, yield_s=None):
+                    view = target.yielding(yield_s) if yield_s else target  # a prepare yielding to the agent
+                    return runner(meth, messages, target=view, drafter=drafter, config=config,
+                                  previous_summary=previous)
 
-                    for seed, traj, mode, prio, ys in [
-                            (a, t, m, p, y) for a in range(args.seed, args.seed + args.seeds) for t in trajs
-                            for m in args.modes for p in (PRIORITY[args.priority] if m == "ahead" else [False])
-                            for y in (args.prepare_yield_s if m == "ahead" else [0.0])]:
-                        hooks = ReplayHooks(tool_s=(lambda i: times[i % len(times)]) if times else None,
-                                            new_draw=servers.draw(sim, seed, hermes_n), held=gpus,
-                                            alone=alone.setdefault(seed, {}), priority=prio, yield_s=ys or None)
-                        replay = Replay(sim, target, compact, tokens, hooks)
-                        if (id(model), traj.path) not in sessions:
-                            sessions[(id(model), traj.path)] = sp.looped_session(traj.messages, args.session_tokens,
-                                                                                 tokens)
-                        session = sessions[(id(model), traj.path)]
-                        key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio, ys)
-                        if key in done:  # the same servers ran this session already (single-model)
-                            rows.append({**done[key], "deployment": dep,
-                                         "reused_from": done[key]["deployment"]})
-                            continue
-                        log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode} priority {prio}"
-                            + (f" yield {ys:g} s" if ys else ""))
-                        t0 = time.perf_counter()
-                        result = replay.run(session, policy, mode, method).summary()
-                        done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
-                                     "label": label, "hermes_tokens": hermes_n, "seed": seed,
-                                     "trajectory": traj.name, "path": traj.path,
-                                     "session_messages": len(session), **result,
-                                     "real_s": round(time.perf_counter() - t0, 1)}
-                        rows.append(done[key])
+                for seed, traj, mode, prio, ys in [
+                        (a, t, m, p, y) for a in range(args.seed, args.seed + args.seeds) for t in trajs
+                        for m in args.modes for p in (PRIORITY[args.priority] if m == "ahead" else [False])
+                        for y in (args.prepare_yield_s if m == "ahead" else [0.0])]:
+                    hooks = ReplayHooks(tool_s=(lambda i: times[i % len(times)]) if times else None,
+                                        new_draw=servers.draw(sim, seed, hermes_n, hold), held=gpus,
+                                        alone=alone.setdefault(seed, {}), priority=prio, yield_s=ys or None)
+                    replay = Replay(sim, target, compact, tokens, hooks)
+                    if (id(model), traj.path) not in sessions:
+                        sessions[(id(model), traj.path)] = sp.looped_session(traj.messages, args.session_tokens,
+                                                                             tokens)
+                    session = sessions[(id(model), traj.path)]
+                    key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio, ys, hold)
+                    if key in done:  # the same servers ran this session already (single-model)
+                        rows.append({**done[key], "deployment": dep,
+                                     "reused_from": done[key]["deployment"]})
+                        continue
+                    log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode} priority {prio}"
+                        + (f" yield {ys:g} s" if ys else "") + (f" h {hold:g}" if hold is not None else ""))
+                    t0 = time.perf_counter()
+                    result = replay.run(session, policy, mode, method).summary()
+                    done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
+                                 "label": label, "hermes_tokens": hermes_n, "seed": seed,
+                                 "trajectory": traj.name, "path": traj.path,
+                                 "session_messages": len(session), **result,
+                                 **({"hold": hold} if hold is not None else {}),
+                                 "real_s": round(time.perf_counter() - t0, 1)}
+                    rows.append(done[key])
     return {"benchmark": "session", "latency_kind": "simulated", "simulated_note": SIMULATED_NOTE,
             "runner": runner_src, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "conditions": {k: v for k, v in vars(args).items() if k not in ("out", "plots")},
@@ -256,7 +275,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--deployments", type=split, default=["two-gpu-equal", "two-gpu-tp2-colocated"],
                    help="one-gpu, two-gpu, two-gpu-equal, two-gpu-tp2-colocated")
     p.add_argument("--speculative", type=split, default=["none", "eagle3", "ngram-copy"],
-                   help="the target's: none, eagle3, dflash, ngram, ngram-copy")
+                   help="the target's: none, eagle3, dflash, ngram, ngram-copy, ngram-copy-h (NGRAM copying the "
+                        "held share h of the previous summary from the prompt)")
     p.add_argument("--methods", type=split, default=["speccompact", "target_self", "hermes", "openclaw"])
     p.add_argument("--modes", type=split, default=["sync", "ahead"])
     p.add_argument("--priority", choices=sorted(PRIORITY), default="both",
@@ -264,6 +284,11 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--prepare-yield-s", type=lambda v: [float(x) for x in v.split(",")], default=[0.0],
                    help="ahead of time: a prepare's target request waits while an agent request runs, at most this "
                         "many seconds (the service's --prepare-yield-s); a comma list runs each, 0 = never waits")
+    p.add_argument("--hold", type=lambda v: [float(x) for x in v.split(",")],
+                   help="evolving summaries: the share h of the previous summary's lines that still holds, a comma "
+                        "list runs each (default: a fresh summary per compaction)")
+    p.add_argument("--hermes-tokens", type=lambda v: [int(x) for x in v.split(",")],
+                   help="Hermes-style summary lengths, a comma list (default: the paper's 2048 and Hermes's own)")
     p.add_argument("--p-accept", type=float, default=0.7)
     p.add_argument("--window", type=int, default=64_000, help="the agent's context window (Hermes's minimum: 64000)")
     p.add_argument("--session-tokens", type=int, default=90_000, help="tokens one session adds in all")

@@ -95,7 +95,7 @@ class CompactConfig(BaseModel):
     keep_tool_outputs: int = Field(4, ge=0, le=1_000_000)  # with prune_tool_outputs: the newest tool outputs kept whole (messages)
     target_context_tokens: int | None = Field(None, ge=1, le=2**24)  # target's context window for chunking; None: ask the server
     carry_previous_lines: bool = True  # incremental: a slot's first proposals are the previous summary's lines
-    max_carried_share: float = Field(0.5, ge=0.0, le=1.0)  # share of a slot's lines and tokens carried lines may take (ratio)
+    max_carried_share: float = Field(1.0, ge=0.0, le=1.0)  # upper bound on the judged share carried lines may take of a slot's lines and tokens (ratio; programs/carried_batch.py)
     max_blank_lines_per_slot: int = Field(4, ge=0, le=1_000)  # blank lines (paragraph breaks) kept per slot (lines)
     # ablation switches (see OPTIMIZATIONS)
     shared_prefix: bool = True  # one target prefix for every slot

@@ -10,7 +10,9 @@
 * **Speculative decoding** runs on the target server (the agent's turns and
   every method's target work); ``ngram-copy`` is NGRAM with a higher mean
   acceptance (:data:`NGRAM_COPY_TAU`), for summaries that copy carried text
-  from the prompt.
+  from the prompt; ``ngram-copy-h`` is NGRAM whose mean acceptance follows
+  the held share ``h`` of an evolving summary (:func:`copy_tau`): the held
+  lines copy from the previous summary in the prompt, the new ones do not.
 * **Tool time** (:func:`tool_times`): the ``execution_time`` SWE-agent
   records per step, read from the shared trajectories; the i-th tool call
   of a session takes the i-th recorded time, cycling.
@@ -26,7 +28,7 @@ import math
 import statistics
 from pathlib import Path
 
-NGRAM_COPY_TAU = 4.0  # NGRAM tokens per verify step on a mostly carried summary (ESTIMATED, fair_race.md)
+from sgl_speccompact.core.specdecode import NGRAM_COPY_TAU, copy_tau  # noqa: F401 - the ESTIMATED copy acceptance
 SINGLE = ("target_self", "hermes", "openclaw")  # methods that use only the target
 
 
@@ -66,13 +68,15 @@ def held(sim_deployment: str, target_tp: int) -> dict[str, int]:
     return {"target": target_tp, "drafter": 2 if shared_pair else 1}
 
 
-def target_spec(algorithm: str, model: str):
-    """The target server's speculative decoding for a session label (None: off)."""
+def target_spec(algorithm: str, model: str, hold: float | None = None):
+    """The target server's speculative decoding for a session label (None: off; ``hold``: ngram-copy-h's h)."""
     from sgl_speccompact.core.specdecode import make
     from .latency import server_spec
 
     if algorithm == "ngram-copy":
         return make("NGRAM", model, tau=NGRAM_COPY_TAU)
+    if algorithm == "ngram-copy-h":
+        return make("NGRAM", model, tau=copy_tau(hold))
     return server_spec(algorithm, model, lora=False)[0]
 
 
@@ -102,7 +106,7 @@ def pct(values: list[float], q: float) -> float | None:
     return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
 
 
-CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority", "yield_s")
+CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority", "yield_s", "hold")
 
 
 def summarize(rows: list[dict]) -> list[dict]:
@@ -118,6 +122,12 @@ def summarize(rows: list[dict]) -> list[dict]:
         slow = [s for r in rs for s in r["agent_slowdowns"]]
         lines = sum(c["lines"] for r in rs for c in r["records"] if not c["aborted"])
         kept = sum(c["carried_lines"] for r in rs for c in r["records"] if not c["aborted"])
+        per = [r["device_s"] / r["compactions"] for r in rs if r["compactions"]]
+        facts = sum(c.get("held_facts", 0) for r in rs for c in r["records"] if not c["aborted"])
+        retained = sum(c.get("retained_facts", 0) for r in rs for c in r["records"] if not c["aborted"])
+        later = [c for r in rs for c in r["records"][1:] if not c["aborted"]]  # compactions with a previous one
+        later_lines = sum(c.get("content_lines", c["lines"]) for c in later)
+        previous = sum(c.get("previous_facts", 0) for c in later)
         out.append({**dict(zip(CELL, key)), "sessions": len(rs), "compactions": sum(r["compactions"] for r in rs),
                     "aborted": sum(r["aborted"] for r in rs), "stall_p50_s": pct(stalls, 0.5),
                     "stall_p95_s": pct(stalls, 0.95), "seed_median_min_s": min(seed_med, default=None),
@@ -126,7 +136,15 @@ def summarize(rows: list[dict]) -> list[dict]:
                     "device_s_max": max(dev, default=None), "carried_share": kept / lines if lines else 0.0,
                     "agent_slowdown_median": statistics.median(slow) if slow else None,
                     "agent_slowdown_max": max(slow, default=None),
-                    "over_window": sum(r["over_window"] for r in rs)})
+                    "over_window": sum(r["over_window"] for r in rs),
+                    "compactions_min": min((r["compactions"] for r in rs), default=0),
+                    "device_s_per_compaction_median": statistics.median(per) if per else None,
+                    "device_s_per_compaction_min": min(per, default=None),
+                    "device_s_per_compaction_max": max(per, default=None),
+                    "carried_share_later": (sum(c["carried_lines"] for c in later) / later_lines
+                                            if later_lines else 0.0),  # of the content lines
+                    "held_realized": sum(c.get("held_facts", 0) for c in later) / previous if previous else None,
+                    "retention": retained / facts if facts else None})
     return out
 
 
@@ -150,4 +168,92 @@ def format_summary(summary: list[dict], note: str) -> str:
                    f"{s(c['agent_slowdown_median'])} ({s(c['agent_slowdown_max'])}) |")
     out.append("agent slowdown: the agent's decode rate with no compaction running / with a prepare running, "
                "on the same turns from the same caches (ahead of time only; 1.00 = no slowdown)")
+    return "\n".join(out)
+
+
+RACE_ROWS = (  # (label, speculative, row name) of the evolving-session race, in table order
+    ("speccompact", "eagle3", "SpecCompact: carried lines judged, new ones drafted (EAGLE3 target)"),
+    ("target_self", "eagle3", "Target-self, previous summary in the prompt (EAGLE3)"),
+    ("target_self", "ngram-copy-h", "Target-self, previous summary, NGRAM copy"),
+    ("hermes@2048", "eagle3", "Hermes-style iterative update @2048 (EAGLE3)"),
+    ("hermes@2048", "ngram-copy-h", "Hermes-style iterative update @2048, NGRAM copy"),
+    ("openclaw", "eagle3", "OpenClaw-style, previous summary in the prompt (EAGLE3)"),
+    ("openclaw", "ngram-copy-h", "OpenClaw-style, previous summary, NGRAM copy"),
+)
+AUTO_HISTORY_TAIL = 1.5  # auto's history: the trigger prompt less this many tails (the middle the policy cuts)
+
+
+def auto_row(report: dict) -> dict:
+    """Per h and target speculative decoding: the method ``auto`` picks on the race's deployment (two GPUs,
+    equal hardware), told the held share the session's compactions realized (what the session remembers),
+    for the median trigger prompt less the tail: ``{(h, spec): {"method", "held", "history_tokens"}}``."""
+    from sgl_speccompact.methods.auto import Deployment, choose
+
+    target, drafter = report["conditions"]["model_pairs"][0].split(":")
+    tail = report["policy"]["tail_tokens"]
+    prompts = [rec["prompt_tokens"] for r in report["rows"] for rec in r["records"]]
+    history = int(statistics.median(prompts) - AUTO_HISTORY_TAIL * tail)
+    out = {}
+    for c in report["summary"]:
+        if c["label"] != "speccompact":
+            continue
+        held = c.get("held_realized") if c["hold"] else None
+        for spec, algo in (("eagle3", "eagle3"), ("ngram-copy-h", "ngram")):
+            dep = Deployment.named(target=target, drafter=drafter, gpus=2, speculative=algo, equal_hardware=True)
+            pick = choose(dep, history, report["conditions"]["p_accept"], held=held)
+            out[(c["hold"], spec)] = {"method": pick.method, "held": held, "history_tokens": history}
+    return out
+
+
+def race_tables(report: dict) -> str:
+    """The evolving-session race of one model pair (Markdown, SIMULATED): per h, every method's device-seconds
+    per compaction, sync stall, carried share and retention, the crossover and auto's pick."""
+    def s(x):
+        return "-" if x is None else (f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}")
+
+    cells = {(c["label"], c["speculative"], c["hold"]): c for c in report["summary"]}
+    holds = sorted({c["hold"] for c in report["summary"]})
+    pair = report["conditions"]["model_pairs"][0].split(":")[0]
+    head = "| method | " + " | ".join(f"h = {h:g}" for h in holds) + " |"
+    rule = "|---|" + "---|" * len(holds)
+    tables = {
+        "device-seconds per compaction, median of the 8 seeds' session means [min-max]":
+            lambda c: f"{s(c['device_s_per_compaction_median'])} [{s(c['device_s_per_compaction_min'])}-"
+                      f"{s(c['device_s_per_compaction_max'])}]",
+        "sync stall s, p50 over every compaction [seed medians min-max]":
+            lambda c: f"{s(c['stall_p50_s'])} [{s(c['seed_median_min_s'])}-{s(c['seed_median_max_s'])}]",
+        "held share realized / carried share of later compactions' content lines / retention of what held":
+            lambda c: ("-" if c.get("held_realized") is None else f"{c['held_realized']:.2f}")
+                      + f" / {c['carried_share_later']:.2f} / " + (
+                "not modelled" if c["label"].startswith("hermes") or c["retention"] is None
+                else f"{c['retention']:.2f}"),
+    }
+    out = []
+    for title, cell in tables.items():
+        out += [f"**{pair}: {title}** (SIMULATED)", "", head, rule]
+        for label, spec, name in RACE_ROWS:
+            row = [cells.get((label, spec, h)) for h in holds]
+            if any(row):
+                out.append(f"| {name} | " + " | ".join(cell(c) if c else "-" for c in row) + " |")
+        out.append("")
+    best, picks = {}, auto_row(report)
+    for h in holds:
+        got = {(lab, sp): cells[(lab, sp, h)]["device_s_per_compaction_median"] for lab, sp, _ in RACE_ROWS
+               if (lab, sp, h) in cells}
+        best[h] = min(got, key=got.get)
+        spec = got.get(("speccompact", "eagle3"))
+        rival = min(v for k, v in got.items() if k[0] != "speccompact")
+        autos = []
+        for algo in ("eagle3", "ngram-copy-h"):
+            pick = picks.get((h, algo), {})
+            label = {"hermes": "hermes@2048"}.get(pick.get("method"), pick.get("method"))
+            mine = got.get((label, algo)) or got.get((label, "eagle3"))  # SpecCompact raced on EAGLE3 only
+            autos.append(f"on the {algo} target {pick.get('method')}, {s(mine)} = {mine / got[best[h]]:.2f}x")
+        held = picks.get((h, "eagle3"), {}).get("held")
+        out.append(f"- h = {h:g}: fewest device-seconds {best[h][0]} ({best[h][1]}) {s(got[best[h]])}; SpecCompact "
+                   f"{s(spec)} = {spec / rival:.2f}x the best competitor's {s(rival)}; auto (told held share "
+                   f"{s(held)}) picks " + "; ".join(autos) + " the fewest")
+    wins = [h for h in holds if best[h][0] == "speccompact"]
+    out.append(f"- crossover (the h above which SpecCompact has the fewest device-seconds per compaction): "
+               f"{f'h = {wins[0]:g}' if wins else 'none in 0-0.9'}")
     return "\n".join(out)

@@ -8,9 +8,10 @@ STILL HOLDS after the turns since that summary
 origin, not evidence for it).  An accepted line costs no drafter decode
 (origin ``carried``); a rejected one -- a step the new turns completed or
 abandoned, a fact they contradicted -- is dropped, not repaired: what the new
-turns established is drafted after the carried lines.  Carried lines take
-at most ``max_carried_share`` of a slot's lines and tokens, so new
-information always has room (docs/concepts/incremental-compaction.md).
+turns established is drafted after the carried lines.  A slot's carried
+lines are judged together in one target request and take the share of its
+budget their judged share allows, always leaving new information room
+(``programs/carried_batch.py``, docs/concepts/incremental-compaction.md).
 
 The previous summary is untrusted text.  Its lines pass the checks a
 drafted line passes (:func:`~.lines.classify_line`), and more strictly:

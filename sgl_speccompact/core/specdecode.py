@@ -68,6 +68,23 @@ DEFAULTS = {
 }
 
 
+NGRAM_COPY_TAU = 4.0  # NGRAM tokens per verify step on text copied from the prompt (est., fair_race.md)
+
+
+def copy_tau(held: float | None) -> float:
+    """NGRAM tokens per verify step when a share ``held`` of the output copies from the prompt (est.).
+
+    Linear between NGRAM's default on fresh text and :data:`NGRAM_COPY_TAU`
+    on copied text: an update that keeps most of the previous summary (in its
+    prompt) copies those lines.
+
+    >>> copy_tau(0.0), copy_tau(1.0), round(copy_tau(0.5), 2)
+    (1.8, 4.0, 2.9)
+    """
+    fresh = DEFAULTS["NGRAM"]["tau"]
+    return fresh + (NGRAM_COPY_TAU - fresh) * min(max(held or 0.0, 0.0), 1.0)
+
+
 class SpecRefused(ValueError):
     """sglang would refuse this server or request with this algorithm."""
 

@@ -29,6 +29,14 @@ decoding, else 1):
   pass holds both GPUs), so the target's passes are priced at TP=2 and the
   drafter is charged as on a shared GPU.
 
+**What still holds** (``held``: the share of the previous summary's lines
+the last compaction of the session kept, :func:`held_share`): SpecCompact
+judges that share of each slot's lines in one batched prefill per slot
+(carried lines, ``programs/carried_batch.py``) and drafts only the rest; a
+single-model method still writes every line, faster only where its target
+runs NGRAM, which copies the held lines from the previous summary in its
+prompt (:func:`~sgl_speccompact.core.specdecode.copy_tau`).
+
 ``DEFAULT_P_ACCEPT`` = 0.7: the SpecCompact paper's operating point and the
 middle of the acceptance range (0.5-0.9) its evaluation sweeps; the service
 replaces it with the acceptance observed per model pair.
@@ -36,10 +44,10 @@ replaces it with the acceptance observed per model pair.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from ..core.costmodel import GPUS, Hardware, LoraCost, ModelCost, forward_s, preset
-from ..core.specdecode import SpecDecoding
+from ..core.specdecode import SpecDecoding, copy_tau
 
 DEFAULT_P_ACCEPT = 0.7  # prior acceptance rate (see the module doc)
 METHODS = ("speccompact", "target_self", "hermes", "openclaw")
@@ -167,10 +175,48 @@ def _slot_phases(shape: Shape) -> list[tuple[int, int]]:
     return out
 
 
-def predict(method: str, dep: Deployment, history_tokens: int, p_accept: float, shape: Shape = Shape()) -> float:
-    """Predicted end-to-end seconds of ``method`` (see the module doc)."""
+def held_share(summary: str, previous_summary: str | None) -> float | None:
+    """The share of ``previous_summary``'s content lines that ``summary`` still holds (None: no previous lines).
+
+    Headings, blanks and empty markers are not content.
+
+    >>> held_share("## Goal\\n- a\\n- c", "## Goal\\n- a\\n- b\\n(none)"), held_share("- a", None)
+    (0.5, None)
+    """
+    def content(text: str) -> list[str]:
+        return [x.strip() for x in text.splitlines()
+                if x.strip() and not x.lstrip().startswith("#") and x.strip().lower() not in ("(none)", "- (none)")]
+
+    before = content(previous_summary or "")
+    if not before:
+        return None
+    now = set(content(summary or ""))
+    return sum(1 for x in before if x in now) / len(before)
+
+
+def carried_shape(shape: Shape, held: float) -> tuple[Shape, tuple[int, ...]]:
+    """``(the shape of the new lines, carried lines per slot)`` when ``held`` of every slot still holds.
+
+    >>> new, carried = carried_shape(Shape(slot_lines=(10, 4)), 0.6)
+    >>> new.slot_lines, carried
+    ((4, 2), (6, 2))
+    """
+    carried = tuple(int(round(n * held)) for n in shape.slot_lines)
+    return replace(shape, slot_lines=tuple(n - c for n, c in zip(shape.slot_lines, carried))), carried
+
+
+def predict(method: str, dep: Deployment, history_tokens: int, p_accept: float, shape: Shape = Shape(),
+            held: float = 0.0) -> float:
+    """Predicted end-to-end seconds of ``method`` (see the module doc); ``held``: the share that still holds."""
     hw, t, h = dep.hardware, dep.target, history_tokens + shape.prompt_tokens
     tpl = shape.tokens_per_line
+    if held > 0 and method in ("hermes", "openclaw", "target_self") and dep.target_spec is not None \
+            and dep.target_spec.algorithm == "NGRAM":
+        dep = replace(dep, target_spec=replace(dep.target_spec, tau=copy_tau(held)))
+    if held > 0 and method == "speccompact":
+        shape, carried = carried_shape(shape, held)
+        judged = forward_s(t, hw, [(h, shape.judge_tokens)] * max(carried), dep.target_tp) + shape.request_s
+        return judged + predict(method, dep, history_tokens, p_accept, shape)
     if method in ("hermes", "openclaw", "target_self"):
         tp = dep.single_model_tp
         before = prefill_s(t, hw, h, tp, dep.target_spec) + shape.request_s
@@ -209,7 +255,7 @@ def predict(method: str, dep: Deployment, history_tokens: int, p_accept: float, 
 
 
 def choose(deployment: Deployment, history_tokens: int, p_accept: float = DEFAULT_P_ACCEPT,
-           methods: tuple[str, ...] = METHODS, shape: Shape = Shape()) -> AutoChoice:
+           methods: tuple[str, ...] = METHODS, shape: Shape = Shape(), held: float | None = None) -> AutoChoice:
     """The method predicted fastest on ``deployment`` for a history of ``history_tokens`` tokens.
 
     Parameters
@@ -222,6 +268,9 @@ def choose(deployment: Deployment, history_tokens: int, p_accept: float = DEFAUL
         Acceptance rate of drafted lines observed so far (:data:`DEFAULT_P_ACCEPT` before any).
     methods
         The methods allowed; ``speccompact`` needs a drafter.
+    held
+        The share of the previous summary the session's last compaction kept
+        (:func:`held_share`; None: a fresh summary).
 
     Examples
     --------
@@ -239,11 +288,12 @@ def choose(deployment: Deployment, history_tokens: int, p_accept: float = DEFAUL
     allowed = [m for m in methods if m != "speccompact" or deployment.drafter is not None]
     if not allowed:
         raise ValueError(f"no method to choose from among {methods} (speccompact needs a drafter)")
-    predicted = {m: predict(m, deployment, history_tokens, p_accept, shape) for m in allowed}
+    predicted = {m: predict(m, deployment, history_tokens, p_accept, shape, held or 0.0) for m in allowed}
     best = min(predicted, key=predicted.get)
     rival = min((m for m in predicted if m != best), key=predicted.get, default=None)
     spec = deployment.target_spec.algorithm if deployment.target_spec else "no"
     margin = f", {predicted[rival] / predicted[best]:.2f}x faster than {rival}" if rival else ""
     reason = (f"{best} predicted {predicted[best]:.2f} s{margin} (cost model, {deployment.hardware.name} x"
-              f"{deployment.gpus}, {deployment.target.name}, {spec} speculative decoding, p_accept {p_accept:g})")
+              f"{deployment.gpus}, {deployment.target.name}, {spec} speculative decoding, p_accept {p_accept:g}"
+              + (f", held share {held:.2f}" if held is not None else "") + ")")
     return AutoChoice(best, predicted, reason)

@@ -121,10 +121,13 @@ class AutoPicker:
     # the target's median label mass (p+ + p-) in the latest compaction with verdicts, per target model
     label_mass: AcceptanceEstimate = field(default_factory=lambda: AcceptanceEstimate(prior=1.0, weight=1.0))
 
-    def pick(self, messages: list[Any], methods: tuple[str, ...], previous_summary: str | None = None) -> dict:
+    def pick(self, messages: list[Any], methods: tuple[str, ...], previous_summary: str | None = None,
+             held: float | None = None) -> dict:
         """The method to run for this history, with the prediction behind it (``stats.auto``).
 
-        ``methods`` are those allowed here (``speccompact`` only with a drafter).
+        ``methods`` are those allowed here (``speccompact`` only with a drafter);
+        ``held`` is the share of the previous summary the session's last
+        compaction kept (:func:`~.auto.held_share`; None: not known).
 
         Raises
         ------
@@ -132,9 +135,10 @@ class AutoPicker:
             No method allowed.
         """
         return self.predict(estimate_tokens(messages, previous_summary), methods,
-                            tokens_source=f"estimate: characters / {CHARS_PER_TOKEN}")
+                            tokens_source=f"estimate: characters / {CHARS_PER_TOKEN}", held=held)
 
-    def predict(self, tokens: int, methods: tuple[str, ...], tokens_source: str = "given") -> dict:
+    def predict(self, tokens: int, methods: tuple[str, ...], tokens_source: str = "given",
+                held: float | None = None) -> dict:
         """:meth:`pick` for a history of ``tokens`` tokens (``launch --dry-run`` shows a few sizes)."""
         allowed = tuple(m for m in methods if m != AUTO)
         if not allowed:
@@ -143,14 +147,15 @@ class AutoPicker:
         info = {"requested": AUTO, "history_tokens": tokens,
                 "history_tokens_source": tokens_source, "p_accept": round(p, 4),
                 "p_accept_source": f"observed over {seen} compactions" if seen else "prior", "pair": self.pair,
-                "cost_model": self.source, "deployment": describe(self.deployment)}
+                "cost_model": self.source, "deployment": describe(self.deployment),
+                **({"held_share": round(held, 4)} if held is not None else {})}
         predictable = tuple(m for m in allowed if m in PREDICTED)
         if self.deployment is None or not predictable:
             first = next((m for m in ("speccompact", "target_self") if m in allowed), allowed[0])
             why = "no cost-model preset for the target" if self.deployment is None else "no predictable method"
             return {**info, "method": first, "predicted_s": {}, "reason": f"{first}: {why}, not predicted"}
         dep = self.deployment if "speccompact" in predictable else replace(self.deployment, drafter=None)
-        got = choose(dep, tokens, p, methods=predictable)
+        got = choose(dep, tokens, p, methods=predictable, held=held)
         return {**info, "method": got.method, "predicted_s": {k: round(v, 4) for k, v in got.predicted_s.items()},
                 "reason": f"{got.reason}; {self.source}"}
 

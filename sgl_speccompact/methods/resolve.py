@@ -72,10 +72,12 @@ def as_picker(deployment: Deployment | AutoPicker | None, has_drafter: bool) -> 
 
 
 def resolve_method(name: str, request: MethodRequest, offer: Offer,
-                   deployment: Deployment | AutoPicker | None = None) -> tuple[str, dict | None]:
+                   deployment: Deployment | AutoPicker | None = None,
+                   held: float | None = None) -> tuple[str, dict | None]:
     """The method to run for ``name`` and, for ``auto``, its pick (``stats.auto``; None otherwise).
 
-    ``offer``: the methods the caller serves and what it has to serve them.
+    ``offer``: the methods the caller serves and what it has to serve them; ``held``: the share of
+    the previous summary the session's last compaction kept (the pick predicts with it).
 
     Raises
     ------
@@ -94,7 +96,7 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
     judging = tuple(m for m in allowed if REGISTRY[m].judges)
     if low is not None and len(judging) < len(allowed):
         allowed = tuple(m for m in allowed if m not in judging)
-    choice = picker.pick(request.messages, allowed, request.previous_summary)
+    choice = picker.pick(request.messages, allowed, request.previous_summary, held=held)
     if low is not None:
         left_out = f"left out {list(judging)}" if judging and not set(judging) & set(allowed) \
             else "nothing else to pick"

@@ -85,7 +85,7 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
         self.dropped: list[Future] = []  # prefetched drafts sent, then dropped
         self.pool = ThreadPoolExecutor(max_workers=1)
         self.carried = list(ctx.carried.get((slot.name, section), ()))  # proposed before any draft
-        self.carried_used = (0, 0)  # carried lines kept: (lines, tokens), against max_carried_share
+        self.carried_used = (0, 0)  # carried lines kept: (lines, tokens), against the cap (carried_batch.py)
         self.stale: set[str] = set()  # carried lines judged no longer to hold (norm_line), never kept
         self.section_drafted = False  # the new lines before the next carried sub-section heading are drafted
 

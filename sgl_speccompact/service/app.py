@@ -271,8 +271,9 @@ class AppState:
             raise InvalidRequestError("auto has no method to pick from on this service", field="method")
         offer = Offer(has_drafter=self.drafter is not None, offered=pickable,
                       context_tokens=cfg.target_context_tokens, config=cfg)
-        choice = self.sessions.auto_pick(scope, req.session,  # once per session: its prepares stay reusable
-                                         lambda: resolve_method(AUTO, request, offer, self.pickers.get(scope))[1],
+        choice = self.sessions.auto_pick(scope, req.session,  # once per session, again after each compaction
+                                         lambda held: resolve_method(AUTO, request, offer, self.pickers.get(scope),
+                                                                     held)[1],
                                          allowed=pickable)
         self.metrics.auto_picks.labels(choice["method"]).inc()
         return Prepared(req, choice["method"], cfg, choice, request)
@@ -293,6 +294,8 @@ class AppState:
         else:
             request = self.method_request(req, on_event)
 
+        from ..methods.auto import held_share
+
         def run(target_backend, drafter_backend):
             result = self.runner(p.method, request, target=target_backend, drafter=drafter_backend, config=p.cfg)
             mass = result.stats.label_mass_median  # the target's: shared by every key's picker
@@ -302,6 +305,8 @@ class AppState:
                 self.metrics.observed_acceptance.labels(self.picker.pair).set(estimate)
             if p.choice is not None:
                 result.stats.auto = p.choice
+            if request.previous_summary:  # what still held: the session's next auto pick predicts with it
+                self.sessions.remember_held(scope, req.session, held_share(result.summary, request.previous_summary))
             return result
         target = self.targets.pick()
         if req.routing_key and hasattr(target, "with_routing_key"):  # sglang-router manual policy

@@ -60,6 +60,7 @@ Predictor = Callable[[str, int], "float | None"]
 
 # body fields that shape the summary (everything but the messages, how to answer, and routing)
 SHAPING = ("previous_summary", "source_judge", "config", "focus", "tools", "layout", "chat_template_kwargs")
+MAX_HELD = 10_000  # sessions whose last held share is remembered (oldest forgotten first)
 POLL_S = 0.25  # how often a compact waiting for a prepare checks its client and deadline (seconds)
 MAX_RETRY_AFTER_S = 600  # the longest Retry-After a 429 names (seconds)
 STORE_DEADLINE_S = 2.0  # total time one call of a blocking store may take; later it is a miss (seconds)
@@ -155,6 +156,7 @@ class Sessions:
         self.n_running = 0  # prepare threads alive (cancelled ones until they end)
         self.n_waiting = 0  # prepares waiting to start
         self.queued_bytes = 0  # their request bodies' bytes
+        self.held: collections.OrderedDict = collections.OrderedDict()  # (scope, session) -> (held share, pick)
 
     @property
     def running(self) -> dict:
@@ -203,9 +205,11 @@ class Sessions:
     def params(self, req: CompactRequest, method: str) -> str:
         return params_digest({"method": method, **{k: getattr(req, k) for k in SHAPING}})
 
-    def auto_pick(self, scope: str, session: str | None, pick: Callable[[], dict],
+    def auto_pick(self, scope: str, session: str | None, pick: Callable[[float | None], dict],
                   allowed: tuple[str, ...] | None = None) -> dict:
-        """The ``auto`` pick of a session: made once (``pick()``), then the same for its later requests.
+        """The ``auto`` pick of a session: made once (``pick(None)``), then the same for its later requests,
+        until a compaction of the session tells what still holds: then ``pick(held)`` with the share of the
+        previous summary it kept (:meth:`remember_held`), the same until the next compaction.
 
         A pick that changed as the history grew would change the params of
         every later request and miss every prepare.  Without a session each
@@ -214,17 +218,35 @@ class Sessions:
         afresh: no stored value selects a method the request may not run.
         """
         if session is None:
-            return pick()
+            return pick(None)
+        got = self.held.get((scope, session))
+        if got is not None:
+            if got[1] is None or (allowed is not None and got[1].get("method") not in allowed):
+                got = (got[0], pick(got[0]))
+                self.held[(scope, session)] = got
+            return {**got[1], "session_pick": "held share"}
         kept = self.store.pick(scope, session)
         if kept is not None and allowed is not None and kept.get("method") not in allowed:
             if hasattr(self.store, "drop_pick"):
                 self.store.drop_pick(scope, session)
             kept = None
         if kept is None:
-            fresh = pick()
+            fresh = pick(None)
             kept = self.store.set_pick(scope, session, fresh)
             return kept if allowed is None or kept.get("method") in allowed else fresh
         return {**kept, "session_pick": "kept"}
+
+    def remember_held(self, scope: str, session: str | None, held: float | None) -> None:
+        """Remember the share of the previous summary a compaction of ``session`` kept; the next pick uses it."""
+        if session is None or held is None:
+            return
+        key = (scope, session)
+        if key in self.held and self.held[key][0] == held:
+            return
+        self.held[key] = (held, None)
+        self.held.move_to_end(key)
+        while len(self.held) > MAX_HELD:
+            self.held.popitem(last=False)
 
     def _cancel(self, run: Prepare) -> None:
         """Cancel a prepare; its backends send no further request; its time so far is wasted."""

@@ -71,3 +71,35 @@ def test_summary_cells_match_their_rows(run):
         assert c["device_s_median"] == pytest.approx(mine[0]["device_s"]) and c["sessions"] == 1
     hermes = [c for c in report["summary"] if c["label"].startswith("hermes@")]
     assert {c["label"] for c in hermes} == {"hermes@2048", "hermes@3200"}  # the paper's budget and Hermes's own
+
+
+@pytest.fixture(scope="module")
+def evolving(emulator_tokenizer_path, tmp_path_factory):
+    if not SWE.is_file():
+        pytest.skip(f"shared trajectories absent ({SWE})")
+    bench = load_bench("session")
+    out = tmp_path_factory.mktemp("bench") / "session-evolving.json"
+    # a small window: its trigger (17,000 tokens) comes often, so a short session compacts four times and more
+    rc = bench.main(["--trajectories", str(SWE), "--model-pairs", "qwen3-8b:qwen3-0.6b", "--window", "20000",
+                     "--session-tokens", "75000", "--tokenizer", emulator_tokenizer_path, "--out", str(out),
+                     "--seeds", "1", "--methods", "speccompact,target_self", "--deployments", "two-gpu-equal",
+                     "--speculative", "none", "--modes", "sync", "--hold", "0,0.9", "--no-plots"])
+    return rc, json.loads(out.read_text())
+
+
+@pytest.mark.e2e  # runs the whole bench script
+def test_an_evolving_session_carries_what_still_holds(evolving):
+    rc, report = evolving
+    assert rc == 0 and report["conditions"]["hold"] == [0.0, 0.9]
+    cells = {(c["label"], c["hold"]): c for c in report["summary"]}
+    assert set(cells) == {(m, h) for m in ("speccompact", "target_self") for h in (0.0, 0.9)}
+    assert all(c["compactions_min"] >= 4 for c in cells.values())
+    assert cells[("speccompact", 0.0)]["carried_share_later"] == 0.0  # nothing holds: nothing carried
+    assert cells[("speccompact", 0.9)]["carried_share_later"] > 0.6  # most holds, and is carried
+    assert cells[("target_self", 0.9)]["carried_share_later"] == 0.0  # it writes every line again
+    # what held is mostly kept (a slot's token budget may still cut long lines); at h = 0 nothing held
+    assert cells[("speccompact", 0.9)]["retention"] > 0.8 and cells[("target_self", 0.9)]["retention"] > 0.8
+    assert cells[("speccompact", 0.0)]["retention"] is None
+    for c in cells.values():  # device-seconds per compaction: the session's device-seconds over its compactions
+        row = next(r for r in report["rows"] if (r["label"], r["hold"]) == (c["label"], c["hold"]))
+        assert c["device_s_per_compaction_median"] == pytest.approx(row["device_s"] / row["compactions"])

@@ -7,11 +7,12 @@ import pytest
 
 from sgl_speccompact.core import carried
 from sgl_speccompact.core.carried import previous_lines
+from sgl_speccompact.programs import carried_batch
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
-from scripted import ScriptedBackend, accepted_of, slot_of
+from scripted import BatchJudgeBackend, ScriptedBackend, accepted_of, slot_of
 from test_programs import DRAFTS, MESSAGES
 
 PREVIOUS = ("## Goal\n- KEEP create /workspace/hello.py\n- STALE deploy to staging\n\n"
@@ -51,8 +52,44 @@ def run(previous, **config):
 
 
 def test_doctests():
-    failed, attempted = doctest.testmod(carried)
-    assert failed == 0 and attempted > 0
+    for module in (carried, carried_batch):
+        failed, attempted = doctest.testmod(module)
+        assert failed == 0 and attempted > 0
+
+
+MANY = ("## Critical Context\n" + "\n".join(f"- KEEP /repo/f{i}.py" for i in range(8))
+        + "\n- STALE /repo/old.py\n- STALE /repo/gone.py\n\n## Goal\n- KEEP create /workspace/hello.py")
+
+
+def test_one_slots_carried_lines_cost_at_most_one_target_request():
+    target = BatchJudgeBackend(judge=judge, repair=repair)
+    drafter = ScriptedBackend(draft=new_lines_drafter())
+    res = compact(MESSAGES, target=target, drafter=drafter, previous_summary=MANY)
+    batches = [texts for kind, texts in target.requests if kind == "verify_batch"]
+    carried_batches = [b for b in batches if "still holds" in b[0].rsplit("<line>", 1)[0][-2000:]
+                       or "earlier summary" in b[0].rsplit("<line>", 1)[0][-400:]]
+    by_slot = {}
+    for b in carried_batches:
+        by_slot.setdefault(slot_of(b[0]), []).append(len(b))
+    assert by_slot == {"critical_context": [10], "goal": [1]}  # one request per slot, every carried line in it
+    assert not any("KEEP" in t.rsplit("<line>", 1)[-1] or "STALE" in t.rsplit("<line>", 1)[-1]
+                   for t in target.kinds("verify"))  # no carried line judged on its own
+    context = [l.text for l in {s.name: s for s in res.slots}["critical_context"].lines
+               if l.origin is LineOrigin.CARRIED]
+    assert context == [f"- KEEP /repo/f{i}.py" for i in range(8)] and "STALE" not in res.summary
+    assert res.stats.requests["target"]["verify_carried"].requests == 2
+    assert res.stats.carried_proposed == 11 and res.stats.carried_lines == 9
+
+
+def test_the_carried_cap_follows_the_judged_share():
+    # 8 of 10 hold: 12 * 0.8 = 9 lines may be carried, so all 8 are; a fixed half would keep 6
+    res, _, _ = run(MANY)
+    kept = [l for s in res.slots for l in s.lines if s.name == "critical_context" and l.origin is LineOrigin.CARRIED]
+    assert len(kept) == 8
+    capped, _, _ = run(MANY, max_carried_share=0.5)
+    kept = [l for s in capped.slots for l in s.lines if s.name == "critical_context"
+            and l.origin is LineOrigin.CARRIED]
+    assert len(kept) == 6
 
 
 def test_probe_carried_lines_are_the_previous_lines_judged_to_still_hold():

@@ -87,3 +87,17 @@ def test_docstring_examples_of_the_cost_model_modules(name):
 
     failed, attempted = doctest.testmod(importlib.import_module(name))
     assert failed == 0 and attempted > 0
+
+
+def test_what_still_holds_makes_speccompact_cheaper_and_ngram_copy_faster():
+    from sgl_speccompact.methods.auto import Deployment, choose, held_share
+
+    dep = Deployment.named(target="qwen3-32b", gpus=2, speculative="eagle3", equal_hardware=False)
+    fresh, mostly = choose(dep, 40000, 0.7), choose(dep, 40000, 0.7, held=0.9)
+    assert mostly.predicted_s["speccompact"] < fresh.predicted_s["speccompact"]
+    assert mostly.predicted_s["target_self"] == fresh.predicted_s["target_self"]  # EAGLE3 copies nothing
+    ngram = Deployment.named(target="qwen3-8b", gpus=2, speculative="ngram")
+    assert choose(ngram, 40000, 0.7, held=0.9).predicted_s["target_self"] < \
+        choose(ngram, 40000, 0.7).predicted_s["target_self"]
+    assert "held share 0.90" in mostly.reason
+    assert held_share("## Goal\n- a\n- c", "## Goal\n- a\n- b") == 0.5

@@ -237,9 +237,32 @@ def test_probe_the_held_session_prefix_is_reused_after_pruning_marks_an_older_du
 class SizePicker(AutoPicker):
     """Picks by history length: speccompact below five messages, hermes from five on."""
 
-    def pick(self, messages, methods, previous_summary=None):
+    def pick(self, messages, methods, previous_summary=None, held=None):
         method = "speccompact" if len(messages) < 5 else "hermes"
         return {"requested": "auto", "method": method, "p_accept": self.acceptance.get(self.pair)}
+
+
+@dataclass
+class HeldPicker(AutoPicker):
+    """Picks by what still holds: speccompact once half the previous summary held, hermes before."""
+
+    def pick(self, messages, methods, previous_summary=None, held=None):
+        method = "speccompact" if held is not None and held >= 0.5 else "hermes"
+        return {"requested": "auto", "method": method, "held": held}
+
+
+def test_probe_a_session_picks_again_with_the_share_its_last_compaction_kept():
+    app, runner = service(auto=HeldPicker(None, "test"))
+    goal = f"- {MESSAGES[1]['content']}"  # the fake runner's summary line
+    with TestClient(app) as client:
+        body = {"messages": MESSAGES, "session": "s", "previous_summary": f"## Goal\n{goal}\n- a stale line"}
+        first = client.post("/v1/compact", json=body).json()
+        assert first["stats"]["auto"]["method"] == "hermes" and first["stats"]["auto"]["held"] is None
+        again = client.post("/v1/compact", json={**body, "messages": MESSAGES + MORE}).json()
+        assert again["stats"]["auto"]["method"] == "speccompact"  # half of the previous summary still held
+        assert again["stats"]["auto"]["held"] == 0.5 and again["stats"]["auto"]["session_pick"] == "held share"
+        other = client.post("/v1/compact", json={**body, "session": "t"}).json()  # another session: nothing known
+        assert other["stats"]["auto"]["method"] == "hermes"
 
 
 def test_probe_the_auto_pick_is_made_once_per_session():

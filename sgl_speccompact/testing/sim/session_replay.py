@@ -52,7 +52,10 @@ session, the service's store lookup over the messages sent
 Every compaction's agent-perceived stall, GPU seconds (pass time shared out
 over the requests in each pass, the agent's own excluded), device-seconds
 (the same, times the GPUs each server's pass holds) and lines carried from
-the previous summary (origin ``carried``) are recorded.  Only the agent
+the previous summary (origin ``carried``) are recorded; with a draw that
+evolves from the one before (``new_draw`` returns a workload with
+``held_lines``), also how many of the previous summary's facts still held,
+how many of them the summary kept (retention) and its content lines.  Only the agent
 turns that overlap a prepare are simulated; the others do not change these
 numbers.
 """
@@ -94,6 +97,10 @@ class Compaction:
     service_s: float = 0.0  # of the stall: the plugin's request to the service, store lookup included (SIMULATED s)
     carried_lines: int = 0  # summary lines carried from the previous summary
     lines: int = 0  # summary lines
+    content_lines: int = 0  # of the summary's lines, those with content (no blank, heading or empty marker)
+    previous_facts: int = 0  # content lines of the previous true summary (an evolving workload's draw)
+    held_facts: int = 0  # of which still held
+    retained_facts: int = 0  # of which the summary holds
 
 
 @dataclass
@@ -150,6 +157,8 @@ class SessionRun:
                 "prepares_reused": sum(1 for c in self.compactions if c.prepared),
                 "prepares_applied": sum(1 for c in self.compactions if c.applied),
                 "carried_share": sum(c.carried_lines for c in done) / lines if lines else 0.0,
+                "retention": (sum(c.retained_facts for c in done) / sum(c.held_facts for c in done)
+                              if any(c.held_facts for c in done) else None),
                 "stalls_s": stalls, "records": [asdict(c) for c in self.compactions]}
 
 
@@ -185,6 +194,24 @@ def carried(result: Any) -> tuple[int, int]:
     return sum(1 for line in lines if getattr(line.origin, "value", line.origin) == "carried"), len(lines)
 
 
+def content(result: Any) -> int:
+    """Lines of a result's slots that carry content: not blank, not a heading, not an empty marker."""
+    lines = [line.text.strip() for s in getattr(result, "slots", []) for line in s.lines]
+    return sum(1 for x in lines if x and not x.startswith("#") and x.lower() not in ("(none)", "- (none)"))
+
+
+def retention(held: Any, result: Any) -> tuple[int, int]:
+    """``(facts that still held, of which the summary keeps)``: lines of the summary's text, compared whole.
+
+    >>> from types import SimpleNamespace as N
+    >>> retention(["- a", "- b"], N(summary="## Goal\\n- a\\n- c"))
+    (2, 1)
+    """
+    lines = set(str(getattr(result, "summary", "") or "").split("\n"))
+    held = list(held or ())
+    return len(held), sum(1 for line in held if line in lines)
+
+
 def service_hop_s(wire: list[dict], tokens: int, session: bool) -> float:
     """Seconds of the plugin's compact request outside the compaction (SIMULATED).
 
@@ -212,7 +239,7 @@ class ReplayHooks:
     """What a replay draws on besides the servers (every field optional)."""
 
     tool_s: Callable[[int], float] | None = None  # seconds of the agent's i-th tool call (None: instant)
-    new_draw: Callable[[int], None] | None = None  # give compaction k its own workload draw (None: one draw)
+    new_draw: Callable[[int], Any] | None = None  # compaction k's workload draw, returned (None: one draw)
     held: dict | None = None  # server -> GPUs one of its passes holds (device-seconds; None: 1 each)
     alone: dict | None = None  # memo of the agent's rate alone, by its turns (the same for every method)
     priority: bool = False  # the agent's requests at a higher sglang priority than the compaction's
@@ -227,11 +254,12 @@ class Replay:
         self.sim, self.target, self.compact, self.tokens = sim, target, compact, tokens  # servers, method, counts
         self.hooks = hooks  # tool time, workload draws, GPUs per pass
         self._draws = 0  # compactions (prepares included) drawn so far in this session
+        self.drawn: Any = None  # the last draw (its ``held_lines``: facts that still held, for retention)
         sim.labeler = agent_label
 
     def _draw(self) -> None:
         if self.hooks.new_draw is not None:
-            self.hooks.new_draw(self._draws)
+            self.drawn = self.hooks.new_draw(self._draws)
         self._draws += 1
 
     def _alone(self, method: str, messages: list[dict], previous: str | None) -> tuple[Any, float, float, float]:
@@ -339,6 +367,8 @@ class Replay:
                 rec.aborted, ctx = f"{type(exc).__name__}: {exc}"[:300], step.ctx
             else:
                 rec.carried_lines, rec.lines = carried(result)
+                rec.held_facts, rec.retained_facts = retention(getattr(self.drawn, "held_lines", ()), result)
+                rec.previous_facts, rec.content_lines = getattr(self.drawn, "previous_facts", 0), content(result)
                 if rec.applied:
                     step.end = step.start + len(prepared.prefix)
                 ctx, first = sp.assemble(step, result.summary), False

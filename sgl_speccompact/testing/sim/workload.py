@@ -29,6 +29,17 @@ drafter of one compaction with a fixed "true" summary drawn from a seed:
   ``hermes_tokens`` tokens (default 2,000; its prompt sets no length, and
   1,200 is the conservative low end); OpenClaw-style writes the true slots.
 
+**A summary that evolves** (a session's later compactions): a draw made
+with ``previous`` (the workload of the compaction before) and ``hold``
+keeps the previous true summary's shape.  Each of its content lines still
+holds with probability ``hold``, independently, and stays where it was
+relative to the other held lines; every line that does not hold is stale
+(the judge rejects it as a carried line) and is replaced by a new line,
+written after the held ones of its slot or sub-section.  A session draws
+``hold`` per compaction from :func:`draw_hold`: Beta with mean ``h`` (the
+swept share) and concentration :data:`HOLD_CONCENTRATION`, so the realized
+held share scatters around ``h`` as real sessions do.
+
 Layout invariance: every answer depends only on what is asked -- the slot
 (named by its request), the place in the slot (the lines already written
 in the open assistant turn, counted from the last ``###`` heading), the
@@ -61,6 +72,19 @@ _SLOT_RE = re.compile(r"(?:Generate only the|write only the) ([a-z][a-z0-9_]*) (
 _LINE_RE = re.compile(r"<line>\n(.*?)\n</line>", re.S)
 _THINK_RE = re.compile(r"^<think>.*?</think>\n*", re.S)
 EMPTY_SECTION = "- (none)"  # a sub-section with no item (an empty marker: accepted unjudged)
+HOLD_CONCENTRATION = 20.0  # Beta concentration of a compaction's held share around the swept h
+
+
+def draw_hold(h: float, seed: int, k: int) -> float:
+    """The held share of compaction ``k`` of session ``seed``: Beta(c h, c (1 - h)), c = HOLD_CONCENTRATION.
+
+    >>> draw_hold(0.0, 1, 2), draw_hold(1.0, 1, 2), 0.3 < draw_hold(0.6, 1, 2) < 0.9
+    (0.0, 1.0, True)
+    """
+    if h <= 0.0 or h >= 1.0:
+        return min(max(h, 0.0), 1.0)
+    rng = random.Random(f"hold-{seed}-{k}")
+    return rng.betavariate(HOLD_CONCENTRATION * h, HOLD_CONCENTRATION * (1.0 - h))
 
 
 def default_sections(slots: tuple[str, ...]) -> dict[str, tuple[str, ...]]:
@@ -130,6 +154,8 @@ class SummaryWorkload:
     section_sizes: list[tuple[int, ...]] | None = None  # sub-section sizes to draw from (None: 1-3 short lines)
     judge: ControlledAcceptancePolicy = field(default_factory=ControlledAcceptancePolicy)  # label words, markers
     model: object = None  # EmulatedModel, for token counts (bind())
+    previous: "SummaryWorkload | None" = None  # the compaction before (None: a fresh summary)
+    hold: float = 0.0  # with previous: probability that each of its content lines still holds
 
     def __post_init__(self):
         if self.sections is None:
@@ -141,6 +167,8 @@ class SummaryWorkload:
         if len(pool) < 2 * len(self.slots) * max(SLOT_LINE_CHOICES) or len(short) < 4 * 3 * max(SECTION_LINE_CHOICES):
             raise ValueError(f"workload needs more distinct lines than {len(pool)} ({len(short)} short)")
         used: set[str] = set()
+        if self.previous is not None:  # a stale line never comes back as a new one
+            used.update(ln[2:] for v in self.previous.true.values() for ln in v if ln.startswith("- "))
 
         def take(source: list[str]) -> str:
             while source[-1] in used:
@@ -149,15 +177,26 @@ class SummaryWorkload:
             return f"- {source.pop()}"
 
         truth: dict[str, list[tuple[str | None, list[str]]]] = {}
+        self.held_lines: list[str] = []  # lines of the previous true summary that still hold
+        self.previous_facts = 0  # content lines of the previous true summary (what could have held)
         for slot in self.slots:  # the true summary first: the same for every acceptance rate
             titles = self.sections.get(slot) or ()
-            if titles and self.section_sizes:
+            if self.previous is not None:
+                truth[slot] = []
+                for title, lines in self.previous.parts[slot]:
+                    held = [ln for ln in lines if ln != EMPTY_SECTION and rng.random() < self.hold]
+                    self.previous_facts += sum(1 for ln in lines if ln != EMPTY_SECTION)
+                    fresh = [take(short if title else pool) for _ in range(len(lines) - len(held))]
+                    truth[slot].append((title, held + fresh))
+                    self.held_lines += held
+            elif titles and self.section_sizes:
                 sizes = rng.choice(self.section_sizes)
                 truth[slot] = [(t, [take(pool) for _ in range(n)] or [EMPTY_SECTION]) for t, n in zip(titles, sizes)]
             elif titles:
                 truth[slot] = [(t, [take(short) for _ in range(rng.choice(SECTION_LINE_CHOICES))]) for t in titles]
             else:
                 truth[slot] = [(None, [take(pool) for _ in range(rng.choice(SLOT_LINE_CHOICES))])]
+        self.parts = truth  # slot -> [(sub-section title or None, its true lines)] (the next compaction's previous)
         self.spare = [ln for ln in pool if ln not in used]  # Hermes-style text (independent of the acceptance draws)
         rng = random.Random(f"{self.seed}-drafts")
         self.true: dict[str, list[str]] = {}  # slot -> its lines as written in one turn
@@ -172,6 +211,10 @@ class SummaryWorkload:
             self.wrong.update(d for d, t in zip(self.drafted[slot], self.true[slot]) if d != t)
         self.candidate_pool = [f"- {ln}" for ln in short if ln not in used]  # wrong repair candidates
         self.wrong.update(self.candidate_pool)
+        if self.previous is not None:  # stale: the previous summary's lines that no longer hold
+            now = {ln for v in self.true.values() for ln in v}
+            self.wrong.update(ln for v in self.previous.true.values() for ln in v
+                              if ln.startswith("- ") and ln not in now)
 
     def _acceptance(self, rng: random.Random, n: int) -> list[bool]:
         if not self.clustered:

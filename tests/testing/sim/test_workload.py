@@ -147,3 +147,65 @@ def test_every_layout_switch_makes_the_same_decisions(lines, sizes, emulator_tok
     for label, result in got.items():
         assert decisions(result) == base, label
         assert decisions_digest(result) == decisions_digest(got["defaults"])
+
+
+def evolved(lines, h: float, seed: int, k: int = 4) -> list[SummaryWorkload]:
+    """A session's draws: compaction 0 fresh, each later one from the one before with a drawn held share."""
+    from sgl_speccompact.testing.sim.workload import draw_hold
+
+    out = [SummaryWorkload(lines, SLOTS, seed=seed * 1000)]
+    for i in range(1, k):
+        out.append(SummaryWorkload(lines, SLOTS, seed=seed * 1000 + i, previous=out[-1],
+                                   hold=draw_hold(h, seed, i)))
+    return out
+
+
+@pytest.mark.parametrize("h", [0.0, 0.3, 0.6, 0.9])
+def test_an_evolving_summary_keeps_the_drawn_share_and_marks_the_rest_stale(lines, h):
+    held = total = 0
+    for seed in range(6):
+        chain = evolved(lines, h, seed)
+        for before, now in zip(chain, chain[1:]):
+            old = [ln for v in before.true.values() for ln in v if ln.startswith("- ")]
+            new = {ln for v in now.true.values() for ln in v}
+            assert [len(v) for v in now.true.values()] == [len(v) for v in before.true.values()]  # same shape
+            kept = [ln for ln in old if ln in new]
+            assert kept == now.held_lines
+            assert all(ln in now.wrong for ln in old if ln not in new)  # stale: the judge rejects it
+            assert not any(ln in now.wrong for ln in kept)
+            held, total = held + len(kept), total + len(old)
+    assert abs(held / total - h) < 0.08  # the realized share is the swept h within sampling error
+
+
+def test_held_lines_come_first_so_the_drafter_writes_only_what_is_new(lines):
+    before, now = evolved(lines, 0.6, 2, k=2)
+    for slot in SLOTS:
+        for title, part in now.parts[slot]:
+            n = sum(1 for ln in part if ln in now.held_lines)
+            assert all(ln in now.held_lines for ln in part[:n]) and not any(ln in now.held_lines for ln in part[n:])
+
+
+def test_on_the_simulator_the_held_lines_are_carried_in_one_batched_request_per_branch(lines,
+                                                                                       emulator_tokenizer_path):
+    """The emulator answers the batched carried judgement (one ``/generate`` with a list of prompts) per line."""
+    from sgl_speccompact.schema import OPENCLAW_SLOTS as SCHEMA
+    from sgl_speccompact.core.prompts import section
+
+    before, now = evolved(lines, 0.6, 5, k=2)
+    previous = "\n\n".join(section(s, before.true[s.name]) for s in SCHEMA)
+    sim = build_simulation(emulator_tokenizer_path, {"target": now, "drafter": now}, COSTS, DEPLOYMENTS["two-gpu"],
+                           Scheduling())
+    model = sim.servers["target"].model
+    now.bind(model)
+    history = synthetic_history(lines, 900, lambda t: len(model.encode(t)), seed=5)
+    target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
+    result, _ = sim.run(lambda: run_method("speccompact", history, target=target, drafter=drafter,
+                                           previous_summary=previous))
+    carried = [ln.text for s in result.slots for ln in s.lines if ln.origin.value == "carried"]
+    assert set(carried) <= set(now.held_lines)  # no stale line carried
+    assert len(carried) >= 0.7 * len(now.held_lines)  # most held lines carried (the rest: the slots' token caps)
+    branches = len(SCHEMA) + sum(len(s.sections) - 1 for s in SCHEMA if s.sections)  # sub-slot branches
+    asked = result.stats.requests["target"]["verify_carried"].requests
+    assert 0 < asked <= branches  # at most one target request per branch, however many lines it carried
+    previous_lines = sum(1 for v in before.true.values() for ln in v if ln.startswith("- "))
+    assert len(carried) < result.stats.carried_proposed <= previous_lines  # stale ones judged too, then dropped
