@@ -22,7 +22,7 @@ from sgl_speccompact.launch.plan import build_plan
 from sgl_speccompact.launch.run import cost_fits
 from sgl_speccompact.service.app import create_app
 from sgl_speccompact.testing import ScriptedPolicy
-from sgl_speccompact.testing.emulator.cost import QWEN3_0_6B, QWEN3_8B, CostModel
+from sgl_speccompact.testing.emulator.cost import QWEN3_8B, CostModel
 
 REPO = Path(__file__).resolve().parents[2]
 # Small plans: prefill lengths the preset computes in compute-bound passes, decode at two lengths
@@ -49,7 +49,7 @@ def test_docstring_examples(name):
 # ------------------------------------------------------------------ the pure fit
 
 
-def test_probe_prediction_is_the_cost_models_own_pass_sum():
+def test_prediction_is_the_cost_models_own_pass_sum():
     """A profile's prediction of a probe equals o_req plus the cost model's forward passes, summed by hand."""
     fit, cm = profile_fit("Qwen/Qwen3-8B", "H200"), CostModel.for_model("qwen3-8b")
     b, c, n = 4, 3000, 5
@@ -116,7 +116,7 @@ def test_shipped_profile_follows_the_gpu():
         profile_fit("meta-llama/Llama-3.1-8B", "H200")
 
 
-def test_probe_bodies_are_valid_sglang_generate_requests():
+def test_bodies_are_valid_sglang_generate_requests():
     import random
 
     from sglang.srt.entrypoints.api_contract import generate_contract_error
@@ -231,7 +231,7 @@ def test_serve_calibrate_and_launch_emulate_gpu_end_to_end(make_emulated_server,
     import os
     import signal
 
-    from procs import EXIT_S, stop, wait_healthy
+    from tests.support.procs import EXIT_S, stop, wait_healthy
 
     from sgl_speccompact.testing import free_port
 

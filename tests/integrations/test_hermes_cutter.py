@@ -7,12 +7,10 @@ cannot import ``sgl_speccompact``, so it keeps its own copy of
 move every cut index of every shared trajectory to the same place.
 """
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations" / "hermes"))
 
 from speccompact_hermes import messages as plugin  # noqa: E402
 

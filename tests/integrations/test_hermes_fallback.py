@@ -10,18 +10,15 @@ The same failures inside the real Hermes: test_hermes_failures.py.
 
 import copy
 import json
-import sys
 import time
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations" / "hermes"))
 
 from speccompact_hermes import client, engine as eng, fallback, messages as msgs, policy  # noqa: E402
 
-from hermes_fakes import ServiceProxy  # noqa: E402
-from test_hermes_plugin import closed_port_url, make_engine, reads, tool_pairs  # noqa: E402
+from tests.support.hermes_fakes import ServiceProxy  # noqa: E402
+from tests.support.hermes import closed_port_url, make_engine, reads, tool_pairs  # noqa: E402
 
 WINDOW = 200_000  # make_engine's window (tokens); its trigger is 150,000
 

@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_fakes import FakeLLM, ServiceProxy
-from summary_checks import assert_summary_clean
+from tests.support.hermes_fakes import FakeLLM, ServiceProxy
+from tests.support.summary_checks import assert_summary_clean
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "integrations" / "openclaw"

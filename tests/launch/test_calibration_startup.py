@@ -28,7 +28,7 @@ def cache_in_tmp(tmp_path, monkeypatch):
 
 @pytest.mark.parametrize("fields", [{"weight_s": 0.0}, {"flop_rate": 0.0}, {"kv_s": math.nan},
                                     {"a_s": -1.0}, {"flop_rate": math.inf}], ids=lambda f: json.dumps(f))
-def test_probe_start_health_and_auto_survive_a_bad_saved_fit(make_emulated_server, fields, capsys):
+def test_start_health_and_auto_survive_a_bad_saved_fit(make_emulated_server, fields, capsys):
     from sgl_speccompact.launch.run import _build_app
 
     target = make_emulated_server(policy=ScriptedPolicy(default_output="- done\n"), model_path="Qwen/Qwen3-8B",
@@ -51,7 +51,7 @@ def test_probe_start_health_and_auto_survive_a_bad_saved_fit(make_emulated_serve
 
 
 @pytest.mark.parametrize("fields", [{"weight_s": 0.0}, {"flop_rate": 0.0}, {"kv_s": math.nan}, {"a_s": -1.0}])
-def test_probe_auto_picker_refuses_a_bad_fit_handed_to_it(fields):
+def test_auto_picker_refuses_a_bad_fit_handed_to_it(fields):
     from dataclasses import replace
 
     bad = replace(profile_fit("Qwen/Qwen3-8B", "H100"), **fields)

@@ -17,7 +17,7 @@ import time
 import httpx
 import pytest
 
-from procs import EXIT_S, READY_S, stop, wait_healthy
+from tests.support.procs import EXIT_S, READY_S, stop, wait_healthy
 
 IDLE_EXIT_S = 2.0  # the promise for an idle service: exit within this after SIGTERM (s)
 DEADLINE_S = 60.0  # --compaction-timeout of the busy probe (s)
@@ -43,7 +43,7 @@ def _exit_s(proc: subprocess.Popen, bound_s: float) -> float:
 
 
 @pytest.mark.slow
-def test_probe_idle_service_exits_within_2_s_of_sigterm(make_emulated_server):
+def test_idle_service_exits_within_2_s_of_sigterm(make_emulated_server):
     from sgl_speccompact.testing import ScriptedPolicy, free_port
 
     target = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B")
@@ -59,7 +59,7 @@ def test_probe_idle_service_exits_within_2_s_of_sigterm(make_emulated_server):
 
 
 @pytest.mark.slow
-def test_probe_busy_service_exits_within_the_compaction_deadline(make_emulated_server):
+def test_busy_service_exits_within_the_compaction_deadline(make_emulated_server):
     """A compaction is stuck in an upstream that never answers when the signal arrives."""
     from sgl_speccompact.testing import ScriptedPolicy, free_port
 

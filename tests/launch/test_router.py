@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 import requests
-from procs import READY_S, poll_until
+from tests.support.procs import READY_S, poll_until
 
 pytestmark = pytest.mark.e2e  # sglang-router subprocesses in front of emulators
 pytest.importorskip("sglang_router", reason="sglang-router is not installed (pip install -e '.[e2e]')")

@@ -11,18 +11,11 @@ from sgl_speccompact.core.prompts import HERMES_SECTIONS
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS, Slot
 
-from scripted import ScriptedBackend, slot_of
-from test_programs import MESSAGES
+from tests.support.scripted import ScriptedBackend, slot_of
+from tests.support.programs import MESSAGES
+from tests.support.methods import OPENCLAW_OUT
 
 HERMES_OUT = "\n".join(f"## {title}\n- item of {title}\n" for title, _ in HERMES_SECTIONS)
-OPENCLAW_OUT = (
-    "## Goal\n- Create /workspace/hello.py printing Hello, World!\n\n"
-    "## Constraints & Preferences\n(none)\n\n"
-    "## Progress\n### Done\n- [x] created /workspace/hello.py\n\n### In Progress\n- [ ] verify output\n\n"
-    "## Key Decisions\n- **Use write tool**: simplest\n\n"
-    "## Next Steps\n1. Run python /workspace/hello.py\n\n"
-    "## Critical Context\n- /workspace/hello.py\n"
-)
 
 
 class Gen:

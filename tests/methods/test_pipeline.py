@@ -12,9 +12,9 @@ from sgl_speccompact.errors import ConfigError, SummaryBudgetError, UnknownMetho
 from sgl_speccompact.methods.registry import METHODS, run_method
 from sgl_speccompact.methods.pipeline import REGISTRY, register
 
-from scripted import ScriptedBackend
-from test_methods import baseline_target, pair
-from test_programs import MESSAGES
+from tests.support.scripted import ScriptedBackend
+from tests.support.methods import baseline_target, pair
+from tests.support.programs import MESSAGES
 
 
 @pytest.fixture

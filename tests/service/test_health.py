@@ -8,7 +8,7 @@ import time
 
 import httpx
 import pytest
-from live_service import LiveService
+from tests.support.live_service import LiveService
 
 from sgl_speccompact.service.app import create_app
 
@@ -16,12 +16,11 @@ from sgl_speccompact.service.app import create_app
 
 
 @pytest.mark.perf
-def test_probe_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_server):
+def test_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_server):
     """One unauthenticated 200 KB body used to freeze /health for 20 s.  The body here is parsed,
     redacted and rendered for real (the target server is closed once its endpoint is made, so the
     compaction then fails fast); /health must answer in under 1 s (plus the slowest /health of a
     baseline taken in the same run, so a loaded machine does not fail it) the whole time."""
-    pytest.importorskip("sgl_speccompact.methods")
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
     server = make_emulated_server(model_path="Qwen/Qwen3-8B")

@@ -11,10 +11,8 @@ from sgl_speccompact.service import store as sessions_module
 from sgl_speccompact.service.app import ServiceLimits, create_app
 from sgl_speccompact.service.store import SessionStore, Stored, message_keys, prefix_digests
 
-from test_service import MESSAGES, Backend, FakeRunner
-
-MORE = [{"role": "assistant", "content": "The test fails on an import."},
-        {"role": "user", "content": "Then fix the import in a.py"}]
+from tests.support.service import MESSAGES, FakeRunner
+from tests.support.service import Clock, MORE, metric, service, wait_idle
 
 
 def test_doctests():
@@ -30,14 +28,6 @@ def stored(messages, n, size=10, cost=1.0, created=0.0, summary="S"):
 
     return Stored(CompactionResult(method="m", summary=summary), n, prefix_digests(messages, {n})[n], size, cost,
                   created, *message_keys(messages[:n]))
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
 
 
 def test_store_longest_prefix_and_a_rest_that_starts_inside_a_tool_call():
@@ -74,27 +64,7 @@ def test_store_bounds_by_bytes_and_age_and_counts_unused_entries_as_waste():
 # ---------------------------------------------------------------- the service
 
 
-def wait_idle(app, timeout=20.0):
-    end = time.monotonic() + timeout
-    while app.state.sessions.running or app.state.compactions.running():
-        assert time.monotonic() < end, "prepare did not finish"
-        time.sleep(0.02)
-
-
-def service(runner=None, **kw):
-    runner = runner or FakeRunner()
-    app = create_app(Backend("t"), Backend("d"), runner=runner, methods=("speccompact", "hermes"), **kw)
-    return app, runner
-
-
-def metric(client, name):
-    for line in client.get("/metrics").text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
-def test_probe_a_compact_after_a_prepare_reuses_it():
+def test_a_compact_after_a_prepare_reuses_it():
     app, runner = service()
     with TestClient(app) as client:
         res = client.post("/v1/compact", json={"messages": MESSAGES, "session": "s1", "mode": "prepare"})
@@ -122,7 +92,7 @@ def test_probe_a_compact_after_a_prepare_reuses_it():
     {"headers": {}},  # no key at all
     {"body": {"focus": "tests"}},  # a request the summary was not made for
 ])
-def test_probe_a_stored_summary_never_crosses_sessions_or_api_keys(other):
+def test_a_stored_summary_never_crosses_sessions_or_api_keys(other):
     app, runner = service()
     mine = {"Authorization": "Bearer key-1"}
     with TestClient(app) as client:
@@ -291,7 +261,7 @@ def test_restart_loses_the_store_and_nothing_breaks():
 # ---------------------------------------------------------------- on the emulator
 
 
-def test_probe_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(make_emulated_server):
+def test_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(make_emulated_server):
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.testing import ScriptedPolicy
 

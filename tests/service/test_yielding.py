@@ -14,9 +14,9 @@ from sgl_speccompact.backends.http import http_error
 from sgl_speccompact.service.app import ServiceLimits, create_app
 from sgl_speccompact.service.yielding import Unsupported, YieldGate, yield_delay
 
-from live_service import _wait_for
-from test_service import MESSAGES
-from test_sessions import wait_idle
+from tests.support.live_service import wait_for
+from tests.support.service import MESSAGES
+from tests.support.service import wait_idle
 
 
 class FakeClock:
@@ -155,7 +155,7 @@ def counted_endpoint(url: str, sent: list):
     return ep
 
 
-def test_probe_a_prepare_waits_for_the_agents_turn_and_a_compact_does_not(make_emulated_server, scripted_policy):
+def test_a_prepare_waits_for_the_agents_turn_and_a_compact_does_not(make_emulated_server, scripted_policy):
     scripted_policy.judge(".", p_positive=0.9, regex=True)
     agent = Foreground(scripted_policy)
     scripted_policy.on("", "- a summarized line\n")
@@ -168,13 +168,13 @@ def test_probe_a_prepare_waits_for_the_agents_turn_and_a_compact_does_not(make_e
         turn = agent.start(srv.url)
         assert srv.engine.loads()["num_running_reqs"] == 1
         assert client.post("/v1/compact", json={**body, "session": "s", "mode": "prepare"}).status_code == 202
-        _wait_for(lambda: state.gates and next(iter(state.gates.values())).loads_asked >= 3, "the prepare to look")
+        wait_for(lambda: state.gates and next(iter(state.gates.values())).loads_asked >= 3, "the prepare to look")
         gate = next(iter(state.gates.values()))
         assert sent == [] and gate.own() == 0  # held: not one /generate of the prepare went out
         answers = []
         fg = threading.Thread(target=lambda: answers.append(client.post("/v1/compact", json=body)), daemon=True)
         fg.start()
-        _wait_for(lambda: sent, "the compact's first request")  # sent at once, beside the agent's turn
+        wait_for(lambda: sent, "the compact's first request")  # sent at once, beside the agent's turn
         assert gate.own() == 0 and gate.held == 0  # ... while the prepare is still held
         agent.done.set()
         turn.join(30)

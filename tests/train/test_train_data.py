@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from train_fixtures import ScriptedTarget, history, slot_answer, write_histories
+from tests.support.train_fixtures import ScriptedTarget, history, slot_answer, write_histories
 
 from sgl_speccompact.errors import BackendError, ConfigError, InvalidHistoryError
 from sgl_speccompact.history.messages import parse_messages, render_history

@@ -21,8 +21,7 @@ from sgl_speccompact.testing.sim.simulator import build_simulation
 from sgl_speccompact.testing.sim.sources import synthetic_history
 from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions
 
-from test_sim_speculative import _bodies
-from test_workload import lines  # noqa: F401  (the fixture: lines of the shared trajectories)
+from tests.support.sim import sent_bodies
 
 SLOTS = tuple(s.name for s in OPENCLAW_SLOTS)
 COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
@@ -36,7 +35,7 @@ def run(path, lines, method: str, config: dict, seed: int = 2):
     wl.bind(model)
     history = synthetic_history(lines, 1500, lambda t: len(model.encode(t)), seed=seed)
     sent: list[tuple[str, dict]] = []
-    _bodies(sim, sent)
+    sent_bodies(sim, sent)
     target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
     kw = {"drafter": drafter} if method == "speccompact" else {}
     result, report = sim.run(lambda: run_method(method, history, target=target, config=config, **kw))

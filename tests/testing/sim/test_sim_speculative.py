@@ -20,7 +20,8 @@ from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel
 from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS
 from sgl_speccompact.testing.sim.simulator import build_simulation
 
-from test_programs import MESSAGES
+from tests.support.programs import MESSAGES
+from tests.support.sim import sent_bodies
 
 
 def test_eagle3_step_time_matches_the_hand_computed_one():
@@ -81,23 +82,11 @@ def _sim(tok, target_spec=None, drafter_spec=None):
     return build_simulation(tok, policies, costs, DEPLOYMENTS["two-gpu"])
 
 
-def _bodies(sim, sent):
-    """Record every ``/generate`` body ``sim`` answers in ``sent``, as ``(server, body)``."""
-    real = sim.call
-
-    def spy(server, method, path, body, url, **kw):
-        if path == "/generate":
-            sent.append((server, body))
-        return real(server, method, path, body, url, **kw)
-
-    sim.call = spy
-
-
 @pytest.mark.parametrize("algo", ["EAGLE3", "DFLASH", "NGRAM", "STANDALONE"])
 def test_judge_and_repair_requests_on_a_speculative_target(emulator_tokenizer_path, algo):
     base_sim, spec_sim = _sim(emulator_tokenizer_path), _sim(emulator_tokenizer_path, make(algo, "qwen3-8b"))
     sent = []
-    _bodies(spec_sim, sent)
+    sent_bodies(spec_sim, sent)
     runs = []
     for sim in (base_sim, spec_sim):
         target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
