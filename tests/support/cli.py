@@ -1,4 +1,4 @@
-"""DOC"""
+"""The CLI with a recording runner: fake connections and the one-line error check."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DOC"""
+"""An in-process SpecCompactEndpoint (no HTTP) and the checks SGLang runs on a /generate body."""
 
 from __future__ import annotations
 

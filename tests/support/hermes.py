@@ -1,4 +1,4 @@
-"""DOC"""
+"""Running hermes-agent against the service: its home folder, its driver scripts, and a long tool loop."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DOC"""
+"""Running the launcher as a child process and reading its dry-run plan."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DOC"""
+"""Method-level helpers: scripted target/drafter pairs, a whole OpenClaw summary, long tool loops, and the emulator policies of the trajectory compactions."""
 
 from __future__ import annotations
 

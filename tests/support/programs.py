@@ -1,4 +1,4 @@
-"""DOC"""
+"""Fixtures of the program and method tests: a small coding-agent history, the drafts of each slot, and scripted backends built from them."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DOC"""
+"""The compaction service with a fake runner: the app, its client, a fake clock and waits on its state."""
 
 from __future__ import annotations
 

@@ -1,4 +1,4 @@
-"""DOC"""
+"""Simulator helpers: a simulation of the emulated servers, and a spy on the bodies it answers."""
 
 from __future__ import annotations
 
