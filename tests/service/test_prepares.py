@@ -2,6 +2,7 @@
 growth-stable matching, the auto pick per session and acceptance per API key."""
 
 import threading
+import time
 from dataclasses import dataclass
 
 import pytest
@@ -13,9 +14,9 @@ from sgl_speccompact.service.store import DUPLICATE_OUTPUT
 
 from tests.support.runner_calls import call_fields
 from tests.support.service import MESSAGES, FakeRunner
-from tests.support.service import MORE, metric, service, wait_idle
+from tests.support.service import MORE, metric, release_once_decided, service, wait_idle
 
-from speccompact_hermes import prune as hermes_prune  # noqa: E402
+from speccompact_hermes import prune as hermes_prune
 
 
 class Held(FakeRunner):
@@ -129,19 +130,29 @@ def test_a_compact_waiting_for_a_prepare_ends_at_its_own_deadline():
         wait_idle(app)
 
 
-def test_the_compaction_after_a_wait_gets_only_what_is_left_of_the_deadline():
+def test_the_compaction_after_a_wait_gets_only_what_is_left_of_the_deadline(monkeypatch):
     runner, scopes = Held(), []
     app = create_app(Scoped("t", scopes), Scoped("d", []), runner=runner, methods=("speccompact", "hermes"),
                      limits=ServiceLimits(compaction_timeout_s=30.0))
     with TestClient(app) as client:
+        sessions = app.state.sessions
         prepare(client, MESSAGES)
         assert runner.arrived.acquire(timeout=30)
-        app.state.sessions.expected.seconds = 0.0
-        threading.Timer(0.5, runner.release.set).start()
+        sessions.expected.seconds = 0.0
+        deadlines, resolve = [], sessions.resolve
+
+        async def seen_resolve(scope, req, method, deadline=None, *args, **kw):
+            deadlines.append(deadline)  # the compact's deadline, counted from its arrival
+            return await resolve(scope, req, method, deadline, *args, **kw)
+
+        monkeypatch.setattr(sessions, "resolve", seen_resolve)
+        release_once_decided(app, runner)  # the prepare ends only after the compact decided to wait for it
         res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
         assert res.json()["session"]["prepare"] == "waited"
         own = scopes[-1]  # the compact's own compaction of the new turns
-        assert own.deadline_s == 30.0 and own.remaining() <= 30.0 - 0.5  # it waited at least 0.5 s of it
+        now = time.monotonic()
+        # its deadline is the compact's (a fresh one would leave more than what was left at the arrival)
+        assert own.deadline_s == 30.0 and len(deadlines) == 1 and own.remaining() <= deadlines[0] - now
 
 
 # ---------------------------------------------------------------- bounds

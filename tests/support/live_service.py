@@ -33,6 +33,7 @@ class GatedServers:
 
         self.gate = threading.Event()
         self.entered = 0  # drafter calls that reached the policy
+        self.answered = 0  # of which answered (the gate opened)
         self._lock = threading.Lock()
         self.sent = 0  # HTTP requests the endpoints sent
         self.target_policy = ScriptedPolicy()
@@ -48,7 +49,14 @@ class GatedServers:
             self.entered += 1
             n = self.entered
         self.gate.wait(timeout=60)
+        with self._lock:
+            self.answered += 1
         return f"- drafted line {n} about a.py\n"
+
+    def drained(self) -> bool:
+        """Every drafter call that reached the policy has been answered."""
+        with self._lock:
+            return self.answered == self.entered
 
     def calls(self) -> int:
         return self.sent

@@ -120,3 +120,20 @@ def metric(client, name):
         if line.startswith(name + " ") or line.startswith(name + "{"):
             return float(line.rsplit(" ", 1)[1])
     return 0.0
+
+
+def release_once_decided(app, runner, elapsed_s: float | None = None) -> None:
+    """Release ``runner`` (its ``release`` event) once the session decided whether a compact waits for its
+    running prepare, so the prepare is still running when the decision is made.
+
+    ``elapsed_s``: how long the decision sees the prepare has run (a fake clock); None: the real time.
+    """
+    sessions = app.state.sessions
+    decide = sessions._should_wait
+
+    def decided(elapsed, *args):
+        wait = decide(elapsed if elapsed_s is None else elapsed_s, *args)
+        runner.release.set()
+        return wait
+
+    sessions._should_wait = decided
