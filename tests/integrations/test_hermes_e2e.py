@@ -7,8 +7,8 @@ child processes:
 
 * ``hermes plugins list`` finds the plugin through its entry point and as a
   directory plugin under ``$HERMES_HOME/plugins/``;
-* ``hermes_driver.py`` runs real ``AIAgent`` conversations against a fake
-  OpenAI-compatible LLM (tests/hermes_fakes.py) whose usage crosses the
+* ``tests/support/hermes_driver.py`` runs real ``AIAgent`` conversations against a fake
+  OpenAI-compatible LLM (tests/support/hermes_fakes.py) whose usage crosses the
   compaction threshold, once per service state: working, answering 500,
   too slow, down.
 

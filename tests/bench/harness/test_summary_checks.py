@@ -1,4 +1,4 @@
-"""The summary-line check the end-to-end tests share (tests/summary_checks.py)."""
+"""The summary-line check the end-to-end tests share (tests/support/summary_checks.py)."""
 
 import pytest
 from tests.support.summary_checks import assert_summary_clean
