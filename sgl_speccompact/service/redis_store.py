@@ -215,7 +215,7 @@ class RedisStore:
         """The ``auto`` pick stored for a session (None: none yet, or Redis failed)."""
         try:
             raw = self.redis.get(self.prefix + "p:" + _id(scope, session))
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - the store is a cache: a failure is a miss
             self._failed("pick lookup", exc)
             return None
         return json.loads(raw) if raw else None
@@ -227,7 +227,7 @@ class RedisStore:
             if self.redis.set(key, json.dumps(choice), nx=True, ex=max(1, int(self.ttl_s))):
                 return choice
             raw = self.redis.get(key)
-        except Exception as exc:  # noqa: BLE001
+        except Exception as exc:  # noqa: BLE001 - the store is a cache: a failure is a miss
             self._failed("pick store", exc)
             return choice
         return json.loads(raw) if raw else choice

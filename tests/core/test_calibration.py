@@ -146,7 +146,7 @@ def test_calibration_recovers_a_twice_slower_gpu(make_emulated_server, model, pl
     Tolerance: each fitted ratio within 25% of 2 (1.5 to 2.5).  The ratio of two fits in one run, not
     absolute times: the emulator's own CPU work adds to every answer, about equally at both speeds.
     """
-    for attempt in range(2):  # the two speeds are timed one after the other: load can shift between them
+    for _attempt in range(2):  # the two speeds are timed one after the other: load can shift between them
         fits = {}
         for speed in (1.0, 0.5):
             cm = CostModel.for_model(model, speed=speed, time_scale=time_scale)

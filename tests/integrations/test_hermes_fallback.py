@@ -15,10 +15,10 @@ import time
 import pytest
 
 
-from speccompact_hermes import client, engine as eng, fallback, messages as msgs, policy  # noqa: E402
+from speccompact_hermes import client, engine as eng, fallback, messages as msgs, policy
 
-from tests.support.hermes_fakes import ServiceProxy  # noqa: E402
-from tests.support.hermes import closed_port_url, make_engine, reads, tool_pairs  # noqa: E402
+from tests.support.hermes_fakes import ServiceProxy
+from tests.support.hermes import closed_port_url, make_engine, reads, tool_pairs
 
 WINDOW = 200_000  # make_engine's window (tokens); its trigger is 150,000
 

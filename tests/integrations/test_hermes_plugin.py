@@ -14,12 +14,12 @@ import urllib.request
 import pytest
 
 
-from speccompact_hermes import client, engine as eng, hermes_body, messages as msgs, prune  # noqa: E402
-from speccompact_hermes.settings import Settings, from_sources  # noqa: E402
+from speccompact_hermes import client, engine as eng, hermes_body, messages as msgs, prune
+from speccompact_hermes.settings import Settings, from_sources
 
-from tests.support.hermes_fakes import ServiceProxy  # noqa: E402
-from tests.support.procs import READY_S  # noqa: E402
-from tests.support.summary_checks import assert_summary_clean  # noqa: E402
+from tests.support.hermes_fakes import ServiceProxy
+from tests.support.procs import READY_S
+from tests.support.summary_checks import assert_summary_clean
 from tests.support.hermes import closed_port_url, make_engine, reads, tool_pairs
 from tests.support.hermes import call
 

@@ -10,10 +10,10 @@ plugin's cuts stopped keeping part of a word.
 import json
 
 
-from tests.support.secret_cases import SECRET_CASES, leaked  # noqa: E402
-from speccompact_hermes.prune import prune  # noqa: E402
+from tests.support.secret_cases import SECRET_CASES, leaked
+from speccompact_hermes.prune import prune
 
-from sgl_speccompact.history.redaction import redact  # noqa: E402  (the service's, on what the plugin sends)
+from sgl_speccompact.history.redaction import redact  # the service's, on what the plugin sends
 
 
 def test_hermes_plugin_stubs_hold_no_cut_secret():

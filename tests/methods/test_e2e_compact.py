@@ -78,7 +78,8 @@ def test_plain_runtime_endpoint_gives_the_same_summary_with_two_requests_per_jud
     messages = load_trajectory("openai")
     one = compact(messages, target=SpecCompactEndpoint(target_srv.url),
                   drafter=SpecCompactEndpoint(drafter_srv.url))
-    target_srv.flush_cache(); drafter_srv.flush_cache()
+    target_srv.flush_cache()
+    drafter_srv.flush_cache()
     plain_target = RuntimeEndpoint(target_srv.url, chat_template_name="qwen")
     two = compact(messages, target=plain_target, drafter=SpecCompactEndpoint(drafter_srv.url))
     # plain RuntimeEndpoint: no thinking prefix and a generic template, so compare decisions

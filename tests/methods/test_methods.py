@@ -94,7 +94,7 @@ def test_previous_summary_reaches_every_method():
 
 
 def test_source_judge_flag_on_every_method():
-    drop = lambda entry, section: 0.1 if "/workspace/hello.py" in entry else 0.9  # noqa: E731
+    drop = lambda entry, section: 0.1 if "/workspace/hello.py" in entry else 0.9
     for method in METHODS:
         if method == "speccompact":
             target, drafter = pair(source_judge=drop)

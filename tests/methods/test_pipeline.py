@@ -60,7 +60,7 @@ def test_every_built_in_method_is_registered():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_history_parsed_and_rendered_once_even_with_source_judge(method, counted_parsing):
-    sjc = lambda entry, section: 0.9  # noqa: E731
+    sjc = lambda entry, section: 0.9
     if method == "speccompact":
         target, drafter = pair(source_judge=sjc)
     else:

@@ -7,8 +7,8 @@ import socket
 from pathlib import Path
 
 from tests.support.paths import REPO
-from speccompact_hermes import engine as eng  # noqa: E402
-from speccompact_hermes.settings import Settings  # noqa: E402
+from speccompact_hermes import engine as eng
+from speccompact_hermes.settings import Settings
 import os
 import shutil
 import subprocess

@@ -85,7 +85,7 @@ def test_requests_are_greedy_and_capped(tmp_path):
 
 
 def test_think_block_follows_the_target_model(tmp_path):
-    llama = lambda: ScriptedTarget(model="meta-llama/Llama-3.1-8B-Instruct", model_type="llama")  # noqa: E731
+    llama = lambda: ScriptedTarget(model="meta-llama/Llama-3.1-8B-Instruct", model_type="llama")
     _, _, plain = _run(tmp_path / "a", 1, "--chat-template", "llama-3-instruct", backend=llama())
     assert not any(THINK_OFF in p for p in plain.prompts)
     assert all(p.startswith("<|start_header_id|>system") for p in plain.prompts)  # the explicit template

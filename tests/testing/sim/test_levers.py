@@ -53,7 +53,7 @@ def test_split_slots_fork_a_branch_per_sub_section_on_target_self(lines, emulato
     one, rep_one, sent_one = run(emulator_tokenizer_path, lines, "target_self", {"sub_slot_branches": False})
     split, rep_split, sent_split = run(emulator_tokenizer_path, lines, "target_self", {"sub_slot_branches": True})
     sections = len(next(s for s in OPENCLAW_SLOTS if s.name == "progress").sections)
-    writes = lambda sent: [b for s, b in sent if s == "target" and (b.get("sampling_params") or {}).get(  # noqa: E731
+    writes = lambda sent: [b for s, b in sent if s == "target" and (b.get("sampling_params") or {}).get(
         "max_new_tokens")]
     # Progress: one generation per sub-section instead of one for the slot
     assert len(writes(sent_split)) == len(writes(sent_one)) + sections - 1
@@ -82,7 +82,7 @@ def test_drafter_digest_shortens_the_drafter_prompts_only(lines, emulator_tokeni
     assert prompt("drafter", rep_digest) < 0.9 * prompt("drafter", rep_whole)
     assert prompt("target", rep_digest) == prompt("target", rep_whole)
     # the target reads exactly what it read before: the same bodies, the same decisions
-    target = lambda sent: sorted(repr(b) for s, b in sent if s == "target")  # noqa: E731
+    target = lambda sent: sorted(repr(b) for s, b in sent if s == "target")
     assert target(sent_digest) == target(sent_whole)
     assert decisions(digest) == decisions(whole) and digest.summary == whole.summary
 

@@ -90,7 +90,7 @@ def test_judge_and_repair_requests_on_a_speculative_target(emulator_tokenizer_pa
     runs = []
     for sim in (base_sim, spec_sim):
         target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
-        runs.append(sim.run(lambda: run_method("speccompact", MESSAGES, target=target, drafter=drafter)))
+        runs.append(sim.run(lambda target=target, drafter=drafter: run_method("speccompact", MESSAGES, target=target, drafter=drafter)))
     (plain, rep_plain), (spec, rep_spec) = runs
     assert spec.summary == plain.summary  # speculative decoding is lossless here: same tokens, same verdicts
     kinds = {r.kind for r in rep_spec["requests"] if r.server == "target"}
@@ -98,7 +98,7 @@ def test_judge_and_repair_requests_on_a_speculative_target(emulator_tokenizer_pa
     assert all(generate_contract_error(b) is None for _, b in sent)
     assert any("token_ids_logprob" in b for s, b in sent if s == "target")
     # verify steps: fewer target decode passes for the same completion tokens
-    decode = lambda rep: [p for p in rep["passes"] if p.server == "target" and p.kind == "decode"]  # noqa: E731
+    decode = lambda rep: [p for p in rep["passes"] if p.server == "target" and p.kind == "decode"]
     assert decode(rep_plain) and len(decode(rep_spec)) < len(decode(rep_plain))
 
 
