@@ -116,3 +116,24 @@ def test_cli_set_bare_words_are_still_strings():  # passed before too: what must
 
     assert parse_overrides(["positive_label=yes", "eta=0.8", "empty_markers=[\"-\"]"]) == {
         "positive_label": "yes", "eta": 0.8, "empty_markers": ["-"]}
+
+
+@pytest.mark.parametrize("argv, status", [
+    (["--no-such-flag"], 2),  # a usage error: argparse's status
+    (["--timeout", "many"], 2),
+    (["--timeout", "0"], 1),  # a value the parser accepts and the checks refuse
+    (["--set", "eta=high"], 1),
+])
+def test_a_usage_error_exits_2_and_any_other_failure_1(tmp_path, capsys, argv, status):
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
+    from sgl_speccompact import cli
+    from tests.support.cli import URLS, Recorder, fake_connect
+
+    try:
+        rc = cli.main([str(f), *argv, *URLS], connect=fake_connect, runner=Recorder())
+    except SystemExit as exc:  # argparse exits from inside main
+        rc = exc.code
+    err = capsys.readouterr().err
+    assert rc == status, err
+    assert len([ln for ln in err.splitlines() if ln.strip()]) == 1 and "Traceback" not in err, err
