@@ -18,6 +18,7 @@ import pytest
 from speccompact_hermes import client, engine as eng, fallback, messages as msgs, policy
 
 from tests.support.hermes_fakes import ServiceProxy
+from tests.support.procs import READY_S
 from tests.support.hermes import closed_port_url, make_engine, reads, tool_pairs
 
 WINDOW = 200_000  # make_engine's window (tokens); its trigger is 150,000
@@ -56,8 +57,8 @@ def test_by_default_a_failure_drops_the_middle_for_a_local_hand_off(mode):
         assert e.compression_count == 1 and e.last["fallback"] and e.last["cooldown_s"] > 0
         kind = {"down": "unreachable", "kill": "unreachable", "slow": "timeout", "auth401": "auth"}.get(mode, "http")
         assert kind in e._last_summary_error and kind in text  # the reason reaches the model and the logs
-        deadline = time.monotonic() + 5
-        while mode != "down" and not proxy.bodies and time.monotonic() < deadline:  # a slow proxy logs late
+        deadline = time.monotonic() + READY_S  # a hang guard: a slow proxy logs its body late
+        while mode != "down" and not proxy.bodies and time.monotonic() < deadline:
             time.sleep(0.05)
         assert len(proxy.bodies) == (0 if mode == "down" else 1)
 

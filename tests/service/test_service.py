@@ -6,7 +6,6 @@ import copy
 import json
 import re
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
@@ -333,8 +332,10 @@ def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
     def draft_then_kill_target(prompt):
         if not killed.is_set():  # the target already prefilled the shared prefix; now it goes away
             killed.set()
-            threading.Thread(target=target_srv.close).start()
-            time.sleep(1.0)
+            closer = threading.Thread(target=target_srv.close)
+            closer.start()
+            closer.join(timeout=60)  # closed before this draft is answered
+            assert not closer.is_alive(), "the target did not close"
         return "- a drafted line about a.py\n"
 
     drafter_policy = ScriptedPolicy()
@@ -355,15 +356,19 @@ def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
 def test_e2e_slow_target_is_504(methods, make_emulated_server):
     from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
 
+    answer = threading.Event()  # the target answers only once the test is over: it never answers in time
     slow = ScriptedPolicy()
-    slow.on("", lambda prompt: time.sleep(3) or "- late\n")
+    slow.on("", lambda prompt: answer.wait(60) and "- late\n")
     target_srv = make_emulated_server(policy=slow, model_path="Qwen/Qwen3-8B")
     drafter_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     target, drafter = endpoints(target_srv, drafter_srv, timeout_s=0.5)
     runner = Recording(methods.run_method)
     client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
     method = "hermes" if "hermes" in methods.METHODS else methods.METHODS[0]
-    res = client.post("/v1/compact", json={"messages": MESSAGES, "method": method})
+    try:
+        res = client.post("/v1/compact", json={"messages": MESSAGES, "method": method})
+    finally:
+        answer.set()
     assert res.status_code == 504, res.text
     assert res.json()["error"]["type"] == "backend_timeout"
     assert runner.seen[0] == MESSAGES
