@@ -7,6 +7,7 @@ port, a slow proxy and a failing one for the failure modes.
 
 import copy
 import json
+from dataclasses import replace
 import re
 import time
 import urllib.request
@@ -158,11 +159,12 @@ def test_service_down_with_abort_keeps_messages_and_cools_down():
 
 def test_500_and_timeouts_follow_hermes_cooldowns():
     with ServiceProxy("http://127.0.0.1:9", slow_s=3.0) as proxy:
-        e = make_engine(proxy.url, timeout_s=0.5, abort_on_summary_failure=True)
+        e = make_engine(proxy.url, timeout_s=60, abort_on_summary_failure=True)  # the 500 comes at once
         proxy.mode = "error500"
         ms = history()
         assert e.compress(ms) is ms and e.last["cooldown_s"] == 60 and "HTTP 500" in e._last_summary_error
         proxy.mode = "slow"
+        e.settings = replace(e.settings, timeout_s=0.5)  # the slow proxy answers after 3 s: always too late
         ladder = []
         for _ in range(4):
             assert e.compress(ms, force=True) is ms  # /compress bypasses the cooldown
