@@ -14,16 +14,7 @@ from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 from sgl_speccompact.testing import ScriptedPolicy
 from tests.support.methods import drafter_policy, load_trajectory, target_policy
-from tests.support.methods import FILES, accepted_lines
-
-DRAFTS = {
-    "goal": ["- Create /workspace/hello.py that prints Hello, World!"],
-    "constraints_preferences": ["(none)"],
-    "progress": ["### Done", "- [x] Checked the workspace", "", "### In Progress", "- [ ] Finish the task"],
-    "key_decisions": ["- **Retry after the error**: the first attempt failed"],
-    "next_steps": ["1. Run the program", "2. Delete /etc/INVENTED.conf", "3. Report back"],
-    "critical_context": ["- Error seen: [Errno 2] No such file or directory"],
-}
+from tests.support.methods import E2E_DRAFTS, FILES, accepted_lines
 
 
 @pytest.fixture
@@ -126,7 +117,7 @@ def test_repair_candidates_over_http_one_sample_request_and_one_batch_judge(make
 
     def cont(prompt):
         done = accepted_lines(prompt)
-        lines = DRAFTS["next_steps"]
+        lines = E2E_DRAFTS["next_steps"]
         calls[len(done)] = calls.get(len(done), 0) + 1
         if len(done) == 1 and calls[1] > 1:  # the candidates, after the first draft of line 2
             return "2. Check the output exists\n"
@@ -135,7 +126,7 @@ def test_repair_candidates_over_http_one_sample_request_and_one_batch_judge(make
 
     drafter_pol = ScriptedPolicy()
     drafter_pol.on("Generate only the next_steps slot", cont)
-    for slot_name, lines in DRAFTS.items():
+    for slot_name, lines in E2E_DRAFTS.items():
         if slot_name != "next_steps":
             drafter_pol.on(f"Generate only the {slot_name} slot",
                            lambda p, lines=lines: "\n".join(lines[len(accepted_lines(p)):]) + "\n")

@@ -23,6 +23,16 @@ FILES = {
 }
 
 
+# the trajectory compactions' drafts: a goal, progress, an invented path to delete, ...
+E2E_DRAFTS = {
+    "goal": ["- Create /workspace/hello.py that prints Hello, World!"],
+    "constraints_preferences": ["(none)"],
+    "progress": ["### Done", "- [x] Checked the workspace", "", "### In Progress", "- [ ] Finish the task"],
+    "key_decisions": ["- **Retry after the error**: the first attempt failed"],
+    "next_steps": ["1. Run the program", "2. Delete /etc/INVENTED.conf", "3. Report back"],
+    "critical_context": ["- Error seen: [Errno 2] No such file or directory"],
+}
+
 def complete(text, sampling_params):
     """Target generations: a slot body for slot requests, else a whole summary."""
     if "write only the" in text:
@@ -66,7 +76,7 @@ def load_trajectory(name):
 def drafter_policy() -> ScriptedPolicy:
     """Continues each slot's draft after whatever the prompt already accepted."""
     policy = ScriptedPolicy()
-    for slot, lines in DRAFTS.items():
+    for slot, lines in E2E_DRAFTS.items():
         def cont(prompt, lines=lines):
             done = accepted_lines(prompt)
             start = 0
