@@ -32,7 +32,7 @@ Per variant and layout: geometric-mean end-to-end over the histories, its
 speedup over Hermes-style (each length) and over Target-self (same layout),
 its ratio to ``all (defaults)`` (> 1: slower), requests per server, and
 whether it made the same decisions as ``all (defaults)`` on the same history
-(``testing.workload.decisions``: which lines were accepted, replaced or
+(``testing.sim.workload.decisions``: which lines were accepted, replaced or
 taken unjudged).  The column follows the rule of the switch tests: only a
 variant whose flipped switches all change requests alone is checked; one
 that flips a switch of ``config.PROMPT_CHANGING`` or ``DECISION_CHANGING``
@@ -53,8 +53,8 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import latency  # noqa: E402
-import radix_cache as rc  # noqa: E402
+import latency
+import radix_cache as rc
 
 NEEDS = {"source_judge_on_prefix": ("shared_prefix",)}  # switch -> switches it needs on to act
 SJC_ONLY = ("source_judge_on_prefix",)  # switches that act only with --source-judge
@@ -237,7 +237,7 @@ def same_decisions(digests: dict, variant: str) -> bool | None:
 def summarize(rows: list[dict], entries: list[dict], digests: dict) -> list[dict]:
     """Per (pair, deployment, p, layout, variant): geometric means over histories and speedups."""
     ok = [r for r in rows if r.get("e2e_s")]
-    hist = lambda r: (r["model_pair"], r["deployment"], r["p_accept"], r["seed"], r["path"])  # noqa: E731
+    hist = lambda r: (r["model_pair"], r["deployment"], r["p_accept"], r["seed"], r["path"])
     hermes = {}
     selfs = {}
     for r in ok:
@@ -260,13 +260,13 @@ def summarize(rows: list[dict], entries: list[dict], digests: dict) -> list[dict
                   and (r["model_pair"], r["deployment"], r["p_accept"], r.get("layout", "classic")) == (pair, dep, p, layout)]
             failed = sum(1 for r in rows if "error" in r and r.get("variant") == run_as and r["model_pair"] == pair
                          and r["deployment"] == dep and r.get("layout", "classic") == layout)
-            sp = lambda ref: latency.geomean(ref(r) / r["e2e_s"] for r in rs if ref(r))  # noqa: E731
+            sp = lambda ref, rs=rs: latency.geomean(ref(r) / r["e2e_s"] for r in rs if ref(r))  # a one-line helper of this row
             out.append({
                 "model_pair": pair, "deployment": dep, "p_accept": p, "layout": layout, "variant": e["variant"],
                 "same_as": e["same_as"], "inactive": e["inactive"], "histories": len(rs), "failed": failed,
                 "geomean_e2e_s": latency.geomean(r["e2e_s"] for r in rs),
                 "speedup_vs_hermes": {n: sp(lambda r, n=n: hermes.get(hist(r), {}).get(n)) for n in lengths},
-                "speedup_vs_target_self": sp(lambda r: selfs.get(hist(r) + (layout,))),
+                "speedup_vs_target_self": sp(lambda r, layout=layout: selfs.get(hist(r) + (layout,))),
                 "ratio_to_all": latency.geomean(r["e2e_s"] / base[hist(r) + (layout,)] for r in rs
                                                 if base.get(hist(r) + (layout,))),
                 "mean_target_requests": sum(r["target"]["requests"] for r in rs) / max(len(rs), 1),

@@ -30,7 +30,7 @@ from pathlib import Path
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-from sgl_speccompact.methods.auto import Deployment, Shape, choose  # noqa: E402
+from sgl_speccompact.methods.auto import Deployment, Shape, choose  # noqa: E402 - after the repository is put on sys.path
 
 REPORTS = [ROOT / "bench/results/latency-fair-8b.json", ROOT / "bench/results/latency-fair-32b.json"]
 METHODS = ("speccompact", "target_self", "hermes", "openclaw")

@@ -2,7 +2,7 @@
 
 What the simulator charges on its virtual clock per request
 (``CLIENT_S_PER_REQUEST`` + ``CLIENT_S_PER_TOKEN`` * prompt tokens in
-``sgl_speccompact/testing/cost.py``): the real ``SpecCompactEndpoint._request``
+``sgl_speccompact/testing/emulator/cost.py``): the real ``SpecCompactEndpoint._request``
 builds the body, JSON-encodes it, posts it through its pooled ``requests``
 session over loopback and parses the answer.  The server here is a minimal
 HTTP handler that reads the body and returns a canned ``/generate`` answer, so
@@ -42,7 +42,7 @@ class Canned(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     disable_nagle_algorithm = True  # as uvicorn (SGLang's server) sets TCP_NODELAY
 
-    def do_POST(self):  # noqa: N802 - http.server's name
+    def do_POST(self):  # http.server's name
         self.rfile.read(int(self.headers.get("Content-Length") or 0))
         self.send_response(200)
         self.send_header("Content-Type", "application/json")
@@ -50,7 +50,7 @@ class Canned(BaseHTTPRequestHandler):
         self.end_headers()
         self.wfile.write(ANSWER)
 
-    def do_GET(self):  # noqa: N802 - /get_model_info at construction
+    def do_GET(self):  # /get_model_info at construction
         info = json.dumps({"model_path": "canned", "tokenizer_path": None, "is_generation": True}).encode()
         self.send_response(200)
         self.send_header("Content-Type", "application/json")

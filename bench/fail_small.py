@@ -3,7 +3,7 @@
 
 Four scenarios, each against real processes on loopback: a ``redis-server``
 started here, the service served by uvicorn in a thread, and a misbehaving
-HTTP upstream (``tests/service/misbehaving.py``) standing in for SGLang's
+HTTP upstream (``tests/support/misbehaving.py``) standing in for SGLang's
 ``/v1/loads`` and ``/generate``.  The compaction itself is a stand-in that
 sleeps ``--work-s`` per request (no model runs), so the figures measure the
 service's waiting, not a summary's cost.
@@ -43,8 +43,6 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "tests"))  # procs, which the live service imports
-sys.path.insert(0, str(ROOT / "tests" / "service"))  # the misbehaving upstream and the live service
 
 HISTORY = [{"role": "user", "content": "Fix the failing test in a.py"},
            {"role": "assistant", "content": "I will read a.py first."}]
@@ -106,7 +104,7 @@ def timed(fn) -> tuple[float, object]:
 def sigstop(args) -> None:
     import httpx
 
-    from live_service import LiveService
+    from tests.support.live_service import LiveService
     from sgl_speccompact.service.app import ServiceLimits, create_app
 
     with tempfile.TemporaryDirectory() as folder:
@@ -204,7 +202,7 @@ def poison(args) -> None:
 
 def gated_service(routes: dict, limits, lifetimes: list):
     from fastapi.testclient import TestClient
-    from misbehaving import Answer, Upstream
+    from tests.support.misbehaving import Answer, Upstream
 
     from sgl_speccompact.backends.http import HttpEndpoint
     from sgl_speccompact.service.app import create_app
@@ -217,7 +215,7 @@ def gated_service(routes: dict, limits, lifetimes: list):
 
 
 def trickle(args) -> None:
-    from misbehaving import Trickle
+    from tests.support.misbehaving import Trickle
 
     from sgl_speccompact.service.app import ServiceLimits
 
@@ -242,7 +240,7 @@ def trickle(args) -> None:
 
 
 def busy(args) -> None:
-    from misbehaving import Answer, busy_loads
+    from tests.support.misbehaving import Answer, busy_loads
 
     from sgl_speccompact.service.app import ServiceLimits
 

@@ -1,13 +1,13 @@
 """Latency benchmark: end-to-end compaction latency per method, on the fair field (SIMULATED by default).
 
-Default: the one-clock simulator (``sgl_speccompact/testing/simulator.py``).
+Default: the one-clock simulator (``sgl_speccompact/testing/sim/simulator.py``).
 The project's real programs run unchanged on sglang's interpreter; their
 transport is answered by simulated target and drafter servers that share one
-virtual clock (H200 cost model ``sgl_speccompact/costmodel.py``, sglang's
+virtual clock (H200 cost model ``sgl_speccompact/core/costmodel.py``, sglang's
 scheduler rules, tokenizer and client-side cost, speculative decoding
-``sgl_speccompact/specdecode.py``).  Every latency is then SIMULATED, never a
+``sgl_speccompact/core/specdecode.py``).  Every latency is then SIMULATED, never a
 GPU measurement, and the tables say so.  The runs and their statistics live in
-``sgl_speccompact/testing/latbench.py``, ``latcases.py`` and ``lattables.py``.
+``bench/harness/latency.py``, ``latency_cases.py`` and ``latency_tables.py``.
 
 Sweeps: ``--model-pairs`` (8B and 32B targets with the 0.6B drafter),
 ``--speculative none,eagle3,dflash,standalone,ngram`` (sglang's speculative
@@ -15,7 +15,7 @@ decoding on every server that supports it), ``--deployments`` (one-gpu,
 two-gpu; ``--equal-hardware`` adds two-gpu-equal: single-model methods run
 the target with TP=2 on both GPUs), ``--p-accept`` (0.5, 0.7, 0.9) and
 ``--seeds`` workload draws (default 8; median, min and max per cell).  The
-methods include ``auto`` (``sgl_speccompact/auto.py``), whose row names its
+methods include ``auto`` (``sgl_speccompact/methods/auto.py``), whose row names its
 pick, and Hermes-style at the slot methods' own output length
 (``hermes@slots``) beside its ``--hermes-tokens`` lengths.
 
@@ -48,11 +48,11 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
-import latency_cases as lc  # noqa: E402 - the agent-session table
-import radix_cache as rc  # noqa: E402 - shared helpers: trajectories, methods, JSON
+import latency_cases as lc  # the agent-session table
+import radix_cache as rc  # shared helpers: trajectories, methods, JSON
 
-from bench.harness.latency_cases import LAYOUTS, PARTS, WAIT_PARTS, labeler  # noqa: E402,F401 - re-exported
-from bench.harness.latency_tables import (  # noqa: E402
+from bench.harness.latency_cases import LAYOUTS, PARTS, WAIT_PARTS, labeler  # noqa: F401 - re-exported
+from bench.harness.latency_tables import (
     add_speedups,
     auto_check,
     format_checks,
@@ -69,8 +69,8 @@ DEFAULT_TRAJECTORIES = (
     ("princeton-nlp__SWE-agent__trajectories__demonstrations__replay__marshmallow-code__marshmallow-1867__"
      "function_calling_replace__install-1__marshmallow-code__marshmallow-1867.traj"),
 )
-SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/simulator.py), H200 "
-                  "cost model (sgl_speccompact/costmodel.py, sgl_speccompact/specdecode.py); not a GPU measurement")
+SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/sim/simulator.py), H200 "
+                  "cost model (sgl_speccompact/core/costmodel.py, sgl_speccompact/core/specdecode.py); not a GPU measurement")
 SPECULATIVE = ("none", "eagle3", "dflash", "standalone", "ngram")
 
 
@@ -155,7 +155,7 @@ def measure(args, methods, runner) -> tuple[list[dict], dict]:
                                     config=json.loads(args.config) if args.config else None,
                                     source_judge=args.source_judge)
                     walls.append(time.perf_counter() - t0)
-            except Exception as exc:  # noqa: BLE001
+            except Exception as exc:  # noqa: BLE001 - one failed row does not end the benchmark; the row records it
                 row["error"] = f"{type(exc).__name__}: {exc}"[:500]
                 rows.append(row)
                 continue

@@ -1,4 +1,4 @@
-"""The latency bench's agent-session table (the cases themselves: ``sgl_speccompact/testing/latcases.py``).
+"""The latency bench's agent-session table (the cases themselves: ``bench/harness/latency_cases.py``).
 
 Scenario ``agent-session``: before each compaction, the agent's session
 (every assistant turn of the history as one ``/v1/chat/completions``
@@ -15,7 +15,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 
-from bench.harness.latency_cases import (  # noqa: E402,F401 - re-exported for the bench scripts
+from bench.harness.latency_cases import (  # noqa: F401 - re-exported for the bench scripts
     LAYOUTS,
     SESSION_NOTE,
     SLOT_METHODS,

@@ -28,7 +28,7 @@ def plot(report: dict, stem: Path) -> list[Path]:
 
     summary = report["summary_by_cell"]
     cells = list(dict.fromkeys((s["model_pair"], s["deployment"], s.get("speculative")) for s in summary))
-    name = lambda s: s.get("label", s["method"])  # noqa: E731 - a method with its layout / Hermes length
+    name = lambda s: s.get("label", s["method"])  # a method with its layout / Hermes length
     methods = list(dict.fromkeys(name(s) for s in summary))
     out = []
 

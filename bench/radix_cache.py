@@ -38,13 +38,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 
-from sgl_speccompact.result import SERVERS  # noqa: E402 - the servers CompactionStats reports on
-from bench.harness import runs  # noqa: E402
-from bench.harness.runs import (  # noqa: E402,F401 - the other bench scripts use them as rc.*
+from sgl_speccompact.result import SERVERS  # the servers CompactionStats reports on
+from bench.harness import runs
+from bench.harness.runs import (  # the other bench scripts use them as rc.*
     EMULATED_MODELS, REPO, RESULTS_DIR, TRAJECTORY_DIR, Server, Trajectory, crosscheck, load_trajectories,
     resolve_methods, server_numbers, write_json)
-from bench.harness.summary_lines import summary_defects  # noqa: E402
-from bench.harness.tables import format_agent_table, format_table  # noqa: E402
+from bench.harness.summary_lines import summary_defects
+from bench.harness.tables import format_agent_table, format_table
 
 EMULATOR_LORA = "drafter"
 SIMULATED_NOTE = "SIMULATED: cost-model forward-pass times on the emulator, not GPU measurements"
@@ -123,7 +123,7 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
     if args.scenario == "agent-session":
         try:
             row["agent_turns"] = replay_session(servers["target"].url, traj.messages, args.api_key, args.timeout)
-        except Exception as exc:
+        except Exception as exc:  # noqa: BLE001 - the row records the failure; the benchmark goes on
             row["error"] = f"agent session: {type(exc).__name__}: {exc}"
             return row
         row["layout"] = layout
@@ -133,7 +133,7 @@ def run_row(method: str, traj: Trajectory, servers: dict, endpoints: dict, runne
     try:
         result = runner(method, runs.with_layout(traj.messages, **extra), target=endpoints["target"],
                         drafter=endpoints["drafter"], config=row_config(args), source_judge=args.source_judge)
-    except Exception as exc:  # one failed row does not end the benchmark
+    except Exception as exc:  # noqa: BLE001 - one failed row does not end the benchmark; the row records it
         row["error"] = f"{type(exc).__name__}: {exc}"
         return row
     row["client_wall_s"] = time.perf_counter() - t0

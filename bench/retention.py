@@ -39,8 +39,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 import radix_cache as rc  # shared helpers: trajectories, methods, servers, JSON
 
-from bench.harness import retention as retention_report  # noqa: E402
-from bench.harness.retention import (  # noqa: E402
+from bench.harness import retention as retention_report
+from bench.harness.retention import (
     PLUMBING_NOTE, format_rows, format_slots, format_summary)
 
 REPO = rc.REPO

@@ -49,7 +49,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
-import radix_cache as rc  # noqa: E402 - shared helpers: trajectories, methods, JSON
+import radix_cache as rc  # shared helpers: trajectories, methods, JSON
 
 SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/sim/simulator.py), H200 "
                   "cost model (sgl_speccompact/testing/emulator/cost.py); not a GPU measurement")
@@ -268,7 +268,7 @@ def plot(report: dict, stem: Path) -> list[Path]:
 
 
 def build_parser() -> argparse.ArgumentParser:
-    split = lambda s: s.split(",")  # noqa: E731
+    split = lambda s: s.split(",")
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     p.add_argument("--trajectories", nargs="+", metavar="PATH", help="trajectory files (default: one SWE-agent one)")
     p.add_argument("--model-pairs", type=split, default=["qwen3-8b:qwen3-0.6b"])

@@ -5,11 +5,11 @@ Every request of a compaction carries the whole history.  Sent as text
 prompt in full.  Sent as ``input_ids`` (on, the default), the endpoint cuts
 each prompt where tokenization restarts and asks ``/tokenize`` only for
 segments it has not seen in this compaction
-(``sgl_speccompact/token_ids.py``); sglang's ``TokenizerManager`` skips
+(``sgl_speccompact/backends/token_ids.py``); sglang's ``TokenizerManager`` skips
 prompts given as ids.
 
 Method: each history is compacted with SpecCompact on the one-clock
-simulator (``sgl_speccompact/testing/simulator.py``: same workload, cost
+simulator (``sgl_speccompact/testing/sim/simulator.py``: same workload, cost
 model and tokenizer rate as ``bench/latency.py``), once with the switch on
 and once off.  Per compaction and server it reports the tokens that
 server's tokenizer encoded (``/generate`` prompts given as text plus
@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
-import latency  # noqa: E402
-import radix_cache as rc  # noqa: E402
+import latency
+import radix_cache as rc
 
 
 def histories(args, lines, count) -> tuple[list, list]:
@@ -100,7 +100,7 @@ def run(args) -> dict:
             for traj in trajs:
                 for on in (False, True):
                     latency.log(f"{pair} {dep} {traj.name} send_token_ids={on}")
-                    result, report = sim.run(lambda t=traj, o=on: runner(
+                    result, report = sim.run(lambda t=traj, o=on, target=target, drafter=drafter: runner(
                         "speccompact", t.messages, target=target, drafter=drafter,
                         config={"send_token_ids": o}))
                     rows.append({"model_pair": pair, "deployment": dep, "trajectory": traj.name,

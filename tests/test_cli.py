@@ -10,13 +10,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from procs import READY_S
+from tests.support.procs import READY_S
 
-from runner_calls import call_fields
 from sgl_speccompact import cli
 from sgl_speccompact.errors import BackendUnavailableError
 from sgl_speccompact.history.formats import load_history
-from sgl_speccompact.result import CompactionResult, RequestCount
+from tests.support.cli import Recorder, URLS, fake_connect
 
 REPO = Path(__file__).resolve().parents[1]
 TRAJ_DIR = Path(__file__).resolve().parents[2] / "shared/data/trajectories"
@@ -26,36 +25,6 @@ needs_data = pytest.mark.skipif(not TRAJ_DIR.is_dir(),
 
 def traj(fragment: str) -> Path:
     return next(p for p in sorted(TRAJ_DIR.iterdir()) if fragment in p.name)
-
-
-class Recorder:
-    """Fake runner: records its call, emits events, returns a fixed result."""
-
-    def __init__(self, fail: Exception | None = None):
-        self.fail = fail
-        self.kwargs: dict = {}
-
-    def __call__(self, method, messages, **kw):
-        self.kwargs = {"method": method, **call_fields(messages, **kw)}
-        if self.kwargs.get("on_event"):
-            self.kwargs["on_event"]({"type": "line", "slot": "goal", "text": "- fix", "origin": "drafted_accepted"})
-            self.kwargs["on_event"]({"type": "slot_done", "slot": "goal", "stop_reason": "complete"})
-        if self.fail:
-            raise self.fail
-        res = CompactionResult(method=method, summary="## Goal\n- fix missing_colon.py", summary_tokens=9)
-        res.stats.requests = {"target": {"verify": RequestCount(requests=4, prompt_tokens=4000, cached_tokens=3600)},
-                              "drafter": {"draft": RequestCount(requests=2, prompt_tokens=900, cached_tokens=450,
-                                                                completion_tokens=80)}}
-        res.stats.proposed_lines, res.stats.accepted_lines, res.stats.repaired_lines = 4, 3, 1
-        res.stats.total_wall_s = 1.5
-        return res
-
-
-def fake_connect(url, args, *, lora_name=None, role="target"):
-    return {"url": url, "lora": lora_name}
-
-
-URLS = ["--target-url", "http://t:1", "--drafter-url", "http://d:2"]
 
 
 @needs_data
@@ -164,7 +133,6 @@ def test_main_dispatch_usage():
 
 @needs_data
 def test_e2e_cli_on_a_trajectory_with_the_emulator(make_emulated_server, capsys):
-    pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
     from sgl_speccompact.testing import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")

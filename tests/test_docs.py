@@ -3,7 +3,7 @@
 Paths: every backticked repository path in ``README.md``, ``bench/README.md`` and ``docs/**.md``
 exists (tried from the repository root, then from ``sgl_speccompact/``); ``file.py::test_name``
 names a test in that file; a glob (``latency-lever-*.json``) matches a file; a dotted name
-``sgl_speccompact.x.y`` or ``core.judge.judge_next_token`` is a module of the package and, after
+``sgl_speccompact.core.judge`` or ``core.judge.judge_next_token`` is a module of the package and, after
 it, a name that module's source defines or imports.
 
 Figures, the rule of docs/benchmarks/index.md: a current benchmark page (``docs/benchmarks/*.md``
@@ -20,90 +20,14 @@ import os
 import re
 import subprocess
 from functools import lru_cache
-from pathlib import Path
 
 import pytest
 
-ROOT = Path(__file__).resolve().parents[1]
-PKG = ROOT / "sgl_speccompact"
+from tests.support.references import (DOTTED_RE, PATH_RE, ROOT, module_name_exists, path_exists, repo_paths,
+                                     spans)
+
 PAGES = sorted([ROOT / "README.md", ROOT / "bench" / "README.md", *(ROOT / "docs").rglob("*.md")])
-SUBPACKAGES = {p.name for p in PKG.iterdir() if p.is_dir() and (p / "__init__.py").is_file()}
-TOP_MODULES = {p.stem for p in PKG.glob("*.py")} - {"__init__", "__main__"}
-PATH_RE = re.compile(r"^[\w.~-]*(?:/[\w.*-]+)+/?(?:::[\w\[\]-]+)?$|^[\w.-]+\.(?:py|md|toml|json|yaml|yml|ts|mjs|png)(?:::\w+)?$")
-DOTTED_RE = re.compile(r"^(?:sgl_speccompact(?:\.\w+)*|[a-z_]+(?:\.\w+)+)$")
 NUMBER_RE = re.compile(r"(?<![\w./-])-?\d[\d,]*(?:\.\d+)?(?=[x%]?(?!\w))")
-
-
-def spans(text: str) -> list[str]:
-    """Backticked spans outside fenced code blocks.
-
-    >>> spans("see `a/b.py` and\\n```\\n`not/this`\\n```\\n`c.md`")
-    ['a/b.py', 'c.md']
-    """
-    out, fence = [], False
-    for line in text.splitlines():
-        if line.lstrip().startswith("```"):
-            fence = not fence
-            continue
-        if not fence:
-            out += re.findall(r"`([^`\n]+)`", line)
-    return out
-
-
-TOP = {p.name for p in ROOT.iterdir()} - {".git"}
-
-
-def repo_paths(text: str) -> list[str]:
-    """The spans that read as a path inside this repository.
-
-    A path with a slash counts when its first folder is one of the repository's or the
-    package's (``bench/x.py``, ``core/judge.py``): hub ids (``Qwen/Qwen3-8B``), SGLang's own
-    sources and output folders are not ours.  A bare file name counts when it is a ``.py``
-    file.  Placeholders (``<time>``, ``...``), home and absolute paths are skipped.
-
-    >>> repo_paths("`bench/x.py` `Qwen/Qwen3-8B` `config.json` `radix_cache.py` `bench/results/a-<t>.json`")
-    ['bench/x.py', 'radix_cache.py']
-    """
-    out = []
-    for s in spans(text):
-        if not PATH_RE.match(s) or re.search(r"[<>{}$]|\.\.\.|^~|^/|^\w+://", s):
-            continue
-        first = s.split("/")[0]
-        if ("/" in s and first in TOP | SUBPACKAGES) or ("/" not in s and s.split("::")[0].endswith(".py")):
-            out.append(s)
-    return out
-
-
-def path_exists(span: str) -> bool:
-    path, _, test = span.partition("::")
-    if "/" not in path:  # a bare module file name: any file of that name in the repository
-        return any(p for p in ROOT.rglob(path) if ".git" not in p.parts)
-    for base in (ROOT, PKG, ROOT / "integrations"):
-        hits = sorted(base.glob(path)) if "*" in path else [base / path] if (base / path).exists() else []
-        if hits:
-            return not test or any(re.search(rf"^(?:async )?def {re.escape(test.split('[')[0])}\b",
-                                             h.read_text(), re.M) for h in hits if h.is_file())
-    return False
-
-
-def module_name_exists(dotted: str) -> bool | None:
-    """True or False for a dotted name inside the package; None when it is not one."""
-    parts = dotted.split(".")
-    if parts[0] == "sgl_speccompact":
-        parts = parts[1:]
-    elif parts[0] not in SUBPACKAGES | TOP_MODULES:
-        return None
-    base = PKG
-    for i, part in enumerate(parts):
-        if (base / part).is_dir():
-            base = base / part
-            continue
-        if (base / f"{part}.py").is_file():
-            src, rest = (base / f"{part}.py").read_text(), parts[i + 1:]
-        else:
-            src, rest = ((base / "__init__.py").read_text() if (base / "__init__.py").is_file() else ""), parts[i:]
-        return not rest or re.search(rf"\b{re.escape(rest[0])}\b", src) is not None
-    return True
 
 
 # Pages written alongside this site's first version; DOCS_SKIP_MISSING=1 (as for mkdocs, see

@@ -152,7 +152,7 @@ def simulate(args, methods: list[str], runner, trajs: list, tokenizer: str, line
     for pair in args.model_pairs:
         built: dict = {}  # one simulation per GPU layout, reconfigured per cell (its caches reset per run)
 
-        def sim_for(layout, costs, key=None):
+        def sim_for(layout, costs, key=None, built=built):
             key = key or layout
             if key not in built:
                 built[key] = build_simulation(tokenizer, {"target": None, "drafter": None}, costs,
@@ -203,7 +203,7 @@ def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, i
     for draw in range(args.seeds):
         histories = list(trajs)
         model = sims["single"].servers["target"].model
-        count = lambda text, m=model: len(m.encode(text))  # noqa: E731
+        count = lambda text, m=model: len(m.encode(text))
         for k, n in enumerate(args.synthetic_tokens):
             seed = draw_seed(args.seed, draw, len(trajs) + k)
             if (n, seed) not in runner_obj.synthetic:  # the same history in every cell of this draw

@@ -29,7 +29,7 @@ def add_speedups(rows: list[dict]) -> None:
     (``hermes``, ``hermes@N``, ``hermes@slots``) and ``target_self`` (the
     Target-self row on the row's own layout, else its first one).
     """
-    key = lambda r: (*_cell(r), r.get("draw", 0), r["path"])  # noqa: E731
+    key = lambda r: (*_cell(r), r.get("draw", 0), r["path"])
     hermes, selfs = {}, {}
     for r in rows:
         if not r.get("e2e_s") or r.get("method") == "auto":
@@ -136,7 +136,7 @@ def _ref_label(summary: list[dict], s: dict, ref: str) -> str:
 
 def _title(pair: str) -> str:
     t, d = pair.split(":")
-    fix = lambda x: x.replace("qwen3-", "Qwen3-").replace("b", "B")  # noqa: E731
+    fix = lambda x: x.replace("qwen3-", "Qwen3-").replace("b", "B")
     return f"{fix(t)} target + {fix(d)} drafter"
 
 

@@ -59,7 +59,7 @@ def load_trajectories(paths: list[str] | None, trial: int, max_messages: int | N
             messages = load_history(f, trial=trial if _multi_trial(f) else 0)
         except SpecCompactError as exc:
             if paths:  # the user named it: a bad file is an error
-                raise SystemExit(f"{f}: {exc}")
+                raise SystemExit(f"{f}: {exc}") from None
             skipped.append((str(f), str(exc)))
             log(f"skip {f.name}: {exc}")
             continue
@@ -74,7 +74,7 @@ def _multi_trial(path: Path) -> bool:
 
     try:
         return len(list_trials(path)) > 1
-    except Exception:
+    except Exception:  # noqa: BLE001 - an unreadable file is not multi-trial; loading it reports why
         return False
 
 

@@ -28,7 +28,7 @@ import math
 import statistics
 from pathlib import Path
 
-from sgl_speccompact.core.specdecode import NGRAM_COPY_TAU, copy_tau  # noqa: F401 - the ESTIMATED copy acceptance
+from sgl_speccompact.core.specdecode import NGRAM_COPY_TAU, copy_tau
 SINGLE = ("target_self", "hermes", "openclaw")  # methods that use only the target
 
 

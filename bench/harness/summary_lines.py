@@ -5,7 +5,7 @@ it must never become a line of a summary, which is what happens when a
 generation request is answered as if it were a judgement.  A draft the judge
 rejected must not be in the summary either, unless a line with the same text
 got in on its own merits: judged positive at another place, or written by the
-target itself.  Tests (``tests/summary_checks.py``) and the benchmarks read
+target itself.  Tests (``tests/support/summary_checks.py``) and the benchmarks read
 every summary through :func:`summary_defects`.
 """
 

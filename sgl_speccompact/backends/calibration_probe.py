@@ -55,7 +55,7 @@ def cache_dir() -> Path:
 
 def cache_path(model: str, gpu: str) -> Path:
     """The file of one model-and-GPU fit."""
-    slug = lambda s: re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "_"  # noqa: E731
+    slug = lambda s: re.sub(r"[^A-Za-z0-9._-]+", "_", s).strip("_") or "_"
     return cache_dir() / "calibration" / f"{slug(model)}--{slug(gpu)}.json"
 
 

@@ -27,7 +27,6 @@ The transport under it (pooled connections, timeouts, typed errors,
 
 from __future__ import annotations
 
-import math
 import sys
 import time
 from dataclasses import asdict

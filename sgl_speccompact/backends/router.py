@@ -16,7 +16,7 @@ def worker_urls(base_url: str, session, api_key: str | None = None, timeout_s: f
     try:
         res = session.get(base_url.rstrip("/") + "/workers", headers=headers, timeout=timeout_s)
         data = res.json() if res.status_code == 200 else None
-    except Exception:  # not a router (no such route, not JSON) or unreachable: the caller finds out
+    except Exception:  # noqa: BLE001 - not a router (no such route, not JSON) or unreachable: the caller finds out
         return None
     if not isinstance(data, dict) or not isinstance(data.get("workers"), list):
         return None

@@ -1,6 +1,6 @@
 """Fitting the latency cost model to timings from the user's own servers (pure; no I/O).
 
-The cost model (``reference/cost_model.md``, :mod:`sgl_speccompact.core.costmodel`)
+The cost model (:mod:`sgl_speccompact.core.costmodel`)
 times one forward pass as ``a + max(M, C)``; a request adds ``o_req``.  A
 calibration probe (:mod:`sgl_speccompact.backends.calibration_probe`) times whole
 ``/generate`` calls of known shapes; each call's time is linear in five

@@ -1,7 +1,7 @@
 """The closed-form forward-pass cost model (pure; shared by the simulator and ``method="auto"``).
 
 Every figure computed here is a model from published accelerator and model
-parameters (the shared design folder's ``reference/cost_model.md``), never a
+parameters (the figures each constant below cites), never a
 GPU measurement.  One forward pass over a batch, where request i adds ``n_i``
 new tokens on top of ``c_i`` cached ones, on ``tp`` GPUs (tensor parallel)::
 
@@ -33,7 +33,7 @@ Sources of the tensor-parallel and LoRA parameters (all *est.*):
   *merged* adapter (its weights folded into a checkpoint, served as a plain
   model) costs nothing per pass.
 * The per-forward fixed cost ``a`` is 1.4 ms for every model, the drafter
-  included: the one fitted value of ``reference/cost_model.md`` (the same
+  included: the one fitted value of the published cost model (the same
   launch and scheduling work per pass); its "1.5-2 ms *est.*" for the
   drafter has no measurement behind it.
 """
@@ -171,7 +171,7 @@ def forward_s(m: ModelCost, hw: Hardware, batch: list[tuple[int, int]], tp: int 
 
     Examples
     --------
-    One decode step of Qwen3-8B at 16k context, batch 1 (about 6.0 ms in ``cost_model.md``):
+    One decode step of Qwen3-8B at 16k context, batch 1 (about 6.0 ms in the published cost model):
 
     >>> round(forward_s(QWEN3_8B, H200, [(16384, 1)]) * 1e3, 2)
     6.05

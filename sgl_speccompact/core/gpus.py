@@ -2,7 +2,7 @@
 
 Bandwidth and dense bf16 FLOP/s are vendor spec-sheet figures; the achieved
 fractions (``eta_w``, ``eta_kv``, ``mfu``) are the H200/H100 estimates of
-``reference/cost_model.md`` for every GPU (*est.*), so a profile is a first
+the published cost model for every GPU (*est.*), so a profile is a first
 guess that ``--calibrate`` replaces with a fit on the user's own servers
 (:mod:`sgl_speccompact.core.calibration`).
 """

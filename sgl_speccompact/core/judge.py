@@ -21,7 +21,7 @@ scored as a choice) and the batch judge all call :func:`judge_next_token`.
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass  # noqa: F401 - asdict: the doctests use it
 from typing import Callable, Hashable, Iterable, Mapping
 
 from ..errors import LabelLogprobError, LabelTokenError

@@ -1,13 +1,13 @@
 """What a compaction returns is the models' text in the caller's bytes, with no secret in it.
 
-Prompts carry the history neutralised (:func:`~.untrusted.neutralise` puts
+Prompts carry the history neutralised (:func:`~sgl_speccompact.history.untrusted.neutralise` puts
 an invisible U+2060 inside every control string, tag and turn header), so a
 model that copies a line such as ``[user] name = Ada`` (a gitconfig line)
 or ``<summary>`` copies the joiners too.  Every returned text -- the
 summary, each slot line and rejected draft, SJC's entries and every
-streamed event -- goes through :func:`clean_text`: :func:`~.untrusted.restore`
+streamed event -- goes through :func:`clean_text`: :func:`~sgl_speccompact.history.untrusted.restore`
 gives back the caller's own bytes (a joiner the caller wrote stays one
-joiner), then :func:`~.redaction.redact` removes any secret the model wrote
+joiner), then :func:`~sgl_speccompact.history.redaction.redact` removes any secret the model wrote
 (the models never saw the history's secrets, but they can invent or
 complete one).  Secrets removed here are counted in the result's
 ``redactions`` as ``output:<kind>``, apart from the history's.
@@ -15,7 +15,7 @@ complete one).  Secrets removed here are counted in the result's
 Redaction reads whole texts, not single lines: a private key a model writes
 spans lines that match nothing one by one.  A slot's lines, its drafted
 lines (rejected drafts in place of the lines that replaced them) and SJC's
-entries are each redacted as one text (:func:`~.redaction.redact_lines`),
+entries are each redacted as one text (:func:`~sgl_speccompact.history.redaction.redact_lines`),
 and a streamed ``line`` event is redacted together with the lines its slot
 streamed before it (:class:`EventCleaner`).
 
@@ -48,7 +48,7 @@ def clean_text(text: str, *, redact_secrets: bool) -> tuple[str, dict[str, int]]
 
 def clean_lines(texts: list[str], *, redact_secrets: bool, counted: list[bool] | None = None
                 ) -> tuple[list[str], dict[str, int]]:
-    """:func:`clean_text` over lines read as one text (see :func:`~.redaction.redact_lines`).
+    """:func:`clean_text` over lines read as one text (see :func:`~sgl_speccompact.history.redaction.redact_lines`).
 
     >>> clean_lines(["<\u2060s> key:", "-----BEGIN PRIVATE KEY-----", "QUJDREVGR0hJSktMTU5P"], redact_secrets=True)[0]
     ['<s> key:', '[REDACTED:private_key]', '[REDACTED:private_key]']

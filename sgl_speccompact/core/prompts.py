@@ -18,7 +18,7 @@ this module only builds strings.
 from __future__ import annotations
 
 from .hermes_prompt import HERMES_PREAMBLE as HERMES_SYSTEM  # noqa: F401  (re-exported: marks a Hermes prompt)
-from .hermes_prompt import HERMES_SECTIONS, focus_text, hermes_prompt  # noqa: F401
+from .hermes_prompt import HERMES_SECTIONS, focus_text, hermes_prompt  # noqa: F401 - re-exported: the prompts of every method in one module
 from ..schema import Slot
 
 # Qwen3-style templates open a reasoning block; an empty one disables thinking.

@@ -250,4 +250,4 @@ def make(algorithm: str, target: str, **overrides) -> SpecDecoding:
     return replace(SpecDecoding(**base), **overrides) if overrides else SpecDecoding(**base)
 
 
-from .costmodel import H200, QWEN3_8B  # noqa: E402 - doctest names
+from .costmodel import H200, QWEN3_8B  # noqa: E402, F401 - names the doctests above use

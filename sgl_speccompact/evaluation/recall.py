@@ -10,7 +10,7 @@
   An identifier is kept when the summary contains it (its canonical form or
   the text as written, as a whole word), or names the same thing: same kind
   and canonical value, or for paths the same file by a ``/``-aligned suffix
-  (``tests/a.py`` keeps ``/repo/tests/a.py``) with the same line number when
+  (``src/a.py`` keeps ``/repo/src/a.py``) with the same line number when
   the history's identifier has one.
 * **Invention**: the summary's identifiers that appear nowhere in the
   history (the whole rendered history, system prompt and assistant prose

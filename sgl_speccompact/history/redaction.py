@@ -13,7 +13,7 @@ PEM key whose BEGIN line was cut off, and the regex plugins of
 ``detect-secrets`` whose patterns are linear.  Entropy-only detection is
 not used: it would redact commit hashes and checksums, which summaries must
 keep.  What the models write is redacted again on the way out
-(:mod:`~.outputs`).
+(:mod:`~sgl_speccompact.core.outputs`).
 
 >>> redact("key=sk-proj-abcdefghijklmnopqrstuvwx1234 and AKIAIOSFODNN7EXAMPLE")
 ('key=[REDACTED:openai_key] and [REDACTED:aws_access_key]', {'aws_access_key': 1, 'openai_key': 1})

@@ -117,7 +117,7 @@ def cuda_available() -> bool:
         import torch
 
         return bool(torch.cuda.is_available())
-    except Exception:  # no torch, or a torch that cannot load its CUDA libraries
+    except Exception:  # noqa: BLE001 - no torch, or a torch that cannot load its CUDA libraries
         return False
 
 

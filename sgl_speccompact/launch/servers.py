@@ -164,7 +164,7 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, *, timeout_s: float, g
                 print(f"[launch] {label} healthy at {url} after {time.monotonic() - t0:.0f} s",
                       file=sys.stderr, flush=True)
                 return
-        except Exception:  # not listening yet
+        except Exception:  # noqa: BLE001 - not listening yet; the loop ends at the child's exit or the timeout
             pass
         now = time.monotonic()
         if now - t0 > timeout_s:

@@ -1,7 +1,7 @@
 """``method="auto"``: the method the cost model predicts fastest for a deployment (pure, no I/O).
 
 :func:`choose` predicts each method's end-to-end latency in closed form from
-the forward-pass model (:mod:`.costmodel`, :mod:`.specdecode`) and the shape
+the forward-pass model (:mod:`~sgl_speccompact.core.costmodel`, :mod:`~sgl_speccompact.core.specdecode`) and the shape
 of a compaction (:class:`Shape`: six slots, lines of about 21 tokens, a judge
 suffix per line, a repair per rejected line), and picks the fastest.  The
 prediction is only as good as the cost model and its hardware profile; the
@@ -56,7 +56,7 @@ CHUNK = 8192  # sglang's chunked_prefill_size on an H200 (tokens per prefill pas
 
 @dataclass(frozen=True)
 class Shape:
-    """The shape of one compaction (defaults: the simulated workload's, ``testing/workload.py``)."""
+    """The shape of one compaction (defaults: the simulated workload's, ``testing/sim/workload.py``)."""
 
     slot_lines: tuple[int, ...] = (12, 10, 8, 6, 4, 3)  # lines per slot, longest first
     tokens_per_line: int = 24  # target tokens per summary line (fit to the simulator: real trajectory lines)

@@ -130,12 +130,12 @@ def target_self_program(s, shared, ctx):
 def write_slot(states: list, slot: Slot, run: SlotRun) -> SlotResult:
     """The target writes one slot: one generation per branch, capped at the slot budget."""
     ctx = run.ctx
-    sections = branches_of(slot, ctx)
-    if len(sections) == 1:
+    subs = branches_of(slot, ctx)
+    if len(subs) == 1:
         result = write_part(states[0], slot, run)
     else:
         parts = run_concurrently([lambda b=b, sec=sec: write_part(b, slot, run, sec)
-                                  for b, sec in zip(states, sections)], run.cancel)
+                                  for b, sec in zip(states, subs)], run.cancel)
         texts = list(dict.fromkeys(line.text for part in parts for line in part.lines)) + [""]
         tokens = dict(zip(texts, ctx.count_tokens([t + "\n" for t in texts])))
         cfg = ctx.cfg

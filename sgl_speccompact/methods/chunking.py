@@ -13,7 +13,7 @@ Margins (all in target tokens)::
     block room = (context - prompt overhead - summary written - previous summary) * 0.95
 
 * context: ``CompactConfig.target_context_tokens``, else what the target
-  server reports (:meth:`~.endpoint_http.HttpEndpoint.context_length`);
+  server reports (:meth:`~sgl_speccompact.backends.http.HttpEndpoint.context_length`);
   unknown means no chunking;
 * prompt overhead: the longest method prompt with an empty history
   (SpecCompact's shared prefix with its judge rubric, OpenClaw's, Hermes's)
@@ -32,7 +32,7 @@ are part of what each block's summary must keep), and counts against every
 block's room.  Stats and progress events add up over all blocks.
 
 A tool-call group larger than a whole block has its tool outputs replaced by
-:func:`~.pruning.stub` lines; a single message that still does not fit is a
+:func:`~sgl_speccompact.history.pruning.stub` lines; a single message that still does not fit is a
 :class:`~.errors.HistoryTooLongError`.
 """
 

@@ -34,7 +34,6 @@ from .request import MethodRequest, Offer, as_request
 from .resolve import as_picker, resolve_method, served_picker
 from ..backends.endpoint import connect
 from ..result import CompactionResult
-from ..schema import Slot
 
 METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 

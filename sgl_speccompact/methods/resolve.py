@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from . import baselines, speccompact  # noqa: F401 - importing them registers the methods auto picks from
 from ..config import make_config
 from ..errors import ConfigError
 from .auto import Deployment

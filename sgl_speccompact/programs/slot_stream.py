@@ -54,7 +54,7 @@ class SlotStream(CarriedProposals, Drafting, Repairs):
     slot : Slot
         The slot this branch writes.
     run : SlotRun
-        The program's run: its :class:`~.steps.SlotContext` (``ctx``),
+        The program's run: its :class:`~.context.SlotContext` (``ctx``),
         shared text, cancel flag and lockstep gate.
     section : str, optional
         The sub-section this branch writes; it opens with its heading and

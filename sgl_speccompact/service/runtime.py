@@ -315,7 +315,7 @@ class Compactions:
         try:
             scope.check()
             result = run(bind(target, scope), bind(drafter, scope))
-        except BaseException as exc:  # noqa: BLE001 - every failure becomes a typed error
+        except BaseException as exc:  # every failure becomes a typed error
             err = as_typed_error(exc)
             if error_is_bug(err, exc):
                 log.error("compaction failed: %s", err, exc_info=exc)

@@ -181,7 +181,7 @@ def generate_dataset(
         raise ConfigError(f"incremental_fraction must be in [0, 1], got {incremental_fraction}")
     val = validation_keys((h.split_key for h in histories), val_fraction, seed)
     chosen = pick_incremental((h.id for h in histories), incremental_fraction, seed + 1)
-    run = lambda jobs: _run_slots(jobs, backend, think_off, max_tokens)  # noqa: E731
+    run = lambda jobs: _run_slots(jobs, backend, think_off, max_tokens)
     done = 0
     for batch in _chunks(histories, max(1, histories_per_batch)):
         jobs = [(h, slot, prompt, False) for h in batch for slot, prompt in _slot_prompts(h, slots)]
@@ -277,7 +277,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def target_chat_format(backend, name: str | None, think_off: bool | None) -> ChatFormat:
-    """The target's chat format, decided as the compactor decides it (:mod:`..chat_format`).
+    """The target's chat format, decided as the compactor decides it (:mod:`~sgl_speccompact.backends.chat_format`).
 
     From ``name`` if given, else the ``model_type`` in the backend's
     ``model_info`` (what the server reports), else its tokenizer

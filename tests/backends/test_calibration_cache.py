@@ -47,7 +47,7 @@ BAD_FILES = {
 
 
 @pytest.mark.parametrize("name", sorted(BAD_FILES))
-def test_probe_a_bad_saved_fit_is_ignored_with_one_warning(name, capsys):
+def test_a_bad_saved_fit_is_ignored_with_one_warning(name, capsys):
     fields = BAD_FILES[name]
     if fields is None:
         _write(json.dumps({"model": "Qwen/Qwen3-8B", "gpu": "H100", "weight_s": 1.0}))
@@ -61,7 +61,7 @@ def test_probe_a_bad_saved_fit_is_ignored_with_one_warning(name, capsys):
     assert len(err) == 1 and "ignoring the saved calibration" in err[0] and "Traceback" not in err[0], err
 
 
-def test_probe_resolve_falls_back_to_the_profile_on_a_bad_file(make_emulated_server, capsys):
+def test_resolve_falls_back_to_the_profile_on_a_bad_file(make_emulated_server, capsys):
     srv = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B",
                                cost_model=CostModel.for_model("qwen3-8b", gpu="H100", time_scale=0.0))
     _write({"weight_s": 0.0})
@@ -77,7 +77,7 @@ def test_a_good_saved_fit_is_still_used():
     assert load_fit("Qwen/Qwen3-8B", "H100").a_s == 2e-3
 
 
-def test_probe_a_refused_fit_is_never_saved():
+def test_a_refused_fit_is_never_saved():
     from dataclasses import replace
 
     with pytest.raises(ValueError, match="weight_s"):
@@ -85,7 +85,7 @@ def test_probe_a_refused_fit_is_never_saved():
     assert not cache_path("Qwen/Qwen3-8B", "H100").exists()
 
 
-def test_probe_noise_is_probed_again_and_a_refused_fit_gives_the_profile(make_emulated_server, monkeypatch):
+def test_noise_is_probed_again_and_a_refused_fit_gives_the_profile(make_emulated_server, monkeypatch):
     """A probe whose timings fit nothing: probed a second time, then refused for the shipped profile, unsaved."""
     srv = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B",
                                cost_model=CostModel.for_model("qwen3-8b", gpu="H100", time_scale=0.0))

@@ -9,7 +9,7 @@ from sgl_speccompact.backends.chat_format import decide
 from sgl_speccompact.errors import ChatTemplateError, ConfigError
 from sgl_speccompact.core.prompts import THINK_OFF
 
-from test_endpoint import InProcessEndpoint
+from tests.support.endpoint import InProcessEndpoint
 
 CHATML = {"<|im_start|>", "<|im_end|>"}
 THINK = {"<think>", "</think>"}

@@ -7,7 +7,7 @@ from __future__ import annotations
 import copy
 
 import pytest
-from test_service import MESSAGES, make_client
+from tests.support.service import MESSAGES, make_client
 
 from sgl_speccompact.service.app import create_app
 
@@ -30,7 +30,7 @@ _TEMPLATE_PROBES = [  # before: 200 with a recording runner, 500 with the real o
 
 
 @pytest.mark.parametrize("key,value", _TEMPLATE_PROBES)
-def test_probe2_template_control_kwargs_are_refused_naming_the_field(key, value):
+def test_template_control_kwargs_are_refused_naming_the_field(key, value):
     client, runner = make_client(chat_template="Qwen/Qwen3-8B")
     res = client.post("/v1/compact", json={"messages": MESSAGES, "layout": "agent",
                                            "chat_template_kwargs": {key: value}})
@@ -40,7 +40,7 @@ def test_probe2_template_control_kwargs_are_refused_naming_the_field(key, value)
 
 
 def test_allowed_template_kwargs_are_plain_values():  # passed before too: what must keep working
-    from test_service import LayoutRunner
+    from tests.support.service import LayoutRunner
 
     runner = LayoutRunner()
     client, _ = make_client(runner=runner, chat_template="Qwen/Qwen3-8B")
@@ -53,9 +53,8 @@ def test_allowed_template_kwargs_are_plain_values():  # passed before too: what 
 @pytest.fixture
 def agent_service(make_emulated_server, emulator_tokenizer):
     """create_app with the real methods on emulated servers; ``make(template)`` sets the operator's template."""
-    pytest.importorskip("sgl_speccompact.methods")
     from fastapi.testclient import TestClient
-    from test_service import endpoints
+    from tests.support.service import endpoints
 
     from sgl_speccompact.testing import ScriptedPolicy
 
@@ -75,7 +74,7 @@ def agent_service(make_emulated_server, emulator_tokenizer):
 
 
 @pytest.mark.parametrize("key,value", _TEMPLATE_PROBES[1:10])  # not the nested loop: it held a core for minutes
-def test_probe2_template_kwargs_on_the_real_pipeline_are_4xx(agent_service, key, value):
+def test_template_kwargs_on_the_real_pipeline_are_4xx(agent_service, key, value):
     res = agent_service().post("/v1/compact", json={"messages": MESSAGES, "layout": "agent", "method": "target_self",
                                                     "chat_template_kwargs": {key: value}})
     assert 400 <= res.status_code < 500, res.text
@@ -86,7 +85,7 @@ def test_probe2_template_kwargs_on_the_real_pipeline_are_4xx(agent_service, key,
     ("{% for m in messages %}{{ m.nothing.deeper }}{% endfor %}", "messages"),
     ("{% for m in messages %}{{ m.content }", "chat_template"),
 ])
-def test_probe2_operator_template_errors_are_4xx(agent_service, template, field):
+def test_operator_template_errors_are_4xx(agent_service, template, field):
     res = agent_service(template).post("/v1/compact", json={"messages": MESSAGES, "layout": "agent",
                                                             "method": "target_self"})
     assert 400 <= res.status_code < 500, res.text

@@ -104,7 +104,10 @@ def test_agent_prefix_ids_equal_sglang_chat_path(sglang_chat_ids, emulator_token
     before = copy.deepcopy(MESSAGES)
     prefix = agent_prefix(tok, MESSAGES, instruction, TOOLS)
     assert MESSAGES == before  # read only
-    enc = lambda text: tok.encode(text, add_special_tokens=True)  # what /generate does with text
+
+    def enc(text):  # what /generate does with text
+        return tok.encode(text, add_special_tokens=True)
+
     turns = MESSAGES + [{"role": "user", "content": instruction}]
     # the prefix up to the instruction turn's end is sglang's rendering of those turns, as given
     opening = prefix.text[len(render_chat(tok, turns, TOOLS, add_generation_prompt=False)):]

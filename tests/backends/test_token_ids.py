@@ -12,7 +12,7 @@ from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.backends.token_ids import PROBES, TokenIdCache, concatenates, segments
 
-from test_endpoint import assert_server_accepts
+from tests.support.endpoint import assert_server_accepts
 
 TRAJECTORIES = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
 FILES = sorted(p for p in TRAJECTORIES.glob("*") if p.suffix in (".json", ".traj")) if TRAJECTORIES.is_dir() else []

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from bench_scripts import load_bench
+from tests.support.bench_scripts import load_bench
 
 
 def report(path, cells):

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from bench_scripts import load_bench
+from tests.support.bench_scripts import load_bench
 
 
 def report(e2e: dict, digest: str = "d") -> dict:

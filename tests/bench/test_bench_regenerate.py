@@ -11,7 +11,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_scripts import load_bench
+from tests.support.bench_scripts import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
 

@@ -6,7 +6,7 @@ import json
 from pathlib import Path
 
 import pytest
-from bench_scripts import load_bench
+from tests.support.bench_scripts import load_bench
 
 REPO = Path(__file__).resolve().parents[2]
 TRAJ = next((p for p in (REPO.parent / "shared" / "data" / "trajectories",

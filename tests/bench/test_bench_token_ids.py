@@ -5,7 +5,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from bench_scripts import load_bench
+from tests.support.bench_scripts import load_bench
 
 
 @pytest.mark.slow

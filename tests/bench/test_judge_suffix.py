@@ -9,7 +9,7 @@ from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.core.judge_prompts import judge_rubric
 from sgl_speccompact.core.prompts import THINK_OFF
 
-from test_programs import MESSAGES, backends
+from tests.support.programs import MESSAGES, backends
 
 TURN = "<|im_end|>\n<|im_start|>user\n"  # a verification's suffix starts by closing the slot's turn
 
@@ -50,7 +50,7 @@ def test_the_rubric_is_in_the_shared_prefix_once_and_the_suffix_is_the_line(prev
 
 
 def test_suffix_length_in_tokens(emulator_tokenizer):
-    count = lambda text: len(emulator_tokenizer.encode(text, add_special_tokens=False))  # noqa: E731
+    count = lambda text: len(emulator_tokenizer.encode(text, add_special_tokens=False))
     _, short = run(True)
     _, long = run(False)
     overhead = {name: [count(s) - count(line) for s, line in suffixes(t)] for name, t in
@@ -78,7 +78,7 @@ def test_benchmark_policy_judges_the_short_forms_on_the_emulator(make_emulated_s
 def test_judge_suffix_benchmark_prints_both_forms(tmp_path, capsys):
     import json
 
-    from bench_scripts import load_bench
+    from tests.support.bench_scripts import load_bench
 
     path = tmp_path / "history.json"
     path.write_text(json.dumps(MESSAGES))

@@ -32,7 +32,7 @@ def _obs(truth: CostFit, noise: float = 0.0, seed: int = 0) -> list[Observation]
             for s in DEFAULT_PLAN]
 
 
-def test_probe_a_pass_cheaper_than_its_weight_reads_is_never_fitted():
+def test_a_pass_cheaper_than_its_weight_reads_is_never_fitted():
     """Timings whose decode pass is all fixed cost: the old fit set weight_s = 0 (a ZeroDivisionError later)."""
     truth = CostFit("Qwen/Qwen3-8B", "H100", o_req_s=4e-3, a_s=9e-3, weight_s=0.0, kv_s=9e-8, flop_rate=3e14,
                     source="t", seq_s=5e-5, tok_s=1e-7)
@@ -42,7 +42,7 @@ def test_probe_a_pass_cheaper_than_its_weight_reads_is_never_fitted():
     fit.profiles(QWEN3_8B)  # what start-up computes from it: no division by zero
 
 
-def test_probe_prefill_past_the_gpus_peak_is_refitted_at_the_peak():
+def test_prefill_past_the_gpus_peak_is_refitted_at_the_peak():
     truth = CostFit("Qwen/Qwen3-8B", "H100", o_req_s=4e-3, a_s=2e-3, weight_s=7e-3, kv_s=9e-8,
                     flop_rate=30_879e12, source="t", seq_s=5e-5, tok_s=1e-7)
     fit = fit_observations(_obs(truth), QWEN3_8B, served_model="Qwen/Qwen3-8B", gpu="H100")
@@ -51,7 +51,7 @@ def test_probe_prefill_past_the_gpus_peak_is_refitted_at_the_peak():
 
 
 @pytest.mark.parametrize("index", [0, 1, 2, 3, 5, 7])  # every prefill probe and two decode probes
-def test_probe_a_disturbed_probe_call_does_not_move_the_fit(index):
+def test_a_disturbed_probe_call_does_not_move_the_fit(index):
     """One call of the plan taking twice its time: the robust fit stays within 5% on the pass cost and the
     prefill rate (the plain least-squares fit moved them 9-13%)."""
     truth = CostFit("Qwen/Qwen3-8B", "H100", o_req_s=4e-3, a_s=2e-3, weight_s=7e-3, kv_s=9e-8, flop_rate=3e14,
@@ -77,7 +77,7 @@ BAD_VALUES = [0.0, -1e-3, math.nan, math.inf, -math.inf, "5", None, True]
 
 @pytest.mark.parametrize("field", ["o_req_s", "a_s", "weight_s", "kv_s", "flop_rate", "seq_s", "tok_s"])
 @pytest.mark.parametrize("value", BAD_VALUES, ids=repr)
-def test_probe_every_bad_field_is_refused_in_one_line(field, value):
+def test_every_bad_field_is_refused_in_one_line(field, value):
     fit = replace(profile_fit("Qwen/Qwen3-8B", "H100"), **{field: value})
     if value == 0.0 and field in ("o_req_s", "a_s", "seq_s", "tok_s"):
         check_fit(fit, QWEN3_8B)  # a fixed cost of zero is possible

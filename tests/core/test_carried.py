@@ -12,8 +12,8 @@ from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
-from scripted import BatchJudgeBackend, ScriptedBackend, accepted_of, slot_of
-from test_programs import DRAFTS, MESSAGES
+from tests.support.programs import DRAFTS, MESSAGES
+from tests.support.scripted import BatchJudgeBackend, ScriptedBackend, accepted_of, slot_of
 
 PREVIOUS = ("## Goal\n- KEEP create /workspace/hello.py\n- STALE deploy to staging\n\n"
             "## Progress\n### Done\n- KEEP wrote /workspace/hello.py\n### In Progress\n- STALE waiting on CI\n\n"
@@ -92,7 +92,7 @@ def test_the_carried_cap_follows_the_judged_share():
     assert len(kept) == 6
 
 
-def test_probe_carried_lines_are_the_previous_lines_judged_to_still_hold():
+def test_carried_lines_are_the_previous_lines_judged_to_still_hold():
     res, target, drafter = run(PREVIOUS)
     proposed = previous_lines(PREVIOUS, OPENCLAW_SLOTS, ("(none)",))
     judged = 0

@@ -13,7 +13,7 @@ from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import LineOrigin
 
-from scripted import LINE_RE, ScriptedBackend
+from tests.support.scripted import LINE_RE, ScriptedBackend
 
 PREVIOUS = (
     "## Goal\n- Fix the failing login test\n\n"

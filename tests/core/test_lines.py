@@ -67,3 +67,9 @@ def test_assembly_in_schema_order_with_none_for_empty_slots():
     assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS]
     assert "## Goal\n- fix bug\n\n## Constraints & Preferences\n(none)" in text
     assert section(OPENCLAW_SLOTS[4], []) == "## Next Steps\n(none)"
+
+
+def test_a_slot_heading_drafted_inside_a_slot_is_not_accepted():
+    for line in ("## Next Steps", "  ## Goal", "# Summary"):
+        assert classify_line(line, [], CFG) not in (LineKind.UNJUDGED, LineKind.JUDGE), line
+    assert classify_line("### Done", [], CFG) is LineKind.UNJUDGED  # sub-sections stay

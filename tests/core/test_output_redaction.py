@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import pytest
 
-from secret_cases import PEM_BLOCK, PEM_BODY, SECRET_CASES, leaked
+from tests.support.secret_cases import PEM_BLOCK, PEM_BODY, SECRET_CASES, leaked
 from sgl_speccompact.core.outputs import clean_result, cleaning_events
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 
-from scripted import ScriptedBackend
-from test_programs import DRAFTS, MESSAGES, drafter_from
+from tests.support.scripted import ScriptedBackend
+from tests.support.programs import DRAFTS, MESSAGES, drafter_from
 
 MULTILINE = [c for c in SECRET_CASES if c[0] in ("netrc", "pem_block", "pem_tail")]  # found only across lines
 
@@ -36,7 +36,7 @@ def _texts(result: CompactionResult) -> list[str]:
 
 
 @pytest.mark.parametrize("name,text,secrets", MULTILINE, ids=[c[0] for c in MULTILINE])
-def test_probe_a_multi_line_secret_leaves_no_line_of_a_result(name, text, secrets):
+def test_a_multi_line_secret_leaves_no_line_of_a_result(name, text, secrets):
     lines = ["- the deploy key:"] + text.strip("\n").split("\n") + ["- then deploy"]
     cleaned = clean_result(_result(lines, [None] * len(lines)), redact_secrets=True)
     assert not leaked(_texts(cleaned), [(name, text, secrets)]), _texts(cleaned)
@@ -44,7 +44,7 @@ def test_probe_a_multi_line_secret_leaves_no_line_of_a_result(name, text, secret
     assert len(cleaned.slots[0].lines) == len(lines)  # lines are redacted in place, never merged or dropped
 
 
-def test_probe_rejected_drafts_are_redacted_as_one_text():
+def test_rejected_drafts_are_redacted_as_one_text():
     body = PEM_BLOCK.split("\n")
     lines = [f"- repaired line {i}" for i in range(len(body))]
     cleaned = clean_result(_result(lines, body), redact_secrets=True)
@@ -52,7 +52,7 @@ def test_probe_rejected_drafts_are_redacted_as_one_text():
     assert cleaned.redactions == {"output:private_key": 1}  # one key, counted once
 
 
-def test_probe_streamed_line_events_are_redacted_with_the_lines_before_them():
+def test_streamed_line_events_are_redacted_with_the_lines_before_them():
     got: list[dict] = []
     emit = cleaning_events(got.append, redact_secrets=True)
     for slot in ("critical_context", "next_steps"):
@@ -72,7 +72,7 @@ def test_single_line_texts_are_redacted_as_before():
     assert redact_lines([]) == ([], {})
 
 
-def test_probe_a_model_written_key_is_not_returned_from_a_real_compaction():
+def test_a_model_written_key_is_not_returned_from_a_real_compaction():
     drafts = {**DRAFTS, "critical_context": ["- deploy key:", *PEM_BLOCK.split("\n")]}
     target = ScriptedBackend(judge=lambda slot, line: 0.05 if line.startswith("q2uX") else 0.95,
                              repair=lambda slot, accepted: "- (a key line)\n")

@@ -56,7 +56,7 @@ def test_continuation_on_the_emulator_misses_when_the_summary_has_no_action(targ
     assert item["reply"] == "unknown" and not item["tool_match"] and not item["key_match"]
 
 
-def test_probe_and_adequacy_questions_over_http(target):
+def test_recall_probes_and_adequacy_questions_over_http(target):
     endpoint = target("unused")
     fact = probes.make_facts(1, depths=(0.5,))[0]
     with_fact = f"## Critical Context\n- {fact.text}\n"

@@ -47,7 +47,7 @@ class Unmutated:
 
 @pytest.fixture(scope="module")
 def fuzz_app(emulator_tokenizer_path):
-    methods = pytest.importorskip("sgl_speccompact.methods")
+    from sgl_speccompact import methods
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.service.app import ServiceLimits, create_app
     from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer

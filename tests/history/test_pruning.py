@@ -11,7 +11,7 @@ from sgl_speccompact.history.messages import parse_messages
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.history.pruning import prune_tool_outputs, stub
 
-from test_methods import baseline_target
+from tests.support.methods import baseline_target
 
 FILES = {f"/repo/f{i}.py": f"# file {i}\n" + f"x{i} = {i}\n" * 200 for i in range(5)}
 

@@ -10,7 +10,8 @@ import re
 from pathlib import Path
 
 import pytest
-from test_redaction_formats import ALL_SECRETS, ID_SECRET, LISTED_FORMATS, TOOLS_SECRET, TRAJECTORIES
+from tests.support.secret_cases import ALL_SECRETS, ID_SECRET, LISTED_FORMATS, TOOLS_SECRET
+from tests.support.paths import TRAJECTORIES
 
 from sgl_speccompact.history.untrusted import JOINER
 
@@ -96,8 +97,7 @@ LEAKY_TOOLS = [{"type": "function", "function": {"name": "deploy", "description"
 
 @pytest.mark.slow
 @pytest.mark.parametrize("layout", ["classic", "agent"])
-def test_probe_no_listed_format_reaches_an_emulator_prompt(make_emulated_server, emulator_tokenizer_path, layout):
-    pytest.importorskip("sgl_speccompact.methods")
+def test_no_listed_format_reaches_an_emulator_prompt(make_emulated_server, emulator_tokenizer_path, layout):
     servers = CopyingServers(make_emulated_server)
     kw = {"layout": layout, "tools": LEAKY_TOOLS}
     if layout == "agent":
@@ -111,8 +111,7 @@ def test_probe_no_listed_format_reaches_an_emulator_prompt(make_emulated_server,
 
 
 @pytest.mark.slow
-def test_probe_a_secret_the_model_writes_is_not_returned(make_emulated_server):
-    pytest.importorskip("sgl_speccompact.methods")
+def test_a_secret_the_model_writes_is_not_returned(make_emulated_server):
     drafted = ("- push with token ghp_zYxWvUtSrQpOnMlKjIhGfEdCbA9876543210", "## Next Steps")
     servers = CopyingServers(make_emulated_server, extra=drafted, copy_lines=False,
                              repair="- the key is AKIAZZZZZZZZZZZZZZZZ with SECRET_KEY='hunter2hunter2'")
@@ -146,8 +145,7 @@ COLLIDING = ("[user] name = Ada Lovelace\n[user]\n\temail = ada@example.com\n<s>
 
 @pytest.mark.slow
 @pytest.mark.parametrize("path", _trajectory_files(), ids=lambda p: p.name[:48])
-def test_probe_returned_lines_are_the_callers_bytes_on_every_trajectory(make_emulated_server, path):
-    pytest.importorskip("sgl_speccompact.methods")
+def test_returned_lines_are_the_callers_bytes_on_every_trajectory(make_emulated_server, path):
     from sgl_speccompact.errors import HistoryFormatError
     from sgl_speccompact.history.formats import load_history
 

@@ -14,10 +14,10 @@ import copy
 
 import pytest
 
-from secret_cases import SECRET_CASES, leaked
+from tests.support.secret_cases import SECRET_CASES, leaked
 from sgl_speccompact.history.pruning import FIRST_LINE_CHARS, prune_tool_outputs
 from sgl_speccompact.methods.registry import run_method
-from test_methods import baseline_target
+from tests.support.methods import baseline_target
 
 FILLER = "\n" + "\n".join(f"line {i} of the output" for i in range(40))
 OFFSETS = range(0, FIRST_LINE_CHARS + 4, 4)  # where in the quoted first line the secret starts
@@ -36,7 +36,7 @@ def _history(first_line_prefix: str, text: str, quote: bool = False) -> list[dic
 
 
 @pytest.mark.parametrize("name,text,secrets", SECRET_CASES, ids=[c[0] for c in SECRET_CASES])
-def test_probe_no_secret_survives_the_stub_cut_at_any_offset(name, text, secrets):
+def test_no_secret_survives_the_stub_cut_at_any_offset(name, text, secrets):
     found = []
     for offset in OFFSETS:
         for quote in (False, True):
@@ -59,7 +59,7 @@ def test_pruning_counts_what_it_redacted_and_measures_the_redacted_output():
     assert plain[2]["content"].startswith('[pruned tool output: bash') and "S3cr3" in plain[2]["content"]
 
 
-def test_probe_the_issue_example_reaches_no_prompt_with_pruning_on():
+def test_the_issue_example_reaches_no_prompt_with_pruning_on():
     """A 36-character output line, then a connection string: 7 of 7 prompts held the password's head."""
     target = baseline_target()
     msgs = _history("x" * 36, " DATABASE_URL=postgres://admin:S3cr3tP4ss@db.internal:5432/app")
@@ -70,7 +70,7 @@ def test_probe_the_issue_example_reaches_no_prompt_with_pruning_on():
     assert result.redactions.get("connection_string") == 1 and result.pruning["messages_pruned"] == 1
 
 
-def test_probe_no_listed_format_reaches_a_prompt_through_pruning():
+def test_no_listed_format_reaches_a_prompt_through_pruning():
     target = baseline_target()
     msgs = [{"role": "user", "content": "collect the credentials"}]
     for i, (_, text, _) in enumerate(SECRET_CASES):

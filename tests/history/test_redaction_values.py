@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from secret_cases import SECRET_CASES, leaked
+from tests.support.secret_cases import SECRET_CASES, leaked
 from sgl_speccompact.methods.request import AgentLayout, MethodRequest
 from sgl_speccompact.history.redaction import find_secrets, redact, redact_messages
 
@@ -29,7 +29,7 @@ def _call_with(arguments) -> list[dict]:
     [[[{"deep": [[OPENAI]]}]]],
     {OPENAI: "the key as a key"},
 ], ids=["flat", "nested", "list", "deep", "as-key"])
-def test_probe_object_arguments_are_redacted_at_any_depth(arguments):
+def test_object_arguments_are_redacted_at_any_depth(arguments):
     msgs = _call_with(arguments)
     sent = copy.deepcopy(msgs)
     shown = redact_messages(msgs)
@@ -44,9 +44,8 @@ def test_object_arguments_without_a_secret_stay_the_callers_objects():
     assert redact_messages(msgs)[1] is msgs[1]
 
 
-def test_probe_agent_layout_prompt_holds_no_object_argument_secret(make_emulated_server, qwen3_tokenizer_path):
+def test_agent_layout_prompt_holds_no_object_argument_secret(make_emulated_server, qwen3_tokenizer_path):
     """The agent layout renders the messages themselves through the chat template (Qwen3's renders arguments)."""
-    pytest.importorskip("sgl_speccompact.methods")
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.methods.registry import run_method
     from sgl_speccompact.testing import ScriptedPolicy
@@ -66,7 +65,7 @@ DJANGO = [c for c in SECRET_CASES if c[0].startswith("django") and c[0] != "djan
 
 
 @pytest.mark.parametrize("name,text,secrets", DJANGO, ids=[c[0] for c in DJANGO])
-def test_probe_django_secret_keys_with_punctuation_are_redacted(name, text, secrets):
+def test_django_secret_keys_with_punctuation_are_redacted(name, text, secrets):
     out, counts = redact(text)
     assert counts == {"password": 1} and not leaked([out], [(name, text, secrets)]), out
 
@@ -87,16 +86,15 @@ def _bulleted(text: str) -> str:
 
 @pytest.mark.parametrize("shape", ["raw", "bulleted"])
 @pytest.mark.parametrize("name,text,secrets", SECRET_CASES, ids=[c[0] for c in SECRET_CASES])
-def test_probe_no_secret_of_a_previous_summary_reaches_a_prompt(name, text, secrets, shape):
+def test_no_secret_of_a_previous_summary_reaches_a_prompt(name, text, secrets, shape):
     """A previous summary is written as list items: each line of a secret may sit behind a bullet."""
     summary = "## Critical Context\n" + (text if shape == "raw" else _bulleted(text))
     shown, _ = redact(summary)
     assert not leaked([shown], [(name, text, secrets)]), shown
 
 
-def test_probe_previous_summary_secrets_never_reach_the_emulated_servers(make_emulated_server):
+def test_previous_summary_secrets_never_reach_the_emulated_servers(make_emulated_server):
     """End to end: every listed secret, bulleted, in the previous summary; no prompt of either server holds one."""
-    pytest.importorskip("sgl_speccompact.methods")
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.methods.registry import run_method
     from sgl_speccompact.testing import ScriptedPolicy

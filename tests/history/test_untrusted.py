@@ -13,7 +13,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from sgl_speccompact.history.messages import Turn, parse_messages, render_history
+from sgl_speccompact.history.messages import parse_messages, render_history
 from sgl_speccompact.history.redaction import redact, redact_turns
 from sgl_speccompact.history.untrusted import JOINER, TAG_NAMES, neutralise, restore
 

@@ -7,17 +7,15 @@ cannot import ``sgl_speccompact``, so it keeps its own copy of
 move every cut index of every shared trajectory to the same place.
 """
 
-import sys
 from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations" / "hermes"))
 
-from speccompact_hermes import messages as plugin  # noqa: E402
+from speccompact_hermes import messages as plugin
 
-from sgl_speccompact.history.formats import load_history  # noqa: E402
-from sgl_speccompact.history.tool_groups import group_start, past_tool_results  # noqa: E402
+from sgl_speccompact.history.formats import load_history
+from sgl_speccompact.history.tool_groups import group_start, past_tool_results
 
 TRAJ = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
 FILES = sorted(p for p in TRAJ.glob("*") if p.suffix in (".json", ".traj")) if TRAJ.is_dir() else []

@@ -7,8 +7,8 @@ child processes:
 
 * ``hermes plugins list`` finds the plugin through its entry point and as a
   directory plugin under ``$HERMES_HOME/plugins/``;
-* ``hermes_driver.py`` runs real ``AIAgent`` conversations against a fake
-  OpenAI-compatible LLM (tests/hermes_fakes.py) whose usage crosses the
+* ``tests/support/hermes_driver.py`` runs real ``AIAgent`` conversations against a fake
+  OpenAI-compatible LLM (tests/support/hermes_fakes.py) whose usage crosses the
   compaction threshold, once per service state: working, answering 500,
   too slow, down.
 
@@ -17,73 +17,19 @@ Skipped, with the reason, only when the package index cannot be reached.
 
 import copy
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
-from hermes_fakes import FakeLLM, ServiceProxy
-from summary_checks import assert_summary_clean
+from tests.support.hermes_fakes import FakeLLM, ServiceProxy
+from tests.support.summary_checks import assert_summary_clean
+from tests.support.hermes import (CONTEXT, DRIVER, FILES, PROMPT_PROBE, WINDOW, ToolLoop, closed_port, hermes_home, hermes_run,
+                                  prompt_tokens, tool_pairs_ok, write_modules)
 
-ROOT = Path(__file__).resolve().parents[2]
-PLUGIN = ROOT / "integrations" / "hermes"
-HERMES_PIN = "hermes-agent==0.19.0"
-CONTEXT, OVER = 200_000, 190_000  # the agent's context window; a prompt over its 75% threshold
-INDEX_DOWN = ("No matching distribution", "Could not find a version", "Failed to establish a new connection",
-              "Temporary failure in name resolution", "Network is unreachable", "ProxyError")
+OVER = 190_000  # a prompt over its 75% threshold
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]
-
-
-def _pip(python: Path, *args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([str(python), "-m", "pip", "install", "-q", "--disable-pip-version-check", *args],
-                          capture_output=True, text=True, timeout=900)
-
-
-@pytest.fixture(scope="session")
-def hermes_env(tmp_path_factory):
-    """``(python, plugin_site)``: a venv with hermes-agent, and a folder holding the installed plugin."""
-    ready = os.environ.get("SPECCOMPACT_HERMES_VENV")
-    root = tmp_path_factory.mktemp("hermes-env")
-    if ready:
-        python = Path(ready) / "bin" / "python"
-    else:
-        venv = root / "venv"
-        subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True, timeout=300)
-        python = venv / "bin" / "python"
-        res = _pip(python, HERMES_PIN)
-        if res.returncode != 0:
-            text = res.stdout + res.stderr
-            if any(marker in text for marker in INDEX_DOWN):
-                pytest.skip(f"the package index cannot be reached to install {HERMES_PIN}: {text.strip()[-300:]}")
-            raise RuntimeError(f"installing {HERMES_PIN} failed:\n{text[-3000:]}")
-    site = root / "plugin-site"  # the plugin, installed with its entry point, outside the venv
-    res = _pip(python, "--no-deps", "--target", str(site), str(PLUGIN))
-    assert res.returncode == 0, res.stdout + res.stderr
-    return python, site
-
-
-def hermes_home(tmp_path: Path, directory_plugin: bool, context: int = CONTEXT, engine: str = "speccompact") -> Path:
-    home = tmp_path / "hermes-home"
-    (home / "plugins").mkdir(parents=True)
-    (home / "config.yaml").write_text(
-        f"plugins:\n  enabled: [speccompact]\ncontext:\n  engine: {engine}\n"
-        f"model:\n  context_length: {context}\nspeccompact:\n  method: speccompact\n")
-    if directory_plugin:
-        shutil.copytree(PLUGIN / "speccompact_hermes", home / "plugins" / "speccompact")
-    return home
-
-
-def hermes_run(python: Path, site: Path | None, home: Path, *args: str, timeout: int = 600):
-    env = {k: v for k, v in os.environ.items() if k not in ("PYTHONPATH", "HERMES_HOME")}
-    env.update(HERMES_HOME=str(home), PYTHONPATH=str(site) if site else "", NO_COLOR="1")
-    return subprocess.run([str(python), *args], env=env, capture_output=True, text=True, timeout=timeout,
-                          stdin=subprocess.DEVNULL)
 
 
 @pytest.mark.parametrize("directory_plugin", [False, True], ids=["entry-point", "directory"])
@@ -122,20 +68,8 @@ def decide(body: dict) -> tuple[dict, int]:
     return {"tool_calls": [call]}, OVER
 
 
-def closed_port() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
-
-
 def is_summary(m: dict) -> bool:
     return "[CONTEXT COMPACTION" in str(m.get("content") or "")
-
-
-def tool_pairs_ok(ms: list[dict]) -> bool:
-    calls = [tc["id"] for m in ms if m.get("role") == "assistant" for tc in m.get("tool_calls") or []]
-    results = [m["tool_call_id"] for m in ms if m.get("role") == "tool"]
-    return sorted(calls) == sorted(results)
 
 
 @pytest.fixture(scope="module")
@@ -153,7 +87,7 @@ def driven(hermes_env, emulated_service, tmp_path_factory):
                           {"name": "slow", "url": slow.url, "timeout_s": 1.0},
                           {"name": "down", "url": closed_port(), "timeout_s": 5}]}
         (tmp / "cfg.json").write_text(json.dumps(cfg))
-        res = hermes_run(python, site, home, str((Path(__file__).parents[1] / "hermes_driver.py")), str(tmp / "cfg.json"))
+        res = hermes_run(python, site, home, str(DRIVER), str(tmp / "cfg.json"))
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
         report = json.loads((tmp / "out.json").read_text())
         yield {"report": report, "phases": {p["name"]: p for p in report["phases"]},
@@ -258,7 +192,7 @@ def test_baseline_prompt_matches_hermes_section_by_section(hermes_env, tmp_path)
     python, _ = hermes_env
     cases = probe_cases()
     (tmp_path / "cases.json").write_text(json.dumps(cases))
-    res = hermes_run(python, None, hermes_home(tmp_path, False), str((Path(__file__).parents[1] / "hermes_prompt_probe.py")),
+    res = hermes_run(python, None, hermes_home(tmp_path, False), str(PROMPT_PROBE),
                      str(tmp_path / "cases.json"), str(tmp_path / "out.json"), timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     theirs = json.loads((tmp_path / "out.json").read_text())
@@ -292,7 +226,7 @@ def test_directory_plugin_registers_the_engine(hermes_env, tmp_path):
     cfg = {"hermes_home": str(home), "llm_url": "http://127.0.0.1:9", "history": [], "phases": [],
            "out": str(tmp_path / "out.json")}
     (tmp_path / "cfg.json").write_text(json.dumps(cfg))
-    res = hermes_run(python, None, home, str((Path(__file__).parents[1] / "hermes_driver.py")), str(tmp_path / "cfg.json"),
+    res = hermes_run(python, None, home, str(DRIVER), str(tmp_path / "cfg.json"),
                      timeout=300)
     assert res.returncode == 0, res.stderr[-3000:]
     report = json.loads((tmp_path / "out.json").read_text())
@@ -301,39 +235,6 @@ def test_directory_plugin_registers_the_engine(hermes_env, tmp_path):
 
 
 # ---------------------------------------------------------------- one request, a long tool loop
-
-WINDOW, FILES = 100_000, 40  # the agent's window; files read in one request (about 4.5k tokens each: 4 compactions)
-
-
-def prompt_tokens(body: dict) -> int:
-    """The fake model's prompt size: a quarter of the request's messages and tools as JSON."""
-    return (len(json.dumps(body.get("messages") or [])) + len(json.dumps(body.get("tools") or []))) // 4
-
-
-class ToolLoop:
-    """A model that answers one request with FILES ``read_file`` calls, one per step, then "Done."."""
-
-    def __init__(self):
-        self.step = 0
-
-    def __call__(self, body: dict) -> tuple[dict, int]:
-        if not body.get("tools"):  # the built-in compressor's summarizer call
-            return {"content": "## Historical Task Snapshot\nUser asked to read the modules.\n## Goal\n- read"}, 900
-        n, self.step = self.step, self.step + 1
-        if n >= FILES:
-            return {"content": "Done: every module is read."}, prompt_tokens(body)
-        call = {"id": f"read_{n:02d}", "type": "function",
-                "function": {"name": "read_file", "arguments": json.dumps({"path": f"src/mod_{n:02d}.py"})}}
-        return {"tool_calls": [call]}, prompt_tokens(body)
-
-
-def write_modules(root: Path) -> None:
-    """FILES distinct source files of about 17,000 characters each."""
-    (root / "src").mkdir(parents=True)
-    for i in range(FILES):
-        lines = [f"def step_{i:02d}_{j:03d}(x):  # module {i}, step {j}\n    return x * {j} + {i}  # {'~' * 8}"
-                 for j in range(200)]
-        (root / "src" / f"mod_{i:02d}.py").write_text("\n".join(lines) + "\n")
 
 
 def run_loop(python, site, tmp: Path, engine: str, service: str | None) -> dict:
@@ -344,7 +245,7 @@ def run_loop(python, site, tmp: Path, engine: str, service: str | None) -> dict:
                "loop": {"workdir": str(tmp / "work"), "url": service, "timeout_s": 300,
                         "request": f"Read every module under src/ one by one (mod_00.py to mod_{FILES - 1}.py)."}}
         (tmp / "cfg.json").write_text(json.dumps(cfg))
-        res = hermes_run(python, site, home, str(Path(__file__).parents[1] / "hermes_driver.py"), str(tmp / "cfg.json"),
+        res = hermes_run(python, site, home, str(DRIVER), str(tmp / "cfg.json"),
                          timeout=900)
         assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-5000:]
         report = json.loads((tmp / "out.json").read_text())["loop"]

@@ -14,12 +14,11 @@ from pathlib import Path
 
 import pytest
 
-from hermes_fakes import FakeLLM, ServiceProxy
-from test_hermes_e2e import (FILES, WINDOW, ToolLoop, closed_port, hermes_env, hermes_home, hermes_run,  # noqa: F401
-                             prompt_tokens, tool_pairs_ok, write_modules)
+from tests.support.hermes_fakes import FakeLLM, ServiceProxy
+from tests.support.hermes import (DRIVER, FILES, WINDOW, ToolLoop, closed_port, hermes_home, hermes_run, prompt_tokens,
+                                  tool_pairs_ok, write_modules)
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e]  # installs hermes-agent from the package index
-DRIVER = Path(__file__).parents[1] / "hermes_driver.py"
 
 
 class RefusingLoop(ToolLoop):

@@ -7,29 +7,24 @@ port, a slow proxy and a failing one for the failure modes.
 
 import copy
 import json
+from dataclasses import replace
 import re
-import socket
-import sys
 import time
 import urllib.request
-from pathlib import Path
 
 import pytest
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations" / "hermes"))
 
-from speccompact_hermes import client, engine as eng, hermes_body, messages as msgs, prune  # noqa: E402
-from speccompact_hermes.settings import Settings, from_sources  # noqa: E402
+from speccompact_hermes import client, engine as eng, hermes_body, messages as msgs, prune
+from speccompact_hermes.settings import Settings, from_sources
 
-from hermes_fakes import ServiceProxy  # noqa: E402
-from procs import READY_S  # noqa: E402
-from summary_checks import assert_summary_clean  # noqa: E402
+from tests.support.hermes_fakes import ServiceProxy
+from tests.support.procs import READY_S
+from tests.support.summary_checks import assert_summary_clean
+from tests.support.hermes import closed_port_url, make_engine, reads, tool_pairs
+from tests.support.hermes import call
 
 M = msgs.Markers("[SUMMARY PREFIX]", "[END]", "[PRIOR]", "[DELIM]")
-
-
-def call(cid, name="terminal", args='{"cmd": "ls"}'):
-    return {"id": cid, "type": "function", "function": {"name": name, "arguments": args}}
 
 
 def history(n_rounds=6, big=400):
@@ -121,19 +116,6 @@ def test_settings_from_file_then_environment():
 # ---------------------------------------------------------------- the engine against the service
 
 
-def make_engine(url, **kw) -> eng.SpecCompactEngine:
-    e = eng.SpecCompactEngine(Settings(url=url, **kw))
-    e.update_model("fake-model", 200_000)
-    e.session_id = "s1"
-    return e
-
-
-def closed_port_url() -> str:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return f"http://127.0.0.1:{s.getsockname()[1]}"
-
-
 @pytest.mark.slow
 def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service):
     tools = [{"type": "function", "function": {"name": "terminal", "parameters": {"type": "object"}}}]
@@ -177,11 +159,12 @@ def test_service_down_with_abort_keeps_messages_and_cools_down():
 
 def test_500_and_timeouts_follow_hermes_cooldowns():
     with ServiceProxy("http://127.0.0.1:9", slow_s=3.0) as proxy:
-        e = make_engine(proxy.url, timeout_s=0.5, abort_on_summary_failure=True)
+        e = make_engine(proxy.url, timeout_s=60, abort_on_summary_failure=True)  # the 500 comes at once
         proxy.mode = "error500"
         ms = history()
         assert e.compress(ms) is ms and e.last["cooldown_s"] == 60 and "HTTP 500" in e._last_summary_error
         proxy.mode = "slow"
+        e.settings = replace(e.settings, timeout_s=0.5)  # the slow proxy answers after 3 s: always too late
         ladder = []
         for _ in range(4):
             assert e.compress(ms, force=True) is ms  # /compress bypasses the cooldown
@@ -224,16 +207,6 @@ def test_short_history_is_a_no_op_counted_as_ineffective():
 
 
 # ---------------------------------------------------------------- a long session: pruning, empty middles, shape
-
-
-def reads(n, size=4000, start=0):
-    """n rounds of an assistant read_file call and its (distinct) result."""
-    out = []
-    for i in range(start, start + n):
-        out += [{"role": "assistant", "content": "",
-                 "tool_calls": [call(f"r{i}", "read_file", f'{{"path": "m{i}.py"}}')]},
-                {"role": "tool", "tool_call_id": f"r{i}", "content": f"{i}:" + "y" * size, "_db_persisted": True}]
-    return out
 
 
 def test_trigger_and_tail_follow_hermes_settings():
@@ -294,11 +267,6 @@ def test_results_of_a_call_merged_into_the_summary_travel_with_the_call():
         assert out is not ms and not e._last_compress_aborted
         assert [m["role"] for m in proxy.bodies[0]["messages"]] == ["assistant", "tool"]  # the call travels along
         assert tool_pairs(out)
-
-
-def tool_pairs(ms):
-    calls = sorted(tc["id"] for m in ms if m.get("role") == "assistant" for tc in m.get("tool_calls") or [])
-    return calls == sorted(m["tool_call_id"] for m in ms if m.get("role") == "tool")
 
 
 def test_summary_body_under_hermes_headings_and_markers_stripped():

@@ -8,18 +8,15 @@ plugin's cuts stopped keeping part of a word.
 """
 
 import json
-import sys
-from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations" / "hermes"))
-
-from secret_cases import SECRET_CASES, leaked  # noqa: E402
-from speccompact_hermes.prune import prune  # noqa: E402
-
-from sgl_speccompact.history.redaction import redact  # noqa: E402  (the service's, on what the plugin sends)
 
 
-def test_probe_hermes_plugin_stubs_hold_no_cut_secret():
+from tests.support.secret_cases import SECRET_CASES, leaked
+from speccompact_hermes.prune import prune
+
+from sgl_speccompact.history.redaction import redact  # the service's, on what the plugin sends
+
+
+def test_hermes_plugin_stubs_hold_no_cut_secret():
     """The plugin prunes on its side (a terminal command cut at 77 characters, argument values at 40)."""
     found = []
     for name, text, secrets in SECRET_CASES:
@@ -39,7 +36,7 @@ def test_probe_hermes_plugin_stubs_hold_no_cut_secret():
     assert not found, found[:5]
 
 
-def test_probe_shortened_arguments_hold_no_cut_secret():
+def test_shortened_arguments_hold_no_cut_secret():
     found = []
     for name, text, secrets in SECRET_CASES:
         for offset in range(40, 205, 4):

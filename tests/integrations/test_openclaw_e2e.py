@@ -12,7 +12,7 @@ wheel. The set-up, once per module:
   ``agents.defaults.compaction.provider``) in a fresh OpenClaw home.
 
 Then real ``openclaw agent --local`` turns run against a scripted
-OpenAI-compatible model on loopback (tests/hermes_fakes.py) that reports a
+OpenAI-compatible model on loopback (tests/support/hermes_fakes.py) that reports a
 prompt near the window, so OpenClaw compacts before the next turn.
 
 Skipped, with the reason, only when the npm registry cannot be reached.
@@ -30,8 +30,8 @@ from pathlib import Path
 
 import pytest
 
-from hermes_fakes import FakeLLM, ServiceProxy
-from summary_checks import assert_summary_clean
+from tests.support.hermes_fakes import FakeLLM, ServiceProxy
+from tests.support.summary_checks import assert_summary_clean
 
 ROOT = Path(__file__).resolve().parents[2]
 PLUGIN = ROOT / "integrations" / "openclaw"

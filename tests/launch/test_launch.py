@@ -13,40 +13,17 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from procs import EXIT_S, READY_S, poll_until, stop, wait_healthy
+from tests.support.procs import EXIT_S, READY_S, poll_until, stop, wait_healthy
 
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch.cli import build_parser, check_server_flags, cuda_available
-from sgl_speccompact.launch.plan import build_plan, load_config_file
+from sgl_speccompact.launch.plan import load_config_file
 from sgl_speccompact.launch.router import router_command
 from sgl_speccompact.launch.servers import server_command
 from sgl_speccompact.testing import free_port
+from tests.support.launch import REPO, launch, parse_dry_run, plan_for
 
-REPO = Path(__file__).resolve().parents[2]
 CONFIGS = sorted((REPO / "launch").glob("*.toml"))
-
-
-def launch(*args: str, env: dict | None = None, timeout: float = READY_S) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "sgl_speccompact.launch", *args], cwd=REPO, capture_output=True,
-                          text=True, timeout=timeout, env={**os.environ, **(env or {})})
-
-
-def parse_dry_run(stdout: str) -> tuple[dict[str, list[str]], dict]:
-    """Server role -> argv, and the service config."""
-    lines = stdout.splitlines()
-    cmds, role = {}, None
-    for i, line in enumerate(lines):
-        if line.startswith("# service config"):
-            return cmds, json.loads("\n".join(lines[i + 1:]))
-        if line.startswith("# "):
-            role = line.split()[1]
-        elif line.strip():
-            cmds[role] = shlex.split(line)
-    raise AssertionError("no service config in dry-run output")
-
-
-def plan_for(*argv: str):
-    return build_plan(build_parser().parse_args(list(argv)))
 
 
 def test_dry_run_default_commands():
@@ -292,7 +269,6 @@ EMULATOR_WRAPPER = textwrap.dedent('''\
 @pytest.mark.skipif(not (Path(__file__).parents[3] / "shared/data/trajectories").is_dir(),
                     reason="shared trajectories not found beside the repo")
 def test_launch_with_emulated_servers_compacts_then_sigterm_leaves_no_orphans(tmp_path, emulator_tokenizer_path):
-    pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
     import httpx
 
     from sgl_speccompact.history.formats import load_history
@@ -341,7 +317,6 @@ def test_api_key_from_environment():
 
 @pytest.mark.e2e  # the launcher's child processes, end to end
 def test_serve_against_running_servers(make_emulated_server, tmp_path):
-    pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
     import httpx
 
     from sgl_speccompact.testing import ControlledAcceptancePolicy

@@ -9,7 +9,8 @@ import sys
 import textwrap
 
 import pytest
-from test_launch import READY_S, REPO, launch, parse_dry_run, plan_for
+from tests.support.procs import READY_S
+from tests.support.launch import REPO, launch, parse_dry_run, plan_for
 
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch.cli import check_server_flags

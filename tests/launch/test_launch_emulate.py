@@ -6,8 +6,8 @@ from pathlib import Path
 
 import httpx
 import pytest
-from procs import READY_S
-from summary_checks import assert_summary_clean
+from tests.support.procs import READY_S
+from tests.support.summary_checks import assert_summary_clean
 
 TRAJ = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
 SMALL = TRAJ / "SWE-agent__mini-swe-agent__tests__test_data__github_issue.traj.json"

@@ -11,18 +11,11 @@ from sgl_speccompact.core.prompts import HERMES_SECTIONS
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS, Slot
 
-from scripted import ScriptedBackend, slot_of
-from test_programs import MESSAGES
+from tests.support.scripted import ScriptedBackend, slot_of
+from tests.support.programs import MESSAGES
+from tests.support.methods import OPENCLAW_OUT
 
 HERMES_OUT = "\n".join(f"## {title}\n- item of {title}\n" for title, _ in HERMES_SECTIONS)
-OPENCLAW_OUT = (
-    "## Goal\n- Create /workspace/hello.py printing Hello, World!\n\n"
-    "## Constraints & Preferences\n(none)\n\n"
-    "## Progress\n### Done\n- [x] created /workspace/hello.py\n\n### In Progress\n- [ ] verify output\n\n"
-    "## Key Decisions\n- **Use write tool**: simplest\n\n"
-    "## Next Steps\n1. Run python /workspace/hello.py\n\n"
-    "## Critical Context\n- /workspace/hello.py\n"
-)
 
 
 class Gen:
@@ -203,7 +196,7 @@ def test_target_self_prefills_once_then_one_generation_per_slot():
 
 
 def test_target_self_caps_slots_at_the_line_and_token_budgets():
-    many = lambda text: "".join(f"- {slot_of(text)} item {i}\n" for i in range(9))  # noqa: E731 - own lines per slot
+    many = lambda text: "".join(f"- {slot_of(text)} item {i}\n" for i in range(9))
     target, _ = target_with(many)
     res = target_self(MESSAGES, target=target, config={"max_lines_per_slot": 3})
     assert all(len(s.lines) == 3 and s.stop_reason == "line_budget" for s in res.slots)

@@ -13,25 +13,10 @@ from sgl_speccompact.history.messages import parse_messages
 from sgl_speccompact.result import CompactionResult
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
-from scripted import count_tokens
+from tests.support.scripted import count_tokens
+from tests.support.methods import tool_loop
 
 SMALL = {"max_summary_tokens": 512, "monolithic_max_tokens": 512, "max_tokens_per_slot": 80}
-
-
-def tool_loop(n: int, lines: int = 60) -> list[dict]:
-    """One user request, then ``n`` read_file calls (two calls in every third assistant turn)."""
-    msgs = [{"role": "system", "content": "You are a coding agent."},
-            {"role": "user", "content": "Read every module of /repo and report its constants"}]
-    for i in range(n):
-        ids = [f"c{i}a", f"c{i}b"] if i % 3 == 0 else [f"c{i}a"]
-        msgs.append({"role": "assistant", "content": f"Reading part {i}.", "tool_calls": [
-            {"id": c, "type": "function", "function": {"name": "read_file", "arguments": f'{{"path": "/repo/m{i}.py"}}'}}
-            for c in ids]})
-        for c in ids:
-            body = "\n".join(f"CONST_{i}_{k} = {k}  # module {i} line {k}" for k in range(lines))
-            msgs.append({"role": "tool", "tool_call_id": c, "name": "read_file", "content": body})
-    msgs.append({"role": "assistant", "content": "Every module is read."})
-    return msgs
 
 
 def test_doctests():
@@ -133,7 +118,7 @@ def small_target(make_emulated_server):
     return target, drafter
 
 
-def test_probe_a_3x_window_middle_compacts_in_chunks(small_target):
+def test_a_3x_window_middle_compacts_in_chunks(small_target):
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.methods.registry import run_method
 

@@ -12,7 +12,7 @@ from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.errors import PromptTooLongError
 from sgl_speccompact.methods.registry import run_method
 
-from scripted import ScriptedBackend, count_tokens, slot_of
+from tests.support.scripted import ScriptedBackend, count_tokens, slot_of
 
 WINDOW = 40_960
 

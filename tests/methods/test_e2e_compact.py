@@ -2,71 +2,19 @@
 on real trajectories from ../shared/data/trajectories."""
 
 import copy
-from pathlib import Path
 
 import pytest
 import requests
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
-from summary_checks import assert_summary_clean
+from tests.support.summary_checks import assert_summary_clean
 
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
-from sgl_speccompact.core.prompts import THINK_OFF
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 from sgl_speccompact.testing import ScriptedPolicy
-
-TRAJ = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
-FILES = {
-    "openai": "All-Hands-AI__agent-sdk__tests__fixtures__llm_data__fncall-llm-message.json",
-    "mini_swe": "SWE-agent__mini-swe-agent__tests__test_data__github_issue.traj.json",
-}
-DRAFTS = {
-    "goal": ["- Create /workspace/hello.py that prints Hello, World!"],
-    "constraints_preferences": ["(none)"],
-    "progress": ["### Done", "- [x] Checked the workspace", "", "### In Progress", "- [ ] Finish the task"],
-    "key_decisions": ["- **Retry after the error**: the first attempt failed"],
-    "next_steps": ["1. Run the program", "2. Delete /etc/INVENTED.conf", "3. Report back"],
-    "critical_context": ["- Error seen: [Errno 2] No such file or directory"],
-}
-
-
-def load(name):
-    path = TRAJ / FILES[name]
-    if not path.exists():
-        pytest.skip(f"shared trajectories not found at {TRAJ}")
-    from sgl_speccompact.history.formats import load_history
-    return load_history(path)
-
-
-def accepted_lines(prompt: str) -> list[str]:
-    body = prompt.rsplit("<|im_start|>assistant\n", 1)[-1].removeprefix(THINK_OFF)
-    return body.split("\n")[:-1]
-
-
-def drafter_policy() -> ScriptedPolicy:
-    """Continues each slot's draft after whatever the prompt already accepted."""
-    policy = ScriptedPolicy()
-    for slot, lines in DRAFTS.items():
-        def cont(prompt, lines=lines):
-            done = accepted_lines(prompt)
-            start = 0
-            if done and done[0].startswith("### "):  # a sub-section branch opens with its heading
-                if done[0] not in lines:
-                    return ""
-                start = lines.index(done[0])
-            rest = lines[start + len(done):]  # continue after the accepted (possibly repaired) prefix
-            return "\n".join(rest) + ("\n" if rest else "")
-        policy.on(f"Generate only the {slot} slot", cont)
-    return policy
-
-
-def target_policy() -> ScriptedPolicy:
-    policy = ScriptedPolicy()
-    policy.judge("INVENTED", p_positive=0.05, after="<|im_start|>user")
-    policy.judge("<line>", p_positive=0.95, after="<|im_start|>user")
-    policy.on("write only the next_steps", "2. Check the output matches\n3. more text never decoded")
-    return policy
+from tests.support.methods import drafter_policy, load_trajectory, target_policy
+from tests.support.methods import E2E_DRAFTS, FILES, accepted_lines
 
 
 @pytest.fixture
@@ -83,7 +31,7 @@ def server_requests(srv) -> int:
 @pytest.mark.parametrize("name", sorted(FILES))
 def test_speccompact_over_http_one_request_judge(servers, name):
     target_srv, drafter_srv = servers
-    messages = load(name)
+    messages = load_trajectory(name)
     before = copy.deepcopy(messages)
     target = SpecCompactEndpoint(target_srv.url)
     drafter = SpecCompactEndpoint(drafter_srv.url)
@@ -118,10 +66,11 @@ def test_speccompact_over_http_one_request_judge(servers, name):
 
 def test_plain_runtime_endpoint_gives_the_same_summary_with_two_requests_per_judgement(servers):
     target_srv, drafter_srv = servers
-    messages = load("openai")
+    messages = load_trajectory("openai")
     one = compact(messages, target=SpecCompactEndpoint(target_srv.url),
                   drafter=SpecCompactEndpoint(drafter_srv.url))
-    target_srv.flush_cache(); drafter_srv.flush_cache()
+    target_srv.flush_cache()
+    drafter_srv.flush_cache()
     plain_target = RuntimeEndpoint(target_srv.url, chat_template_name="qwen")
     two = compact(messages, target=plain_target, drafter=SpecCompactEndpoint(drafter_srv.url))
     # plain RuntimeEndpoint: no thinking prefix and a generic template, so compare decisions
@@ -133,7 +82,7 @@ def test_plain_runtime_endpoint_gives_the_same_summary_with_two_requests_per_jud
 
 def test_lora_drafter_requests_share_one_namespace(servers):
     target_srv, drafter_srv = servers
-    res = compact(load("openai"), target=SpecCompactEndpoint(target_srv.url),
+    res = compact(load_trajectory("openai"), target=SpecCompactEndpoint(target_srv.url),
                   drafter=SpecCompactEndpoint(drafter_srv.url, lora_path="drafter"))
     per = requests.get(drafter_srv.url + "/emulator/stats", timeout=10).json()["per_lora"]
     assert set(per) == {"drafter"}
@@ -148,7 +97,7 @@ def test_lora_drafter_on_a_server_without_lora_is_a_typed_error(make_emulated_se
     target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B")
     drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B")  # no adapters
     with pytest.raises(BackendError, match="LoRA is not enabled"):
-        compact(load("openai"), target=SpecCompactEndpoint(target_srv.url),
+        compact(load_trajectory("openai"), target=SpecCompactEndpoint(target_srv.url),
                 drafter=SpecCompactEndpoint(drafter_srv.url, lora_path="drafter"))
 
 
@@ -156,7 +105,7 @@ def test_history_over_the_context_window_is_a_typed_413_error(make_emulated_serv
     from sgl_speccompact.errors import HistoryTooLongError, http_status
     target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B", context_length=512)
     drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
-    messages = load("openai")
+    messages = load_trajectory("openai")
     with pytest.raises(HistoryTooLongError) as err:
         compact(messages, target=SpecCompactEndpoint(target_srv.url), drafter=SpecCompactEndpoint(drafter_srv.url))
     assert http_status(err.value) == 413
@@ -168,7 +117,7 @@ def test_repair_candidates_over_http_one_sample_request_and_one_batch_judge(make
 
     def cont(prompt):
         done = accepted_lines(prompt)
-        lines = DRAFTS["next_steps"]
+        lines = E2E_DRAFTS["next_steps"]
         calls[len(done)] = calls.get(len(done), 0) + 1
         if len(done) == 1 and calls[1] > 1:  # the candidates, after the first draft of line 2
             return "2. Check the output exists\n"
@@ -177,13 +126,13 @@ def test_repair_candidates_over_http_one_sample_request_and_one_batch_judge(make
 
     drafter_pol = ScriptedPolicy()
     drafter_pol.on("Generate only the next_steps slot", cont)
-    for slot_name, lines in DRAFTS.items():
+    for slot_name, lines in E2E_DRAFTS.items():
         if slot_name != "next_steps":
             drafter_pol.on(f"Generate only the {slot_name} slot",
                            lambda p, lines=lines: "\n".join(lines[len(accepted_lines(p)):]) + "\n")
     target_srv = make_emulated_server(target_policy(), model_path="Qwen/Qwen3-8B")
     drafter_srv = make_emulated_server(drafter_pol, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
-    res = compact(load("openai"), target=SpecCompactEndpoint(target_srv.url),
+    res = compact(load_trajectory("openai"), target=SpecCompactEndpoint(target_srv.url),
                   drafter=SpecCompactEndpoint(drafter_srv.url),
                   config={"repair_candidates": True, "repair_samples": 3})
     nxt = {s.name: s for s in res.slots}["next_steps"]
@@ -206,7 +155,7 @@ def test_controlled_servers_write_no_label_lines(make_emulated_server):
     drafter_srv = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.5, seed=2), model_path="Qwen/Qwen3-0.6B",
                                        lora_paths=["drafter"])
     for cfg in ({}, {"shared_prefix": False}, {"repair_candidates": True, "repair_samples": 2}):
-        res = compact(load("mini_swe"), target=SpecCompactEndpoint(target_srv.url),
+        res = compact(load_trajectory("mini_swe"), target=SpecCompactEndpoint(target_srv.url),
                       drafter=SpecCompactEndpoint(drafter_srv.url, lora_path="drafter"), config=cfg)
         assert res.stats.repaired_lines + res.stats.candidate_lines > 0, cfg  # rejections happened
         lines = assert_summary_clean(res)

@@ -34,7 +34,7 @@ from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
 
-from test_chunking import tool_loop
+from tests.support.methods import tool_loop
 
 GOLDEN = Path(__file__).with_name("golden_bodies.json")
 RECORDED = datetime.datetime(2026, 12, 2, tzinfo=datetime.timezone.utc)  # the day golden_bodies.json was written

@@ -6,9 +6,9 @@ from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.core.prompts import KEEP_PREVIOUS, drafter_messages
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
-from scripted import ScriptedBackend
-from test_methods import complete
-from test_programs import MESSAGES, backends
+from tests.support.scripted import ScriptedBackend
+from tests.support.methods import complete
+from tests.support.programs import MESSAGES, backends
 
 PREVIOUS = "## Goal\n- EARLIER-FACT"
 

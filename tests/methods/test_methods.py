@@ -9,25 +9,9 @@ from sgl_speccompact.errors import ConfigError, UnknownMethodError
 from sgl_speccompact.methods.registry import METHODS, run_method
 from sgl_speccompact.schema import OPENCLAW_SLOTS, Slot
 
-from scripted import ScriptedBackend, slot_of
-from test_baselines import OPENCLAW_OUT
-from test_programs import MESSAGES, backends, drafter_from, judge_bad, repair_fixed, DRAFTS
-
-
-def complete(text, sampling_params):
-    """Target generations: a slot body for slot requests, else a whole summary."""
-    if "write only the" in text:
-        return f"- {slot_of(text)} from the target\n"
-    return OPENCLAW_OUT
-
-
-def pair(source_judge=None):
-    target = ScriptedBackend(judge=judge_bad, repair=repair_fixed, source_judge=source_judge)
-    return target, ScriptedBackend(draft=drafter_from(DRAFTS))
-
-
-def baseline_target(source_judge=None):
-    return ScriptedBackend(complete=complete, source_judge=source_judge)
+from tests.support.scripted import ScriptedBackend
+from tests.support.programs import MESSAGES, backends
+from tests.support.methods import baseline_target, pair
 
 
 def kinds(result, server="target"):
@@ -110,7 +94,7 @@ def test_previous_summary_reaches_every_method():
 
 
 def test_source_judge_flag_on_every_method():
-    drop = lambda entry, section: 0.1 if "/workspace/hello.py" in entry else 0.9  # noqa: E731
+    drop = lambda entry, section: 0.1 if "/workspace/hello.py" in entry else 0.9
     for method in METHODS:
         if method == "speccompact":
             target, drafter = pair(source_judge=drop)

@@ -12,9 +12,9 @@ from sgl_speccompact.errors import ConfigError, SummaryBudgetError, UnknownMetho
 from sgl_speccompact.methods.registry import METHODS, run_method
 from sgl_speccompact.methods.pipeline import REGISTRY, register
 
-from scripted import ScriptedBackend
-from test_methods import baseline_target, pair
-from test_programs import MESSAGES
+from tests.support.scripted import ScriptedBackend
+from tests.support.methods import baseline_target, pair
+from tests.support.programs import MESSAGES
 
 
 @pytest.fixture
@@ -60,7 +60,7 @@ def test_every_built_in_method_is_registered():
 
 @pytest.mark.parametrize("method", METHODS)
 def test_history_parsed_and_rendered_once_even_with_source_judge(method, counted_parsing):
-    sjc = lambda entry, section: 0.9  # noqa: E731
+    sjc = lambda entry, section: 0.9
     if method == "speccompact":
         target, drafter = pair(source_judge=sjc)
     else:

@@ -25,7 +25,7 @@ from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
-from scripted import ScriptedBackend, slot_of
+from tests.support.scripted import ScriptedBackend, slot_of
 
 MESSAGES = [
     {"role": "user", "content": "Create hello.py that prints Hello, World! and run it."},

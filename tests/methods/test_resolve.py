@@ -15,7 +15,7 @@ from sgl_speccompact.methods.request import MethodRequest, Offer
 from sgl_speccompact.methods.resolve import accepting, resolve_method, served_picker
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
-from scripted import ScriptedBackend
+from tests.support.scripted import ScriptedBackend
 
 
 def test_doctests():

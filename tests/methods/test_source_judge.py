@@ -17,8 +17,8 @@ from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.result import StatsRecorder
 from sgl_speccompact.methods.source_judge import source_judge, split_entries
 
-from scripted import ENTRY_RE, ScriptedBackend, count_tokens
-from test_programs import MESSAGES, backends
+from tests.support.scripted import ENTRY_RE, ScriptedBackend, count_tokens
+from tests.support.programs import MESSAGES, backends
 
 ON_PREFIX = {"source_judge_on_prefix": True}  # the judgements branch from the compaction's prefix
 
@@ -274,7 +274,7 @@ def test_after_a_slot_method_the_judge_prompts_branch_from_the_forked_prefix(sho
         if method == "speccompact":
             target, drafter = backends()
         else:
-            from test_methods import complete
+            from tests.support.methods import complete
             target, drafter = ScriptedBackend(complete=complete), None
         target.source_judge_fn = lambda entry, section: 0.9
         run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True,
@@ -295,7 +295,7 @@ def test_after_a_slot_method_the_judge_prompts_branch_from_the_forked_prefix(sho
 
 
 def test_stand_alone_form_for_one_shot_summaries():
-    from test_methods import complete
+    from tests.support.methods import complete
     target = ScriptedBackend(complete=complete, source_judge=lambda entry, section: 0.9)
     run_method("openclaw", MESSAGES, target=target, source_judge=True)
     prompts = target.kinds("source_judge")
@@ -304,7 +304,7 @@ def test_stand_alone_form_for_one_shot_summaries():
 
 def test_source_judge_after_speccompact_reuses_the_cached_prefix_on_the_emulator(make_emulated_server):
     from sgl_speccompact.testing import ScriptedPolicy
-    from test_e2e_compact import drafter_policy, load, target_policy
+    from tests.support.methods import drafter_policy, load_trajectory, target_policy
 
     policy = ScriptedPolicy()
     policy.judge("Finish the task\n</entry>", p_positive=0.05, after="<entry>")
@@ -314,7 +314,7 @@ def test_source_judge_after_speccompact_reuses_the_cached_prefix_on_the_emulator
     policy.logprob_rules += base.logprob_rules
     target_srv = make_emulated_server(policy, model_path="Qwen/Qwen3-8B")
     drafter_srv = make_emulated_server(drafter_policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
-    messages = load("openai")
+    messages = load_trajectory("openai")
     target = SpecCompactEndpoint(target_srv.url)
     res = run_method("speccompact", messages, target=target, drafter=SpecCompactEndpoint(drafter_srv.url),
                      source_judge=True, config=ON_PREFIX)
@@ -336,7 +336,7 @@ def test_source_judge_after_speccompact_reuses_the_cached_prefix_on_the_emulator
 
 def test_with_the_agent_layout_sjc_branches_from_the_agents_chat_prefix(emulator_tokenizer_path):
     from sgl_speccompact.core.prompts import SUMMARIZER_SYSTEM
-    from test_methods import complete
+    from tests.support.methods import complete
 
     target = ScriptedBackend(complete=complete, source_judge=lambda entry, section: 0.9)
     res = run_method("target_self", MethodRequest(MESSAGES, layout=AgentLayout("agent", chat_template=emulator_tokenizer_path)),
@@ -365,7 +365,7 @@ PROSE = "I SUSPECT THE PARSER IS WRONG AND WILL REWRITE IT"  # the agent's own w
 
 @pytest.mark.parametrize("method", ["speccompact", "target_self"])
 def test_the_default_judge_prompt_holds_no_assistant_text(method):
-    from test_methods import complete
+    from tests.support.methods import complete
 
     messages = [*MESSAGES[:2], {**MESSAGES[2], "content": PROSE}, *MESSAGES[3:]]
     prompts = {}

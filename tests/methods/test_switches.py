@@ -11,9 +11,9 @@ from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.config import DECISION_CHANGING, OPTIMIZATIONS, PROMPT_CHANGING, CompactConfig
 from sgl_speccompact.methods.registry import run_method
 
-from scripted import LINE_RE, ScriptedBackend
-from test_endpoint import InProcessEndpoint, assert_server_accepts, body_text, label_dist
-from test_programs import DRAFTS, MESSAGES, backends, drafter_from
+from tests.support.scripted import LINE_RE, ScriptedBackend
+from tests.support.endpoint import InProcessEndpoint, assert_server_accepts, body_text, label_dist
+from tests.support.programs import DRAFTS, MESSAGES, backends, drafter_from
 
 RECOMMENDED = {name: CompactConfig.model_fields[name].default for name in OPTIMIZATIONS}
 # switches that change only the requests: the same prompts, so the same verdicts from any judge.

@@ -10,8 +10,8 @@ from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.result import LineOrigin
 
-from scripted import BatchJudgeBackend, ScriptedBackend, accepted_of, slot_of
-from test_programs import DRAFTS, MESSAGES, backends, drafter_from, judge_bad, repair_fixed
+from tests.support.scripted import BatchJudgeBackend, ScriptedBackend, accepted_of, slot_of
+from tests.support.programs import DRAFTS, MESSAGES, backends, drafter_from, judge_bad, repair_fixed
 
 WAIT_S = 20  # a held verdict gives up after this long and fails the compaction
 
@@ -241,7 +241,7 @@ def test_a_sub_section_that_stops_early_ends_the_slot_as_one_branch_would():
 def test_the_same_line_under_two_sub_sections_is_accepted_once():
     twice = ["### Done", "- ran the tests", "", "### In Progress", "- ran the tests", "- [ ] fix the flake"]
     # the drafter leaves Blocked empty: the target is asked, and says (none)
-    repair = lambda s, acc: "(none)\n" if acc == ["### Blocked"] else "- [ ] other work\n"  # noqa: E731
+    repair = lambda s, acc: "(none)\n" if acc == ["### Blocked"] else "- [ ] other work\n"
     target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=repair)
     res = compact(MESSAGES, target=target, drafter=drafter, config=BRANCHES)
     lines = texts(res, "progress")
@@ -444,7 +444,7 @@ def test_stats_count_content_lines_only():
 def test_sample_n_body_validates_with_sglang():
     from sgl_speccompact.config import CompactConfig
     from sgl_speccompact.programs.steps import candidate_sampling
-    from test_endpoint import InProcessEndpoint, assert_server_accepts
+    from tests.support.endpoint import InProcessEndpoint, assert_server_accepts
 
     class Sampler(InProcessEndpoint):
         def _request(self, method, path, body=None):

@@ -13,7 +13,7 @@ from pathlib import Path
 import pytest
 
 import scripts
-from procs import ChildExited, stop, wait_healthy
+from tests.support.procs import ChildExited, stop, wait_healthy
 from real_servers import TARGET_CONTEXT, RealServers, Server, model_dir, start, unavailable
 from sgl_speccompact.testing.emulator.qwen3 import qwen_tokenizer_available
 

@@ -9,7 +9,6 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-import pytest
 
 import scripts
 from real_servers import unavailable

@@ -15,7 +15,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 import scripts
-from procs import poll_until
+from tests.support.procs import poll_until
 from reading import OPENAI, TRAJ, Unchanged, assert_scripted, history
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.service.app import create_app

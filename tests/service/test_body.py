@@ -8,7 +8,7 @@ import copy
 import json
 
 import pytest
-from test_service import MESSAGES, Backend, FakeRunner, make_client
+from tests.support.service import MESSAGES, Backend, FakeRunner, make_client
 
 from sgl_speccompact.config import CompactConfig
 from sgl_speccompact.errors import BackendUnavailableError, ConfigError, LabelTokenError
@@ -21,7 +21,7 @@ from sgl_speccompact.service.app import ServiceLimits, create_app, resolve_api_k
     ("max_history_messages", "100"), ("max_history_messages", 100.0), ("max_history_messages", True),
     ("max_history_chars", "99999999"), ("max_history_chars", 1e9),
 ])
-def test_probe_limit_raised_by_coercion_is_refused(field, value):
+def test_limit_raised_by_coercion_is_refused(field, value):
     client, runner = make_client(default_config={"max_history_messages": 5, "max_history_chars": 10_000})
     res = client.post("/v1/compact", json={"messages": MESSAGES + MESSAGES[1:3], "config": {field: value}})
     assert res.status_code == 422, res.text
@@ -31,7 +31,7 @@ def test_probe_limit_raised_by_coercion_is_refused(field, value):
 
 @pytest.mark.parametrize("field", ["max_new_tokens", "monolithic_max_tokens", "max_summary_tokens",
                                    "max_lines_per_slot", "max_tokens_per_slot"])
-def test_probe_every_max_limit_can_only_go_down(field):
+def test_every_max_limit_can_only_go_down(field):
     client, runner = make_client()
     res = client.post("/v1/compact", json={"messages": MESSAGES, "config": {field: 10**15}})
     assert res.status_code == 422 and res.json()["error"]["field"] == f"config.{field}"
@@ -43,7 +43,7 @@ def test_probe_every_max_limit_can_only_go_down(field):
     ({"eta": "0.8"}, "config.eta"), ({"eta": True}, "config.eta"), ({"max_new_tokens": "32"}, "config.max_new_tokens"),
     ({"positive_label": 1}, "config.positive_label"), ({"empty_markers": "none"}, "config.empty_markers"),
 ])
-def test_probe_no_string_or_bool_coerced_into_config(config, field):
+def test_no_string_or_bool_coerced_into_config(config, field):
     client, runner = make_client()
     res = client.post("/v1/compact", json={"messages": MESSAGES, "config": config})
     assert res.status_code == 422 and res.json()["error"]["field"] == field, res.text
@@ -72,7 +72,7 @@ def test_config_arrays_and_ints_for_floats_still_work():
     ({"messages": MESSAGES, "session": "s" * 257}, "session"),
     ({"messages": MESSAGES, "session": "caf\u00e9"}, "session"),
 ])
-def test_probe_strict_body_fields(body, field):
+def test_strict_body_fields(body, field):
     client, runner = make_client()
     res = client.post("/v1/compact", json=body)
     assert res.status_code == 422 and res.json()["error"]["field"] == field, res.text
@@ -95,7 +95,7 @@ def test_session_id_is_accepted_for_ahead_of_time_compaction():
     b'{"messages": [], "config": {"eta": NaN}}',
     b'{"messages": "\xff\xfe"}',
 ])
-def test_probe_hostile_json_is_a_typed_400(raw):
+def test_hostile_json_is_a_typed_400(raw):
     client, runner = make_client()
     res = client.post("/v1/compact", content=raw, headers={"content-type": "application/json"})
     assert res.status_code == 400, res.text
@@ -116,7 +116,7 @@ def test_deep_strings_are_not_nesting():
      "messages[0].content[0].text"),
     (b'{"messages": [{"role": "user", "content": "x"}], "previous_summary": "\\ud83d"}', "previous_summary"),
 ])
-def test_probe_lone_surrogate_is_422_naming_the_field(raw, field):
+def test_lone_surrogate_is_422_naming_the_field(raw, field):
     client, runner = make_client()
     res = client.post("/v1/compact", content=raw, headers={"content-type": "application/json"})
     assert res.status_code == 422, res.text
@@ -124,14 +124,14 @@ def test_probe_lone_surrogate_is_422_naming_the_field(raw, field):
     assert runner.calls == []
 
 
-def test_probe_previous_summary_has_its_own_limit():
+def test_previous_summary_has_its_own_limit():
     client, runner = make_client(limits=ServiceLimits(max_previous_summary_chars=1000))
     res = client.post("/v1/compact", json={"messages": MESSAGES, "previous_summary": "x" * 1001})
     assert res.status_code == 413 and res.json()["error"]["field"] == "previous_summary"
     assert client.post("/v1/compact", json={"messages": MESSAGES, "previous_summary": "x" * 1000}).status_code == 200
 
 
-def test_probe_label_token_error_names_the_field():
+def test_label_token_error_names_the_field():
     client, _ = make_client(FakeRunner(fail_with=LabelTokenError("no single token", field="config.positive_label")))
     res = client.post("/v1/compact", json={"messages": MESSAGES})
     assert res.status_code == 422 and res.json()["error"]["field"] == "config.positive_label"
@@ -149,7 +149,7 @@ def test_label_token_error_from_the_resolver_names_the_label():
 # ------------------------------------------------------------------ 9. operator surface
 
 
-def test_probe_empty_api_key_is_an_error(monkeypatch):
+def test_empty_api_key_is_an_error(monkeypatch):
     with pytest.raises(ConfigError):
         create_app(Backend("t"), Backend("d"), api_key="", runner=FakeRunner(), methods=("speccompact",))
     with pytest.raises(ConfigError):
@@ -161,7 +161,7 @@ def test_probe_empty_api_key_is_an_error(monkeypatch):
     assert resolve_api_key(None) == "k"
 
 
-def test_probe_error_bodies_name_upstreams_by_role():
+def test_error_bodies_name_upstreams_by_role():
     url = "http://10.1.2.3:30000"
     failing = FakeRunner(fail_with=BackendUnavailableError(
         f"{url}/generate unreachable: HTTPConnectionPool(host='10.1.2.3', port=30000) http://other:9/x"))
@@ -175,7 +175,7 @@ def test_probe_error_bodies_name_upstreams_by_role():
     assert url in detailed.post("/v1/compact", json={"messages": MESSAGES}).json()["error"]["message"]
 
 
-def test_probe_health_names_upstreams_by_role():
+def test_health_names_upstreams_by_role():
     client, _ = make_client(target=Backend("t", "http://127.0.0.1:9"), drafter=Backend("d"),
                             limits=ServiceLimits(health_timeout_s=2))
     res = client.get("/health")
@@ -187,7 +187,7 @@ def test_probe_health_names_upstreams_by_role():
     assert detailed.get("/health").json()["upstreams"]["target"]["url"] == "http://127.0.0.1:9/health"
 
 
-def test_probe_input_is_never_mutated_by_rejections():
+def test_input_is_never_mutated_by_rejections():
     client, _ = make_client(default_config={"max_history_messages": 2})
     sent = copy.deepcopy(MESSAGES)
     res = client.post("/v1/compact", content=json.dumps({"messages": sent}).encode(),
@@ -202,7 +202,7 @@ def test_probe_input_is_never_mutated_by_rejections():
 @pytest.mark.parametrize("field,operator,asked", [  # before: 200, the operator's limit raised
     ("hermes_cap_ratio", 1.0, 50), ("hermes_cap_ratio", 1.0, 1e300), ("repair_samples", 2, 16),
 ])
-def test_probe6_no_request_field_raises_an_operator_limit(field, operator, asked):
+def test_no_request_field_raises_an_operator_limit(field, operator, asked):
     client, runner = make_client(default_config={field: operator})
     res = client.post("/v1/compact", json={"messages": MESSAGES, "config": {field: asked}})
     assert res.status_code == 422 and res.json()["error"]["field"] == f"config.{field}", res.text
@@ -213,7 +213,7 @@ _UNBOUNDED_BEFORE = ("draft_temperature", "repair_temperature", "candidate_tempe
 
 
 @pytest.mark.parametrize("field", _UNBOUNDED_BEFORE)
-def test_probe6_numeric_config_fields_have_finite_bounds(field):
+def test_numeric_config_fields_have_finite_bounds(field):
     # before: 1e300 and 10**60 were accepted (200) for these fields
     client, runner = make_client()
     big = 10**60 if CompactConfig.model_fields[field].annotation is int else 1e300
@@ -234,8 +234,8 @@ def test_every_numeric_config_field_has_an_upper_bound():
     "caf\u00e9", "a\r\nX-Injected: 1", "a\nb", "nul\x00byte", "tab\there", "sp ace", "\x7f",
     "x" * 257,  # the one case refused before too (length), kept as a guard
 ])
-def test_probe6_routing_key_is_printable_ascii(key):
-    from test_service import RoutedBackend
+def test_routing_key_is_printable_ascii(key):
+    from tests.support.service import RoutedBackend
 
     client, runner = make_client(target=RoutedBackend("t"))
     res = client.post("/v1/compact", json={"messages": MESSAGES, "routing_key": key})
@@ -249,7 +249,7 @@ def test_probe6_routing_key_is_printable_ascii(key):
     None, "text/plain", "application/x-www-form-urlencoded", "multipart/form-data; boundary=x",
     "application/jsonp", "text/json",
 ])
-def test_probe6_json_endpoint_requires_application_json(content_type):
+def test_json_endpoint_requires_application_json(content_type):
     client, runner = make_client()
     headers = {"content-type": content_type} if content_type else {}
     res = client.post("/v1/compact", content=json.dumps({"messages": MESSAGES}).encode(), headers=headers)

@@ -5,63 +5,62 @@ deadline stop the compaction, and no request is sent after the cancel.
 from __future__ import annotations
 
 import json
-import time
 
 import httpx
 import pytest
-from live_service import _cancel_seen, _check_cancelled, _live, _wait_for, gated
-from procs import READY_S
-from test_service import MESSAGES
+from tests.support.live_service import cancel_seen, check_cancelled, live, wait_for
+from tests.support.procs import READY_S
+from tests.support.service import MESSAGES
 
 
 @pytest.mark.slow
-def test_probe_nonstream_client_gives_up_cancels_the_compaction(gated):
+def test_nonstream_client_gives_up_cancels_the_compaction(gated):
     import http.client
     from urllib.parse import urlsplit
 
-    svc = _live(gated)
+    svc = live(gated)
     try:
         where = urlsplit(svc.url)
         conn = http.client.HTTPConnection(where.hostname, where.port, timeout=READY_S)
         conn.request("POST", "/v1/compact", body=json.dumps({"messages": MESSAGES}),
                      headers={"Content-Type": "application/json"})
-        _wait_for(lambda: gated.entered >= 1, "a draft request", limit_s=READY_S)
+        wait_for(lambda: gated.entered >= 1, "a draft request", limit_s=READY_S)
         conn.close()  # every draft waits at the gate: the client gives up before any answer
-        _wait_for(lambda: _cancel_seen(svc), "the disconnect to be seen")
-        _check_cancelled(svc, gated, "cancelled")
+        wait_for(lambda: cancel_seen(svc), "the disconnect to be seen")
+        check_cancelled(svc, gated, "cancelled")
     finally:
         svc.close()
 
 
 @pytest.mark.slow
-def test_probe_stream_dropped_cancels_the_compaction(gated):
-    svc = _live(gated)
+def test_stream_dropped_cancels_the_compaction(gated):
+    svc = live(gated)
     try:
         with httpx.stream("POST", svc.url + "/v1/compact", json={"messages": MESSAGES, "stream": True},
                           timeout=30) as res:
             assert res.status_code == 200
-            _wait_for(lambda: gated.entered >= 1, "a draft request")
+            wait_for(lambda: gated.entered >= 1, "a draft request")
         # the client closed the stream before any result
-        _wait_for(lambda: _cancel_seen(svc), "the disconnect to be seen")
-        _check_cancelled(svc, gated, "cancelled")
+        wait_for(lambda: cancel_seen(svc), "the disconnect to be seen")
+        check_cancelled(svc, gated, "cancelled")
     finally:
         svc.close()
 
 
 @pytest.mark.slow
-def test_probe_whole_compaction_deadline(gated):
-    svc = _live(gated, compaction_timeout_s=1.0)
+def test_whole_compaction_deadline(gated):
+    svc = live(gated, compaction_timeout_s=1.0)
     try:
         res = httpx.post(svc.url + "/v1/compact", json={"messages": MESSAGES}, timeout=30)
         assert res.status_code == 504, res.text
         assert res.json()["error"]["type"] == "compaction_timeout"
         assert gated.entered >= 1
         # the draft in flight is cut at the deadline too: the thread ends with the gate still shut
-        _wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
+        wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
         assert svc.metric("speccompact_in_flight") == 0.0
         before = gated.calls()
         gated.gate.set()
-        time.sleep(0.5)  # room for a stray request to arrive (none may)
+        wait_for(gated.drained, "the drafts in flight to be answered")  # a stray request would follow these
         assert gated.calls() == before
         assert svc.metric('speccompact_compactions_total{method="speccompact",outcome="timeout"}') == 1.0
     finally:

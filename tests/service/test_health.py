@@ -11,8 +11,9 @@ import time
 import httpx
 import pytest
 from fastapi.testclient import TestClient
-from live_service import LiveService
-from misbehaving import Answer, Garbage, Hang, Trickle, Upstream, busy_loads
+
+from tests.support.live_service import LiveService
+from tests.support.misbehaving import Answer, Garbage, Hang, Trickle, Upstream, busy_loads
 
 from sgl_speccompact.service.app import ServiceLimits, create_app
 from sgl_speccompact.service.store import SessionStore
@@ -21,12 +22,11 @@ from sgl_speccompact.service.store import SessionStore
 
 
 @pytest.mark.perf
-def test_probe_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_server):
+def test_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_server):
     """One unauthenticated 200 KB body used to freeze /health for 20 s.  The body here is parsed,
     redacted and rendered for real (the target server is closed once its endpoint is made, so the
     compaction then fails fast); /health must answer in under 1 s (plus the slowest /health of a
     baseline taken in the same run, so a loaded machine does not fail it) the whole time."""
-    pytest.importorskip("sgl_speccompact.methods")
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
     server = make_emulated_server(model_path="Qwen/Qwen3-8B")

@@ -1,10 +1,9 @@
 """The prepare protocol: join, rolling, the deadline of a compact that waits, the bounded queue,
 growth-stable matching, the auto pick per session and acceptance per API key."""
 
-import sys
 import threading
+import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import pytest
 from fastapi.testclient import TestClient
@@ -13,12 +12,11 @@ from sgl_speccompact.methods.autopick import AutoPicker
 from sgl_speccompact.service.app import PREPARE_WORKERS, ServiceLimits, create_app
 from sgl_speccompact.service.store import DUPLICATE_OUTPUT
 
-from runner_calls import call_fields
-from test_service import MESSAGES, Backend, FakeRunner
-from test_sessions import MORE, metric, service, wait_idle
+from tests.support.runner_calls import call_fields
+from tests.support.service import MESSAGES, FakeRunner
+from tests.support.service import MORE, metric, release_once_decided, service, wait_idle
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2] / "integrations" / "hermes"))
-from speccompact_hermes import prune as hermes_prune  # noqa: E402
+from speccompact_hermes import prune as hermes_prune
 
 
 class Held(FakeRunner):
@@ -44,7 +42,7 @@ def prepare(client, messages, session="s", **extra):
 # ---------------------------------------------------------------- join
 
 
-def test_probe_twenty_identical_prepares_join_one_and_nothing_is_cancelled():
+def test_twenty_identical_prepares_join_one_and_nothing_is_cancelled():
     runner = Held()
     app, _ = service(runner)
     with TestClient(app) as client:
@@ -113,7 +111,7 @@ class Scoped:
         return self
 
 
-def test_probe_a_compact_waiting_for_a_prepare_ends_at_its_own_deadline():
+def test_a_compact_waiting_for_a_prepare_ends_at_its_own_deadline():
     runner = Held()
     app, _ = service(runner, limits=ServiceLimits(compaction_timeout_s=1.0))
     with TestClient(app) as client:
@@ -132,25 +130,35 @@ def test_probe_a_compact_waiting_for_a_prepare_ends_at_its_own_deadline():
         wait_idle(app)
 
 
-def test_the_compaction_after_a_wait_gets_only_what_is_left_of_the_deadline():
+def test_the_compaction_after_a_wait_gets_only_what_is_left_of_the_deadline(monkeypatch):
     runner, scopes = Held(), []
     app = create_app(Scoped("t", scopes), Scoped("d", []), runner=runner, methods=("speccompact", "hermes"),
                      limits=ServiceLimits(compaction_timeout_s=30.0))
     with TestClient(app) as client:
+        sessions = app.state.sessions
         prepare(client, MESSAGES)
         assert runner.arrived.acquire(timeout=30)
-        app.state.sessions.expected.seconds = 0.0
-        threading.Timer(0.5, runner.release.set).start()
+        sessions.expected.seconds = 0.0
+        deadlines, resolve = [], sessions.resolve
+
+        async def seen_resolve(scope, req, method, deadline=None, *args, **kw):
+            deadlines.append(deadline)  # the compact's deadline, counted from its arrival
+            return await resolve(scope, req, method, deadline, *args, **kw)
+
+        monkeypatch.setattr(sessions, "resolve", seen_resolve)
+        release_once_decided(app, runner)  # the prepare ends only after the compact decided to wait for it
         res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
         assert res.json()["session"]["prepare"] == "waited"
         own = scopes[-1]  # the compact's own compaction of the new turns
-        assert own.deadline_s == 30.0 and own.remaining() <= 30.0 - 0.5  # it waited at least 0.5 s of it
+        now = time.monotonic()
+        # its deadline is the compact's (a fresh one would leave more than what was left at the arrival)
+        assert own.deadline_s == 30.0 and len(deadlines) == 1 and own.remaining() <= deadlines[0] - now
 
 
 # ---------------------------------------------------------------- bounds
 
 
-def test_probe_beyond_the_queue_a_prepare_gets_429_with_retry_after():
+def test_beyond_the_queue_a_prepare_gets_429_with_retry_after():
     runner = Held()
     app, _ = service(runner, limits=ServiceLimits(prepare_workers=1, prepare_queue=2))
     with TestClient(app) as client:
@@ -178,7 +186,7 @@ def test_beyond_the_queued_bytes_a_prepare_gets_429():
         wait_idle(app)
 
 
-def test_probe_a_thousand_prepares_leave_threads_and_queued_bytes_bounded():
+def test_a_thousand_prepares_leave_threads_and_queued_bytes_bounded():
     runner = Held()
     limits = ServiceLimits(prepare_workers=2, prepare_queue=16, prepare_queue_bytes=2**20)
     app, _ = service(runner, limits=limits)
@@ -207,7 +215,7 @@ def tool_turn(call_id: str, output: str) -> list[dict]:
             {"role": "tool", "tool_call_id": call_id, "content": output}]
 
 
-def test_probe_the_held_session_prefix_is_reused_after_pruning_marks_an_older_duplicate():
+def test_the_held_session_prefix_is_reused_after_pruning_marks_an_older_duplicate():
     """Hermes's pruning turns the older copy of a repeated tool output into a back-reference as the
     history grows: the prepared prefix still holds the full copy, and it is reused."""
     assert hermes_prune.DUPLICATE == DUPLICATE_OUTPUT  # the service matches the plugin's wording
@@ -251,7 +259,7 @@ class HeldPicker(AutoPicker):
         return {"requested": "auto", "method": method, "held": held}
 
 
-def test_probe_a_session_picks_again_with_the_share_its_last_compaction_kept():
+def test_a_session_picks_again_with_the_share_its_last_compaction_kept():
     app, runner = service(auto=HeldPicker(None, "test"))
     goal = f"- {MESSAGES[1]['content']}"  # the fake runner's summary line
     with TestClient(app) as client:
@@ -265,7 +273,7 @@ def test_probe_a_session_picks_again_with_the_share_its_last_compaction_kept():
         assert other["stats"]["auto"]["method"] == "hermes"
 
 
-def test_probe_the_auto_pick_is_made_once_per_session():
+def test_the_auto_pick_is_made_once_per_session():
     app, runner = service(auto=SizePicker(None, "test"))
     with TestClient(app) as client:
         prepare(client, MESSAGES)
@@ -278,7 +286,7 @@ def test_probe_the_auto_pick_is_made_once_per_session():
         assert alone["stats"]["auto"]["method"] == "hermes"
 
 
-def test_probe_one_keys_acceptance_never_moves_another_keys_auto_estimate():
+def test_one_keys_acceptance_never_moves_another_keys_auto_estimate():
     app, _ = service(auto=SizePicker(None, "test"))
     a, b = {"Authorization": "Bearer key-a"}, {"Authorization": "Bearer key-b"}
     with TestClient(app) as client:

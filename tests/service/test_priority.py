@@ -11,12 +11,12 @@ from sgl_speccompact.launch.plan import build_plan
 from sgl_speccompact.launch.servers import AGENT_PRIORITY, PREPARE_PRIORITY, server_command
 from sgl_speccompact.service.app import ServiceLimits, create_app
 
-from test_endpoint import InProcessEndpoint, assert_server_accepts
-from test_service import MESSAGES
-from test_sessions import wait_idle
+from tests.support.endpoint import InProcessEndpoint, assert_server_accepts
+from tests.support.service import MESSAGES
+from tests.support.service import wait_idle
 
 
-def test_probe_prepares_go_at_a_lower_priority_than_compacts_and_every_body_is_valid():
+def test_prepares_go_at_a_lower_priority_than_compacts_and_every_body_is_valid():
     target = InProcessEndpoint()
     app = create_app(target, None, limits=ServiceLimits(prepare_priority=PREPARE_PRIORITY))
     with TestClient(app) as client:
@@ -56,7 +56,7 @@ def plan_for(*argv: str):
     return build_plan(build_parser("x").parse_args(list(argv)))
 
 
-def test_probe_the_launcher_starts_the_target_with_priority_scheduling_sglang_accepts():
+def test_the_launcher_starts_the_target_with_priority_scheduling_sglang_accepts():
     plan = plan_for()
     target, drafter = plan.servers
     cmd = server_command(target, "python")

@@ -24,8 +24,8 @@ from sgl_speccompact.result import CompactionResult
 from sgl_speccompact.service.app import ServiceLimits, make_store
 from sgl_speccompact.service.store import DUPLICATE_OUTPUT, MAX_PER_SESSION, SessionStore, make_stored
 
-from test_service import MESSAGES
-from test_sessions import MORE, Clock, service, wait_idle
+from tests.support.service import MESSAGES
+from tests.support.service import MORE, Clock, service, wait_idle
 
 START_S = 10.0  # longest wait for redis-server to answer (seconds)
 
@@ -171,7 +171,7 @@ def redis_service(url, runner=None):
     return service(runner, limits=ServiceLimits(session_store=url))
 
 
-def test_probe_two_replicas_reuse_each_others_prepare_and_a_restart_keeps_it(clean_redis):
+def test_two_replicas_reuse_each_others_prepare_and_a_restart_keeps_it(clean_redis):
     one, runner_one = redis_service(clean_redis)
     two, runner_two = redis_service(clean_redis)
     with TestClient(one) as a, TestClient(two) as b:
@@ -275,12 +275,12 @@ class RoundRobin:
 
 
 @pytest.mark.e2e  # service processes, emulated servers and a redis-server
-def test_probe_two_replica_processes_behind_one_address_and_a_restart_reuse_a_prepare(clean_redis, make_emulated_server):
+def test_two_replica_processes_behind_one_address_and_a_restart_reuse_a_prepare(clean_redis, make_emulated_server):
     import sys
 
     import httpx
 
-    from procs import output, stop as stop_child, wait_healthy
+    from tests.support.procs import output, stop as stop_child, wait_healthy
     from sgl_speccompact.testing import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
@@ -432,9 +432,9 @@ def test_a_poisoned_auto_pick_is_dropped_counted_and_picked_afresh(clean_redis, 
         r.hset(key, "method", "hermes")  # the wrong Redis type
     else:
         r.set(key, poison, ex=60)
-    picked = sessions.auto_pick("a", "s", lambda: {"method": "hermes"}, allowed=("hermes", "openclaw"))
+    picked = sessions.auto_pick("a", "s", lambda held: {"method": "hermes"}, allowed=("hermes", "openclaw"))
     assert picked == {"method": "hermes"} and store.malformed == 1
-    assert sessions.auto_pick("a", "s", lambda: {"method": "openclaw"}, allowed=("hermes", "openclaw")) == {
+    assert sessions.auto_pick("a", "s", lambda held: {"method": "openclaw"}, allowed=("hermes", "openclaw")) == {
         "method": "hermes", "session_pick": "kept"}  # the fresh pick was kept, with a TTL
     assert 0 < r.ttl(key) and store.breaker.trips == 0
 

@@ -6,69 +6,15 @@ import copy
 import json
 import re
 import threading
-import time
 from concurrent.futures import ThreadPoolExecutor
 
 import pytest
 from fastapi.testclient import TestClient
 
-from runner_calls import call_fields
+from tests.support.runner_calls import call_fields
 from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError
-from sgl_speccompact.result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 from sgl_speccompact.service.app import DEFAULT_METHODS, ServiceLimits, create_app
-
-MESSAGES = [
-    {"role": "system", "content": "You are a coding agent."},
-    {"role": "user", "content": "Fix the failing test in a.py"},
-    {"role": "assistant", "content": "", "tool_calls": [
-        {"id": "c1", "type": "function", "function": {"name": "bash", "arguments": "{\"cmd\": \"pytest\"}"}}]},
-    {"role": "tool", "tool_call_id": "c1", "name": "bash", "content": "FAILED a.py::test_x"},
-]
-
-
-class Backend:
-    """Stands in for an SGLang endpoint."""
-
-    def __init__(self, name: str, base_url: str | None = None):
-        self.name = name
-        self.base_url = base_url
-
-
-class FakeRunner:
-    """``run_method`` stand-in: one line per slot, summary names the request."""
-
-    def __init__(self, fail_with: Exception | None = None, barrier: threading.Barrier | None = None):
-        self.fail_with = fail_with
-        self.barrier = barrier
-        self.calls: list[dict] = []
-        self._lock = threading.Lock()
-
-    def __call__(self, method, messages, *, target, drafter=None, config=None, **given):
-        call = call_fields(messages, method=method, target=target, drafter=drafter, config=config, **given)
-        on_event = call.pop("on_event", None)
-        with self._lock:
-            self.calls.append(call)
-        if self.barrier is not None:
-            self.barrier.wait(timeout=30)  # every request must be in flight at once
-        goal = f"- {call['messages'][1]['content']}"
-        if on_event:
-            on_event({"type": "line", "slot": "goal", "text": goal, "origin": "drafted_accepted"})
-        if self.fail_with is not None:
-            raise self.fail_with
-        if on_event:
-            on_event({"type": "slot_done", "slot": "goal", "stop_reason": "complete"})
-        slot = SlotResult(name="goal", title="Goal", stop_reason="complete",
-                          lines=[SummaryLine(text=goal, origin=LineOrigin.DRAFTED, score=0.9)])
-        res = CompactionResult(method=method, summary=f"## Goal\n{goal}", summary_tokens=7, slots=[slot])
-        res.stats.proposed_lines, res.stats.accepted_lines = 2, 1
-        return res
-
-
-def make_client(runner=None, **kw) -> tuple[TestClient, FakeRunner]:
-    runner = runner or FakeRunner()
-    kw.setdefault("methods", DEFAULT_METHODS)
-    app = create_app(kw.pop("target", Backend("t")), kw.pop("drafter", Backend("d")), runner=runner, **kw)
-    return TestClient(app), runner
+from tests.support.service import Backend, FakeRunner, LayoutRunner, MESSAGES, RoutedBackend, endpoints, make_client
 
 
 @pytest.mark.parametrize("method", DEFAULT_METHODS)
@@ -315,7 +261,9 @@ def test_metrics_count_outcomes_and_are_per_app():
 
 @pytest.fixture
 def methods():
-    return pytest.importorskip("sgl_speccompact.methods", reason="sgl_speccompact.methods not available yet")
+    from sgl_speccompact import methods
+
+    return methods
 
 
 @pytest.fixture
@@ -326,13 +274,6 @@ def emulated_pair(make_emulated_server):
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
     drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     return target, drafter
-
-
-def endpoints(target_srv, drafter_srv, timeout_s: float = 60.0):
-    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
-
-    return (SpecCompactEndpoint(target_srv.url, timeout_s=timeout_s),
-            SpecCompactEndpoint(drafter_srv.url, lora_path="drafter", timeout_s=timeout_s))
 
 
 class Recording:
@@ -391,8 +332,10 @@ def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
     def draft_then_kill_target(prompt):
         if not killed.is_set():  # the target already prefilled the shared prefix; now it goes away
             killed.set()
-            threading.Thread(target=target_srv.close).start()
-            time.sleep(1.0)
+            closer = threading.Thread(target=target_srv.close)
+            closer.start()
+            closer.join(timeout=60)  # closed before this draft is answered
+            assert not closer.is_alive(), "the target did not close"
         return "- a drafted line about a.py\n"
 
     drafter_policy = ScriptedPolicy()
@@ -413,15 +356,19 @@ def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
 def test_e2e_slow_target_is_504(methods, make_emulated_server):
     from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
 
+    answer = threading.Event()  # the target answers only once the test is over: it never answers in time
     slow = ScriptedPolicy()
-    slow.on("", lambda prompt: time.sleep(3) or "- late\n")
+    slow.on("", lambda prompt: answer.wait(60) and "- late\n")
     target_srv = make_emulated_server(policy=slow, model_path="Qwen/Qwen3-8B")
     drafter_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
     target, drafter = endpoints(target_srv, drafter_srv, timeout_s=0.5)
     runner = Recording(methods.run_method)
     client = TestClient(create_app(target, drafter, runner=runner, methods=methods.METHODS))
     method = "hermes" if "hermes" in methods.METHODS else methods.METHODS[0]
-    res = client.post("/v1/compact", json={"messages": MESSAGES, "method": method})
+    try:
+        res = client.post("/v1/compact", json={"messages": MESSAGES, "method": method})
+    finally:
+        answer.set()
     assert res.status_code == 504, res.text
     assert res.json()["error"]["type"] == "backend_timeout"
     assert runner.seen[0] == MESSAGES
@@ -453,28 +400,6 @@ def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_ser
         found = set(re.findall(r"TASK-(\d+)", out["summary"]))
         assert found == {str(i)}, out
         assert out["stats"]["requests"]["drafter"]["draft"]["requests"] >= 1
-
-
-class LayoutRunner(FakeRunner):
-    """Records the layout arguments the service passes on."""
-
-    def __call__(self, method, messages, **kw):
-        call = call_fields(messages)
-        self.layout_args = {**{k: call.get(k) for k in ("layout", "tools", "chat_template", "chat_template_kwargs")},
-                            "target": kw["target"]}
-        return super().__call__(method, messages, **kw)
-
-
-class RoutedBackend(Backend):
-    routing_key = None
-
-    def with_routing_key(self, key):
-        other = RoutedBackend(self.name, self.base_url)
-        other.routing_key = key
-        return other
-
-    def with_cancel(self, scope):
-        return self
 
 
 def test_layout_fields_reach_the_runner():

@@ -2,7 +2,6 @@
 
 import doctest
 import threading
-import time
 
 import pytest
 from fastapi.testclient import TestClient
@@ -11,10 +10,9 @@ from sgl_speccompact.service import store as sessions_module
 from sgl_speccompact.service.app import ServiceLimits, create_app
 from sgl_speccompact.service.store import SessionStore, Stored, message_keys, prefix_digests
 
-from test_service import MESSAGES, Backend, FakeRunner
-
-MORE = [{"role": "assistant", "content": "The test fails on an import."},
-        {"role": "user", "content": "Then fix the import in a.py"}]
+from tests.support.service import MESSAGES, FakeRunner
+from tests.support.live_service import wait_for
+from tests.support.service import MORE, Clock, metric, release_once_decided, service, wait_idle
 
 
 def test_doctests():
@@ -30,14 +28,6 @@ def stored(messages, n, size=10, cost=1.0, created=0.0, summary="S"):
 
     return Stored(CompactionResult(method="m", summary=summary), n, prefix_digests(messages, {n})[n], size, cost,
                   created, *message_keys(messages[:n]))
-
-
-class Clock:
-    def __init__(self):
-        self.now = 0.0
-
-    def __call__(self):
-        return self.now
 
 
 def test_store_longest_prefix_and_a_rest_that_starts_inside_a_tool_call():
@@ -74,27 +64,7 @@ def test_store_bounds_by_bytes_and_age_and_counts_unused_entries_as_waste():
 # ---------------------------------------------------------------- the service
 
 
-def wait_idle(app, timeout=20.0):
-    end = time.monotonic() + timeout
-    while app.state.sessions.running or app.state.compactions.running():
-        assert time.monotonic() < end, "prepare did not finish"
-        time.sleep(0.02)
-
-
-def service(runner=None, **kw):
-    runner = runner or FakeRunner()
-    app = create_app(Backend("t"), Backend("d"), runner=runner, methods=("speccompact", "hermes"), **kw)
-    return app, runner
-
-
-def metric(client, name):
-    for line in client.get("/metrics").text.splitlines():
-        if line.startswith(name + " ") or line.startswith(name + "{"):
-            return float(line.rsplit(" ", 1)[1])
-    return 0.0
-
-
-def test_probe_a_compact_after_a_prepare_reuses_it():
+def test_a_compact_after_a_prepare_reuses_it():
     app, runner = service()
     with TestClient(app) as client:
         res = client.post("/v1/compact", json={"messages": MESSAGES, "session": "s1", "mode": "prepare"})
@@ -122,7 +92,7 @@ def test_probe_a_compact_after_a_prepare_reuses_it():
     {"headers": {}},  # no key at all
     {"body": {"focus": "tests"}},  # a request the summary was not made for
 ])
-def test_probe_a_stored_summary_never_crosses_sessions_or_api_keys(other):
+def test_a_stored_summary_never_crosses_sessions_or_api_keys(other):
     app, runner = service()
     mine = {"Authorization": "Bearer key-1"}
     with TestClient(app) as client:
@@ -189,7 +159,7 @@ def test_a_compact_waits_for_a_prepare_that_has_run_long_enough():
         client.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare"})
         assert runner.started.wait(10)
         app.state.sessions.expected.seconds = 0.0  # any elapsed time is past the fixed share
-        threading.Timer(0.3, runner.release.set).start()
+        release_once_decided(app, runner)
         res = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s"})
         info = res.json()["session"]
         assert info["prepare"] == "waited" and info["reused_messages"] == len(MESSAGES)
@@ -216,13 +186,13 @@ def test_a_compact_cancels_a_young_prepare_and_starts_fresh():
 PREVIOUS = {"previous_summary": "## Goal\n- fix the failing test"}  # sizes the prepared summary: 9 tokens
 
 
-def compact_during_a_prepare(app, runner, after_s: float = 0.0) -> dict:
-    """Start a prepare of MESSAGES, compact MESSAGES + MORE ``after_s`` later while it runs; the ``session`` entry."""
+def compact_during_a_prepare(app, runner, elapsed_s: float | None = None) -> dict:
+    """Start a prepare of MESSAGES, compact MESSAGES + MORE while it runs (``elapsed_s``: how long the
+    decision sees it has run; None: the real time); the ``session`` entry."""
     with TestClient(app) as client:
         client.post("/v1/compact", json={"messages": MESSAGES, "session": "s", "mode": "prepare", **PREVIOUS})
         assert runner.started.wait(10)
-        time.sleep(after_s)
-        threading.Timer(0.3, runner.release.set).start()
+        release_once_decided(app, runner, elapsed_s)
         info = client.post("/v1/compact", json={"messages": MESSAGES + MORE, "session": "s", **PREVIOUS}
                            ).json()["session"]
         runner.release.set()
@@ -248,7 +218,7 @@ def test_the_cost_models_prediction_decides_wait_or_cancel(fixed, choice):
     app.state.sessions.predict = predict
     # the moving average alone would choose the other way: the prediction overrides it
     app.state.sessions.expected.seconds = 3600.0 if choice == "waited" else 0.0
-    info = compact_during_a_prepare(app, runner, after_s=0.5)
+    info = compact_during_a_prepare(app, runner, elapsed_s=0.5)
     assert info["prepare"] == choice, sizes
     assert info["reused_messages"] == (len(MESSAGES) if choice == "waited" else 0)
     prefix, rest, whole = sizes
@@ -273,7 +243,7 @@ def test_a_known_deployment_predicts_with_the_cost_model():
     app.state.sessions.expected.seconds = 0.0
     dep = Deployment.named(target="qwen3-32b", gpus=2)
     assert app.state.sessions.predict("speccompact", 500) == predict("speccompact", dep, 500, 0.7)
-    assert compact_during_a_prepare(app, runner)["prepare"] == "cancelled"
+    assert compact_during_a_prepare(app, runner, elapsed_s=0.0)["prepare"] == "cancelled"
 
 
 def test_restart_loses_the_store_and_nothing_breaks():
@@ -291,17 +261,43 @@ def test_restart_loses_the_store_and_nothing_breaks():
 # ---------------------------------------------------------------- on the emulator
 
 
-def test_probe_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(make_emulated_server):
+def test_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(make_emulated_server, monkeypatch):
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.backends.http import HttpEndpoint
     from sgl_speccompact.testing import ScriptedPolicy
 
-    log, lock = [], threading.Lock()  # (arrival time, which prepare)
+    lock, gate = threading.Lock(), threading.Event()  # the first prepare's later answers wait at the gate
+    arrived = {"ALPHA": 0, "BETA": 0}  # requests each prepare got to a server
+    in_flight: dict = {}  # cancel scope -> requests sent through it and not answered yet
+    scopes = []  # the scopes, in the order of their first request
 
     def answer(prompt):
+        who = "ALPHA" if "ALPHA" in prompt else "BETA"
         with lock:
-            log.append((time.monotonic(), "ALPHA" if "ALPHA" in prompt else "BETA"))
-        time.sleep(0.05)
+            arrived[who] += 1
+            hold = who == "ALPHA" and arrived[who] >= 3  # the first prepare is still running at the cancel
+        if hold and not gate.wait(60):
+            raise AssertionError("the gate never opened")
         return "- a line about the task\n"
+
+    send = HttpEndpoint._request
+
+    def counted(self, *args, **kw):
+        scope = self.cancel_scope
+        with lock:
+            if scope is not None and scope not in in_flight:
+                in_flight[scope] = 0
+                scopes.append(scope)
+            if scope is not None:
+                in_flight[scope] += 1
+        try:
+            return send(self, *args, **kw)
+        finally:
+            if scope is not None:
+                with lock:
+                    in_flight[scope] -= 1
+
+    monkeypatch.setattr(HttpEndpoint, "_request", counted)
 
     def policy():
         p = ScriptedPolicy()
@@ -318,23 +314,26 @@ def test_probe_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(ma
         return [{"role": "system", "content": "You are a coding agent."},
                 {"role": "user", "content": f"Finish task {tag} in the repository"}]
 
-    with TestClient(app) as client:
-        client.post("/v1/compact", json={"messages": history("ALPHA"), "session": "s", "mode": "prepare"})
-        end = time.monotonic() + 30
-        while sum(1 for _, who in log if who == "ALPHA") < 3:  # the first prepare is well under way
-            assert time.monotonic() < end
-            time.sleep(0.01)
-        cancelled_at = time.monotonic()
-        res = client.post("/v1/compact", json={"messages": history("BETA"), "session": "s", "mode": "prepare"})
-        assert res.status_code == 202
-        wait_idle(app, timeout=60)
-        alpha = [t for t, who in log if who == "ALPHA"]
-        assert alpha and max(alpha) - cancelled_at < 1.0  # no ALPHA request reached a server later
-        assert any(who == "BETA" for _, who in log)
-        assert len(app.state.sessions.store) == 1  # only the newer prepare's result
-        assert metric(client, "speccompact_prepare_wasted_seconds_total") > 0
-        got = client.post("/v1/compact", json={"messages": history("BETA"), "session": "s"}).json()
-        assert got["session"]["reused_messages"] == 2
+    try:
+        with TestClient(app) as client:
+            client.post("/v1/compact", json={"messages": history("ALPHA"), "session": "s", "mode": "prepare"})
+            wait_for(lambda: arrived["ALPHA"] >= 3, "the first prepare to be under way")
+            res = client.post("/v1/compact", json={"messages": history("BETA"), "session": "s", "mode": "prepare"})
+            assert res.status_code == 202
+            alpha = scopes[0]
+            wait_for(lambda: alpha.reason is not None, "the first prepare to be cancelled")
+            with lock:  # what reached a server, plus what was already on its way
+                bound = arrived["ALPHA"] + in_flight[alpha]
+            gate.set()
+            wait_idle(app, timeout=60)
+            assert arrived["ALPHA"] <= bound  # no request of the first prepare was sent after its cancel
+            assert arrived["BETA"] > 0
+            assert len(app.state.sessions.store) == 1  # only the newer prepare's result
+            assert metric(client, "speccompact_prepare_wasted_seconds_total") > 0
+            got = client.post("/v1/compact", json={"messages": history("BETA"), "session": "s"}).json()
+            assert got["session"]["reused_messages"] == 2
+    finally:
+        gate.set()
 
 
 def test_store_flags_reach_the_service_config():

@@ -9,9 +9,9 @@ import threading
 
 import httpx
 import pytest
-from live_service import _wait_for, gated
-from procs import EXIT_S, READY_S, stop, wait_healthy
-from test_service import MESSAGES
+from tests.support.live_service import wait_for
+from tests.support.procs import EXIT_S, READY_S, stop, wait_healthy
+from tests.support.service import MESSAGES
 
 from sgl_speccompact.service.app import create_app
 
@@ -42,8 +42,7 @@ def _non_daemon_threads() -> int:
 
 
 @pytest.mark.slow
-def test_probe_fifty_failing_compactions_leak_no_threads(make_emulated_server):
-    pytest.importorskip("sgl_speccompact.methods")
+def test_fifty_failing_compactions_leak_no_threads(make_emulated_server):
     from fastapi.testclient import TestClient
 
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
@@ -57,12 +56,12 @@ def test_probe_fifty_failing_compactions_leak_no_threads(make_emulated_server):
             assert res.status_code == 502, res.text
         for _ in range(3):  # warm up: connection pools, the loop's executor
             fail_once()
-        _wait_for(lambda: app.state.compactions.running() == 0, "warm-up threads to end")
+        wait_for(lambda: app.state.compactions.running() == 0, "warm-up threads to end")
         baseline, total = _non_daemon_threads(), threading.active_count()
         for _ in range(50):
             fail_once()
-        _wait_for(lambda: app.state.compactions.running() == 0, "compaction threads to end")
-        _wait_for(lambda: _non_daemon_threads() <= baseline, "sglang worker threads to end", limit_s=EXIT_S)
+        wait_for(lambda: app.state.compactions.running() == 0, "compaction threads to end")
+        wait_for(lambda: _non_daemon_threads() <= baseline, "sglang worker threads to end", limit_s=EXIT_S)
         assert threading.active_count() <= total + 2
         text = client.get("/metrics").text
     assert 'speccompact_compactions_total{method="speccompact",outcome="upstream_error"} 53.0' in text
@@ -70,13 +69,12 @@ def test_probe_fifty_failing_compactions_leak_no_threads(make_emulated_server):
 
 
 @pytest.mark.slow
-def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_emulated_server):
+def test_sigterm_stops_the_service_after_failures_and_a_hung_request(make_emulated_server):
     import os
     import signal
     import subprocess
     import sys
 
-    pytest.importorskip("sgl_speccompact.methods")
     from sgl_speccompact.testing import ScriptedPolicy
     from sgl_speccompact.testing.emulator.server import free_port
 
@@ -116,7 +114,7 @@ def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_
 
         client = threading.Thread(target=ask, daemon=True)
         client.start()
-        _wait_for(lambda: hung.is_set() or proc.poll() is not None, "the hung draft", limit_s=READY_S)
+        wait_for(lambda: hung.is_set() or proc.poll() is not None, "the hung draft", limit_s=READY_S)
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=EXIT_S)  # a hang guard, not a timing claim
@@ -134,14 +132,13 @@ def test_probe_sigterm_stops_the_service_after_failures_and_a_hung_request(make_
 
 
 @pytest.mark.slow
-def test_probe7_sigterm_ends_open_streams_with_an_error_event(make_emulated_server):
+def test_sigterm_ends_open_streams_with_an_error_event(make_emulated_server):
     # before: the stream was cut mid-chunk (httpx.RemoteProtocolError), no error event
     import os
     import signal
     import subprocess
     import sys
 
-    pytest.importorskip("sgl_speccompact.methods")
     from sgl_speccompact.testing import ScriptedPolicy
     from sgl_speccompact.testing.emulator.server import free_port
 
@@ -179,7 +176,7 @@ def test_probe7_sigterm_ends_open_streams_with_an_error_event(make_emulated_serv
         wait_healthy(base, proc)
         client = threading.Thread(target=listen, daemon=True)
         client.start()
-        _wait_for(lambda: hung.is_set() or proc.poll() is not None, "the hung draft")
+        wait_for(lambda: hung.is_set() or proc.poll() is not None, "the hung draft")
         assert proc.poll() is None, proc.communicate()[1][-2000:]
         proc.send_signal(signal.SIGTERM)
         _, err = proc.communicate(timeout=EXIT_S)
@@ -197,7 +194,7 @@ def test_probe7_sigterm_ends_open_streams_with_an_error_event(make_emulated_serv
 
 
 @pytest.mark.slow
-def test_probe7_server_stop_ends_streams_without_a_signal(gated):
+def test_server_stop_ends_streams_without_a_signal(gated):
     # the launcher's server cancels compactions as shutdown begins, so a stop that is no signal (a dying
     # SGLang child sets should_exit) ends streams the same way; before: no such server, streams were cut
     import uvicorn
@@ -213,7 +210,7 @@ def test_probe7_server_stop_ends_streams_without_a_signal(gated):
     assert isinstance(server, uvicorn.Server)
     runner = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     runner.start()
-    _wait_for(lambda: server.started, "uvicorn to start")
+    wait_for(lambda: server.started, "uvicorn to start")
     got: list = []
 
     def listen() -> None:
@@ -227,7 +224,7 @@ def test_probe7_server_stop_ends_streams_without_a_signal(gated):
 
     client = threading.Thread(target=listen, daemon=True)
     client.start()
-    _wait_for(lambda: gated.entered >= 1, "a draft request")
+    wait_for(lambda: gated.entered >= 1, "a draft request")
     server.should_exit = True
     runner.join(timeout=EXIT_S)
     client.join(timeout=EXIT_S)

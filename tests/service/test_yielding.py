@@ -15,10 +15,9 @@ from sgl_speccompact.backends.http import http_error
 from sgl_speccompact.service.app import ServiceLimits, create_app
 from sgl_speccompact.service.yielding import Unsupported, YieldGate, yield_delay
 
-from live_service import _wait_for
-from misbehaving import Answer, Trickle, Upstream
-from test_service import MESSAGES
-from test_sessions import wait_idle
+from tests.support.live_service import wait_for
+from tests.support.misbehaving import Answer, Trickle, Upstream
+from tests.support.service import MESSAGES, wait_idle
 
 
 class FakeClock:
@@ -164,7 +163,7 @@ def counted_endpoint(url: str, sent: list):
     return ep
 
 
-def test_probe_a_prepare_waits_for_the_agents_turn_and_a_compact_does_not(make_emulated_server, scripted_policy):
+def test_a_prepare_waits_for_the_agents_turn_and_a_compact_does_not(make_emulated_server, scripted_policy):
     scripted_policy.judge(".", p_positive=0.9, regex=True)
     agent = Foreground(scripted_policy)
     scripted_policy.on("", "- a summarized line\n")
@@ -177,13 +176,13 @@ def test_probe_a_prepare_waits_for_the_agents_turn_and_a_compact_does_not(make_e
         turn = agent.start(srv.url)
         assert srv.engine.loads()["num_running_reqs"] == 1
         assert client.post("/v1/compact", json={**body, "session": "s", "mode": "prepare"}).status_code == 202
-        _wait_for(lambda: state.gates and next(iter(state.gates.values())).loads_asked >= 3, "the prepare to look")
+        wait_for(lambda: state.gates and next(iter(state.gates.values())).loads_asked >= 3, "the prepare to look")
         gate = next(iter(state.gates.values()))
         assert sent == [] and gate.own() == 0  # held: not one /generate of the prepare went out
         answers = []
         fg = threading.Thread(target=lambda: answers.append(client.post("/v1/compact", json=body)), daemon=True)
         fg.start()
-        _wait_for(lambda: sent, "the compact's first request")  # sent at once, beside the agent's turn
+        wait_for(lambda: sent, "the compact's first request")  # sent at once, beside the agent's turn
         assert gate.own() == 0 and gate.held == 0  # ... while the prepare is still held
         agent.done.set()
         turn.join(30)
@@ -234,7 +233,7 @@ def test_a_slow_busy_answer_is_stamped_on_arrival_and_the_mean_hold_stays_within
 def test_holds_share_one_fetch_in_flight_and_a_hanging_v1_loads_costs_at_most_the_bound():
     """The fetch hangs (an event the test sets); holds on a fake clock never wait in it: each goes
     at its bound, and one /v1/loads request serves them all.  The answer is stamped when it arrives."""
-    clock, release, answered = FakeClock(), threading.Event(), threading.Event()
+    clock, release = FakeClock(), threading.Event()
 
     def hanging():
         release.wait(60)
@@ -246,7 +245,7 @@ def test_holds_share_one_fetch_in_flight_and_a_hanging_v1_loads_costs_at_most_th
     assert gate.loads_asked == 1  # one request in flight, shared
     clock.now = 500.0
     release.set()
-    _wait_for(lambda: gate.foreground() == 0, "the answer to arrive")
+    wait_for(lambda: gate.foreground() == 0, "the answer to arrive")
     assert gate._cached == (500.0, 0) and gate.hold() == 0.0  # stamped on arrival: fresh, the server free
 
 
@@ -268,7 +267,7 @@ def test_a_cancelled_scope_ends_every_hold_while_v1_loads_hangs():
     for t in threads:
         t.start()
     try:
-        _wait_for(lambda: gate.loads_asked == 1 and not release.is_set(), "the shared request")
+        wait_for(lambda: gate.loads_asked == 1 and not release.is_set(), "the shared request")
         for s in scopes:
             s.cancel()
         for t in threads:

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from train_fixtures import ScriptedTarget, history, slot_answer, write_histories
+from tests.support.train_fixtures import ScriptedTarget, history, slot_answer, write_histories
 
 from sgl_speccompact.errors import BackendError, ConfigError, InvalidHistoryError
 from sgl_speccompact.history.messages import parse_messages, render_history
@@ -85,7 +85,7 @@ def test_requests_are_greedy_and_capped(tmp_path):
 
 
 def test_think_block_follows_the_target_model(tmp_path):
-    llama = lambda: ScriptedTarget(model="meta-llama/Llama-3.1-8B-Instruct", model_type="llama")  # noqa: E731
+    llama = lambda: ScriptedTarget(model="meta-llama/Llama-3.1-8B-Instruct", model_type="llama")
     _, _, plain = _run(tmp_path / "a", 1, "--chat-template", "llama-3-instruct", backend=llama())
     assert not any(THINK_OFF in p for p in plain.prompts)
     assert all(p.startswith("<|start_header_id|>system") for p in plain.prompts)  # the explicit template

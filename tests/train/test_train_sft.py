@@ -7,7 +7,7 @@ from dataclasses import fields, replace
 
 import pytest
 import torch
-from train_fixtures import ScriptedTarget, build_tiny_drafter, write_histories
+from tests.support.train_fixtures import ScriptedTarget, build_tiny_drafter, write_histories
 
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.train import data, hparams, sft

@@ -46,7 +46,7 @@ from typing import Any
 
 from . import client, fallback, hermes_body, messages as msgs, policy
 from .framing import hermes_markers, redact
-from .seen import (AGENT_HISTORY, AGENT_TOOLS, PREPARES, SUMMARY_GUESS, _fingerprint, carry_over,  # noqa: F401
+from .seen import (AGENT_HISTORY, AGENT_TOOLS, PREPARES, SUMMARY_GUESS, _fingerprint, carry_over,  # noqa: F401 - re-exported for the tests
                    remember_tools)
 from .settings import Settings
 

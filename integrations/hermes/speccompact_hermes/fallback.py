@@ -94,7 +94,7 @@ def hermes_body_or_local(turns: list[dict], reason: str | None) -> str:
         text = ContextCompressor._build_static_fallback_summary(me, turns, reason=reason)
         if isinstance(text, str) and text.strip():
             return text.strip()
-    except Exception:  # outside Hermes, or a Hermes whose builder changed: the look-alike
+    except Exception:  # noqa: BLE001 - outside Hermes, or a Hermes whose builder changed: the look-alike
         pass
     return local_body(turns, reason)
 

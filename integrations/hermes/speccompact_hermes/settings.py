@@ -114,7 +114,7 @@ def load() -> Settings:
 
         config = load_config() or {}
         section, compression = config.get("speccompact") or {}, config.get("compression") or {}
-    except Exception:  # outside Hermes, or an unreadable config: defaults and environment
+    except Exception:  # noqa: BLE001 - outside Hermes, or an unreadable config: defaults and environment
         section = {}
     return from_sources(section if isinstance(section, dict) else {}, None,
                         compression if isinstance(compression, dict) else {})

@@ -252,7 +252,7 @@ def _tokenize(frontend: Frontend, served: ServedModel, request: Request, raw: by
         return json_response(error_response(msg), 400)
     try:
         req = TokenizeRequest.model_validate(orjson.loads(raw))
-    except Exception as exc:
+    except ValueError as exc:  # bad JSON (orjson.JSONDecodeError) or a bad field (pydantic.ValidationError)
         return json_response(error_response(str(exc)), 400)
     model, tok = frontend.model, frontend.model.tokenizer
     if isinstance(req.prompt, str):

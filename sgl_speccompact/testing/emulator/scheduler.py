@@ -4,7 +4,7 @@ Pure logic with no clock and no thread: a driver calls :meth:`Scheduler.next_bat
 runs the batch's forward pass (:meth:`Scheduler.run`, the policy calls), and
 settles it (:meth:`Scheduler.settle`).  Two drivers: the HTTP emulator's
 scheduler thread (:mod:`.engine`) and the one-clock simulator
-(:mod:`.simulator`).  Mirrors ``sglang/srt/managers/scheduler.py`` and
+(:mod:`~sgl_speccompact.testing.sim.simulator`).  Mirrors ``sglang/srt/managers/scheduler.py`` and
 ``schedule_policy.py`` (sglang 0.5.23), page size 1, no overlap scheduling:
 
 * When requests wait (or a chunked prefill is in progress) the next batch is

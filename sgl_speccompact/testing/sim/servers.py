@@ -3,8 +3,8 @@
 :class:`SimServer` is one simulated SGLang server (frontend, scheduler,
 tokenizer process, cost model); :class:`Requests` (mixed into
 :class:`~.simulator.Simulation`) turns a client's transport request into
-scheduler jobs with the emulator's own admission (:mod:`.frontend`,
-:mod:`.chat`), and shapes and delivers the answer.  See :mod:`.simulator`
+scheduler jobs with the emulator's own admission (:mod:`~sgl_speccompact.testing.emulator.frontend`,
+:mod:`~sgl_speccompact.testing.emulator.chat`), and shapes and delivers the answer.  See :mod:`.simulator`
 for the clock.
 """
 

@@ -250,7 +250,7 @@ class Replay:
     """Replays sessions on one simulation; ``compact(method, messages, previous) -> CompactionResult``."""
 
     def __init__(self, sim, target, compact: Callable[..., Any], tokens: Callable[[dict], int],
-                 hooks: ReplayHooks = ReplayHooks()):
+                 hooks: ReplayHooks = ReplayHooks()):  # noqa: B008 - never mutated: read only
         self.sim, self.target, self.compact, self.tokens = sim, target, compact, tokens  # servers, method, counts
         self.hooks = hooks  # tool time, workload draws, GPUs per pass
         self._draws = 0  # compactions (prepares included) drawn so far in this session

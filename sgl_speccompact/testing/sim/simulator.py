@@ -6,8 +6,8 @@ transport is replaced: :class:`SimulatedEndpoint` is a
 :class:`~sgl_speccompact.backends.endpoint.SpecCompactEndpoint` whose ``_request``
 hands each body to an in-process :class:`SimServer`.  A server reuses the
 emulator's request handling (sglang's own ``GenerateReqInput`` /
-``SamplingParams`` validation in :mod:`.frontend`, the radix tree, the
-policy, the finish checks and logprobs of :mod:`.scheduler`), so every
+``SamplingParams`` validation in :mod:`~sgl_speccompact.testing.emulator.frontend`, the radix tree, the
+policy, the finish checks and logprobs of :mod:`~sgl_speccompact.testing.emulator.scheduler`), so every
 request shape the engine sends (batched ``text`` lists, ``input_ids``,
 ``n`` > 1 samples) is served as the HTTP emulator serves it.
 
@@ -59,7 +59,7 @@ Method: a conservative discrete-event simulation on ONE virtual clock.
   ``/tokenize`` is answered at once, off the clock.
 
 ``/v1/chat/completions`` bodies are rendered as the emulator's chat route
-renders them (:mod:`.chat`), then admitted like ``/generate``.  The request
+renders them (:mod:`~sgl_speccompact.testing.emulator.chat`), then admitted like ``/generate``.  The request
 side lives in :mod:`.servers`, the events on the clock in :mod:`.events`.
 
 Every run checks the invariants of :mod:`.timeline` (busy time vs

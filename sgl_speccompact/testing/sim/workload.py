@@ -229,7 +229,7 @@ class SummaryWorkload:
         return out
 
     def bind(self, model) -> "SummaryWorkload":
-        """Count tokens with ``model`` (an :class:`~.model.EmulatedModel`)."""
+        """Count tokens with ``model`` (an :class:`~sgl_speccompact.testing.emulator.model.EmulatedModel`)."""
         self.model = model
         return self
 

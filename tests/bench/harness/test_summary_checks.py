@@ -1,7 +1,7 @@
-"""The summary-line check the end-to-end tests share (tests/summary_checks.py)."""
+"""The summary-line check the end-to-end tests share (tests/support/summary_checks.py)."""
 
 import pytest
-from summary_checks import assert_summary_clean
+from tests.support.summary_checks import assert_summary_clean
 
 from sgl_speccompact.result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 

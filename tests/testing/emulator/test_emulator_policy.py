@@ -150,7 +150,7 @@ def test_label_logprobs_cover_every_single_token_form(emulator_tokenizer):
         assert len(emulator_tokenizer.encode(form, add_special_tokens=False)) == 1
 
 
-# --- cost model (simulated; compared with reference/cost_model.md's table) -----------
+# --- cost model (simulated; compared with the published cost model's table) -----------
 
 
 def test_cost_model_reproduces_the_reference_prefill_estimates():

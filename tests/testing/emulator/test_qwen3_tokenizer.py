@@ -118,7 +118,7 @@ def test_emulator_serves_qwen3_token_ids(qwen3_tokenizer_path):
 
 @pytest.mark.skipif(not TRAJECTORIES.is_dir(), reason=f"shared trajectories absent ({TRAJECTORIES})")
 def test_tokens_bench_counts_both_tokenizers(qwen3_tokenizer, emulator_tokenizer):
-    from bench_scripts import load_bench
+    from tests.support.bench_scripts import load_bench
 
     bench = load_bench("tokens")
     texts = bench.rendered_histories(sorted(TRAJECTORIES.glob("*.traj")))

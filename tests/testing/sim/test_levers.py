@@ -21,8 +21,7 @@ from sgl_speccompact.testing.sim.simulator import build_simulation
 from sgl_speccompact.testing.sim.sources import synthetic_history
 from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions
 
-from test_sim_speculative import _bodies
-from test_workload import lines  # noqa: F401  (the fixture: lines of the shared trajectories)
+from tests.support.sim import sent_bodies
 
 SLOTS = tuple(s.name for s in OPENCLAW_SLOTS)
 COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
@@ -36,7 +35,7 @@ def run(path, lines, method: str, config: dict, seed: int = 2):
     wl.bind(model)
     history = synthetic_history(lines, 1500, lambda t: len(model.encode(t)), seed=seed)
     sent: list[tuple[str, dict]] = []
-    _bodies(sim, sent)
+    sent_bodies(sim, sent)
     target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
     kw = {"drafter": drafter} if method == "speccompact" else {}
     result, report = sim.run(lambda: run_method(method, history, target=target, config=config, **kw))
@@ -54,7 +53,7 @@ def test_split_slots_fork_a_branch_per_sub_section_on_target_self(lines, emulato
     one, rep_one, sent_one = run(emulator_tokenizer_path, lines, "target_self", {"sub_slot_branches": False})
     split, rep_split, sent_split = run(emulator_tokenizer_path, lines, "target_self", {"sub_slot_branches": True})
     sections = len(next(s for s in OPENCLAW_SLOTS if s.name == "progress").sections)
-    writes = lambda sent: [b for s, b in sent if s == "target" and (b.get("sampling_params") or {}).get(  # noqa: E731
+    writes = lambda sent: [b for s, b in sent if s == "target" and (b.get("sampling_params") or {}).get(
         "max_new_tokens")]
     # Progress: one generation per sub-section instead of one for the slot
     assert len(writes(sent_split)) == len(writes(sent_one)) + sections - 1
@@ -83,7 +82,7 @@ def test_drafter_digest_shortens_the_drafter_prompts_only(lines, emulator_tokeni
     assert prompt("drafter", rep_digest) < 0.9 * prompt("drafter", rep_whole)
     assert prompt("target", rep_digest) == prompt("target", rep_whole)
     # the target reads exactly what it read before: the same bodies, the same decisions
-    target = lambda sent: sorted(repr(b) for s, b in sent if s == "target")  # noqa: E731
+    target = lambda sent: sorted(repr(b) for s, b in sent if s == "target")
     assert target(sent_digest) == target(sent_whole)
     assert decisions(digest) == decisions(whole) and digest.summary == whole.summary
 

@@ -16,7 +16,7 @@ from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, deployed
 from sgl_speccompact.testing.sim.servers import TOOL_PATH
 from sgl_speccompact.testing.sim.simulator import build_simulation
 
-from test_programs import MESSAGES
+from tests.support.programs import MESSAGES
 
 COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
 

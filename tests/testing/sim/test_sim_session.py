@@ -23,9 +23,7 @@ from sgl_speccompact.testing.sim.session import http_post, replay_session, sessi
 from sgl_speccompact.testing.sim.simulator import build_simulation
 from sgl_speccompact.testing.sim.timeline import check, critical_path
 
-from test_programs import MESSAGES
-
-# an agent session of three assistant turns (three chat completions)
+from tests.support.programs import MESSAGES
 MESSAGES = MESSAGES + [
     {"role": "assistant", "content": "Running it.", "tool_calls": [
         {"id": "c2", "type": "function", "function": {"name": "bash", "arguments": '{"cmd": "python hello.py"}'}}]},

@@ -20,7 +20,8 @@ from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel
 from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS
 from sgl_speccompact.testing.sim.simulator import build_simulation
 
-from test_programs import MESSAGES
+from tests.support.programs import MESSAGES
+from tests.support.sim import sent_bodies
 
 
 def test_eagle3_step_time_matches_the_hand_computed_one():
@@ -81,27 +82,15 @@ def _sim(tok, target_spec=None, drafter_spec=None):
     return build_simulation(tok, policies, costs, DEPLOYMENTS["two-gpu"])
 
 
-def _bodies(sim, sent):
-    """Record every ``/generate`` body ``sim`` answers in ``sent``, as ``(server, body)``."""
-    real = sim.call
-
-    def spy(server, method, path, body, url, **kw):
-        if path == "/generate":
-            sent.append((server, body))
-        return real(server, method, path, body, url, **kw)
-
-    sim.call = spy
-
-
 @pytest.mark.parametrize("algo", ["EAGLE3", "DFLASH", "NGRAM", "STANDALONE"])
 def test_judge_and_repair_requests_on_a_speculative_target(emulator_tokenizer_path, algo):
     base_sim, spec_sim = _sim(emulator_tokenizer_path), _sim(emulator_tokenizer_path, make(algo, "qwen3-8b"))
     sent = []
-    _bodies(spec_sim, sent)
+    sent_bodies(spec_sim, sent)
     runs = []
     for sim in (base_sim, spec_sim):
         target, drafter = sim.endpoint("target"), sim.endpoint("drafter", lora_path="drafter")
-        runs.append(sim.run(lambda: run_method("speccompact", MESSAGES, target=target, drafter=drafter)))
+        runs.append(sim.run(lambda target=target, drafter=drafter: run_method("speccompact", MESSAGES, target=target, drafter=drafter)))
     (plain, rep_plain), (spec, rep_spec) = runs
     assert spec.summary == plain.summary  # speculative decoding is lossless here: same tokens, same verdicts
     kinds = {r.kind for r in rep_spec["requests"] if r.server == "target"}
@@ -109,7 +98,7 @@ def test_judge_and_repair_requests_on_a_speculative_target(emulator_tokenizer_pa
     assert all(generate_contract_error(b) is None for _, b in sent)
     assert any("token_ids_logprob" in b for s, b in sent if s == "target")
     # verify steps: fewer target decode passes for the same completion tokens
-    decode = lambda rep: [p for p in rep["passes"] if p.server == "target" and p.kind == "decode"]  # noqa: E731
+    decode = lambda rep: [p for p in rep["passes"] if p.server == "target" and p.kind == "decode"]
     assert decode(rep_plain) and len(decode(rep_spec)) < len(decode(rep_plain))
 
 

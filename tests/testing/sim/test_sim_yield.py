@@ -12,7 +12,7 @@ import pytest
 from sgl_speccompact.service.yielding import YIELD_POLL_S
 from sgl_speccompact.testing.sim.session_replay import Replay, ReplayHooks, agent_label
 
-from test_simulator import make_sim
+from tests.support.sim import make_sim
 
 PROMPT = "<|im_start|>user\nSay something about the build.<|im_end|>\n<|im_start|>assistant\n"
 

@@ -12,21 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 import pytest
 
 from sgl_speccompact.methods.registry import run_method
-from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, ScriptedPolicy
-from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
+from sgl_speccompact.testing import CostModel, ScriptedPolicy
+from sgl_speccompact.testing.emulator.cost import Scheduling
 from sgl_speccompact.testing.sim.quiescence import ThreadWatch
-from sgl_speccompact.testing.sim.simulator import SimulationStalled, build_simulation
+from sgl_speccompact.testing.sim.simulator import SimulationStalled
 from sgl_speccompact.testing.sim.timeline import InvariantViolation, PassRecord, RequestRecord, check, critical_path
 
-from test_programs import MESSAGES
-
-COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
-
-
-def make_sim(tok, deployment="two-gpu", scheduling=Scheduling(), seed=0, target_policy=None, **kw):
-    policies = {"target": target_policy or ControlledAcceptancePolicy(seed=seed),
-                "drafter": ControlledAcceptancePolicy(seed=seed + 1)}
-    return build_simulation(tok, policies, COSTS, DEPLOYMENTS[deployment], scheduling, **kw)
+from tests.support.programs import MESSAGES
+from tests.support.sim import make_sim
+from tests.support.sim import COSTS
 
 
 def compaction(sim, method="speccompact"):

@@ -17,8 +17,8 @@ from sgl_speccompact.testing.sim.quiescence import ThreadWatch
 from sgl_speccompact.testing.sim.simulator import build_simulation
 from sgl_speccompact.backends.token_ids import TokenIdCache
 
-from test_endpoint import assert_server_accepts
-from test_programs import MESSAGES
+from tests.support.endpoint import assert_server_accepts
+from tests.support.programs import MESSAGES
 
 COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
 TEXT = "[user]\nfix a.py\n[assistant]\nok\n"

@@ -19,10 +19,10 @@ from sgl_speccompact.schema import OPENCLAW_SLOTS
 from sgl_speccompact.testing import CostModel
 from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
 from sgl_speccompact.testing.sim.simulator import build_simulation
-from sgl_speccompact.testing.sim.sources import synthetic_history, trajectory_lines, trajectory_section_sizes
+from sgl_speccompact.testing.sim.sources import synthetic_history, trajectory_section_sizes
 from sgl_speccompact.testing.sim.workload import SummaryWorkload, decisions, decisions_digest
 
-from test_bench_latency import TRAJECTORIES
+from tests.support.paths import TRAJECTORIES
 
 SLOTS = tuple(s.name for s in OPENCLAW_SLOTS)
 GOAL = OPENCLAW_SLOTS[0]
@@ -30,15 +30,6 @@ COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_mod
 # switches that change only the layout or the request pattern: decisions must not move
 LAYOUT_ONLY = ("shared_prefix", "short_judge_suffix", "draft_buffer", "pipelined_drafting", "line_aware_stopping",
                "one_request_judging", "sub_slot_branches", "source_judge_on_prefix", "send_token_ids")
-
-
-@pytest.fixture(scope="module")
-def lines():
-    paths = sorted(p for p in TRAJECTORIES.glob("*") if p.suffix in (".json", ".traj")) if TRAJECTORIES.is_dir() else []
-    got = trajectory_lines(paths)
-    if len(got) < 200:
-        pytest.skip(f"shared trajectories absent or too few lines ({TRAJECTORIES})")
-    return got
 
 
 def turn(user: str, assistant: str = "") -> str:
@@ -180,7 +171,7 @@ def test_an_evolving_summary_keeps_the_drawn_share_and_marks_the_rest_stale(line
 def test_held_lines_come_first_so_the_drafter_writes_only_what_is_new(lines):
     before, now = evolved(lines, 0.6, 2, k=2)
     for slot in SLOTS:
-        for title, part in now.parts[slot]:
+        for _title, part in now.parts[slot]:
             n = sum(1 for ln in part if ln in now.held_lines)
             assert all(ln in now.held_lines for ln in part[:n]) and not any(ln in now.held_lines for ln in part[n:])
 

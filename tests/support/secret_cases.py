@@ -8,6 +8,8 @@ secret leaks its head.
 
 from __future__ import annotations
 
+PAT = "github_pat_11ABCDEFG0aBcDeFgHiJkL_mNoPqRsTuVwXyZ0123456789abcdefghijklmnopqrstuvwxyzABCDE"
+
 PEM_BODY = ("MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7",
             "q2uXk5b7d1XQ9x0yqZp4AlmQv3c8dE1nRkT0gH7aF2bL9mN4oP6q",
             "Zk3Jd8sLw0Qa5RtYb2NcVx7MpE1gHu4KoI9fT6lWz3DyXs8BnAeC")
@@ -71,3 +73,45 @@ def leaked(texts, cases=SECRET_CASES) -> list[tuple[str, str]]:
     """``(case name, piece)`` of every secret piece found in any of ``texts``."""
     joined = "\n".join(texts)
     return sorted({(name, p) for name, _, secrets in cases for s in secrets for p in pieces(s) if p in joined})
+
+
+
+
+# (name, text an agent sees, the secrets in it): the formats reported reaching the models' prompts
+LISTED_FORMATS = [
+    ("sts_secret_first", '{"Credentials": {"SecretAccessKey": "wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", '
+     '"AccessKeyId": "ASIAQWERTYUIOPASDFGH", "SessionToken": "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3Qt'
+     'MSJHMEUCIQDexampleexampleexample"}}', ["wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "ASIAQWERTYUIOPASDFGH",
+                                             "IQoJb3JpZ2luX2VjEJr//////////wEaCXVzLWVhc3Qt"]),
+    ("sts_text", "CREDENTIALS\tASIAQWERTYUIOPASDFGH\t2025-01-01T00:00:00Z\twJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY"
+     "\tFwoGZXIvYXdzEBYaDHhBTWExampleSessionTokenValue0123456789abcdef",
+     ["wJalrXUtnFEMI/K7MDENG/bPxRfiCYEXAMPLEKEY", "FwoGZXIvYXdzEBYaDHhBTWExampleSessionToken"]),
+    ("github_pat", f"export GH={PAT}", [PAT[:40]]),
+    ("jwt_signature", "id eyJhbGciOiJIUzI1NiIsInR5cCI6IkpXVCJ9.eyJzdWIiOiIxMjM0NTY3ODkwIn0.SflKxwRJSMeKKF2QT4fwp"
+     "MeJf36POk6yJV_adQssw5c end", ["SflKxwRJSMeKKF2QT4fwpMeJf36POk6yJV_adQssw5c", "eyJzdWIiOiIxMjM0NTY3ODkwIn0"]),
+    ("redis_no_user", "REDIS_URL=redis://:s3cr3tpassw0rd@cache.internal:6379/0", ["s3cr3tpassw0rd"]),
+    ("django_secret_key", "SECRET_KEY='django-insecure-9x!k2@q7#zz'", ["django-insecure-9x!k2@q7#zz"]),
+    ("pgpassword", "PGPASSWORD=Tr0ub4dor3 psql -h db -U app", ["Tr0ub4dor3"]),
+    ("password_flag", "mysql -u root --password Sup3rS3cret! -e 'select 1'", ["Sup3rS3cret!"]),
+    ("authorization_token", "curl -H 'Authorization: Token 9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b' https://api",
+     ["9944b09199c62bcf9418ad846dd0e4bbdfc6ee4b"]),
+    ("github_token_hex", "GITHUB_TOKEN=0123456789abcdef0123456789abcdef01234567",
+     ["0123456789abcdef0123456789abcdef01234567"]),
+    ("yaml_token", "github:\n  user: bob\n  token: Zq8xYb3kLm9PqRsT2\n", ["Zq8xYb3kLm9PqRsT2"]),
+    ("netrc", "machine api.heroku.com\n  login me@example.com\n  password c4cd94da15ea0544802c2cfd5ec4ead324327430",
+     ["c4cd94da15ea0544802c2cfd5ec4ead324327430"]),
+    ("pem_tail", "...\nMIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7\n"
+     "q2uXk5b7d1XQ9x0yqZp4AlmQv3c8dE1nRkT0gH7aF2bL9mN4oP6q\n-----END PRIVATE KEY-----\n",
+     ["MIIEvQIBADANBgkqhkiG9w0BAQEFAASCBKcwggSjAgEAAoIBAQC7", "q2uXk5b7d1XQ9x0yqZp4AlmQv3c8dE1nRkT0gH7aF2bL9mN4oP6q"]),
+]
+
+
+ID_SECRET = "ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"  # a secret used as a tool-call id
+
+
+TOOLS_SECRET = "sk-proj-Q1w2E3r4T5y6U7i8O9p0A1s2D3f4G5h6"  # a secret in the tools schema
+
+
+ALL_SECRETS = [s for _, _, secrets in LISTED_FORMATS for s in secrets] + [ID_SECRET, TOOLS_SECRET]
+
+

@@ -1,4 +1,4 @@
-"""Runs inside a hermes-agent 0.19.0 virtual environment (see test_hermes_e2e.py).
+"""Runs inside a hermes-agent 0.19.0 virtual environment (see tests/integrations/test_hermes_e2e.py).
 
 ``python hermes_prompt_probe.py CASES.json OUT.json``: for each case
 (``messages``, ``context_length``, ``previous_summary``, ``focus``) builds

@@ -8,8 +8,7 @@ import threading
 import time
 
 import httpx
-import pytest
-from procs import READY_S
+from tests.support.procs import READY_S
 
 from sgl_speccompact.service.app import ServiceLimits, create_app
 
@@ -18,7 +17,7 @@ from sgl_speccompact.service.app import ServiceLimits, create_app
 # TestClient cannot disconnect).  Every draft waits at a gate the test opens.
 
 
-def _wait_for(cond, what: str, limit_s: float = READY_S) -> None:  # the limit is a hang guard
+def wait_for(cond, what: str, limit_s: float = READY_S) -> None:  # the limit is a hang guard
     end = time.monotonic() + limit_s
     while not cond():
         if time.monotonic() > end:
@@ -34,6 +33,7 @@ class GatedServers:
 
         self.gate = threading.Event()
         self.entered = 0  # drafter calls that reached the policy
+        self.answered = 0  # of which answered (the gate opened)
         self._lock = threading.Lock()
         self.sent = 0  # HTTP requests the endpoints sent
         self.target_policy = ScriptedPolicy()
@@ -49,7 +49,14 @@ class GatedServers:
             self.entered += 1
             n = self.entered
         self.gate.wait(timeout=60)
+        with self._lock:
+            self.answered += 1
         return f"- drafted line {n} about a.py\n"
+
+    def drained(self) -> bool:
+        """Every drafter call that reached the policy has been answered."""
+        with self._lock:
+            return self.answered == self.entered
 
     def calls(self) -> int:
         return self.sent
@@ -85,7 +92,7 @@ class LiveService:
         self.server = uvicorn.Server(uvicorn.Config(app, host="127.0.0.1", port=port, log_level="warning"))
         self.thread = threading.Thread(target=self.server.run, kwargs={"sockets": [sock]}, daemon=True)
         self.thread.start()
-        _wait_for(lambda: self.server.started, "uvicorn to start")
+        wait_for(lambda: self.server.started, "uvicorn to start")
 
     def metric(self, line_prefix: str) -> float | None:
         for line in httpx.get(self.url + "/metrics").text.splitlines():
@@ -98,31 +105,23 @@ class LiveService:
         self.thread.join(timeout=30)
 
 
-@pytest.fixture
-def gated(make_emulated_server):
-    pytest.importorskip("sgl_speccompact.methods")
-    servers = GatedServers(make_emulated_server)
-    yield servers
-    servers.gate.set()
-
-
-def _live(gated, **limits) -> LiveService:
+def live(gated, **limits) -> LiveService:
     target = gated.endpoint(gated.target_srv.url)
     drafter = gated.endpoint(gated.drafter_srv.url, lora_path="drafter")
     return LiveService(create_app(target, drafter, limits=ServiceLimits(**limits), default_method="speccompact"))
 
 
-def _check_cancelled(svc: LiveService, gated: GatedServers, outcome: str) -> None:
+def check_cancelled(svc: LiveService, gated: GatedServers, outcome: str) -> None:
     # the compaction thread is still inside its draft request: it is in flight
     assert svc.metric("speccompact_in_flight") == 1.0
     before = gated.calls()
     gated.gate.set()  # the in-flight drafts answer; the next request of every slot must not be sent
-    _wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
+    wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
     assert svc.metric("speccompact_in_flight") == 0.0
     assert gated.calls() == before, "a request was sent after the cancel"
     assert svc.metric(f'speccompact_compactions_total{{method="speccompact",outcome="{outcome}"}}') == 1.0
     assert svc.metric('speccompact_compactions_total{method="speccompact",outcome="ok"}') is None
 
 
-def _cancel_seen(svc: LiveService) -> bool:
+def cancel_seen(svc: LiveService) -> bool:
     return all(s.reason for s in svc.app.state.compactions._active.values())

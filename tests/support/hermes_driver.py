@@ -1,4 +1,4 @@
-"""Runs inside a hermes-agent 0.19.0 virtual environment (see test_hermes_e2e.py).
+"""Runs inside a hermes-agent 0.19.0 virtual environment (see tests/integrations/test_hermes_e2e.py).
 
 ``python hermes_driver.py CONFIG.json``: with ``HERMES_HOME`` from the config,
 discovers plugins with Hermes's own plugin manager, then for each phase

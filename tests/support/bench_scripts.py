@@ -2,9 +2,8 @@
 
 import importlib.util
 import sys
-from pathlib import Path
 
-REPO = Path(__file__).resolve().parents[1]
+from tests.support.paths import REPO
 
 
 def load_bench(name: str):

@@ -1,30 +1,22 @@
-"""Cost-model calibration: the pure fit, the probe against timed emulators, the cache, the service report."""
+"""Cost-model calibration: the pure fit, the probe against timed emulators and the cache (the launcher's
+report of the fits: tests/launch/test_calibration_startup.py)."""
 
 from __future__ import annotations
 
 import doctest
 import importlib
-import subprocess
-import sys
-from pathlib import Path
 
 import httpx
 import numpy as np
 import pytest
-from fastapi.testclient import TestClient
 
 from sgl_speccompact.core.calibration import (
     CostFit, Observation, ProbeShape, fit_observations, predict_s, profile_fit, speed_ratio)
 from sgl_speccompact.backends.calibration_probe import cache_path, calibrate, probe_bodies, resolve_cost_fit
 from sgl_speccompact.errors import BackendError
-from sgl_speccompact.launch.cli import build_parser
-from sgl_speccompact.launch.plan import build_plan
-from sgl_speccompact.launch.run import cost_fits
-from sgl_speccompact.service.app import create_app
 from sgl_speccompact.testing import ScriptedPolicy
-from sgl_speccompact.testing.emulator.cost import QWEN3_0_6B, QWEN3_8B, CostModel
+from sgl_speccompact.testing.emulator.cost import QWEN3_8B, CostModel
 
-REPO = Path(__file__).resolve().parents[2]
 # Small plans: prefill lengths the preset computes in compute-bound passes, decode at two lengths
 PLAN_8B = tuple(ProbeShape(1, c, 1, False) for c in (1024, 2048, 4096)) + tuple(
     ProbeShape(b, c, n, True) for b in (1, 8) for c in (512, 4096) for n in (8, 64))
@@ -49,7 +41,7 @@ def test_docstring_examples(name):
 # ------------------------------------------------------------------ the pure fit
 
 
-def test_probe_prediction_is_the_cost_models_own_pass_sum():
+def test_prediction_is_the_cost_models_own_pass_sum():
     """A profile's prediction of a probe equals o_req plus the cost model's forward passes, summed by hand."""
     fit, cm = profile_fit("Qwen/Qwen3-8B", "H200"), CostModel.for_model("qwen3-8b")
     b, c, n = 4, 3000, 5
@@ -116,7 +108,7 @@ def test_shipped_profile_follows_the_gpu():
         profile_fit("meta-llama/Llama-3.1-8B", "H200")
 
 
-def test_probe_bodies_are_valid_sglang_generate_requests():
+def test_bodies_are_valid_sglang_generate_requests():
     import random
 
     from sglang.srt.entrypoints.api_contract import generate_contract_error
@@ -146,7 +138,7 @@ def test_calibration_recovers_a_twice_slower_gpu(make_emulated_server, model, pl
     Tolerance: each fitted ratio within 25% of 2 (1.5 to 2.5).  The ratio of two fits in one run, not
     absolute times: the emulator's own CPU work adds to every answer, about equally at both speeds.
     """
-    for attempt in range(2):  # the two speeds are timed one after the other: load can shift between them
+    for _attempt in range(2):  # the two speeds are timed one after the other: load can shift between them
         fits = {}
         for speed in (1.0, 0.5):
             cm = CostModel.for_model(model, speed=speed, time_scale=time_scale)
@@ -191,74 +183,3 @@ def test_without_calibration_the_reported_gpu_picks_the_profile(make_emulated_se
     assert given.source == "profile:L40S" and given.gpu == "L40S"
 
 
-def test_launcher_reports_fits_in_health_and_metrics(make_emulated_server):
-    target = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B",
-                                  cost_model=CostModel.for_model("qwen3-8b", gpu="H100", time_scale=0.0))
-    drafter = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
-    plan = build_plan(build_parser().parse_args(["--target-url", target.url, "--drafter-url", drafter.url]))
-    with httpx.Client(timeout=60) as http:
-        fits = cost_fits(plan, http)
-    assert fits["target"].source == "profile:H100" and fits["drafter"].source == "profile:H200"
-
-    app = create_app(object(), object(), runner=lambda *a, **k: None, methods=("speccompact",),
-                     health_probe=lambda b: {"ok": True, "url": None, "detail": "fake"}, cost_models=fits)
-    client = TestClient(app)
-    health = client.get("/health").json()["cost_model"]
-    assert health["target"]["source"] == "profile:H100" and health["target"]["weight_s"] == fits["target"].weight_s
-    assert "assumed H200" in health["drafter"]["note"]
-    text = client.get("/metrics").text
-    line = next(ln for ln in text.splitlines() if ln.startswith("speccompact_cost_model_param{")
-                and 'role="target"' in ln and 'param="weight_s"' in ln)
-    assert float(line.split()[-1]) == pytest.approx(fits["target"].weight_s)
-
-
-def test_emulator_cli_and_launcher_flags():
-    from sgl_speccompact.testing.__main__ import emulated_cost_model, parse_args
-
-    args = parse_args(["--cost-model", "qwen3-8b", "--gpu", "H100", "--gpu-speed", "0.5"])
-    cm = emulated_cost_model(args.cost_model, args.gpu, args.gpu_speed, args.time_scale)
-    assert cm.hardware.name == "H100x0.5" and cm.time_scale == 1.0
-    with pytest.raises(SystemExit):
-        emulated_cost_model(None, "H100")
-    res = subprocess.run([sys.executable, "-m", "sgl_speccompact.launch", "--emulate-speed", "0.5"], cwd=REPO,
-                         capture_output=True, text=True, timeout=300)
-    assert res.returncode == 2 and "--emulate only" in res.stderr
-
-
-@pytest.mark.e2e  # the launcher's child processes, end to end
-def test_serve_calibrate_and_launch_emulate_gpu_end_to_end(make_emulated_server, tmp_path):
-    """The command lines: ``serve --calibrate`` probes, saves and reports; ``launch --emulate-gpu`` plays a GPU."""
-    import os
-    import signal
-
-    from procs import EXIT_S, stop, wait_healthy
-
-    from sgl_speccompact.testing import free_port
-
-    env = {**os.environ, "SGL_SPECCOMPACT_CACHE_DIR": str(tmp_path / "cache")}
-    target = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B",
-                                  cost_model=CostModel.for_model("qwen3-8b", time_scale=0.0))
-    runs = [
-        ["serve", "--target-url", target.url, "--calibrate", "--gpu", "H100"],
-        ["launch", "--emulate", "--emulate-gpu", "A100", "--emulate-speed", "0.5"],
-    ]
-    health = []
-    for argv in runs:
-        sp = free_port()
-        cmd = ([sys.executable, "-m", "sgl_speccompact", *argv] if argv[0] == "serve" else
-               [sys.executable, "-m", "sgl_speccompact.launch", *argv[1:]])
-        proc = subprocess.Popen(cmd + ["--service-port", str(sp)], cwd=REPO, env=env, stdout=subprocess.PIPE,
-                                stderr=subprocess.PIPE, text=True)
-        try:
-            wait_healthy(f"http://127.0.0.1:{sp}", proc)
-            health.append(httpx.get(f"http://127.0.0.1:{sp}/health", timeout=EXIT_S).json()["cost_model"])
-            proc.send_signal(signal.SIGTERM)
-            proc.communicate(timeout=EXIT_S)
-        finally:
-            stop(proc, signal.SIGKILL)
-    served, emulated = health
-    assert served["target"]["source"] == "calibrated" and served["target"]["gpu"] == "H100"
-    saved = tmp_path / "cache" / "calibration" / "Qwen_Qwen3-8B--H100.json"
-    assert CostFit.from_dict(__import__("json").loads(saved.read_text())).to_dict() == served["target"]
-    assert emulated["target"]["gpu"] == "A100x0.5" and emulated["target"]["source"] == "profile:A100"
-    assert emulated["drafter"]["model"] == "Qwen/Qwen3-0.6B"
