@@ -91,6 +91,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..flags import OneLineParser, positive_number
 from .auto import format_auto
+from .packaged import convert_started
 from .plan import LaunchPlan, build_plan, format_dry_run, gpu_name, load_config_file  # noqa: F401  (public API)
 from .run import exit_process, run, run_emulated
 from .router import ROUTER_POLICIES
@@ -299,6 +300,11 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
     if args.dry_run:
         print(format_dry_run(plan, format_auto(plan) if plan.service.get("method") == "auto" else ""))
         return 0
+    try:  # a packaged model (model_path = "packaged:NAME") is converted once, before any server starts
+        convert_started(s.model_path for s in plan.servers)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     on_gpu = [s for s in plan.servers if s.device != "cpu"]
     if on_gpu and not args.no_gpu_check and not cuda_available():
         roles = " and ".join(s.role for s in on_gpu) + (" servers" if len(on_gpu) > 1 else " server")
