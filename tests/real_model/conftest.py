@@ -73,14 +73,13 @@ def runs(smol_server, histories) -> list[cpu_model.Run]:
     """Every compaction of the tier, computed once per session.
 
     ``REAL_MODEL_REPORT=PATH`` also writes them as ``bench/cpu_model.py``'s
-    JSON report (the MEASURED (CPU) page's source) to PATH.
+    JSON report (the MEASURED (CPU) page's source) to PATH, after every run.
     """
     conds = cpu_model.conditions(smol_server)
-    done = cpu_model.compact_all(smol_server, histories, log=lambda msg: print(f"[real-model] {msg}",
-                                                                              file=sys.stderr, flush=True))
-    if os.environ.get("REAL_MODEL_REPORT"):
-        write_json(cpu_model.report(done, conds), os.environ["REAL_MODEL_REPORT"])
-    return done
+    path = os.environ.get("REAL_MODEL_REPORT")
+    return cpu_model.compact_all(
+        smol_server, histories, log=lambda msg: print(f"[real-model] {msg}", file=sys.stderr, flush=True),
+        after_each=lambda so_far: path and write_json(cpu_model.report(so_far, conds), path))
 
 
 @pytest.fixture(scope="session")
