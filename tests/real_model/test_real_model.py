@@ -160,7 +160,8 @@ def test_a_slot_cut_short_makes_the_result_truncated_and_is_never_shown_empty(do
     for run in done:
         res = run.result
         short = [s for s in res.slots if s.stop_reason != "complete"]
-        assert res.truncated == bool(short) or (res.truncated and picked(run) in ("hermes", "openclaw")), \
+        # both ways: a truncated result names the slot that was cut short (a one-shot's last section)
+        assert res.truncated == bool(short), \
             f"{run.key}: truncated={res.truncated}, slots cut short: {[(s.name, s.stop_reason) for s in short]}"
         body = sections_of(res.summary)
         for slot in short:
