@@ -215,7 +215,7 @@ def test_auto_records_its_pick_and_runs_it(done):
     assert autos
     for run in autos:
         auto = run.result.stats.auto
-        assert auto and auto["pick"] in METHODS and auto["pick"] == run.result.method, f"{run.key}: {auto}"
+        assert auto and auto["method"] in METHODS and auto["method"] == run.result.method, f"{run.key}: {auto}"
 
 
 def test_source_judged_compaction_reports_every_entry_it_kept_or_deleted(done):
