@@ -43,7 +43,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-chat-template", help="the target's template (overrides --chat-template)")
     p.add_argument("--drafter-chat-template", help="the drafter's template (overrides --chat-template)")
     p.add_argument("--api-key", help="bearer token of the SGLang servers")
-    p.add_argument("--timeout", type=float, default=120.0, help="per-request timeout, seconds, > 0 (default 120)")
+    p.add_argument("--timeout", type=float, help="per-request timeout, seconds, > 0 (default 120; against a "
+                   "server on SGLang's CPU engine the launcher's CPU request timeout, 900)")
     p.add_argument("--trial", type=int, default=0, help="which trial of a multi-trial (tau2) file, >= 0 (default 0)")
     p.add_argument("--list-trials", action="store_true", help="list the file's trials and exit")
     p.add_argument("--previous-summary", metavar="FILE", help="summary of earlier turns (text file)")
@@ -109,7 +110,8 @@ def parse_overrides(items: list[str]) -> dict:
 
 def check_args(args: argparse.Namespace) -> None:
     """Numbers among the flags: a positive finite ``--timeout``, a ``--trial`` of 0 or more."""
-    positive_number(args.timeout, "--timeout")
+    if args.timeout is not None:
+        positive_number(args.timeout, "--timeout")
     count(args.trial, "--trial", minimum=0)
 
 
@@ -185,9 +187,15 @@ def connect(url: str, args: argparse.Namespace, *, lora_name: str | None = None,
     """A SpecCompactEndpoint for ``url`` (raises BackendUnavailableError if it is down)."""
     from .backends.endpoint import SpecCompactEndpoint
 
+    from .launch.cpu import CPU_SERVICE_DEFAULTS
+
     template = getattr(args, f"{role}_chat_template", None) or args.chat_template
-    return SpecCompactEndpoint(url, api_key=args.api_key, chat_template=template,
-                               lora_path=lora_name, timeout_s=args.timeout)
+    timeout = {} if args.timeout is None else {"timeout_s": args.timeout}
+    endpoint = SpecCompactEndpoint(url, api_key=args.api_key, chat_template=template, lora_path=lora_name,
+                                   template_flag=f"--chat-template or --{role}-chat-template", **timeout)
+    if args.timeout is None and endpoint.get_server_info().get("device") == "cpu":
+        endpoint.timeout_s = CPU_SERVICE_DEFAULTS["request_timeout_s"]  # a CPU server takes minutes per request
+    return endpoint
 
 
 def _default_runner() -> Callable:

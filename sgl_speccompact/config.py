@@ -84,7 +84,7 @@ class CompactConfig(BaseModel):
     repair_temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE)  # target sampling temperature for repairs
     monolithic_max_tokens: int = Field(2048, ge=1, le=MAX_TOKENS)  # one-shot baselines' generation cap (tokens)
     agent_context_tokens: int = Field(131_072, ge=1, le=2**24)  # the agent's context window: Hermes's summary target (tokens)
-    hermes_cap_ratio: float = Field(2.0, ge=1.0, le=16.0)  # Hermes's generation cap, in multiples of its length target
+    hermes_cap_ratio: float = Field(2.0, gt=0.0, le=16.0)  # Hermes's generation cap, in multiples of its length target (< 1: below it, for slow CPU servers)
     report_cut_off: bool = False  # a one-shot summary cut by its cap returns truncated=True, not SummaryBudgetError
     source_judge_threshold: float = Field(0.5, gt=0.0, le=1.0)  # SJC keeps entries with p >= this
     max_history_messages: int = Field(10_000, ge=1, le=10_000_000)  # longer histories are refused (messages)

@@ -182,3 +182,15 @@ def test_layout_flags_reach_the_runner(tmp_path):
     assert "layout" not in rec.kwargs and "tools" not in rec.kwargs  # nothing given: the runner's defaults
     f.write_text("{}")
     assert cli.main(argv, connect=fake_connect, runner=Recorder()) == 1  # not a list: one-line error
+
+
+def test_the_request_timeout_follows_the_servers_device(make_emulated_server):
+    from sgl_speccompact.launch.cpu import CPU_SERVICE_DEFAULTS
+
+    srv = make_emulated_server(model_path="Qwen/Qwen3-8B")
+    args = cli.build_parser().parse_args(["history.json", "--target-url", srv.url])
+    assert args.timeout is None and cli.connect(srv.url, args).timeout_s == 120.0
+    srv._info["device"] = "cpu"  # what sglang's /server_info says on its CPU engine
+    assert cli.connect(srv.url, args).timeout_s == CPU_SERVICE_DEFAULTS["request_timeout_s"]
+    args.timeout = 30.0
+    assert cli.connect(srv.url, args).timeout_s == 30.0

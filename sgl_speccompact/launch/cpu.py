@@ -7,6 +7,14 @@ its ``PYTHONPATH`` (:mod:`sgl_speccompact.launch.cpu_kernels`) and
 (``--max-total-tokens``), not as ``--mem-fraction-static`` of a GPU's
 memory: on a CPU that fraction would be taken of host memory.
 
+``--sleep-on-idle``: an idle CPU-engine scheduler otherwise busy-polls at
+most of a core.  ``--dtype`` follows what the CPU computes natively
+(:func:`cpu_dtype`): bfloat16 where ``/proc/cpuinfo`` lists ``avx512_bf16``
+or ``amx_bf16``, float32 elsewhere, where bfloat16 is emulated and slower
+(a server's own ``--dtype`` wins).  Requests take seconds to minutes on a
+CPU, so the service's timeouts get CPU defaults
+(:data:`CPU_SERVICE_DEFAULTS`) unless the config or a flag sets them.
+
 What the CPU engine cannot do: LoRA adapters (``--enable-lora``), because
 every LoRA layer pins host memory, which needs a CUDA driver.  A drafter is
 then served as a separate model (``--drafter-model``).
@@ -23,9 +31,13 @@ from ..errors import ConfigError
 from .cpu_kernels import server_env as kernel_env
 
 # launch_server flags of every CPU server, (flag, value or None for a switch); a flag the
-# server's extra args already give is left to them
+# server's extra args already give is left to them; --dtype comes from cpu_dtype()
 CPU_FLAGS = (("--device", "cpu"), ("--attention-backend", "torch_native"), ("--disable-cuda-graph", None),
-             ("--sampling-backend", "pytorch"), ("--disable-overlap-schedule", None), ("--dtype", "bfloat16"))
+             ("--sampling-backend", "pytorch"), ("--disable-overlap-schedule", None), ("--sleep-on-idle", None))
+NATIVE_BF16_FLAGS = ("avx512_bf16", "amx_bf16")  # /proc/cpuinfo flags of CPUs that compute bfloat16 natively
+# [service] defaults of a launch whose servers run on the CPU (seconds): a 1-2K-token compaction of a
+# 135M model takes minutes on 2 cores, and a one-shot baseline's generation alone can take several
+CPU_SERVICE_DEFAULTS = {"request_timeout_s": 900.0, "compaction_timeout_s": 3600.0}
 DEFAULT_MAX_TOTAL_TOKENS = 16384  # KV pool of a CPU server, tokens (~2.3 GiB for Qwen3-8B in bfloat16)
 LORA_FLAGS = ("--enable-lora", "--lora-paths")  # what the CPU engine cannot serve
 
@@ -80,16 +92,39 @@ def check_cpu_server(role: str, lora: bool, extra_args) -> None:
                           "(--drafter-model PATH, no --drafter-lora)")
 
 
-def cpu_flags(attention_backend: str | None, max_total_tokens: int | None, extra_args) -> list[str]:
+def cpu_dtype(cpuinfo: str | None = None) -> str:
+    """The dtype a CPU server loads weights in: bfloat16 where the CPU has native bf16, else float32.
+
+    ``cpuinfo`` is ``/proc/cpuinfo``'s text (read when None; float32 where it cannot be read).
+
+    >>> cpu_dtype("flags : fpu avx512f avx512_bf16"), cpu_dtype("flags : fpu avx2"), cpu_dtype("")
+    ('bfloat16', 'float32', 'float32')
+    """
+    if cpuinfo is None:
+        try:
+            with open("/proc/cpuinfo") as f:
+                cpuinfo = f.read()
+        except OSError:
+            cpuinfo = ""
+    flags = set(cpuinfo.split())
+    return "bfloat16" if flags.intersection(NATIVE_BF16_FLAGS) else "float32"
+
+
+def cpu_flags(attention_backend: str | None, max_total_tokens: int | None, extra_args,
+              dtype: str | None = None) -> list[str]:
     """The launch_server flags a CPU server adds (those its extra args give are theirs).
+
+    ``dtype``: the server's ``--dtype`` (None: :func:`cpu_dtype`).
 
     >>> cpu_flags(None, None, ["--dtype", "float32"])[:4]
     ['--device', 'cpu', '--attention-backend', 'torch_native']
-    >>> "--dtype" in cpu_flags(None, 4096, ["--dtype", "float32"]), cpu_flags(None, 4096, [])[-2:]
-    (False, ['--max-total-tokens', '4096'])
+    >>> "--dtype" in cpu_flags(None, 4096, ["--dtype", "float32"]), cpu_flags(None, 4096, [], "float32")[-4:]
+    (False, ['--dtype', 'float32', '--max-total-tokens', '4096'])
+    >>> "--sleep-on-idle" in cpu_flags(None, None, [])
+    True
     """
     out: list[str] = []
-    for flag, value in CPU_FLAGS:
+    for flag, value in (*CPU_FLAGS, ("--dtype", dtype or cpu_dtype())):
         if flag == "--attention-backend" and attention_backend:
             value = attention_backend
         if not has_flag(extra_args, flag):

@@ -24,10 +24,12 @@ from typing import Any
 from ..errors import ConfigError
 from ..core.gpus import GPUS, match_gpu
 from ..flags import count, non_negative_number, port, positive_number, resolve_api_key
-from .cpu import check_cpu_server, resolve_device
+from .cpu import CPU_SERVICE_DEFAULTS, check_cpu_server, resolve_device
+from .packaged import resolve_model_path
 from .router import ROUTER_POLICIES, RouterSpec, router_command
 from .servers import PREPARE_PRIORITY, PRIORITY_POLICIES, ServerSpec, shell_command
 from .speculative import check_server, describe, parse_spec_flag, spec_from_table
+from .templates import checkpoint_template
 
 SECTIONS = {
     "target": {"model_path", "host", "port", "mem_fraction_static", "tp_size", "dp_size", "context_length",
@@ -241,7 +243,8 @@ def _spec(role: str, sec: dict, extra_cli: list[str]) -> ServerSpec:
     _check_server(role, sec)
     try:
         spec = ServerSpec(
-            role=role, model_path=str(sec["model_path"]), host=str(sec["host"]), port=int(sec["port"]),
+            role=role, model_path=resolve_model_path(str(sec["model_path"])), host=str(sec["host"]),
+            port=int(sec["port"]),
             mem_fraction_static=float(sec["mem_fraction_static"]), tp_size=int(sec["tp_size"]),
             dp_size=int(sec["dp_size"]),
             context_length=int(sec["context_length"]) if sec.get("context_length") else None,
@@ -319,8 +322,8 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     if args.upstream_api_key is not None and not args.upstream_api_key.strip():
         raise ConfigError("is empty; omit it when the SGLang servers need no key", field="--upstream-api-key")
     merged = DEFAULTS
-    if args.config:
-        merged = _merge(merged, load_config_file(args.config))
+    from_file = load_config_file(args.config) if args.config else {}
+    merged = _merge(merged, from_file)
     flags = _flag_overrides(args)
     merged = _merge(merged, flags)
     t, d, svc = merged["target"], merged["drafter"], merged["service"]
@@ -353,16 +356,35 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     if int(svc["port"]) in ports:
         raise ConfigError(f"service port {svc['port']} clashes with an SGLang server port")
     lora_named = bool(d.get("lora_path") or d.get("lora_name"))  # an adapter to address by name
+    if servers and all(s.device == "cpu" for s in servers):
+        given = set(from_file.get("service") or {}) | set(flags["service"])
+        svc = {**svc, **{k: v for k, v in CPU_SERVICE_DEFAULTS.items() if k not in given}}
+    templates = chat_templates(t.get("chat_template"), d.get("chat_template"), servers, target_urls, drafter_url)
     return LaunchPlan(
         servers=tuple(servers), router=router, target_urls=target_urls, drafter_url=drafter_url if drafter_on else None,
         drafter_lora_name=drafter.lora_name if drafter_on and lora_named else None,
-        target_chat_template=t.get("chat_template"), drafter_chat_template=d.get("chat_template"),
+        target_chat_template=templates[0], drafter_chat_template=templates[1],
         service={**{k: svc[k] for k in sorted(SECTIONS["service"])},
                  "prepare_priority": prepare_priority(svc, servers)}, compact=dict(merged.get("compact") or {}),
         api_key=resolve_api_key(args.api_key), upstream_api_key=args.upstream_api_key,
         python=args.python or sys.executable, target_tokenizer=t.get("tokenizer"),
         speculative={s.role: s.speculative for s in servers},
     )
+
+
+def chat_templates(target: str | None, drafter: str | None, servers: list[ServerSpec],
+                   target_urls: tuple[str, ...], drafter_url: str | None) -> tuple[str | None, str | None]:
+    """The target's and drafter's frontend chat templates: the given ones, else each started local
+    checkpoint's own (:func:`~sgl_speccompact.launch.templates.checkpoint_template`); a drafter
+    served by the target's server takes the target's."""
+    started = {s.role.rstrip("0123456789"): s for s in servers}
+    if target is None and "target" in started:
+        target = checkpoint_template(started["target"].model_path, "target")
+    if drafter is None and "drafter" in started:
+        drafter = checkpoint_template(started["drafter"].model_path, "drafter")
+    elif drafter is None and drafter_url in target_urls:
+        drafter = target
+    return target, drafter
 
 
 def _int(value, what: str) -> int:

@@ -49,12 +49,14 @@ def _build_app(plan: LaunchPlan, http):
     svc = plan.service
     timeout = float(svc["request_timeout_s"])
     targets = [SpecCompactEndpoint(u, api_key=plan.upstream_api_key, chat_template=plan.target_chat_template,
-                                   timeout_s=timeout) for u in plan.target_urls]
+                                   timeout_s=timeout, template_flag="--chat-template or --target-chat-template")
+               for u in plan.target_urls]
     drafter = None
     if plan.drafter_url:
         drafter = SpecCompactEndpoint(plan.drafter_url, api_key=plan.upstream_api_key,
                                       chat_template=plan.drafter_chat_template,
-                                      lora_path=plan.drafter_lora_name, timeout_s=timeout)
+                                      lora_path=plan.drafter_lora_name, timeout_s=timeout,
+                                      template_flag="--chat-template or --drafter-chat-template")
     cost_models = cost_fits(plan, http)
     picker = auto_picker(plan, cost_models)
     log_auto(picker)

@@ -23,7 +23,7 @@ from sgl_speccompact.launch.servers import server_command
 from sgl_speccompact.testing import free_port
 from tests.support.launch import REPO, launch, parse_dry_run, plan_for
 
-CONFIGS = sorted((REPO / "launch").glob("*.toml"))
+CONFIGS = sorted(c for c in (REPO / "launch").glob("*.toml") if "-cpu" not in c.stem)  # GPU configs; the CPU one: test_launch_cpu.py
 
 
 def test_dry_run_default_commands():

@@ -14,12 +14,13 @@ from tests.support.launch import REPO, launch, parse_dry_run, plan_for
 
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch.cli import check_server_flags
+from sgl_speccompact.launch.cpu import cpu_dtype
 from sgl_speccompact.launch.cpu_kernels import KERNEL_DIR
 from sgl_speccompact.launch.servers import server_command
 from sgl_speccompact.testing import free_port
 
 CPU_FLAGS = ["--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
-             "--sampling-backend", "pytorch", "--disable-overlap-schedule", "--dtype", "bfloat16"]
+             "--sampling-backend", "pytorch", "--disable-overlap-schedule", "--sleep-on-idle", "--dtype", cpu_dtype()]
 
 
 def split_env(argv: list[str]) -> tuple[dict[str, str], list[str]]:
@@ -73,7 +74,7 @@ def test_device_cpu_in_a_servers_own_args_makes_that_server_a_cpu_server():
     assert "--mem-fraction-static" in server_command(drafter)
     # a flag the extra args give stays theirs
     cmd = server_command(plan_for("--device", "cpu", "--target-arg=--dtype=float32", "--no-drafter").servers[0])
-    assert "--dtype=float32" in cmd and "bfloat16" not in cmd
+    assert "--dtype=float32" in cmd and cmd.count("--dtype") == 0
     with pytest.raises(ConfigError, match="give one"):
         plan_for("--device", "cuda", "--target-arg", "--device cpu")
 
@@ -124,3 +125,95 @@ def test_device_cpu_starts_the_servers_instead_of_asking_for_cuda(tmp_path):
     seen = json.loads((tmp_path / f"{tp}.json").read_text())
     assert seen["env"] == {"SGLANG_USE_CPU_ENGINE": "1", "PYTHONPATH": f"{KERNEL_DIR}:{REPO}"}
     assert seen["argv"][:2] == ["-m", "sglang.launch_server"] and "--device" in seen["argv"]
+
+
+# ------------------------------------------------------------------ any local checkpoint on the CPU
+
+CHATML_JINJA = ("{% for m in messages %}{{'<|im_start|>' + m['role'] + '\n' + m['content'] + '<|im_end|>\n'}}"
+                "{% endfor %}")
+
+
+def checkpoint(folder, model_type="llama", template: str | None = CHATML_JINJA):
+    """A checkpoint folder with what the plan reads: config.json and the tokenizer's template."""
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "config.json").write_text(json.dumps({"model_type": model_type}))
+    if template is not None:
+        (folder / "chat_template.jinja").write_text(template)
+    return str(folder)
+
+
+def test_a_chatml_tokenizer_template_gives_the_chatml_frontend_template_in_the_dry_run(tmp_path):
+    model = checkpoint(tmp_path / "smol")
+    res = launch("--dry-run", "--device", "cpu", "--target-model", model, "--drafter-model", model)
+    assert res.returncode == 0, res.stderr
+    _, svc = parse_dry_run(res.stdout)
+    assert svc["chat_template"] == {"target": "chatml", "drafter": "chatml"}
+
+
+def test_the_tokenizer_config_template_counts_too_and_a_given_template_wins(tmp_path):
+    model = checkpoint(tmp_path / "m", template=None)
+    (tmp_path / "m" / "tokenizer_config.json").write_text(json.dumps({"chat_template": CHATML_JINJA}))
+    assert plan_for("--device", "cpu", "--target-model", model, "--no-drafter").target_chat_template == "chatml"
+    plan = plan_for("--device", "cpu", "--target-model", model, "--no-drafter", "--chat-template", "llama-3-instruct")
+    assert plan.target_chat_template == "llama-3-instruct"
+
+
+def test_a_known_model_type_is_left_to_the_endpoint(tmp_path):
+    model = checkpoint(tmp_path / "q", model_type="qwen3")
+    assert plan_for("--device", "cpu", "--target-model", model, "--no-drafter").target_chat_template is None
+
+
+@pytest.mark.parametrize("template,why", [(None, "has no chat template"),
+                                          ("{{ '[INST]' + m }}", "not ChatML")])
+def test_an_undecidable_template_fails_the_dry_run_naming_the_flag(tmp_path, template, why):
+    model = checkpoint(tmp_path / "x", template=template)
+    res = launch("--dry-run", "--device", "cpu", "--target-model", model, "--no-drafter")
+    assert res.returncode == 2 and res.stdout == ""
+    (line,) = res.stderr.strip().splitlines()
+    assert "--chat-template" in line and why in line and "'llama'" in line
+
+
+def test_a_drafter_served_by_the_target_takes_its_template(tmp_path):
+    model = checkpoint(tmp_path / "smol")
+    plan = plan_for("--device", "cpu", "--target-model", model, "--drafter-url", "http://127.0.0.1:30000")
+    assert (plan.target_chat_template, plan.drafter_chat_template) == ("chatml", "chatml")
+
+
+def test_cpu_servers_get_the_cpu_timeouts_unless_the_config_or_a_flag_sets_them(tmp_path):
+    from sgl_speccompact.launch.cpu import CPU_SERVICE_DEFAULTS
+    from sgl_speccompact.launch.plan import DEFAULTS
+
+    cpu = plan_for("--device", "cpu", "--no-drafter").service
+    assert {k: cpu[k] for k in CPU_SERVICE_DEFAULTS} == CPU_SERVICE_DEFAULTS
+    gpu = plan_for("--no-drafter").service
+    assert {k: gpu[k] for k in CPU_SERVICE_DEFAULTS} == {k: DEFAULTS["service"][k] for k in CPU_SERVICE_DEFAULTS}
+    assert plan_for("--device", "cpu", "--no-drafter", "--request-timeout", "60").service["request_timeout_s"] == 60
+    cfg = tmp_path / "c.toml"
+    cfg.write_text("[service]\ncompaction_timeout_s = 120.0\n")
+    svc = plan_for("--config", str(cfg), "--device", "cpu", "--no-drafter").service
+    assert svc["compaction_timeout_s"] == 120.0
+    assert svc["request_timeout_s"] == CPU_SERVICE_DEFAULTS["request_timeout_s"]
+
+
+def test_the_packaged_model_config_resolves_to_its_cache_folder_without_converting(tmp_path, monkeypatch):
+    from sgl_speccompact.launch.packaged import CACHE_ENV
+
+    monkeypatch.setenv(CACHE_ENV, str(tmp_path / "cache"))
+    plan = plan_for("--config", str(REPO / "launch" / "smollm2-135m-cpu.toml"))
+    (spec,) = plan.servers  # one server: the drafter's URL is the target's
+    assert spec.model_path == str(tmp_path / "cache" / "smollm2-135m-instruct") and spec.device == "cpu"
+    assert plan.drafter_url == plan.target_urls[0] == spec.url
+    assert (plan.target_chat_template, plan.drafter_chat_template) == ("chatml", "chatml")
+    assert "--sleep-on-idle" in server_command(spec) and not (tmp_path / "cache").exists()
+    assert check_server_flags(server_command(spec)) == []
+
+
+def test_a_packaged_model_that_is_not_installed_is_a_one_line_error(monkeypatch):
+    from sgl_speccompact.launch import packaged
+
+    monkeypatch.setitem(packaged.PACKAGED, "absent", packaged.PackagedModel("no_such_package_x", "m.gguf",
+                                                                            "no-such-package-x", "chatml"))
+    with pytest.raises(ConfigError, match="no_such_package_x is not installed: pip install no-such-package-x"):
+        packaged.gguf_file(packaged.PACKAGED["absent"])
+    with pytest.raises(ConfigError, match="unknown packaged model 'nope'"):
+        plan_for("--device", "cpu", "--target-model", "packaged:nope", "--no-drafter")

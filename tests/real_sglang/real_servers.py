@@ -1,6 +1,7 @@
 """Real sglang 0.5.23 servers on the CPU engine: tiny-model builds, start, weight swaps.
 
-Two ``sglang.launch_server`` processes on loopback serve tiny scripted Qwen3
+Two ``sglang.launch_server`` processes on loopback, started with the
+launcher's own CPU command (``--sleep-on-idle`` among its flags), serve tiny scripted Qwen3
 models (:mod:`sgl_speccompact.testing.tiny_qwen3`): a target and a drafter.
 Tests swap weights with ``/update_weights_from_disk`` instead of restarting.
 """
@@ -12,31 +13,30 @@ import inspect
 import json
 import os
 import subprocess
-import sys
 from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
-import pytest
 
 import scripts
-from sgl_speccompact.launch.cpu_kernels import server_env
+import procs
+from sgl_speccompact.launch.servers import ServerSpec, server_command
+from sgl_speccompact.launch.cpu import server_env
 from sgl_speccompact.testing import tiny_qwen3
 from sgl_speccompact.testing.emulator.qwen3 import cache_dir, cached_qwen3_tokenizer
 from sgl_speccompact.testing.emulator.server import free_port
 
 TARGET_CONTEXT = 8192  # --context-length of the target: chunking tests reach it with modest histories
 KV_TOKENS = 65536  # --max-total-tokens of each server's KV pool
-CPU_ARGS = ["--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
-            "--sampling-backend", "pytorch", "--disable-overlap-schedule", "--dtype", "bfloat16",
-            "--max-total-tokens", str(KV_TOKENS), "--log-level", "warning"]
+# beyond the launcher's CPU flags: the tiny models' weights are bfloat16 and their scripts were tuned in
+# it, whatever the CPU computes natively
+SERVER_ARGS = ("--dtype", "bfloat16", "--log-level", "warning")
+TIER = "real SGLang tier"
 
 
 def unavailable(reason: str):
-    """Fail in CI, skip elsewhere: the tier must not vanish silently where it is required."""
-    if os.environ.get("CI"):
-        pytest.fail(f"real SGLang tier could not run: {reason}", pytrace=False)
-    pytest.skip(f"real SGLang tier skipped: {reason}")
+    """Fail in CI, skip elsewhere (:func:`procs.unavailable`)."""
+    procs.unavailable(TIER, reason)
 
 
 def model_dir(script: tiny_qwen3.Script, name: str) -> str:
@@ -89,12 +89,10 @@ class RealServers:
 
 
 def start(name: str, model: str, log_dir: Path, extra: list[str]) -> Server:
-    port = free_port()
+    """Start one server with the launcher's own CPU command (:func:`~sgl_speccompact.launch.servers.server_command`)."""
+    spec = ServerSpec(name, model, "127.0.0.1", free_port(), 0.5, device="cpu", max_total_tokens=KV_TOKENS,
+                      extra_args=(*SERVER_ARGS, *extra))
     log = log_dir / f"{name}.log"
-    cmd = [sys.executable, "-m", "sglang.launch_server", "--model-path", model, "--host", "127.0.0.1",
-           "--port", str(port), *CPU_ARGS, *extra]
-    proc = subprocess.Popen(cmd, env=server_env(os.environ), stdout=log.open("w"), stderr=subprocess.STDOUT,
-                            start_new_session=True)
-    return Server(name, f"http://127.0.0.1:{port}", proc, model, log)
-
-
+    proc = subprocess.Popen(server_command(spec), env=server_env(spec.device), stdout=log.open("w"),
+                            stderr=subprocess.STDOUT, start_new_session=True)
+    return Server(name, spec.url, proc, model, log)

@@ -15,6 +15,7 @@ import time
 from typing import Callable
 
 import httpx
+import pytest
 
 READY_S = 600.0  # a child server's start-up, until its /health answers (hang guard, s)
 EXIT_S = 120.0  # a child's exit after it was told to stop (hang guard, s)
@@ -101,3 +102,10 @@ def _signal(proc: subprocess.Popen, sig: int) -> None:
             proc.send_signal(sig)
     except (ProcessLookupError, PermissionError):
         pass
+
+
+def unavailable(tier: str, reason: str):
+    """Fail in CI (``CI`` set), skip elsewhere: a server tier must not vanish silently where it is required."""
+    if os.environ.get("CI"):
+        pytest.fail(f"{tier} could not run: {reason}", pytrace=False)
+    pytest.skip(f"{tier} skipped: {reason}")
