@@ -32,8 +32,8 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
-from bench.harness import cpu_model  # noqa: E402
-from bench.harness.runs import RESULTS_DIR, log, write_json  # noqa: E402
+from bench.harness import cpu_model
+from bench.harness.runs import RESULTS_DIR, log, write_json
 
 
 def start_server(model: str, dtype: str | None, log_dir: Path):
