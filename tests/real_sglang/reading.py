@@ -9,9 +9,9 @@ from __future__ import annotations
 import copy
 from pathlib import Path
 
-
 from tests.real_sglang import scripts
 from tests.real_sglang.real_servers import unavailable
+from sgl_speccompact.config import CompactConfig
 from sgl_speccompact.history.formats import load_history
 
 TRAJ = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
@@ -32,8 +32,13 @@ def history(name: str = OPENAI) -> list[dict]:
 
 
 def body_lines(summary: str) -> list[str]:
-    """The summary's content lines: no headings, no blank lines."""
-    return [ln for ln in summary.splitlines() if ln.strip() and not ln.startswith("#")]
+    """The summary's content lines: no headings, no blank lines, no empty-slot markers.
+
+    A line is written into one slot only (a copy in a later slot is removed at
+    assembly), so a slot whose scripted lines an earlier slot holds reads ``(none)``.
+    """
+    markers = set(CompactConfig().empty_markers)
+    return [ln for ln in summary.splitlines() if ln.strip() and not ln.startswith("#") and ln.strip() not in markers]
 
 
 def assert_no_label_lines(summary: str) -> None:
