@@ -24,6 +24,9 @@ from ..schema import Slot
 
 Counter = Callable[[list[str]], list[int]]  # texts -> length in target tokens
 CUT_SHORT = frozenset({"repair_truncated"})  # stop reasons of a slot whose next line was cut off: incomplete
+# stop reasons of a section that is not all there (a slot cut short, a one-shot's last section cut off by
+# its cap, a section of its fixed format it never wrote): a result holding one is ``truncated``
+INCOMPLETE_STOPS = CUT_SHORT | {"cut_off", "missing"}
 
 
 @dataclass(frozen=True)
