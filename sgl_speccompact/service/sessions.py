@@ -143,8 +143,7 @@ class Sessions:
         self.metrics = metrics
         self.store = store if store is not None else SessionStore()  # SessionStore or RedisStore
         self.store.on_waste = self._wasted
-        if hasattr(self.store, "on_fault"):
-            self.store.on_fault = lambda kind, what: metrics.session_store_faults.labels(kind, what).inc()
+        self.store.on_fault = lambda kind, what: metrics.session_store_faults.labels(kind, what).inc()
         self.store_deadline_s = store_deadline_s  # total time of one call of a blocking store (seconds)
         self._store_pool: ThreadPoolExecutor | None = None  # a blocking store's threads; made on first use
         self._tasks: set = set()  # prepares being launched or stored (kept referenced until they end)
@@ -168,8 +167,7 @@ class Sessions:
 
     def store_health(self) -> dict:
         """The store's state for ``/health``, from what its calls saw (never a request to the store)."""
-        health = getattr(self.store, "health", None)
-        return health() if health is not None else {"kind": "memory", "entries": len(self.store)}
+        return self.store.health()
 
     def close(self) -> None:
         """Stop the store's threads (the app's shutdown); calls in flight end by their socket timeout."""
@@ -179,7 +177,7 @@ class Sessions:
 
     async def _store(self, op: str, fn: Callable[..., Any], *args: Any, default: Any = None) -> Any:
         """``fn(*args)``, a store call: inline for the memory store, else off the loop within the deadline."""
-        if not getattr(self.store, "blocking", False):
+        if not self.store.blocking:
             return fn(*args)
         if self._store_pool is None:
             self._store_pool = ThreadPoolExecutor(max_workers=STORE_THREADS, thread_name_prefix="store")
@@ -192,9 +190,8 @@ class Sessions:
         except asyncio.TimeoutError:
             call.add_done_callback(retrieved)
             self.metrics.session_store_faults.labels("deadline", op).inc()
-            breaker = getattr(self.store, "breaker", None)
-            if breaker is not None:
-                breaker.trip()
+            if self.store.breaker is not None:
+                self.store.breaker.trip()
             return default
 
     def _spawn(self, coro) -> None:
@@ -227,8 +224,7 @@ class Sessions:
             return {**got[1], "session_pick": "held share"}
         kept = self.store.pick(scope, session)
         if kept is not None and allowed is not None and kept.get("method") not in allowed:
-            if hasattr(self.store, "drop_pick"):
-                self.store.drop_pick(scope, session)
+            self.store.drop_pick(scope, session)
             kept = None
         if kept is None:
             fresh = pick(None)

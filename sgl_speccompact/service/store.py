@@ -53,7 +53,7 @@ import threading
 import time
 from collections import OrderedDict
 from dataclasses import dataclass, field
-from typing import Any, Callable
+from typing import Any, Callable, ClassVar
 
 from ..history.estimate import chars_to_tokens
 
@@ -262,6 +262,9 @@ class SessionStore:
     on_waste: Callable[[float], None] | None = None  # cost of an entry dropped unused (seconds)
     clock: Callable[[], float] = time.monotonic  # monotonic seconds
     max_picks: int = 65536  # sessions whose auto pick is remembered, at most (the oldest are forgotten)
+    on_fault: Callable[[str, str], None] | None = None  # RedisStore's fault hook; memory never faults
+    blocking: ClassVar[bool] = False  # its calls never wait on the network: the service runs them inline
+    breaker: ClassVar[None] = None  # no circuit to open: RedisStore's breaker
     _entries: OrderedDict = field(default_factory=OrderedDict)  # (scope, session, params, digest) -> Stored
     _picks: OrderedDict = field(default_factory=OrderedDict)  # (scope, session) -> (time, pick)
     _bytes: int = 0  # their total size
@@ -323,6 +326,15 @@ class SessionStore:
             while len(self._picks) > self.max_picks:
                 self._picks.popitem(last=False)
             return choice
+
+    def drop_pick(self, scope: str, session: str) -> None:
+        """Forget a session's pick (one its request may not run)."""
+        with self._lock:
+            self._picks.pop((scope, session), None)
+
+    def health(self) -> dict:
+        """The store's state for ``/health``."""
+        return {"kind": "memory", "entries": len(self)}
 
     def __len__(self) -> int:
         with self._lock:
