@@ -23,7 +23,7 @@ from functools import lru_cache
 
 import pytest
 
-from tests.support.references import (DOTTED_RE, PATH_RE, ROOT, module_name_exists, path_exists, repo_paths,
+from tests.support.references import (DOTTED_RE, json_leaves, PATH_RE, ROOT, module_name_exists, path_exists, repo_paths,
                                      spans)
 
 PAGES = sorted([ROOT / "README.md", ROOT / "bench" / "README.md", *(ROOT / "docs").rglob("*.md")])
@@ -84,24 +84,9 @@ RULE_RE = re.compile(r"^\|[\s:|-]+\|$")
 @lru_cache(maxsize=None)
 def json_numbers(path: str) -> frozenset[float]:
     """Every number in a JSON file, also rounded to 0-4 decimals and as a percentage."""
-    found: set[float] = set()
-
-    def walk(v):
-        if isinstance(v, bool):
-            return
-        if isinstance(v, (int, float)) and math.isfinite(v):
-            for d in range(5):
-                found.add(round(v, d))
-                found.add(round(100 * v, d))
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-
-    walk(json.loads((ROOT / path).read_text()))
-    return frozenset(found)
+    numbers = [v for v in json_leaves(json.loads((ROOT / path).read_text()))
+               if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)]
+    return frozenset(round(k * v, d) for v in numbers for k in (1, 100) for d in range(5))
 
 
 def committed(path: str) -> bool:

@@ -184,21 +184,22 @@ def python_references(path: Path, source: str | None = None) -> list[tuple[int, 
     return sorted(set(out))
 
 
+def json_leaves(value):
+    """Every scalar inside a parsed JSON value, depth first."""
+    if isinstance(value, dict):
+        for x in value.values():
+            yield from json_leaves(x)
+    elif isinstance(value, list):
+        for x in value:
+            yield from json_leaves(x)
+    else:
+        yield value
+
+
 def json_references(path: Path) -> list[str]:
     """The repository paths written in a result JSON's strings (notes, conditions)."""
-    found: list[str] = []
-
-    def walk(v):
-        if isinstance(v, str):
-            found.extend(BARE_PATH_RE.findall(v) + OUTSIDE_RE.findall(v))
-        elif isinstance(v, dict):
-            for x in v.values():
-                walk(x)
-        elif isinstance(v, list):
-            for x in v:
-                walk(x)
-
-    walk(json.loads(path.read_text()))
+    found = [p for v in json_leaves(json.loads(path.read_text())) if isinstance(v, str)
+             for p in BARE_PATH_RE.findall(v) + OUTSIDE_RE.findall(v)]
     return sorted(set(found))
 
 
