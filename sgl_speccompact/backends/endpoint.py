@@ -36,7 +36,8 @@ from sglang.lang.choices import ChoicesDecision, ChoicesSamplingMethod
 from sglang.lang.global_config import global_config
 
 from .chat_format import ChatFormat, decide
-from .http import HttpEndpoint, http_error, token_counter  # noqa: F401 - public here too
+from .contract import Backend, PlainBackend, ProgramBackend
+from .http import HttpEndpoint, http_error  # noqa: F401 - public here too
 from ..errors import BackendError, ConfigError
 from ..core.judge import (Judgement, LabelTokens, choice_logprobs, judge_next_token, label_choices,
                           label_variants, resolve_label_tokens)
@@ -309,10 +310,21 @@ class SpecCompactEndpoint(HttpEndpoint):
         return self._labels[key]
 
 
-def connect(backend, *, lora_path: str | None = None, timeout_s: float = 120.0, api_key: str | None = None):
-    """A backend from a base URL (``SpecCompactEndpoint``) or the backend itself."""
+def connect(backend: "Backend | ProgramBackend | str | None", *, lora_path: str | None = None,
+            timeout_s: float = 120.0, api_key: str | None = None) -> Backend:
+    """A backend held to the contract (:mod:`~sgl_speccompact.backends.contract`).
+
+    A base URL becomes a ``SpecCompactEndpoint``; a backend that offers the
+    whole :class:`~sgl_speccompact.backends.contract.Backend` is itself; a
+    plain sglang backend (``RuntimeEndpoint``) is held in a
+    :class:`~sgl_speccompact.backends.contract.PlainBackend`.
+    """
     if isinstance(backend, str):
         return SpecCompactEndpoint(backend, lora_path=lora_path, timeout_s=timeout_s, api_key=api_key)
     if backend is None:
         raise BackendError("no backend given")
-    return backend
+    if isinstance(backend, Backend):
+        return backend
+    if isinstance(backend, ProgramBackend):
+        return PlainBackend(backend)
+    raise BackendError(f"not an sglang backend: {type(backend).__name__}")

@@ -448,30 +448,3 @@ def approx_token_count(texts: list[str]) -> list[int]:
     [2, 0]
     """
     return [chars_to_tokens(len(t)) for t in texts]
-
-
-def token_counter(backend):
-    """``texts -> token lengths`` in ``backend``'s tokenizer.
-
-    ``count_tokens`` of the backend if it has one; the server's ``/tokenize``
-    for a plain ``RuntimeEndpoint``; otherwise :func:`approx_token_count`.
-    """
-    if hasattr(backend, "count_tokens"):
-        return backend.count_tokens
-    if isinstance(backend, RuntimeEndpoint):
-        url = backend.base_url.rstrip("/") + "/tokenize"
-        headers = {"Authorization": f"Bearer {backend.api_key}"} if backend.api_key else {}
-
-        def count(texts: list[str]) -> list[int]:
-            if not texts:
-                return []
-            try:
-                res = requests.post(url, json={"prompt": list(texts), "add_special_tokens": False},
-                                    headers=headers, timeout=60)
-                res.raise_for_status()
-            except requests.RequestException as exc:
-                raise BackendUnavailableError(f"{url}: {exc}") from exc
-            return [int(c) for c in res.json()["count"]]
-
-        return count
-    return approx_token_count

@@ -49,6 +49,7 @@ import functools
 from dataclasses import dataclass, field
 from typing import Any
 
+from .contract import Backend
 from .chat_render import check_template_kwargs, load_chat_tokenizer, render_chat, user_turn_opening
 from ..errors import ConfigError, InvalidHistoryError
 from ..core.prompts import slot_contracts
@@ -225,7 +226,7 @@ class LayoutPlan:
         return p.text, p.conversation_tokens(self.tokenizer)
 
 
-def plan_layout(layout: str | None, messages: list[dict], *, target: Any = None, tools: list[dict] | None = None,
+def plan_layout(layout: str | None, messages: list[dict], *, target: Backend | None = None, tools: list[dict] | None = None,
                 chat_template: Any = None, chat_template_kwargs: dict | None = None) -> LayoutPlan:
     """Decide the layout of one compaction.
 
@@ -249,7 +250,7 @@ def plan_layout(layout: str | None, messages: list[dict], *, target: Any = None,
         raise ConfigError(f"unknown layout {layout!r}; one of {list(LAYOUTS)}")
     source = chat_template
     if source is None and layout == "agent":
-        source = (getattr(target, "model_info", None) or {}).get("tokenizer_path")
+        source = target.model_info.get("tokenizer_path") if target is not None else None
     tokenizer = load_chat_tokenizer(source) if source is not None else None
     name = resolve_layout(layout, tokenizer)
     if name == "classic":

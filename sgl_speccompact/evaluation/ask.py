@@ -13,6 +13,8 @@ from typing import Any, Sequence
 
 import sglang as sgl
 
+from ..backends.contract import Backend, ProgramBackend
+from ..backends.endpoint import connect
 from ..errors import BackendError, BackendTimeoutError, BackendUnavailableError
 from ..programs.states import retire
 from ..programs.steps import result_of
@@ -42,20 +44,22 @@ class SglangAsker:
     Parameters
     ----------
     backend
-        An sglang backend (``SpecCompactEndpoint``, ``RuntimeEndpoint``, a test backend).
+        A backend (:class:`~sgl_speccompact.backends.contract.Backend`) or a
+        plain sglang backend (``RuntimeEndpoint``), held to the contract by
+        :func:`~sgl_speccompact.backends.endpoint.connect`.
     max_tokens
         Reply budget per question.
     """
 
-    def __init__(self, backend: Any, max_tokens: int = ANSWER_TOKENS):
-        self.backend, self.max_tokens = backend, max_tokens
-        self.name = f"sglang {getattr(backend, 'base_url', type(backend).__name__)}"
+    def __init__(self, backend: Backend | ProgramBackend, max_tokens: int = ANSWER_TOKENS):
+        self.backend, self.max_tokens = connect(backend), max_tokens
+        self.name = f"sglang {self.backend.base_url or type(backend).__name__}"
 
     def ask(self, questions: Sequence[tuple[str, str]]) -> list[str]:
         """Replies to ``(system, user)`` questions, in order; a failed run raises ``BackendError``."""
         if not questions:
             return []
-        prefix = getattr(self.backend, "assistant_prefix", "")
+        prefix = self.backend.assistant_prefix
         states = ask_program.run_batch(
             [{"system": sys_, "user": user, "assistant_prefix": prefix,
               "sampling": question_sampling(self.max_tokens)} for sys_, user in questions],

@@ -225,7 +225,7 @@ def _one_shot(job: Job, program, names: dict[str, str] | None = None, max_tokens
               budget: int | None = None, placeholders: frozenset[str] = frozenset(), **kwargs) -> OneShot:
     """Run a one-shot program and count its single generation."""
     t0 = time.perf_counter()
-    state = program.run(assistant_prefix=getattr(job.target, "assistant_prefix", ""),
+    state = program.run(assistant_prefix=job.target.assistant_prefix,
                         sampling=monolithic_sampling(job.cfg, max_tokens), backend=job.target, **kwargs)
     try:
         text, meta = result_of(state, "summary")

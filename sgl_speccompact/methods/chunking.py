@@ -39,8 +39,9 @@ A tool-call group larger than a whole block has its tool outputs replaced by
 from __future__ import annotations
 
 from dataclasses import replace
-from typing import Any, Callable
+from typing import Callable
 
+from ..backends.contract import Backend
 from ..config import CompactConfig
 from ..errors import HistoryTooLongError
 from ..core.hermes_prompt import hermes_prompt
@@ -62,12 +63,11 @@ TURN_SEPARATOR_TOKENS = 2  # the blank line between rendered turns (target token
 CHAT_TEMPLATE_TOKENS = 512  # role markers and think block around a one-shot prompt (target tokens)
 
 
-def context_tokens(target: Any, cfg: CompactConfig) -> int | None:
+def context_tokens(target: Backend, cfg: CompactConfig) -> int | None:
     """The target's context window: the config's, else the server's, else None (no chunking)."""
     if cfg.target_context_tokens:
         return cfg.target_context_tokens
-    ask = getattr(target, "context_length", None)
-    return ask() if callable(ask) else None
+    return target.context_length()
 
 
 def _prompts(slots: tuple[Slot, ...], cfg: CompactConfig) -> list[str]:
@@ -183,7 +183,7 @@ def _stubbed(messages: list, turns: tuple[Turn, ...], a: int, b: int) -> list:
     return out
 
 
-def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tuple[Slot, ...],
+def split_history(messages: list, *, target: Backend, cfg: CompactConfig, slots: tuple[Slot, ...],
                   previous_summary: str | None, count: Callable[[list[str]], list[int]],
                   exact: bool = False, reserve: int | None = None) -> list[list]:
     """The messages of each block :func:`split_request` cuts ``messages`` into."""
@@ -192,7 +192,7 @@ def split_history(messages: list, *, target: Any, cfg: CompactConfig, slots: tup
                                                       exact=exact, reserve=reserve)]
 
 
-def split_request(request: MethodRequest, *, target: Any, cfg: CompactConfig, slots: tuple[Slot, ...],
+def split_request(request: MethodRequest, *, target: Backend, cfg: CompactConfig, slots: tuple[Slot, ...],
                   count: Callable[[list[str]], list[int]], exact: bool = False,
                   reserve: int | None = None) -> list[MethodRequest]:
     """The blocks to compact one after the other, each a sub-request holding its messages and turns;
@@ -258,8 +258,7 @@ def add_stats(into: CompactionStats, more: CompactionStats) -> None:
                 setattr(mine, f, getattr(mine, f) + getattr(c, f))
     for f in ("proposed_lines", "accepted_lines", "repaired_lines", "candidate_lines", "unjudged_lines",
               "dropped_drafts", "carried_proposed", "carried_lines"):
-        if hasattr(into, f):
-            setattr(into, f, getattr(into, f) + getattr(more, f))
+        setattr(into, f, getattr(into, f) + getattr(more, f))
     for f in ("agent_tokens", "agent_cached_tokens"):  # None: no block used the agent layout
         if getattr(more, f) is not None:
             setattr(into, f, (getattr(into, f) or 0) + getattr(more, f))

@@ -29,13 +29,13 @@ from __future__ import annotations
 import time
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, replace
-from typing import Any, Callable
+from typing import Callable
 
 from .chunking import run_blocks, split_request
 from .assembly import Assembled, OneShot, from_slots, from_text, section_events
 from ..config import CompactConfig, make_config
 from ..backends.endpoint import connect
-from ..backends.http import token_counter
+from ..backends.contract import Backend, ProgramBackend
 from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
 from ..history.messages import Turn, render_history
 from ..backends.layout import LayoutPlan, plan_layout
@@ -58,8 +58,8 @@ class Job:
     slots: tuple[Slot, ...]  # the schema, in summary order (the OpenClaw slots by default)
     turns: tuple[Turn, ...]  # the parsed history
     history: str  # the rendered history, as every prompt embeds it
-    target: Any  # connected target backend
-    drafter: Any  # connected drafter backend, or None
+    target: Backend  # connected target backend
+    drafter: Backend | None  # connected drafter backend, or None
     previous_summary: str | None  # summary of earlier turns (incremental compaction)
     count: Callable[[list[str]], list[int]]  # texts -> length in target tokens
     recorder: StatsRecorder  # this compaction's stats
@@ -124,11 +124,12 @@ def refusal(method: Method, *, has_drafter: bool, schema_given: bool) -> str | N
 class Backends:
     """The connected backends of one compaction."""
 
-    target: Any  # the target backend
-    drafter: Any = None  # the drafter backend; None for a method that needs none
+    target: Backend  # the target backend
+    drafter: Backend | None = None  # the drafter backend; None for a method that needs none
 
 
-def run(name: str, request: MethodRequest, target: Any, drafter: Any = None,
+def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | str,
+        drafter: Backend | ProgramBackend | str | None = None,
         config: CompactConfig | dict | None = None) -> CompactionResult:
     """Run the registered method ``name`` on ``request``; see :func:`~.methods.run_method`.
 
@@ -154,14 +155,14 @@ def run(name: str, request: MethodRequest, target: Any, drafter: Any = None,
     request = request.parsed(cfg)
 
     def plan(exact: bool) -> list[MethodRequest]:
-        return split_request(request, target=target, cfg=cfg, slots=slots, count=token_counter(target),
+        return split_request(request, target=target, cfg=cfg, slots=slots, count=target.count_tokens,
                              exact=exact, reserve=method.new_tokens(cfg) if method.new_tokens else None)
 
     def one(block: MethodRequest, previous: str | None, last: bool) -> CompactionResult:
         return run_block(method, replace(block, previous_summary=previous), Backends(target, drafter), cfg, slots)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # the tokens pruning saved are counted beside the compaction, not before it
-        saved = pool.submit(report_dict, pruned, token_counter(target)) if pruned is not None else None
+        saved = pool.submit(report_dict, pruned, target.count_tokens) if pruned is not None else None
         blocks = plan(exact=False)
         try:
             result = run_blocks(blocks, request.previous_summary, one)
@@ -202,11 +203,6 @@ def run_block(method: Method, request: MethodRequest, backends: Backends, cfg: C
     return clean_result(result, redact_secrets=cfg.redact_secrets, count=job.count)
 
 
-def token_ids_view(backend, on: bool):
-    """``backend`` sending prompts as input_ids (``on``) or text, when it can (SpecCompactEndpoint)."""
-    return backend.with_token_ids(on) if hasattr(backend, "with_token_ids") else backend
-
-
 def start(method: Method, request: MethodRequest, backends: Backends, cfg: CompactConfig,
           slots: tuple[Slot, ...]) -> Job:
     """Redact and render once; resolve labels before any generation."""
@@ -219,13 +215,13 @@ def start(method: Method, request: MethodRequest, backends: Backends, cfg: Compa
             redactions = add_counts(redactions, found)
     if previous_summary:
         previous_summary = neutralise(previous_summary)  # untrusted too (render_history does the turns)
-    target = token_ids_view(backends.target, cfg.send_token_ids)
-    drafter = token_ids_view(backends.drafter, cfg.send_token_ids) if method.needs_drafter else None
+    target = backends.target.with_token_ids(cfg.send_token_ids)
+    drafter = backends.drafter.with_token_ids(cfg.send_token_ids) if method.needs_drafter else None
     if method.judges or request.source_judge:
         check_labels(target, cfg)  # a bad label fails at start-up, not mid-way
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),
                target=target, drafter=drafter, previous_summary=previous_summary,
-               count=token_counter(target), recorder=StatsRecorder(), redactions=redactions,
+               count=target.count_tokens, recorder=StatsRecorder(), redactions=redactions,
                on_event=cleaning_events(request.on_event, redact_secrets=cfg.redact_secrets))
 
 

@@ -24,12 +24,12 @@ default model name.
 
 from __future__ import annotations
 
-from typing import Any
 
 from . import baselines, speccompact  # noqa: F401 - importing them registers the methods auto picks from
 from ..config import make_config
 from ..errors import ConfigError
 from .auto import Deployment
+from ..backends.contract import Backend
 from .autopick import AUTO, AcceptanceEstimate, AutoPicker, default_picker, deployment_for
 from .chunking import MIN_BLOCK_TOKENS
 from .pipeline import REGISTRY, refusal
@@ -106,19 +106,19 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
     return choice["method"], choice
 
 
-def served_model(backend: Any) -> str | None:
+def served_model(backend: Backend | None) -> str | None:
     """The model a connected SGLang backend serves (``/get_model_info``'s ``model_path``), if it says.
 
     >>> class B: model_info = {"model_path": "Qwen/Qwen3-32B"}
-    >>> served_model(B()), served_model(object())
-    ('Qwen/Qwen3-32B', None)
+    >>> class Bare: model_info = {}
+    >>> served_model(B()), served_model(Bare()), served_model(None)
+    ('Qwen/Qwen3-32B', None, None)
     """
-    info = getattr(backend, "model_info", None)
-    path = info.get("model_path") if isinstance(info, dict) else None
+    path = backend.model_info.get("model_path") if backend is not None else None
     return path if isinstance(path, str) and path else None
 
 
-def served_picker(target: Any, drafter: Any, *, fallback_target: str = "Qwen/Qwen3-8B",
+def served_picker(target: Backend | None, drafter: Backend | None, *, fallback_target: str = "Qwen/Qwen3-8B",
                   fallback_drafter: str = "Qwen/Qwen3-0.6B", prefer_served: bool = True,
                   **deployment) -> AutoPicker:
     """An :class:`AutoPicker` for the models the servers report (the fallbacks where they do not;

@@ -50,7 +50,7 @@ from sglang.lang.global_config import global_config
 
 from ..config import CompactConfig, make_config
 from ..backends.endpoint import LabelJudgement, connect
-from ..backends.http import token_counter
+from ..backends.contract import Backend, ProgramBackend, runs_on
 from ..history.messages import Turn, environment_outputs, parse_messages
 from ..core.judge import Judgement, acted, label_choices, unreliable
 from ..programs.states import retire
@@ -155,33 +155,35 @@ def source_judge_prompt(s, system, context, question, assistant_prefix):
 
 @sgl.function
 def source_judge_entry(s, system, context, question, assistant_prefix, positive, negative, eta):
-    """One entry's judgement as a select (the fallback for backends without ``judge_batch``)."""
+    """One entry's judgement as a select (where the target's ``judge_batch`` declines)."""
     judge_turn(s, system, context, question, assistant_prefix)
     choices, n_positive = label_choices(positive, negative)
     s += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(eta, n_positive=n_positive))
 
 
-def judge_entries(entries: list[Entry], src: Sources, *, target: Any, cfg: CompactConfig,
+def judge_entries(entries: list[Entry], src: Sources, *, target: Backend, cfg: CompactConfig,
                   has_previous: bool, recorder: StatsRecorder) -> list[Judgement]:
     """Judge every entry; counts the requests in ``recorder`` (kind ``judge``).
 
-    On a backend with ``judge_batch`` (``SpecCompactEndpoint``) this is ONE
-    prefill-only ``/generate`` with all prompts.  Any other sglang backend
-    (a plain ``RuntimeEndpoint``, a scripted test backend) runs
+    On a backend whose ``judge_batch`` judges in one request
+    (``SpecCompactEndpoint``) this is ONE prefill-only ``/generate`` with all
+    prompts.  Where it declines (a plain ``RuntimeEndpoint``, a scripted
+    test backend) the target runs
     :func:`source_judge_entry` for each entry with ``run_batch``: one select
     per entry, concurrently (two requests each on a plain ``RuntimeEndpoint``),
     after sglang's batch precache of the shared sources (one more request).
     """
     if not entries:
         return []
-    prefix = getattr(target, "assistant_prefix", "")
+    prefix = target.assistant_prefix
     pos, neg, eta = cfg.positive_label, cfg.negative_label, cfg.source_judge_threshold
     questions = [source_judge_question(e.text, e.section, pos, neg, has_previous, src.in_conversation, src.short)
                  for e in entries]
     common = dict(system=src.system, context=src.context, assistant_prefix=prefix)
-    if hasattr(target, "judge_batch"):
-        texts = [_text(source_judge_prompt.run(question=q, backend=target, **common)) for q in questions]
-        judgements, meta = target.judge_batch(texts, pos, neg, eta)
+    texts = [_text(source_judge_prompt.run(question=q, backend=target, **common)) for q in questions]
+    judged = target.judge_batch(texts, pos, neg, eta)
+    if judged is not None:
+        judgements, meta = judged
         recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
         return judgements
     program = source_judge_entry.bind(positive=pos, negative=neg, eta=eta, **common)
@@ -208,11 +210,11 @@ def _text(state) -> str:
         retire([state])
 
 
-def _precaches(backend: Any, n: int) -> bool:
+def _precaches(backend: Backend, n: int) -> bool:
     # sglang's run_batch traces the program and sends its constant prefix
     # (here: system turn and sources) once before the batch, via cache_prefix
     return (n > 1 and global_config.enable_precache_with_tracing
-            and type(backend).cache_prefix is not BaseBackend.cache_prefix)
+            and type(runs_on(backend)).cache_prefix is not BaseBackend.cache_prefix)
 
 
 # ---------------------------------------------------------------- entry points
@@ -226,7 +228,7 @@ def _turns(messages_or_turns: Any, cfg: CompactConfig) -> tuple[Turn, ...]:
                           max_chars=cfg.max_history_chars)
 
 
-def source_judge(summary: str, messages_or_turns: Any, *, target: Any,
+def source_judge(summary: str, messages_or_turns: Any, *, target: Backend | ProgramBackend | str,
                  config: CompactConfig | dict | None = None, previous_summary: str | None = None,
                  recorder: StatsRecorder | None = None,
                  shared_prefix: SharedPrefix | None = None) -> tuple[str, SourceJudgeReport]:
@@ -286,13 +288,12 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Any,
     return drop_entries(summary, entries, keep), report
 
 
-def check_labels(target: Any, cfg: CompactConfig) -> None:
+def check_labels(target: Backend, cfg: CompactConfig) -> None:
     """Resolve the judge labels now, so a bad label fails before any generation."""
-    if hasattr(target, "label_tokens"):
-        target.label_tokens(cfg.positive_label, cfg.negative_label)
+    target.label_tokens(cfg.positive_label, cfg.negative_label)
 
 
-def source_judge_result(result: CompactionResult, messages_or_turns: Any, *, target: Any,
+def source_judge_result(result: CompactionResult, messages_or_turns: Any, *, target: Backend | ProgramBackend | str,
                         config: CompactConfig | dict | None = None, previous_summary: str | None = None,
                         shared_prefix: SharedPrefix | None = None) -> CompactionResult:
     """Apply SJC to a finished compaction (``shared_prefix``: see :func:`source_judge`).
@@ -310,7 +311,7 @@ def source_judge_result(result: CompactionResult, messages_or_turns: Any, *, tar
     filtered, report = source_judge(out.summary, messages_or_turns, target=target, config=cfg,
                                     previous_summary=previous_summary, recorder=recorder,
                                     shared_prefix=shared_prefix)
-    count = token_counter(target)
+    count = target.count_tokens
     if report.deleted:
         entries = split_entries(out.summary, cfg.empty_markers)
         gone = {i for e, v in zip(entries, report.entries) if not v.kept for i in range(e.start, e.end)}

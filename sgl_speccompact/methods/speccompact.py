@@ -33,8 +33,8 @@ def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
     return SlotContext(
         cfg=job.cfg, slots=job.slots, drafter=job.drafter, drafter_context=drafter_text,
         count_tokens=job.count, recorder=job.recorder, target=job.target,
-        target_prefix=getattr(job.target, "assistant_prefix", ""),
-        drafter_prefix=getattr(job.drafter, "assistant_prefix", ""),
+        target_prefix=job.target.assistant_prefix,
+        drafter_prefix=job.drafter.assistant_prefix if job.drafter is not None else "",
         has_previous=bool(job.previous_summary), on_event=job.on_event,
         chat_prefix=job.layout.chat_prefix,
         carried=(previous_lines(job.previous_summary, job.slots, job.cfg.empty_markers)

@@ -7,7 +7,7 @@ every carried line of the branch is judged at once, when the branch proposes
 its first one: each prompt is the branch plus the carried question about one
 line (built on copies, which send nothing), and the target's ``judge_batch``
 sends them as ONE prefill-only ``/generate`` batch sharing the branch's cached
-prefix.  A target without ``judge_batch`` is asked one line at a time, the
+prefix.  A target whose ``judge_batch`` declines is asked one line at a time, the
 same questions.
 
 **The evidence rule** (replacing a fixed share): the judged share ``j`` (lines
@@ -60,14 +60,19 @@ def judge_carried_lines(s, slot: Slot, lines: list[str], ctx: SlotContext) -> tu
     """Judge ``lines`` (carried from the previous summary) for whether they still hold.
 
     Returns ``([{"accepted": bool, "score": float}, ...], meta)``, one verdict
-    per line, in order; ``meta["requests"]`` is 1 with a target that has
-    ``judge_batch`` (0 for no lines), else one per line.
+    per line, in order; ``meta["requests"]`` is 1 with a target whose
+    ``judge_batch`` judges in one request (0 for no lines), else one per line.
     """
     if not lines:
         return [], {"requests": 0}
     cfg = ctx.cfg
-    batch = getattr(ctx.target, "judge_batch", None)
-    if not callable(batch):
+    texts = []
+    for line in lines:
+        with scratch(s) as v:
+            ask_verdict(v, slot, line, ctx, carried=True)
+            texts.append(v.text())
+    judged = ctx.target.judge_batch(texts, cfg.positive_label, cfg.negative_label, cfg.eta)
+    if judged is None:  # the target declines one-request judging: one select per line
         verdicts, meta = [], {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0}
         for line in lines:
             one = verify_line(s, slot, line, ctx, carried=True)
@@ -75,10 +80,5 @@ def judge_carried_lines(s, slot: Slot, lines: list[str], ctx: SlotContext) -> tu
             for k in meta:
                 meta[k] += int(one.get(k) or (1 if k == "requests" else 0))
         return verdicts, meta
-    texts = []
-    for line in lines:
-        with scratch(s) as v:
-            ask_verdict(v, slot, line, ctx, carried=True)
-            texts.append(v.text())
-    judgements, meta = batch(texts, cfg.positive_label, cfg.negative_label, cfg.eta)
+    judgements, meta = judged
     return [{"accepted": j.accepted, "score": j.score} for j in judgements], meta

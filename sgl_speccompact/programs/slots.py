@@ -23,7 +23,7 @@ from ..schema import Slot
 from . import experimental
 from .slot_stream import SlotStream
 from .context import SlotContext, SlotRun
-from .steps import check_backends, end_states, fork_slots, prefill_drafter, run_concurrently
+from .steps import end_states, fork_slots, prefill_drafter, run_concurrently
 
 
 @sgl.function
@@ -34,7 +34,6 @@ def speccompact(s, shared, ctx):
     """
     if ctx.target is None:
         ctx = replace(ctx, target=s.stream_executor.backend)
-    check_backends(ctx)
     units = sum(len(branches_of(slot, ctx)) for slot in ctx.slots)
     gate = experimental.Lockstep(units) if ctx.cfg.lockstep_branches else None
     run = SlotRun(ctx, shared, gate=gate)

@@ -270,7 +270,11 @@ def judge_lines(s, slot: Slot, lines: list[str], ctx: SlotContext) -> tuple[list
             ask_verdict(v, slot, line, ctx)
             texts.append(v.text())
     cfg = ctx.cfg
-    return ctx.target.judge_batch(texts, cfg.positive_label, cfg.negative_label, cfg.eta)
+    judged = ctx.target.judge_batch(texts, cfg.positive_label, cfg.negative_label, cfg.eta)
+    if judged is None:  # the target declines: one request per line would defeat the candidates
+        raise ConfigError("repair_candidates needs a target that judges in one request (judge_batch: "
+                          "SpecCompactEndpoint)")
+    return judged
 
 
 def repair_line(s, ctx: SlotContext) -> tuple[str, dict]:
@@ -336,13 +340,8 @@ def sample_candidates(slot: Slot, prefix: tuple[str, ...], ctx: SlotContext,
         text = state.text()
     finally:
         retire([state])
-    return ctx.drafter.sample_n(text, candidate_sampling(ctx.cfg, max_tokens))
-
-
-def check_backends(ctx: SlotContext) -> None:
-    """Fail at start-up when a switch needs what a backend does not offer."""
-    if ctx.cfg.repair_candidates:
-        if not callable(getattr(ctx.drafter, "sample_n", None)):
-            raise ConfigError("repair_candidates needs a drafter with sample_n (SpecCompactEndpoint)")
-        if not callable(getattr(ctx.target, "judge_batch", None)):
-            raise ConfigError("repair_candidates needs a target with judge_batch (SpecCompactEndpoint)")
+    samples = ctx.drafter.sample_n(text, candidate_sampling(ctx.cfg, max_tokens))
+    if samples is None:  # the drafter declines parallel sampling
+        raise ConfigError("repair_candidates needs a drafter that samples n lines in one request (sample_n: "
+                          "SpecCompactEndpoint)")
+    return samples

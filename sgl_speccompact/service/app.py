@@ -309,12 +309,12 @@ class AppState:
                 self.sessions.remember_held(scope, req.session, held_share(result.summary, request.previous_summary))
             return result
         target = self.targets.pick()
-        if req.routing_key and hasattr(target, "with_routing_key"):  # sglang-router manual policy
+        if req.routing_key:  # sglang-router manual policy
             target = target.with_routing_key(req.routing_key)
         priority = self.options.limits.prepare_priority
-        if background and priority is not None and hasattr(target, "with_priority"):
+        if background and priority is not None:
             target = target.with_priority(priority)  # behind the agent's own requests
-        if background and self.options.limits.prepare_yield_s and hasattr(target, "with_yield"):
+        if background and self.options.limits.prepare_yield_s:
             target = target.with_yield(self.gate(target))  # each request waits while the agent's run
         return run, target, self.drafter
 
@@ -322,7 +322,7 @@ class AppState:
         """The :class:`~sgl_speccompact.service.yielding.YieldGate` of ``target``'s server (one per server)."""
         from .yielding import YieldGate, Unsupported
 
-        key = getattr(target, "base_url", None) or id(target)
+        key = target.base_url or id(target)
         gate = self.gates.get(key)
         if gate is None:
             def fetch(backend=target):

@@ -25,8 +25,8 @@ from __future__ import annotations
 
 import threading
 import time
-from typing import Any
 
+from ..backends.contract import Backend
 from ..errors import CompactionCancelledError, CompactionTimeoutError, ServiceStoppingError
 
 
@@ -109,13 +109,11 @@ class CancelScope:
         return self._event.wait(timeout)
 
 
-def bind(backend: Any, scope: CancelScope) -> Any:
-    """``backend`` bound to ``scope`` when it supports it (``with_cancel``), else itself.
+def bind(backend: Backend | None, scope: CancelScope) -> Backend | None:
+    """``backend``'s view bound to ``scope`` (``with_cancel``); None for no backend.
 
-    A backend without ``with_cancel`` (an in-process stand-in) is returned
-    unchanged; the service still answers at the deadline, but that backend
-    keeps running until its compaction returns.
+    An in-process stand-in's view is itself (no request to stop); the
+    service still answers at the deadline, but that backend keeps running
+    until its compaction returns.
     """
-    if backend is not None and hasattr(backend, "with_cancel"):
-        return backend.with_cancel(scope)
-    return backend
+    return backend.with_cancel(scope) if backend is not None else None

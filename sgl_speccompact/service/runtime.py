@@ -125,7 +125,7 @@ class Upstreams:
             named.append(("drafter", drafter))
         self._named = named  # (role, backend)
         self.show_urls = show_urls  # operator asked for URLs in errors and /health
-        urls = [(getattr(b, "base_url", None), role) for role, b in named]
+        urls = [(b.base_url, role) for role, b in named]
         self._urls = sorted(((u.rstrip("/"), r) for u, r in urls if u), key=lambda x: -len(x[0]))
 
     def named(self) -> list[tuple[str, Any]]:
@@ -189,7 +189,7 @@ def http_probe(http: Any = None, timeout_s: float = 5.0) -> Callable[[Any], dict
     get = http.get if http is not None else httpx.get
 
     def probe(backend: Any) -> dict:
-        base = getattr(backend, "base_url", None)
+        base = backend.base_url
         if not base:  # an in-process backend has no server that could be down
             return {"ok": True, "url": None, "detail": "in-process backend"}
         key = getattr(backend, "api_key", None)

@@ -4,6 +4,9 @@ import copy
 import doctest
 
 import pytest
+from sglang.lang.backend.base_backend import BaseBackend
+
+from sgl_speccompact.backends.contract import BackendDefaults
 
 from sgl_speccompact.methods import chunking
 from sgl_speccompact.methods.chunking import pack, run_blocks, split_history, tool_groups
@@ -69,7 +72,7 @@ def test_split_history_blocks_fit_and_never_split_a_pair():
     for b in blocks:
         assert sum(count_tokens([chunking._render_turn(t) for t in parse_messages(b)])) <= room
     # unknown context, or one that holds everything: one block, untouched
-    assert split_history(msgs, target=object(), cfg=cfg, slots=OPENCLAW_SLOTS, previous_summary=None,
+    assert split_history(msgs, target=BackendDefaults(), cfg=cfg, slots=OPENCLAW_SLOTS, previous_summary=None,
                          count=count_tokens) == [msgs]
     assert split_history(msgs, target=Sized(10**7), cfg=cfg, slots=OPENCLAW_SLOTS, previous_summary=None,
                          count=count_tokens) == [msgs]
@@ -172,7 +175,7 @@ def strict_method():
     REGISTRY.pop("strict")
 
 
-class SizedScripted:
+class SizedScripted(BackendDefaults, BaseBackend):
     """A target that counts like the scripted backends and reports a 6,000-token window."""
 
     def count_tokens(self, texts):

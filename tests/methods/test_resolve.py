@@ -6,6 +6,7 @@ import itertools
 
 import pytest
 
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.methods import resolve
 from sgl_speccompact.methods.auto import Deployment
 from sgl_speccompact.methods.autopick import deployment_for
@@ -81,7 +82,7 @@ class Served:
 def test_auto_predicts_for_the_model_the_server_reports():
     picker = served_picker(Served("Qwen/Qwen3-32B"), Served("Qwen/Qwen3-0.6B"), gpus=2, drafter_shares_gpu=False)
     assert picker.pair == "Qwen/Qwen3-32B|Qwen/Qwen3-0.6B" and "32b" in picker.deployment.target.name.lower()
-    assert served_picker(object(), None).pair == "Qwen/Qwen3-8B|none"  # a server that does not say: the default
+    assert served_picker(BackendDefaults(), None).pair == "Qwen/Qwen3-8B|none"  # a server that does not say: the default
     want = deployment_for("Qwen/Qwen3-32B", "Qwen/Qwen3-0.6B", gpus=2, drafter_shares_gpu=False)
     assert picker.predict(16_000, METHODS) == {**want.predict(16_000, METHODS)}
 

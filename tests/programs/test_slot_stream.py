@@ -295,7 +295,8 @@ def test_best_accepted_candidate_replaces_a_rejected_line():
 
 
 class OneAtATime(ScriptedBackend):
-    sample_n = None  # like sglang's plain RuntimeEndpoint
+    def sample_n(self, text, sampling_params):
+        return None  # declined, like a plain RuntimeEndpoint's
 
 
 def test_candidates_need_batch_capable_backends():

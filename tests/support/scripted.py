@@ -13,6 +13,7 @@ import threading
 from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.chat_template import get_chat_template
 
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.backends.endpoint import LabelJudgement, decision
 from sgl_speccompact.core.judge import verdict
 
@@ -59,7 +60,7 @@ def finish_like_sglang(out: str, finish: str, stop, prompt: str) -> tuple[str, d
                  "completion_tokens": count_tokens([out])[0], "finish_reason": reason}
 
 
-class ScriptedBackend(BaseBackend):
+class ScriptedBackend(BackendDefaults, BaseBackend):
     """Target or drafter whose answers are functions of the request text.
 
     Parameters

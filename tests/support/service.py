@@ -6,6 +6,7 @@ import threading
 import time
 from fastapi.testclient import TestClient
 from tests.support.runner_calls import call_fields
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.result import CompactionResult, LineOrigin, SlotResult, SummaryLine
 from sgl_speccompact.service.app import DEFAULT_METHODS, create_app
 
@@ -20,8 +21,8 @@ MORE = [{"role": "assistant", "content": "The test fails on an import."},
         {"role": "user", "content": "Then fix the import in a.py"}]
 
 
-class Backend:
-    """Stands in for an SGLang endpoint."""
+class Backend(BackendDefaults):
+    """Stands in for an SGLang endpoint (the contract's no-ops; the runner is faked)."""
 
     def __init__(self, name: str, base_url: str | None = None):
         self.name = name

@@ -16,6 +16,7 @@ from pathlib import Path
 from sglang.lang.backend.base_backend import BaseBackend
 from sglang.lang.chat_template import get_chat_template
 
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.core import prompts
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
@@ -78,7 +79,7 @@ def slot_answer(slot: str, prompt: str) -> str:
     return f"- {slot} for {mod}: fix add() in src/{mod}.py\n- keep setup.cfg unchanged"
 
 
-class ScriptedTarget(BaseBackend):
+class ScriptedTarget(BackendDefaults, BaseBackend):
     """A target that answers slot requests deterministically and records every prompt.
 
     ``truncate_slot`` names a slot whose answer is reported as cut at
