@@ -24,9 +24,10 @@ longer matches its pattern), and the stub is redacted again after.
 from __future__ import annotations
 
 import hashlib
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Mapping
 
+from .messages import Turn
 from .redaction import add_counts, redact
 
 FIRST_LINE_CHARS = 80  # longest first line a stub quotes (chars)
@@ -135,6 +136,20 @@ def prune_tool_outputs(messages: list, keep: int, *, redact_secrets: bool = Fals
         replaced.append((shown, short))
         found, before = add_counts(found, counts), before + len(output)
     return out, PruneReport(len(replaced), before, sum(len(b) for _, b in replaced), tuple(replaced), found)
+
+
+def with_stubs(turns: tuple[Turn, ...], messages: list, pruned: list) -> tuple[Turn, ...]:
+    """``turns`` (parsed from ``messages``) with the stubs :func:`prune_tool_outputs` put in ``pruned``.
+
+    A stub is plain text, so the turn takes it as its content; the
+    messages are not parsed again.
+
+    >>> msgs = [{"role": "user", "content": "long"}]
+    >>> with_stubs((Turn("user", "long"),), msgs, [{"role": "user", "content": "short"}])[0].content
+    'short'
+    """
+    return tuple(t if new is old else replace(t, content=new["content"])
+                 for t, old, new in zip(turns, messages, pruned))
 
 
 def report_dict(report: PruneReport, count) -> dict:

@@ -45,7 +45,7 @@ from ..backends.contract import Backend
 from ..config import CompactConfig
 from ..errors import HistoryTooLongError
 from ..core.hermes_prompt import hermes_prompt
-from ..history.messages import Turn, _render_turn, parse_messages
+from ..history.messages import Turn, _render_turn
 from ..core.judge_prompts import judge_rubric
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt, target_shared
 from ..history.pruning import stub
@@ -170,17 +170,21 @@ def pack(sizes: list[int], room: int) -> list[tuple[int, int]]:
     return blocks
 
 
-def _stubbed(messages: list, turns: tuple[Turn, ...], a: int, b: int) -> list:
-    """Messages ``a:b`` with every tool output replaced by its stub (an oversized group)."""
+def _stubbed(messages: list, turns: tuple[Turn, ...], a: int, b: int) -> tuple[list, tuple[Turn, ...]]:
+    """Messages and turns ``a:b`` with every tool output replaced by its stub (an oversized group).
+
+    The stubs are made from the turns and set in both, so nothing is parsed again.
+    """
     calls = {c.id: c for t in turns[a:b] for c in t.tool_calls}
-    out = []
+    out, shown = [], []
     for m, t in zip(messages[a:b], turns[a:b]):
         if t.role == "tool":
             call = calls.get(t.tool_call_id)
-            m = {**m, "content": stub(t.name or (call.name if call else ""), call.arguments if call else "",
-                                      t.content)}
+            short = stub(t.name or (call.name if call else ""), call.arguments if call else "", t.content)
+            m, t = {**m, "content": short}, replace(t, content=short)
         out.append(m)
-    return out
+        shown.append(t)
+    return out, tuple(shown)
 
 
 def split_history(messages: list, *, target: Backend, cfg: CompactConfig, slots: tuple[Slot, ...],
@@ -240,8 +244,7 @@ def split_request(request: MethodRequest, *, target: Backend, cfg: CompactConfig
         a, b = groups[ga][0], groups[gb - 1][1]
         part, shown = list(messages[a:b]), turns[a:b]
         if sum(sizes[a:b]) > room:  # one group alone: stub its tool outputs
-            part = _stubbed(messages, turns, a, b)
-            shown = parse_messages(part)
+            part, shown = _stubbed(messages, turns, a, b)
             if sum(count([_render_turn(t) for t in shown])) > room:
                 raise HistoryTooLongError(f"messages[{a}:{b}] do not fit the target's context ({room} history "
                                           f"tokens per block) even with tool outputs stubbed", field="messages")

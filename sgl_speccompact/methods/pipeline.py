@@ -2,8 +2,8 @@
 
 ::
 
-    request -> [prune] -> parse once -> blocks -> per block: redact + render -> method program
-               (pruning)  (request.py)   (chunking)  (Job)                        (registered)
+    request -> parse once -> [prune] -> blocks -> per block: redact + render -> method program
+               (request.py)  (pruning)  (chunking)  (Job)                        (registered)
             -> assemble + budget -> [SJC]        each block on the last block's summary
                (assembly.py)        (source_judge.py)
 
@@ -39,7 +39,7 @@ from ..backends.contract import Backend, ProgramBackend
 from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
 from ..history.messages import Turn, render_history
 from ..backends.layout import LayoutPlan, plan_layout
-from ..history.pruning import prune_tool_outputs, report_dict
+from ..history.pruning import prune_tool_outputs, report_dict, with_stubs
 from ..history.redaction import add_counts, redact, redact_json, redact_messages, redact_turns
 from ..result import CompactionResult, SlotResult, StatsRecorder
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
@@ -143,16 +143,16 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
     if refused:
         raise ConfigError(refused)
     cfg = make_config(config)
+    request = request.parsed(cfg)  # the one parse: below here every step works on request.turns
     pruned = None
     if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs
         # an output is redacted before its stub cuts it (a cut secret matches no pattern), the stub after
         messages, pruned = prune_tool_outputs(request.messages, cfg.keep_tool_outputs,
                                               redact_secrets=cfg.redact_secrets)
-        request = replace(request, messages=messages, turns=None)
+        request = replace(request, messages=messages, turns=with_stubs(request.turns, request.messages, messages))
     target = connect(target)
     drafter = connect(drafter) if method.needs_drafter else None
     slots = validate_schema(request.schema if request.schema is not None else OPENCLAW_SLOTS)
-    request = request.parsed(cfg)
 
     def plan(exact: bool) -> list[MethodRequest]:
         return split_request(request, target=target, cfg=cfg, slots=slots, count=target.count_tokens,

@@ -13,7 +13,7 @@ from sgl_speccompact.methods.registry import METHODS, run_method
 from sgl_speccompact.methods.pipeline import REGISTRY, register
 
 from tests.support.scripted import ScriptedBackend
-from tests.support.methods import baseline_target, pair
+from tests.support.methods import baseline_target, pair, tool_loop
 from tests.support.programs import MESSAGES
 
 
@@ -68,6 +68,35 @@ def test_history_parsed_and_rendered_once_even_with_source_judge(method, counted
     res = run_method(method, MESSAGES, target=target, drafter=drafter, source_judge=True)
     assert res.method == method and res.source_judge is not None
     assert counted_parsing == {"parse": 1, "render": 1}
+
+
+SECRET = "token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789"
+PRUNE_CHUNK_REDACT = {"prune_tool_outputs": True, "keep_tool_outputs": 2, "target_context_tokens": 6000,
+                      "redact_secrets": True, "max_summary_tokens": 512, "monolithic_max_tokens": 512}
+
+
+def pruned_chunked_history() -> list[dict]:
+    """Old tool outputs to prune, the two newest too long for one block (stubbed), a secret at the end."""
+    msgs = tool_loop(4, lines=2000)
+    msgs[-1] = {**msgs[-1], "content": msgs[-1]["content"] + " " + SECRET}
+    return msgs
+
+
+def test_pruning_chunking_stubbing_and_redaction_parse_the_history_once(counted_parsing):
+    msgs = pruned_chunked_history()
+    res = run_method("openclaw", msgs, target=baseline_target(), config=PRUNE_CHUNK_REDACT)
+    assert res.pruning["messages_pruned"] > 0 and res.chunks >= 2  # pruned, then cut into blocks
+    assert res.redactions.get("github_token")  # the secret was found (in the turns, not a second parse)
+    assert counted_parsing["parse"] == 1
+
+
+def test_a_request_parsed_at_the_edge_is_not_parsed_again(counted_parsing):
+    from sgl_speccompact.config import make_config
+
+    request = MethodRequest(pruned_chunked_history()).parsed(make_config(PRUNE_CHUNK_REDACT))
+    counted_parsing["parse"] = 0  # the edge's parse (the service's) is done
+    res = run_method("openclaw", request, target=baseline_target(), config=PRUNE_CHUNK_REDACT)
+    assert res.chunks >= 2 and counted_parsing["parse"] == 0
 
 
 def test_a_registered_method_gets_the_whole_path(echo_method):
