@@ -16,6 +16,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.backends.calibration_probe import cache_path
 from sgl_speccompact.core.calibration import profile_fit
 from sgl_speccompact.launch.cli import build_parser
@@ -78,7 +79,7 @@ def test_launcher_reports_fits_in_health_and_metrics(make_emulated_server):
         fits = cost_fits(plan, http)
     assert fits["target"].source == "profile:H100" and fits["drafter"].source == "profile:H200"
 
-    app = create_app(object(), object(), runner=lambda *a, **k: None, methods=("speccompact",),
+    app = create_app(BackendDefaults(), BackendDefaults(), runner=lambda *a, **k: None, methods=("speccompact",),
                      health_probe=lambda b: {"ok": True, "url": None, "detail": "fake"}, cost_models=fits)
     client = TestClient(app)
     health = client.get("/health").json()["cost_model"]

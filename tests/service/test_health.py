@@ -15,6 +15,7 @@ from fastapi.testclient import TestClient
 from tests.support.live_service import LiveService
 from tests.support.misbehaving import Answer, Garbage, Hang, Trickle, Upstream, busy_loads
 
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.service.app import ServiceLimits, create_app
 from sgl_speccompact.service.store import SessionStore
 
@@ -66,7 +67,7 @@ def probe_app(url: str, health_timeout_s: float = 1.0):
                       runner=Summary(), methods=("hermes",), default_method="hermes")
 
 
-class Server:
+class Server(BackendDefaults):
     """A target as /health sees it: a server at ``base_url``."""
 
     def __init__(self, base_url: str):

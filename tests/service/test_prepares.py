@@ -8,6 +8,7 @@ from dataclasses import dataclass
 import pytest
 from fastapi.testclient import TestClient
 
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.methods.autopick import AutoPicker
 from sgl_speccompact.service.app import PREPARE_WORKERS, ServiceLimits, create_app
 from sgl_speccompact.service.store import DUPLICATE_OUTPUT
@@ -99,7 +100,7 @@ def test_a_newer_waiting_prepare_replaces_the_older_waiting_one():
 
 
 @dataclass
-class Scoped:
+class Scoped(BackendDefaults):
     """A backend that records the cancel scope a compaction binds it to."""
 
     name: str

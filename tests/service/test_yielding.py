@@ -11,6 +11,7 @@ import httpx
 import pytest
 from fastapi.testclient import TestClient
 
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.backends.http import http_error
 from sgl_speccompact.service.app import ServiceLimits, create_app
 from sgl_speccompact.service.yielding import Unsupported, YieldGate, yield_delay
@@ -106,7 +107,7 @@ def test_a_server_without_v1_loads_is_never_waited_on_and_the_log_says_so_once(c
     assert len([r for r in caplog.records if "no /v1/loads" in r.getMessage()]) == 1
 
 
-class NoLoads:
+class NoLoads(BackendDefaults):
     """A target whose server answers 404 to /v1/loads (an older SGLang, or a router)."""
 
     base_url = "http://127.0.0.1:9"
@@ -116,7 +117,7 @@ class NoLoads:
 
 
 def test_the_service_maps_a_404_to_no_yielding():
-    app = create_app(object(), None, limits=ServiceLimits(prepare_yield_s=2.0))
+    app = create_app(BackendDefaults(), None, limits=ServiceLimits(prepare_yield_s=2.0))
     gate = app.state.service.gate(NoLoads())
     gate.hold()  # waits (within its bound) for the first answer: the 404
     assert not gate.supported and gate.hold() == 0.0
