@@ -60,7 +60,7 @@ def test_compact_json_and_options(tmp_path, capsys):
     assert json.loads(out.out)["stats"]["acceptance_rate"] == 0.75
     kw = runner.kwargs
     assert kw["method"] == "openclaw" and kw["source_judge"] and kw["previous_summary"] == "## Goal\n- earlier"
-    assert kw["config"] == {"eta": 0.8, "positive_label": "yes"} and kw["focus"] == "the db schema"
+    assert (kw["config"].eta, kw["config"].positive_label) == (0.8, "yes") and kw["focus"] == "the db schema"
     assert kw["messages"] == load_history(traj("simulations"), trial=2)
 
 
