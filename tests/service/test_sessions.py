@@ -344,7 +344,7 @@ def test_store_flags_reach_the_service_config():
     plan = build_plan(build_parser("x").parse_args(base + ["--session-store-mb", "2", "--session-ttl", "60"]))
     assert (plan.service.session_store_mb, plan.service.session_ttl_s) == (2.0, 60.0)
     default = build_plan(build_parser("x").parse_args(base)).service
-    assert (default["session_store_mb"] * 2**20, default["session_ttl_s"]) == (
+    assert (default.session_store_bytes, default.session_ttl_s) == (
         ServiceSettings().session_store_bytes, ServiceSettings().session_ttl_s)
 
 
