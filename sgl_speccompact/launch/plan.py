@@ -368,7 +368,7 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
         servers=tuple(servers), router=router, target_urls=target_urls, drafter_url=drafter_url if drafter_on else None,
         drafter_lora_name=drafter.lora_name if drafter_on and lora_named else None,
         target_chat_template=templates[0], drafter_chat_template=templates[1],
-        # the table's settings with what the defaults section, the file and the flags gave over them
+        # the one table, with what the config file and the flags gave over it
         service=replace(defaults(), **{k: svc[k] for k in SECTIONS["service"] - {"prepare_priority"}},
                         prepare_priority=prepare_priority(svc, servers)), compact=compact,
         api_key=resolve_api_key(args.api_key), upstream_api_key=args.upstream_api_key,
