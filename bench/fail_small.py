@@ -39,6 +39,7 @@ import sys
 import tempfile
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -105,14 +106,14 @@ def sigstop(args) -> None:
     import httpx
 
     from tests.support.live_service import LiveService
-    from sgl_speccompact.service.app import ServiceLimits, create_app
+    from sgl_speccompact.service.app import ServiceSettings, create_app
 
     with tempfile.TemporaryDirectory() as folder:
         proc, url = start_redis(folder)
         try:
             app = create_app(object(), None, runner=runner_sleeping(args.work_s), methods=("hermes",),
-                             default_method="hermes", health_probe=lambda b: {"ok": True},
-                             limits=ServiceLimits(session_store=url, compaction_timeout_s=60.0))
+                             health_probe=lambda b: {"ok": True},
+                             settings=ServiceSettings(session_store=url, compaction_timeout_s=60.0, method="hermes"))
             svc = LiveService(app)
             http = httpx.Client(timeout=600, limits=httpx.Limits(max_connections=64))  # one client: no per-call setup
             try:
@@ -156,14 +157,15 @@ def poison(args) -> None:
     import redis
     from fastapi.testclient import TestClient
 
-    from sgl_speccompact.service.app import ServiceLimits, create_app
+    from sgl_speccompact.service.app import ServiceSettings, create_app
 
     with tempfile.TemporaryDirectory() as folder:
         proc, url = start_redis(folder)
         try:
             r = redis.Redis.from_url(url)
-            app = create_app(object(), None, runner=runner_sleeping(0.0), methods=("hermes",), default_method="hermes",
-                             health_probe=lambda b: {"ok": True}, limits=ServiceLimits(session_store=url))
+            app = create_app(object(), None, runner=runner_sleeping(0.0), methods=("hermes",),
+                             health_probe=lambda b: {"ok": True},
+                             settings=ServiceSettings(session_store=url, method="hermes"))
             prefix = app.state.sessions.store.prefix
             tried = five = ok = missed = 0
             with TestClient(app) as client:
@@ -209,7 +211,7 @@ def gated_service(routes: dict, limits, lifetimes: list):
 
     up = Upstream({**routes, "/generate": Answer({"text": "x"})})
     app = create_app(HttpEndpoint(up.url, timeout_s=60, token_ids=False), None, methods=("hermes",),
-                     default_method="hermes", runner=runner_sleeping(0.0, True, lifetimes), limits=limits,
+                     runner=runner_sleeping(0.0, True, lifetimes), settings=replace(limits, method="hermes"),
                      health_probe=lambda b: {"ok": True})
     return up, app, TestClient(app)
 
@@ -217,10 +219,10 @@ def gated_service(routes: dict, limits, lifetimes: list):
 def trickle(args) -> None:
     from tests.support.misbehaving import Trickle
 
-    from sgl_speccompact.service.app import ServiceLimits
+    from sgl_speccompact.service.app import ServiceSettings
 
     lifetimes: list = []
-    limits = ServiceLimits(compaction_timeout_s=10.0, prepare_workers=2, prepare_yield_s=2.0)
+    limits = ServiceSettings(compaction_timeout_s=10.0, prepare_workers=2, prepare_yield_s=2.0)
     up, app, client = gated_service({"/v1/loads": Trickle(b" " * 600, every_s=1.0)}, limits, lifetimes)
     try:
         with client:
@@ -242,11 +244,11 @@ def trickle(args) -> None:
 def busy(args) -> None:
     from tests.support.misbehaving import Answer, busy_loads
 
-    from sgl_speccompact.service.app import ServiceLimits
+    from sgl_speccompact.service.app import ServiceSettings
 
     lifetimes: list = []
     up, app, client = gated_service({"/v1/loads": Answer(busy_loads(1), delay_s=1.8)},
-                                    ServiceLimits(prepare_yield_s=2.0, prepare_workers=2), lifetimes)
+                                    ServiceSettings(prepare_yield_s=2.0, prepare_workers=2), lifetimes)
     try:
         with client:
             for i in range(3):

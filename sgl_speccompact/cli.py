@@ -18,7 +18,8 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from .errors import ConfigError, InvalidHistoryError, MalformedJSONError, SpecCompactError
-from .flags import OneLineParser, count, positive_number
+from .config import CompactConfig
+from .options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, OneLineParser, count, defaults, positive_number
 from .history.formats import list_trials, load_history
 from .result import CompactionResult
 
@@ -30,9 +31,13 @@ def build_parser() -> argparse.ArgumentParser:
     p = OneLineParser(prog="python -m sgl_speccompact compact",
                       description="Compact one agent trajectory file on SGLang servers.")
     p.add_argument("file", help="trajectory: OpenAI messages, SWE-agent .traj, mini-swe-agent, tau2-bench")
-    p.add_argument("--method", default="auto",
-                   help="auto (default: the method the cost model predicts fastest, see --gpu/--gpus) | "
-                        "speccompact | hermes | openclaw | target_self")
+    from .launch.cpu import CPU_SERVICE_DEFAULTS
+    from .methods.names import METHODS
+
+    default = defaults().method
+    p.add_argument("--method", default=default,
+                   help=f"{default} (default; auto: the method the cost model predicts fastest, see --gpu/--gpus) | "
+                        + " | ".join(METHODS))
     p.add_argument("--target-url", default=os.environ.get(TARGET_ENV),
                    help=f"target SGLang server (default ${TARGET_ENV})")
     p.add_argument("--drafter-url", default=os.environ.get(DRAFTER_ENV),
@@ -43,8 +48,9 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--target-chat-template", help="the target's template (overrides --chat-template)")
     p.add_argument("--drafter-chat-template", help="the drafter's template (overrides --chat-template)")
     p.add_argument("--api-key", help="bearer token of the SGLang servers")
-    p.add_argument("--timeout", type=float, help="per-request timeout, seconds, > 0 (default 120; against a "
-                   "server on SGLang's CPU engine the launcher's CPU request timeout, 900)")
+    p.add_argument("--timeout", type=float, help=f"per-request timeout, seconds, > 0 (default "
+                   f"{defaults().request_timeout_s:g}; against a server on SGLang's CPU engine the launcher's "
+                   f"CPU request timeout, {CPU_SERVICE_DEFAULTS['request_timeout_s']:g})")
     p.add_argument("--trial", type=int, default=0, help="which trial of a multi-trial (tau2) file, >= 0 (default 0)")
     p.add_argument("--list-trials", action="store_true", help="list the file's trials and exit")
     p.add_argument("--previous-summary", metavar="FILE", help="summary of earlier turns (text file)")
@@ -64,9 +70,9 @@ def build_parser() -> argparse.ArgumentParser:
     g.add_argument("--gpus", type=int, choices=(1, 2), default=1,
                    help="1: the drafter shares the target's GPU (default); 2: it has a GPU of its own")
     g.add_argument("--target-model", help="the target's model (default: the one the server reports, "
-                                          "else Qwen/Qwen3-8B)")
+                                          f"else {DEFAULT_TARGET_MODEL})")
     g.add_argument("--drafter-model", help="the drafter's model (default: the one the server reports, "
-                                           "else Qwen/Qwen3-0.6B)")
+                                           f"else {DEFAULT_DRAFTER_MODEL})")
     return p
 
 
@@ -74,20 +80,15 @@ def parse_overrides(items: list[str]) -> dict:
     """``["eta=0.8", "positive_label=yes"]`` -> ``{"eta": 0.8, "positive_label": "yes"}``.
 
     Each VALUE is parsed as JSON with the service body's bounds (no NaN,
-    infinity, huge number or deep nesting) and the result is type-checked as
-    strictly as a request's ``config``: ``--set eta='"0.8"'`` is a string,
-    not a number.  A VALUE that is not JSON is a bare-word string.  A bad one
-    is one clear line naming the field, not a validation report.
+    infinity, huge number or deep nesting); a VALUE that is not JSON is a
+    bare-word string.  :func:`effective_config` checks the result.
 
-    >>> parse_overrides(["eta=2"])
-    Traceback (most recent call last):
-    ...
-    sgl_speccompact.errors.ConfigError: --set eta: Input should be less than or equal to 1
+    >>> parse_overrides(["eta=0.8", "positive_label=yes"])
+    {'eta': 0.8, 'positive_label': 'yes'}
     """
-    from .config import CompactConfig
-    from .service.body import BodyLimits, check_json_shape, parse_json_value, strict_config
+    from .service.body import check_json_shape, parse_json_value
 
-    limits, out = BodyLimits(), {}
+    limits, out = defaults(), {}
     for item in items:
         key, sep, raw = item.partition("=")
         if not sep or not key:
@@ -104,8 +105,26 @@ def parse_overrides(items: list[str]) -> dict:
             out[key] = parse_json_value(value, limits)
         except MalformedJSONError:
             out[key] = raw  # a bare word is a string
-    strict_config(CompactConfig(), out, prefix="--set", sep=" ", error=ConfigError)
     return out
+
+
+def effective_config(items: list[str]) -> CompactConfig:
+    """The compaction's config: the defaults with the ``--set`` overrides, validated once, here.
+
+    Type-checked as strictly as a request's ``config``: ``--set eta='"0.8"'``
+    is a string, not a number.  A bad value is one clear line naming the
+    field, not a validation report.  ``auto`` and the runner get this config.
+
+    >>> effective_config(["eta=0.8"]).eta
+    0.8
+    >>> effective_config(["eta=2"])
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --set eta: Input should be less than or equal to 1
+    """
+    from .service.body import strict_config
+
+    return strict_config(CompactConfig(), parse_overrides(items), prefix="--set", sep=" ", error=ConfigError)
 
 
 def check_args(args: argparse.Namespace) -> None:
@@ -186,13 +205,12 @@ class Progress:
 def connect(url: str, args: argparse.Namespace, *, lora_name: str | None = None, role: str = "target") -> Any:
     """A SpecCompactEndpoint for ``url`` (raises BackendUnavailableError if it is down)."""
     from .backends.endpoint import SpecCompactEndpoint
-
     from .launch.cpu import CPU_SERVICE_DEFAULTS
 
     template = getattr(args, f"{role}_chat_template", None) or args.chat_template
-    timeout = {} if args.timeout is None else {"timeout_s": args.timeout}
+    timeout = defaults().request_timeout_s if args.timeout is None else args.timeout
     endpoint = SpecCompactEndpoint(url, api_key=args.api_key, chat_template=template, lora_path=lora_name,
-                                   template_flag=f"--chat-template or --{role}-chat-template", **timeout)
+                                   template_flag=f"--chat-template or --{role}-chat-template", timeout_s=timeout)
     if args.timeout is None and endpoint.get_server_info().get("device") == "cpu":
         endpoint.timeout_s = CPU_SERVICE_DEFAULTS["request_timeout_s"]  # a CPU server takes minutes per request
     return endpoint
@@ -207,7 +225,7 @@ def _default_runner() -> Callable:
 def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runner: Callable | None = None,
                  progress: Callable | None = None) -> CompactionResult:
     """Load ``args.file``, connect, run the method and return its result."""
-    overrides = parse_overrides(args.set)
+    config = effective_config(args.set)
     messages = load_history(args.file, trial=args.trial)
     previous = read_text_file(args.previous_summary, "--previous-summary") if args.previous_summary else None
     if not args.target_url:
@@ -223,24 +241,29 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
     request = MethodRequest(messages, previous, args.focus or None, source_judge=args.source_judge,
                             layout=AgentLayout(args.layout, _read_tools(args.tools), args.target_tokenizer),
                             on_event=progress)
-    method, choice = resolve_auto(args, request, target, drafter, overrides)
-    result = run(method, request, target=target, drafter=drafter, config=overrides or None)
+    method, choice = resolve_auto(args, request, target, drafter, config)
+    result = run(method, request, target=target, drafter=drafter, config=config)
     if choice is not None:
         result.stats.auto = choice
     return result
 
 
 def resolve_auto(args: argparse.Namespace, request: Any, target: Any, drafter: Any,
-                 overrides: dict) -> tuple[str, dict | None]:
-    """The method to run (picked here for ``auto``, so the runner gets a concrete one) and its pick."""
+                 config: CompactConfig) -> tuple[str, dict | None]:
+    """The method to run (picked here for ``auto``, so the runner gets a concrete one) and its pick.
+
+    ``config`` is the effective one (:func:`effective_config`, ``--set`` included): ``auto``
+    checks the methods' output reserves against its context window and budgets.
+    """
+    from .methods.autopick import AUTO
+    from .methods.names import METHODS
     from .methods.request import Offer
     from .methods.resolve import resolve_method
 
-    if args.method != "auto":
+    if args.method != AUTO:
         return args.method, None
-    offer = Offer(has_drafter=drafter is not None, offered=("speccompact", "hermes", "openclaw", "target_self"),
-                  context_tokens=overrides.get("target_context_tokens"))
-    return resolve_method("auto", request, offer, auto_picker(args, target, drafter))
+    offer = Offer(config, has_drafter=drafter is not None, offered=METHODS)
+    return resolve_method(AUTO, request, offer, auto_picker(args, target, drafter))
 
 
 def auto_picker(args: argparse.Namespace, target: Any = None, drafter: Any = None) -> Any:
@@ -249,8 +272,9 @@ def auto_picker(args: argparse.Namespace, target: Any = None, drafter: Any = Non
     from .methods.resolve import served_picker
 
     gpus = getattr(args, "gpus", 1)
-    return served_picker(target, drafter, fallback_target=getattr(args, "target_model", None) or "Qwen/Qwen3-8B",
-                         fallback_drafter=getattr(args, "drafter_model", None) or "Qwen/Qwen3-0.6B",
+    return served_picker(target, drafter,
+                         fallback_target=getattr(args, "target_model", None) or DEFAULT_TARGET_MODEL,
+                         fallback_drafter=getattr(args, "drafter_model", None) or DEFAULT_DRAFTER_MODEL,
                          prefer_served=not getattr(args, "target_model", None),
                          gpus=gpus, gpu=getattr(args, "gpu", None), drafter_shares_gpu=gpus == 1)
 

@@ -123,11 +123,18 @@ class CompactConfig(BaseModel):
 def make_config(config: CompactConfig | dict | None = None, **overrides) -> CompactConfig:
     """Build a config from ``None``, a dict or a config, applying overrides.
 
-    Invalid values raise :class:`~sgl_speccompact.errors.ConfigError`.
+    Invalid values raise :class:`~sgl_speccompact.errors.ConfigError`.  A
+    config given without overrides is returned as it is: it was validated
+    when it was made (it is frozen), so the layers below the edge that made
+    it never validate it again.
 
     >>> make_config(None, eta=0.8).eta
     0.8
+    >>> cfg = make_config(None); make_config(cfg) is cfg
+    True
     """
+    if isinstance(config, CompactConfig) and not overrides:
+        return config
     base = config.model_dump() if isinstance(config, CompactConfig) else dict(config or {})
     base.update(overrides)
     try:

@@ -60,7 +60,7 @@ def test_compact_json_and_options(tmp_path, capsys):
     assert json.loads(out.out)["stats"]["acceptance_rate"] == 0.75
     kw = runner.kwargs
     assert kw["method"] == "openclaw" and kw["source_judge"] and kw["previous_summary"] == "## Goal\n- earlier"
-    assert kw["config"] == {"eta": 0.8, "positive_label": "yes"} and kw["focus"] == "the db schema"
+    assert (kw["config"].eta, kw["config"].positive_label) == (0.8, "yes") and kw["focus"] == "the db schema"
     assert kw["messages"] == load_history(traj("simulations"), trial=2)
 
 
@@ -194,3 +194,17 @@ def test_the_request_timeout_follows_the_servers_device(make_emulated_server):
     assert cli.connect(srv.url, args).timeout_s == CPU_SERVICE_DEFAULTS["request_timeout_s"]
     args.timeout = 30.0
     assert cli.connect(srv.url, args).timeout_s == 30.0
+
+
+def test_method_auto_sees_the_set_overrides(tmp_path, capsys):
+    # a context of 3000 tokens: with the default budgets SpecCompact and Target-self leave a block room; with
+    # --set max_tokens_per_slot=2000 (the effective config) no method does, and auto says so before any request
+    f = tmp_path / "h.json"
+    f.write_text(json.dumps([{"role": "user", "content": "fix a.py"}]))
+    small = [str(f), *URLS, "--set", "target_context_tokens=3000"]
+    runner = Recorder()
+    assert cli.main(small, connect=fake_connect, runner=runner) == 0, capsys.readouterr().err
+    assert runner.kwargs["method"] in ("speccompact", "target_self")
+    runner = Recorder()
+    assert cli.main([*small, "--set", "max_tokens_per_slot=2000"], connect=fake_connect, runner=runner) == 1
+    assert "auto has no method" in capsys.readouterr().err and runner.kwargs == {}

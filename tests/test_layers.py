@@ -27,7 +27,7 @@ PKG = REPO / "sgl_speccompact"
 BENCH = REPO / "bench"
 
 FLOORS = {
-    "config": 0, "errors": 0, "schema": 0, "result": 0, "flags": 0,
+    "config": 0, "errors": 0, "schema": 0, "result": 0, "options": 0,
     "history": 1, "core": 2, "backends": 3, "programs": 4, "methods": 5,
     "service": 6, "launch": 7, "cli": 8, "__main__": 8, "__init__": 8,
 }

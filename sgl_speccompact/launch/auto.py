@@ -62,7 +62,7 @@ def auto_picker(plan: LaunchPlan, fits: dict | None = None):
 
     t_model = model("target", targets[0] if targets else None)
     d_model = model("drafter", drafter) if plan.drafter_url else None
-    gpu = plan.service.get("gpu") or next((f.gpu for f in fits.values() if f.gpu != "unreported"), None)
+    gpu = plan.service.gpu or next((f.gpu for f in fits.values() if f.gpu != "unreported"), None)
     picker = deployment_for(t_model or "unknown", d_model, gpus=max(1, min(gpus, 2)), gpu=gpu,
                             drafter_shares_gpu=shares, target_tp=targets[0].tp_size if targets else 1, fits=fits)
     if picker.deployment is not None:  # the servers as launched: their TP and speculative decoding
@@ -84,7 +84,7 @@ def format_auto(plan: LaunchPlan) -> str:
 
     Comment lines (``# ...``), so the dry run stays a script of commands and one JSON object.
     """
-    from ..methods.auto import METHODS
+    from ..methods.names import METHODS
     from ..methods.autopick import describe
 
     picker = auto_picker(plan)

@@ -95,7 +95,7 @@ import threading
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..flags import OneLineParser, positive_number
+from ..options import OneLineParser, positive_number
 from .auto import format_auto
 from .packaged import convert_started
 from .plan import LaunchPlan, build_plan, format_dry_run, gpu_name, load_config_file  # noqa: F401  (public API)
@@ -304,7 +304,7 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
         print(f"error: {exc}", file=sys.stderr)
         return 2
     if args.dry_run:
-        print(format_dry_run(plan, format_auto(plan) if plan.service.get("method") == "auto" else ""))
+        print(format_dry_run(plan, format_auto(plan) if plan.service.method == "auto" else ""))
         return 0
     try:  # a packaged model (model_path = "packaged:NAME") is converted once, before any server starts
         convert_started(s.model_path for s in plan.servers)

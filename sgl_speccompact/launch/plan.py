@@ -6,7 +6,11 @@ Nothing here starts a process; the only I/O is reading the config file.
 
 Config files are TOML or JSON with the sections of :data:`SECTIONS`
 (``launch/*.toml`` are ready ones).  A flag the user gave overrides the
-file, which overrides :data:`DEFAULTS`.
+file, which overrides the defaults: :data:`DEFAULTS` for the servers and
+the router, the one table :data:`sgl_speccompact.options.DEFAULTS` for the
+``[service]`` section, which the plan carries as a typed
+:class:`~sgl_speccompact.options.ServiceSettings` (one name per option, as
+the config key).
 """
 
 from __future__ import annotations
@@ -17,13 +21,15 @@ import os
 import shlex
 import sys
 import tomllib
-from dataclasses import dataclass, field, replace
+from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
+from ..config import CompactConfig, make_config
 from ..errors import ConfigError
 from ..core.gpus import GPUS, match_gpu
-from ..flags import count, non_negative_number, port, positive_number, resolve_api_key
+from ..options import (DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, ServiceSettings, count, defaults,
+                       non_negative_number, port, positive_number, resolve_api_key)
 from .cpu import CPU_SERVICE_DEFAULTS, check_cpu_server, resolve_device
 from .packaged import resolve_model_path
 from .router import ROUTER_POLICIES, RouterSpec, router_command
@@ -47,21 +53,21 @@ SECTIONS = {
     "compact": None,  # CompactConfig fields, checked by make_config
 }
 
+# the servers' and the router's defaults; the [service] section's are the one table, options.DEFAULTS
 DEFAULTS: dict[str, dict[str, Any]] = {
-    "target": {"model_path": "Qwen/Qwen3-8B", "host": "127.0.0.1", "port": 30000, "mem_fraction_static": 0.60,
+    "target": {"model_path": DEFAULT_TARGET_MODEL, "host": "127.0.0.1", "port": 30000, "mem_fraction_static": 0.60,
                "tp_size": 1, "dp_size": 1, "extra_args": [], "urls": [], "priority_scheduling": True},
-    "drafter": {"model_path": "Qwen/Qwen3-0.6B", "host": "127.0.0.1", "port": 30001, "mem_fraction_static": 0.45,
+    "drafter": {"model_path": DEFAULT_DRAFTER_MODEL, "host": "127.0.0.1", "port": 30001, "mem_fraction_static": 0.45,
                 "tp_size": 1, "dp_size": 1, "extra_args": [], "enabled": True},
     "router": {"workers": 1, "policy": "cache_aware", "cache_threshold": 0.3, "balance_abs_threshold": 64,
                "balance_rel_threshold": 1.5, "extra_args": []},
-    "service": {"host": "127.0.0.1", "port": 8000, "method": "auto", "max_body_mb": 32.0,
-                "max_workers": 32, "request_timeout_s": 120.0, "health_wait_s": 1200.0,
-                "compaction_timeout_s": 300.0, "upstream_detail": False, "session_store_mb": 64.0,
-                "session_ttl_s": 1800.0, "calibrate": False, "gpu": None, "session_store": "memory",
-                "prepare_workers": 4, "prepare_queue": 64, "prepare_queue_mb": 64.0, "prepare_priority": None,
-                "prepare_yield_s": 2.0},
     "compact": {},
 }
+
+
+def service_defaults() -> dict[str, Any]:
+    """The ``[service]`` section's defaults: the one table's values of its keys (read when called)."""
+    return {key: getattr(defaults(), key) for key in SECTIONS["service"]}
 
 
 STORE_SCHEMES = ("redis", "rediss", "unix")  # --session-store URLs the service can open (Redis)
@@ -93,8 +99,8 @@ class LaunchPlan:
     drafter_lora_name: str | None  # sent as `lora_path` on drafter requests
     target_chat_template: str | None  # frontend template name (None: from the served model's type)
     drafter_chat_template: str | None  # same, drafter
-    service: dict  # host, port, method, limits, timeouts
-    compact: dict  # CompactConfig overrides
+    service: ServiceSettings  # host, port, method, limits, timeouts, prepares: the [service] section, typed
+    compact: CompactConfig  # the config every compaction starts from (the [compact] section), validated
     target_tokenizer: str | None = None  # the target's HF tokenizer (path or hub name): agent-aligned layout
     router: RouterSpec | None = None  # sglang-router to start in front of the target workers, last
     api_key: str | None = field(default=None, repr=False)  # service bearer token
@@ -317,18 +323,16 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     ConfigError
         On an invalid value, a port clash or a bad config file.
     """
-    from ..config import make_config
-
     if args.upstream_api_key is not None and not args.upstream_api_key.strip():
         raise ConfigError("is empty; omit it when the SGLang servers need no key", field="--upstream-api-key")
-    merged = DEFAULTS
+    merged = _merge(DEFAULTS, {"service": service_defaults()})
     from_file = load_config_file(args.config) if args.config else {}
     merged = _merge(merged, from_file)
     flags = _flag_overrides(args)
     merged = _merge(merged, flags)
     t, d, svc = merged["target"], merged["drafter"], merged["service"]
     check_service(svc, flags["service"])
-    make_config(merged.get("compact") or {})  # fail now, not on the first request
+    compact = make_config(merged.get("compact") or {})  # fail now, not on the first request; validated once
     target = _spec("target", t, _split_extra(args.target_arg or []))
     drafter = _spec("drafter", {**d, "priority_scheduling": False}, _split_extra(args.drafter_arg or []))
     target_urls = tuple(u.rstrip("/") for u in (t.get("urls") or []))
@@ -364,8 +368,9 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
         servers=tuple(servers), router=router, target_urls=target_urls, drafter_url=drafter_url if drafter_on else None,
         drafter_lora_name=drafter.lora_name if drafter_on and lora_named else None,
         target_chat_template=templates[0], drafter_chat_template=templates[1],
-        service={**{k: svc[k] for k in sorted(SECTIONS["service"])},
-                 "prepare_priority": prepare_priority(svc, servers)}, compact=dict(merged.get("compact") or {}),
+        # the one table, with what the config file and the flags gave over it
+        service=replace(defaults(), **{k: svc[k] for k in SECTIONS["service"] - {"prepare_priority"}},
+                        prepare_priority=prepare_priority(svc, servers)), compact=compact,
         api_key=resolve_api_key(args.api_key), upstream_api_key=args.upstream_api_key,
         python=args.python or sys.executable, target_tokenizer=t.get("tokenizer"),
         speculative={s.role: s.speculative for s in servers},
@@ -426,12 +431,10 @@ def _router(sec: dict, target: ServerSpec, workers: list[ServerSpec], extra_cli:
 
 def service_config(plan: LaunchPlan) -> dict:
     """The service side of a plan as JSON-ready data (secrets redacted)."""
-    from ..config import make_config
-
     from ..service.redis_store import safe_url
 
     return {
-        "service": {**plan.service, "session_store": safe_url(str(plan.service.get("session_store") or "memory"))},
+        "service": {**asdict(plan.service), "session_store": safe_url(plan.service.session_store)},
         "target_urls": list(plan.target_urls),
         "target_tokenizer": plan.target_tokenizer,
         "drafter_url": plan.drafter_url,
@@ -439,7 +442,7 @@ def service_config(plan: LaunchPlan) -> dict:
         "chat_template": {"target": plan.target_chat_template, "drafter": plan.drafter_chat_template},
         "auth": "bearer" if plan.api_key else None,
         "upstream_auth": "bearer" if plan.upstream_api_key else None,
-        "compact": make_config(plan.compact).model_dump(mode="json"),
+        "compact": plan.compact.model_dump(mode="json"),
         "speculative": {role: describe(s) for role, s in plan.speculative.items()},
     }
 

@@ -18,10 +18,12 @@ import subprocess
 import sys
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
 from ..errors import BackendError, ConfigError, LaunchError, SpecCompactError
+from ..options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL
 from .auto import auto_picker
 from .plan import LaunchPlan, build_plan
 from .router import start_router
@@ -44,10 +46,10 @@ def _on_sigterm(signum, frame):
 
 def _build_app(plan: LaunchPlan, http):
     from ..backends.endpoint import SpecCompactEndpoint
-    from ..service.app import ServiceLimits, create_app, http_probe
+    from ..service.app import create_app, http_probe
 
     svc = plan.service
-    timeout = float(svc["request_timeout_s"])
+    timeout = svc.request_timeout_s
     targets = [SpecCompactEndpoint(u, api_key=plan.upstream_api_key, chat_template=plan.target_chat_template,
                                    timeout_s=timeout, template_flag="--chat-template or --target-chat-template")
                for u in plan.target_urls]
@@ -61,23 +63,10 @@ def _build_app(plan: LaunchPlan, http):
     picker = auto_picker(plan, cost_models)
     log_auto(picker)
     check_judge(targets[0], plan, picker)
-    deadline = float(svc["compaction_timeout_s"])
-    limits = ServiceLimits(max_body_bytes=int(float(svc["max_body_mb"]) * 2**20),
-                           max_workers=int(svc["max_workers"]), compaction_timeout_s=deadline if deadline > 0 else None,
-                           expose_upstream_urls=bool(svc["upstream_detail"]),
-                           session_store_bytes=int(float(svc["session_store_mb"]) * 2**20),
-                           session_ttl_s=float(svc["session_ttl_s"]),
-                           session_store=svc.get("session_store") or None,
-                           prepare_workers=int(svc.get("prepare_workers", 4)),
-                           prepare_queue=int(svc.get("prepare_queue", 64)),
-                           prepare_queue_bytes=int(float(svc.get("prepare_queue_mb", 64.0)) * 2**20),
-                           prepare_priority=svc.get("prepare_priority"),
-                           prepare_yield_s=float(svc.get("prepare_yield_s") or 0.0) or None,
-                           shutdown_grace_s=THREAD_GRACE_S)
-    return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, limits=limits,
-                      default_config=plan.compact, default_method=svc["method"],
-                      health_probe=http_probe(http, limits.health_timeout_s), chat_template=plan.target_tokenizer,
-                      cost_models=cost_models, auto=picker)
+    settings = replace(svc, shutdown_grace_s=THREAD_GRACE_S)  # the plan's settings, as they are, to the service
+    return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, settings=settings,
+                      default_config=plan.compact, health_probe=http_probe(http, settings.health_timeout_s),
+                      chat_template=plan.target_tokenizer, cost_models=cost_models, auto=picker)
 
 
 def log_auto(picker) -> None:
@@ -92,10 +81,9 @@ def check_judge(target, plan: LaunchPlan, picker) -> None:
     """Probe the target's label mass once (one judge request); warn when it cannot judge, and let
     ``auto`` start from what the probe saw."""
     from ..backends.calibration_probe import log
-    from ..config import make_config
     from ..methods.judge_probe import label_mass_warning, probe_label_mass
 
-    cfg = make_config(plan.compact)
+    cfg = plan.compact
     try:
         mass = probe_label_mass(target, cfg)
     except SpecCompactError as exc:  # a probe that fails decides nothing: compactions report their own errors
@@ -124,7 +112,7 @@ def cost_fits(plan: LaunchPlan, http) -> dict:
     tps = {spec.role: spec.tp_size for spec in plan.servers}  # servers started here; 1 for a given URL
     out = {}
     for role, url in roles:
-        if svc.get("calibrate"):
+        if svc.calibrate:
             log(f"[launch] calibrating the {role} at {url} (a few seconds of /generate calls)")
             if plan.speculative.get(role) is not None:
                 # the probe's random prompts accept no draft tokens: every step is a full verify pass
@@ -132,15 +120,15 @@ def cost_fits(plan: LaunchPlan, http) -> dict:
                     "the fit times its verify passes on prompts that accept no drafts, so calibrate it without "
                     "speculative decoding (--{role}-speculative none) for the cost model's plain passes")
         try:
-            fit = resolve_cost_fit(http, url, calibrate_now=bool(svc.get("calibrate")), gpu=svc.get("gpu"),
+            fit = resolve_cost_fit(http, url, calibrate_now=svc.calibrate, gpu=svc.gpu,
                                    headers=headers, tp=tps.get(role, 1))
         except ValueError as exc:  # no preset for this model
-            if svc.get("calibrate"):
+            if svc.calibrate:
                 raise ConfigError(str(exc)) from exc
             log(f"[launch] {role}: no cost model ({exc})")
             continue
         except BackendError as exc:
-            if svc.get("calibrate"):
+            if svc.calibrate:
                 raise
             log(f"[launch] {role}: no cost model ({exc})")
             continue
@@ -217,22 +205,22 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
     try:
         for spec in plan.servers:
             procs.append(start_server(spec, plan.python, log_dir))
-            wait_healthy(spec.url, procs[-1], timeout_s=float(plan.service["health_wait_s"]),
+            wait_healthy(spec.url, procs[-1], timeout_s=plan.service.health_wait_s,
                          get=http.get, label=spec.role)
         if plan.router is not None:
             log = (log_dir / "router.log") if log_dir else None
             if log_dir:
                 log_dir.mkdir(parents=True, exist_ok=True)
             procs.append(start_router(plan.router, plan.python, log))
-            wait_healthy(plan.router.url, procs[-1], timeout_s=float(plan.service["health_wait_s"]),
+            wait_healthy(plan.router.url, procs[-1], timeout_s=plan.service.health_wait_s,
                          get=http.get, label="router")
         app = _build_app(plan, http)
         # a bounded graceful shutdown: open streams and stuck clients do not hold SIGTERM up
-        server = service_server(app, host=plan.service["host"], port=int(plan.service["port"]),
+        server = service_server(app, host=plan.service.host, port=plan.service.port,
                                 log_level="info", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
         died: list = []
         threading.Thread(target=_watch, args=(procs, server, died), daemon=True).start()
-        print(f"[launch] service on http://{plan.service['host']}:{plan.service['port']} "
+        print(f"[launch] service on http://{plan.service.host}:{plan.service.port} "
               f"(POST /v1/compact, GET /health, GET /metrics)", file=sys.stderr, flush=True)
         server.run()
         return 1 if died else 0
@@ -258,7 +246,7 @@ EMULATE_BANNER = (
     "(ControlledAcceptancePolicy): summaries are lines echoed from the input and judgements are seeded "
     "coin flips, not model output. Use it to develop clients against the real API."
 )
-EMULATED_MODELS = (("target", "Qwen/Qwen3-8B", 0), ("drafter", "Qwen/Qwen3-0.6B", 1))  # role, reported path, seed
+EMULATED_MODELS = (("target", DEFAULT_TARGET_MODEL, 0), ("drafter", DEFAULT_DRAFTER_MODEL, 1))  # role, reported path, seed
 
 
 def run_emulated(args: argparse.Namespace) -> int:

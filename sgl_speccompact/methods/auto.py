@@ -48,9 +48,9 @@ from dataclasses import dataclass, field, replace
 
 from ..core.costmodel import GPUS, Hardware, LoraCost, ModelCost, forward_s, preset
 from ..core.specdecode import SpecDecoding, copy_tau
+from .names import METHODS  # what it predicts: every built-in method, in the registry's order
 
 DEFAULT_P_ACCEPT = 0.7  # prior acceptance rate (see the module doc)
-METHODS = ("speccompact", "target_self", "hermes", "openclaw")
 CHUNK = 8192  # sglang's chunked_prefill_size on an H200 (tokens per prefill pass)
 
 

@@ -37,7 +37,7 @@ import sglang as sgl
 
 from .assembly import OneShot, sections, slug, trim  # noqa: F401 - sections, slug: public here too
 from .speccompact import run_slots, slot_context
-from ..config import CompactConfig
+from ..config import CompactConfig, make_config
 from ..core.lines import SlotBudget, placeholder_texts, split_draft
 from .pipeline import Job, register, run
 from .request import MethodRequest
@@ -315,7 +315,7 @@ def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | d
     InvalidHistoryError, ConfigError, BackendError, SummaryBudgetError
     """
     request = MethodRequest(messages, previous_summary, focus, source_judge=source_judge, on_event=on_event)
-    return run("hermes", request, target, config=config)
+    return run("hermes", request, target, config=make_config(config))
 
 
 def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
@@ -335,7 +335,7 @@ def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig |
         the judge request with ``source_judge``.
     """
     request = MethodRequest(messages, previous_summary, focus, schema, source_judge, on_event=on_event)
-    return run("openclaw", request, target, config=config)
+    return run("openclaw", request, target, config=make_config(config))
 
 
 def target_self(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
@@ -358,4 +358,4 @@ def target_self(messages: list[dict], *, target: Any, config: CompactConfig | di
         ``generate`` per slot, plus the judge request with ``source_judge``.
     """
     request = MethodRequest(messages, previous_summary, focus, schema, source_judge, on_event=on_event)
-    return run("target_self", request, target, config=config)
+    return run("target_self", request, target, config=make_config(config))

@@ -33,7 +33,7 @@ from typing import Callable
 
 from .chunking import run_blocks, split_request
 from .assembly import Assembled, OneShot, from_slots, from_text, section_events
-from ..config import CompactConfig, make_config
+from ..config import CompactConfig
 from ..backends.endpoint import connect
 from ..backends.contract import Backend, ProgramBackend
 from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
@@ -130,11 +130,12 @@ class Backends:
 
 def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | str,
         drafter: Backend | ProgramBackend | str | None = None,
-        config: CompactConfig | dict | None = None) -> CompactionResult:
+        config: CompactConfig | None = None) -> CompactionResult:
     """Run the registered method ``name`` on ``request``; see :func:`~.methods.run_method`.
 
-    The config is made, the schema validated and the backends connected
-    here, once for every block of a chunked history.
+    ``config`` was validated at the edge (``compact()``, ``run_method``, the
+    CLI, the service body); None: the defaults.  The schema is validated and
+    the backends connected here, once for every block of a chunked history.
     """
     method = REGISTRY.get(name)
     if method is None:
@@ -142,7 +143,7 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
     refused = refusal(method, has_drafter=drafter is not None, schema_given=request.schema is not None)
     if refused:
         raise ConfigError(refused)
-    cfg = make_config(config)
+    cfg = config if config is not None else CompactConfig()
     request = request.parsed(cfg)  # the one parse: below here every step works on request.turns
     pruned = None
     if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs

@@ -28,6 +28,7 @@ from typing import Any
 from . import baselines, speccompact  # noqa: F401 - importing them registers the methods
 from ..config import CompactConfig, make_config
 from .auto import Deployment
+from .names import METHODS  # the built-in methods, written once
 from .autopick import AUTO, AutoPicker
 from .pipeline import run
 from .request import MethodRequest, Offer, as_request
@@ -35,7 +36,6 @@ from .resolve import as_picker, resolve_method, served_picker
 from ..backends.endpoint import connect
 from ..result import CompactionResult
 
-METHODS = ("speccompact", "hermes", "openclaw", "target_self")
 
 
 def run_method(method: str, messages: list[dict] | MethodRequest, *, target: Any, drafter: Any = None,
@@ -143,8 +143,7 @@ def run_request(method: str, request: MethodRequest, target: Any, drafter: Any, 
         target, drafter = connect(target), (connect(drafter) if drafter is not None else None)
         deployment = served_picker(target, drafter)
     picker = as_picker(deployment, drafter is not None) if method == AUTO else None
-    offer = Offer(has_drafter=drafter is not None, offered=METHODS, context_tokens=config.target_context_tokens,
-                  config=config)
+    offer = Offer(config, has_drafter=drafter is not None, offered=METHODS)
     method, choice = resolve_method(method, request, offer, picker)
     result = run(method, request, target, drafter, config)
     if choice is not None:

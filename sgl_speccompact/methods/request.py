@@ -73,7 +73,11 @@ def as_request(messages: "list | MethodRequest", **given) -> MethodRequest:
 class Offer:
     """What the caller can serve: the methods ``auto`` may pick among (:func:`~.resolve.resolve_method`)."""
 
+    config: CompactConfig  # the compaction's effective config (output reserves, context window, min_label_mass)
     has_drafter: bool = False  # a drafter backend is connected
     offered: tuple[str, ...] | None = None  # the methods the caller serves (the service's list); None: all registered
-    context_tokens: int | None = None  # the target's context window (tokens); None: unknown, not checked
-    config: CompactConfig | None = None  # the compaction's config (the methods' output reserves)
+
+    @property
+    def context_tokens(self) -> int | None:
+        """The target's context window (``config.target_context_tokens``); None: unknown, not checked."""
+        return self.config.target_context_tokens

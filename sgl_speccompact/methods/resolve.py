@@ -26,8 +26,8 @@ from __future__ import annotations
 
 
 from . import baselines, speccompact  # noqa: F401 - importing them registers the methods auto picks from
-from ..config import make_config
 from ..errors import ConfigError
+from ..options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL
 from .auto import Deployment
 from ..backends.contract import Backend
 from .autopick import AUTO, AcceptanceEstimate, AutoPicker, default_picker, deployment_for
@@ -39,14 +39,17 @@ from .request import MethodRequest, Offer
 def accepting(request: MethodRequest, offer: Offer) -> tuple[str, ...]:
     """The registered methods of ``offer`` that can serve ``request``, in the offered order.
 
+    >>> from ..config import CompactConfig
     >>> from ..schema import OPENCLAW_SLOTS
     >>> from . import baselines, speccompact  # noqa: F401 - registers the methods
-    >>> accepting(MethodRequest([], schema=OPENCLAW_SLOTS), Offer(offered=("speccompact", "hermes", "openclaw")))
+    >>> offer = Offer(CompactConfig(), offered=("speccompact", "hermes", "openclaw"))
+    >>> accepting(MethodRequest([], schema=OPENCLAW_SLOTS), offer)
     ('openclaw',)
-    >>> accepting(MethodRequest([]), Offer(has_drafter=True, context_tokens=4096, offered=("hermes", "speccompact")))
+    >>> small = CompactConfig(target_context_tokens=4096)
+    >>> accepting(MethodRequest([]), Offer(small, has_drafter=True, offered=("hermes", "speccompact")))
     ('speccompact',)
     """
-    cfg = offer.config or make_config(None)
+    cfg = offer.config
     out = []
     for name in offer.offered or tuple(REGISTRY):
         method = REGISTRY.get(name)
@@ -77,8 +80,11 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
                    held: float | None = None) -> tuple[str, dict | None]:
     """The method to run for ``name`` and, for ``auto``, its pick (``stats.auto``; None otherwise).
 
-    ``offer``: the methods the caller serves and what it has to serve them; ``held``: the share of
-    the previous summary the session's last compaction kept (the pick predicts with it).
+    The one place ``auto`` is resolved: the CLI, :func:`~.registry.run_method` and the service
+    call it.  ``offer``: the methods the caller serves, what it has to serve them and the
+    compaction's effective config (the CLI's with its ``--set`` overrides, the service's with the
+    body's); ``held``: the share of the previous summary the session's last compaction kept (the
+    pick predicts with it).
 
     Raises
     ------
@@ -92,7 +98,7 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
         raise ConfigError(f"auto has no method that accepts this request among "
                           f"{list(offer.offered or REGISTRY)}", field="method")
     picker = as_picker(deployment, offer.has_drafter)
-    min_mass = (offer.config or make_config(None)).min_label_mass
+    min_mass = offer.config.min_label_mass
     low = picker.low_label_mass(min_mass)
     judging = tuple(m for m in allowed if REGISTRY[m].judges)
     if low is not None and len(judging) < len(allowed):
@@ -118,8 +124,8 @@ def served_model(backend: Backend | None) -> str | None:
     return path if isinstance(path, str) and path else None
 
 
-def served_picker(target: Backend | None, drafter: Backend | None, *, fallback_target: str = "Qwen/Qwen3-8B",
-                  fallback_drafter: str = "Qwen/Qwen3-0.6B", prefer_served: bool = True,
+def served_picker(target: Backend | None, drafter: Backend | None, *, fallback_target: str = DEFAULT_TARGET_MODEL,
+                  fallback_drafter: str = DEFAULT_DRAFTER_MODEL, prefer_served: bool = True,
                   **deployment) -> AutoPicker:
     """An :class:`AutoPicker` for the models the servers report (the fallbacks where they do not;
     ``prefer_served=False``: the fallbacks, named by the user, win).

@@ -13,7 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..core.carried import previous_lines
-from ..config import CompactConfig
+from ..config import CompactConfig, make_config
 from ..errors import BackendError, SpecCompactError
 from ..core.judge_prompts import judge_rubric
 from .pipeline import Job, register, run
@@ -127,4 +127,4 @@ def compact(messages: list[dict] | MethodRequest, *, target: Any, drafter: Any,
     InvalidHistoryError, ConfigError, LabelTokenError, BackendError, SummaryBudgetError
     """
     request = as_request(messages, schema=schema, previous_summary=previous_summary, on_event=on_event)
-    return run("speccompact", request, target, drafter, config)
+    return run("speccompact", request, target, drafter, make_config(config))

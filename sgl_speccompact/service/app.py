@@ -30,8 +30,8 @@ Routes
     (:mod:`sgl_speccompact.service.sessions`: identical prepares join,
     longer ones roll on the last, 429 with ``Retry-After`` beyond the
     prepare queue; the result then has a ``session`` entry).  Prepares'
-    target requests carry ``ServiceLimits.prepare_priority`` when set, and
-    with ``ServiceLimits.prepare_yield_s`` each waits, up to that bound, while
+    target requests carry ``ServiceSettings.prepare_priority`` when set, and
+    with ``ServiceSettings.prepare_yield_s`` each waits, up to that bound, while
     the target serves foreground work (:mod:`~sgl_speccompact.service.yielding`).
     With ``auto`` a session keeps its first pick; acceptance estimates are
     kept per API key (:mod:`~sgl_speccompact.service.keyed`).
@@ -51,8 +51,8 @@ status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
 
 JSON bodies must be sent as ``application/json`` (415 otherwise).
 
-Request bodies are parsed and checked on a small pool of prepare threads,
-never on the event loop, so a large body cannot hold up ``/health`` or other
+Request bodies are parsed and checked on a small pool of body-parsing
+threads (:data:`PARSE_WORKERS`), never on the event loop, so a large body cannot hold up ``/health`` or other
 requests.  Each compaction runs on a daemon thread the app owns, bound to a
 :class:`~sgl_speccompact.service.cancel.CancelScope`: a client that disconnects
 (stream or not), the whole-compaction deadline and the app's shutdown all
@@ -75,7 +75,7 @@ from fastapi.responses import JSONResponse, Response
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..config import CompactConfig, make_config
-from ..flags import API_KEY_ENV, resolve_api_key
+from ..options import API_KEY_ENV, ServiceSettings, defaults, resolve_api_key
 from ..errors import (
     CompactionCancelledError,
     ConfigError,
@@ -97,7 +97,6 @@ from .store import SessionStore, auth_scope
 from .runtime import (
     Compactions,
     RoundRobin,
-    ServiceLimits,
     Upstreams,
     as_typed_error,
     http_probe,
@@ -106,34 +105,33 @@ from .runtime import (
 
 log = logging.getLogger(__name__)
 
-DEFAULT_METHODS = ("speccompact", "hermes", "openclaw", "target_self")
-PREPARE_WORKERS = 4  # threads that parse and check request bodies
+PARSE_WORKERS = 4  # threads that parse and check request bodies (not prepares: those are ahead-of-time compactions)
 HEALTH_GRACE_S = 0.5  # a probe answers within the probe timeout plus this, whatever the upstream does (seconds)
 
-__all__ = ["API_KEY_ENV", "DEFAULT_METHODS", "ServiceLimits", "as_typed_error", "create_app", "error_body",
+__all__ = ["API_KEY_ENV", "ServiceSettings", "as_typed_error", "create_app", "error_body",
            "error_status", "http_probe", "resolve_api_key"]
 
 
-def make_store(limits: ServiceLimits) -> Any:
-    """The prepared-results store ``limits.session_store`` names: in memory (None) or Redis (``redis://...``)."""
-    url = limits.session_store
-    if url is None or url == "memory":
-        return SessionStore(limits.session_store_bytes, limits.session_ttl_s)
+def make_store(settings: ServiceSettings) -> Any:
+    """The prepared-results store ``settings.session_store`` names: in memory or Redis (``redis://...``)."""
+    url = settings.session_store
+    if url == "memory":
+        return SessionStore(settings.session_store_bytes, settings.session_ttl_s)
     if url.split("://", 1)[0] in ("redis", "rediss", "unix"):
         from .redis_store import RedisStore
 
-        return RedisStore(url, limits.session_store_bytes, limits.session_ttl_s)
+        return RedisStore(url, settings.session_store_bytes, settings.session_ttl_s)
     raise ConfigError("must be memory or a redis://, rediss:// or unix:// URL", field="--session-store")
 
 
-def _default_runner() -> tuple[Callable, tuple[str, ...]]:
-    from ..methods.registry import METHODS, run_method  # imported late: pulls in sglang's frontend
+def _default_runner() -> Callable:
+    from ..methods.registry import run_method  # imported late: pulls in sglang's frontend
 
-    return run_method, tuple(METHODS)
+    return run_method
 
 
-async def _read_body(request: Request, limits: ServiceLimits) -> bytes:
-    limit = limits.max_body_bytes
+async def _read_body(request: Request, settings: ServiceSettings) -> bytes:
+    limit = settings.max_body_bytes
     declared = request.headers.get("content-length")
     if declared and declared.isdigit() and int(declared) > limit:
         raise RequestTooLargeError(f"is {declared} bytes, limit is {limit}", field="body")
@@ -155,12 +153,13 @@ class ServiceOptions:
     api_key : str, optional
         Bearer token required on ``/v1/*``; no auth when None.  An empty
         string is a :class:`ConfigError`.
-    limits : ServiceLimits
-        Body bounds, workers, deadline, probe timeout, upstream detail.
+    settings : ServiceSettings, optional
+        Body bounds, workers, deadline, probe timeout, upstream detail,
+        prepares, and ``method``, the method when a request names none
+        (``auto``: picked per request); :data:`sgl_speccompact.options.DEFAULTS`
+        when omitted.
     default_config : CompactConfig or dict, optional
         Config every request starts from; its ``max_*`` limits cap requests.
-    default_method : str
-        Method when a request names none; ``auto`` (the default) picks per request.
     runner : callable, optional
         ``run_method``-compatible function; ``sgl_speccompact.methods.registry.run_method``
         when omitted.  It is called as ``runner(method, request, target=...,
@@ -168,7 +167,7 @@ class ServiceOptions:
         :class:`~sgl_speccompact.methods.request.MethodRequest` whose
         messages the service has parsed already.
     methods : sequence of str, optional
-        Accepted method names; ``methods.METHODS`` with the default runner.
+        Accepted method names; ``methods.METHODS`` when omitted.
     health_probe : callable, optional
         ``probe(backend) -> {"ok": bool, ...}``; :func:`http_probe` when omitted.
     chat_template : str or tokenizer, optional
@@ -192,11 +191,10 @@ class ServiceOptions:
     """
 
     api_key: str | None = None  # bearer token on /v1/*; None: no auth
-    limits: ServiceLimits = ServiceLimits()  # body bounds, workers, deadline, probes, upstream detail
+    settings: ServiceSettings | None = None  # body bounds, workers, deadline, prepares, method; None: options.DEFAULTS
     default_config: CompactConfig | dict | None = None  # config every request starts from (its max_* cap requests)
-    default_method: str = "auto"  # method when a request names none
     runner: Callable[..., Any] | None = None  # run_method-compatible function; None: run_method
-    methods: Sequence[str] | None = None  # accepted method names; None: the default runner's
+    methods: Sequence[str] | None = None  # accepted method names; None: methods.METHODS
     health_probe: Callable[[Any], dict] | None = None  # probe(backend) -> {"ok": bool, ...}; None: http_probe
     chat_template: Any = None  # the target's tokenizer: the agent layout unless a request asks for classic
     cost_models: dict | None = None  # role -> CostFit, shown in /health and /metrics
@@ -205,8 +203,8 @@ class ServiceOptions:
 
 
 @dataclass(frozen=True)
-class Prepared:
-    """One body parsed and checked, and the method it runs."""
+class ParsedBody:
+    """One request body parsed and checked, and the method it runs."""
 
     req: CompactRequest  # the validated body
     method: str  # the method to run (auto resolved)
@@ -220,6 +218,7 @@ class AppState:
     """What the routes of one app share; built once by :func:`create_app`."""
 
     options: ServiceOptions  # how the app serves
+    settings: ServiceSettings  # the options' settings (options.DEFAULTS when none were given)
     runner: Callable[..., Any]  # run_method-compatible
     method_names: tuple[str, ...]  # accepted methods
     drafter: Any  # drafter backend, or None
@@ -232,32 +231,32 @@ class AppState:
     compactions: Compactions  # running compaction threads
     sessions: Sessions  # prepared results and running prepares
     probe: Callable[[Any], dict]  # /health probe of one backend
-    pool: ThreadPoolExecutor | None = None  # prepare threads; made on first use, so a restarted app gets new ones
+    parse_pool: ThreadPoolExecutor | None = None  # body-parsing threads; made on first use (a restarted app gets new ones)
     gates: dict = field(default_factory=dict)  # id(target backend) -> its YieldGate (prepares yield to the agent)
 
-    def preparing(self) -> ThreadPoolExecutor:
-        """The prepare threads (called on the event loop only)."""
-        if self.pool is None:
-            self.pool = ThreadPoolExecutor(max_workers=PREPARE_WORKERS, thread_name_prefix="prepare")
-        return self.pool
+    def parsers(self) -> ThreadPoolExecutor:
+        """The body-parsing threads (called on the event loop only)."""
+        if self.parse_pool is None:
+            self.parse_pool = ThreadPoolExecutor(max_workers=PARSE_WORKERS, thread_name_prefix="parse-body")
+        return self.parse_pool
 
     def stop(self) -> None:
         """Cancel running compactions and drop queued bodies (the app's shutdown)."""
         self.compactions.shutdown()
         self.sessions.close()
-        if self.pool is not None:
-            self.pool.shutdown(wait=False, cancel_futures=True)
-            self.pool = None
+        if self.parse_pool is not None:
+            self.parse_pool.shutdown(wait=False, cancel_futures=True)
+            self.parse_pool = None
 
-    def prepare(self, raw: bytes, scope: str = "anonymous") -> Prepared:
-        """Parse and check one body: CPU work, run on a prepare thread (see ``compact``)."""
+    def parse_body(self, raw: bytes, scope: str = "anonymous") -> ParsedBody:
+        """Parse and check one body: CPU work, run on a body-parsing thread (see ``compact``)."""
         from ..methods.autopick import AUTO  # imported late, as the runner is
         from ..methods.request import Offer
         from ..methods.resolve import resolve_method
 
-        limits, names = self.options.limits, self.method_names + (AUTO,)
-        req = parse_request(parse_json(raw, limits), limits)
-        method = req.method or self.options.default_method
+        settings, names = self.settings, self.method_names + (AUTO,)
+        req = parse_request(parse_json(raw, settings), settings)
+        method = req.method or settings.method
         if method not in names:
             raise InvalidRequestError(f"unknown method {method!r}; one of {list(names)}", field="method")
         if method == "speccompact" and self.drafter is None:
@@ -265,18 +264,17 @@ class AppState:
         cfg = request_config(self.base_config, req.config)
         request = self.method_request(req).parsed(cfg)  # the one parse of the messages: checked here, run below
         if method != AUTO:  # an explicit method always wins
-            return Prepared(req, method, cfg, None, request)
+            return ParsedBody(req, method, cfg, None, request)
         pickable = tuple(m for m in self.method_names if m != "speccompact" or self.drafter is not None)
         if not pickable:
             raise InvalidRequestError("auto has no method to pick from on this service", field="method")
-        offer = Offer(has_drafter=self.drafter is not None, offered=pickable,
-                      context_tokens=cfg.target_context_tokens, config=cfg)
+        offer = Offer(cfg, has_drafter=self.drafter is not None, offered=pickable)
         choice = self.sessions.auto_pick(scope, req.session,  # once per session, again after each compaction
                                          lambda held: resolve_method(AUTO, request, offer, self.pickers.get(scope),
                                                                      held)[1],
                                          allowed=pickable)
         self.metrics.auto_picks.labels(choice["method"]).inc()
-        return Prepared(req, choice["method"], cfg, choice, request)
+        return ParsedBody(req, choice["method"], cfg, choice, request)
 
     def method_request(self, req: CompactRequest, on_event=None) -> Any:
         """The :class:`~sgl_speccompact.methods.request.MethodRequest` of a body (or its session's rest)."""
@@ -286,10 +284,10 @@ class AppState:
         return MethodRequest(req.messages, req.previous_summary, req.focus, source_judge=req.source_judge,
                              layout=layout, on_event=on_event)
 
-    def job(self, p: Prepared, req: CompactRequest, on_event=None, scope: str = "anonymous",
+    def job(self, p: ParsedBody, req: CompactRequest, on_event=None, scope: str = "anonymous",
             background: bool = False) -> tuple[Callable, Any, Any]:
         """``(run, target, drafter)`` of one compaction of ``req`` (the body, or its session's rest)."""
-        if req is p.req:  # the body itself: parsed in prepare
+        if req is p.req:  # the body itself: parsed in parse_body
             request = replace(p.request, on_event=on_event)
         else:
             request = self.method_request(req, on_event)
@@ -311,10 +309,10 @@ class AppState:
         target = self.targets.pick()
         if req.routing_key:  # sglang-router manual policy
             target = target.with_routing_key(req.routing_key)
-        priority = self.options.limits.prepare_priority
+        priority = self.settings.prepare_priority
         if background and priority is not None:
             target = target.with_priority(priority)  # behind the agent's own requests
-        if background and self.options.limits.prepare_yield_s:
+        if background and self.settings.prepare_yield_s:
             target = target.with_yield(self.gate(target))  # each request waits while the agent's run
         return run, target, self.drafter
 
@@ -340,7 +338,7 @@ class AppState:
                 metrics.prepare_yield_s.inc(waited)
 
             name = self.upstreams.scrub_text(str(key))
-            gate = self.gates.setdefault(key, YieldGate(fetch, float(self.options.limits.prepare_yield_s),
+            gate = self.gates.setdefault(key, YieldGate(fetch, float(self.settings.prepare_yield_s),
                                                         name=name, on_hold=held))
         return gate
 
@@ -370,7 +368,7 @@ def authorized(request: Request, state: AppState = Depends(service)) -> str:
 async def body(request: Request, state: AppState = Depends(service), scope: str = Depends(authorized)) -> bytes:
     """The raw JSON body, within the size limit (a route dependency, after auth)."""
     check_content_type(request.headers.get("content-type"))
-    return await _read_body(request, state.options.limits)
+    return await _read_body(request, state.settings)
 
 
 router = APIRouter()
@@ -383,14 +381,14 @@ async def compact(request: Request, state: AppState = Depends(service), scope: s
     try:
         # parsing and checking a large body is CPU work: off the event loop, so /health and
         # other requests are served meanwhile (redaction runs on the compaction's thread)
-        p = await asyncio.get_running_loop().run_in_executor(state.preparing(), state.prepare, raw, scope)
+        p = await asyncio.get_running_loop().run_in_executor(state.parsers(), state.parse_body, raw, scope)
         if p.req.mode == "prepare":
             answer = await state.sessions.prepare(scope, p.req, p.method, lambda r: state.compactions.start(
                 p.method, *state.job(p, r, None, scope, background=True)), size=len(raw))
             return JSONResponse(answer, status_code=202)
     except SpecCompactError as err:
         return rejected(state, err)
-    limits = state.options.limits
+    settings = state.settings
 
     def start(r: CompactRequest, on_event=None):
         return state.compactions.start(p.method, *state.job(p, r, on_event, scope), since=arrived)
@@ -398,8 +396,8 @@ async def compact(request: Request, state: AppState = Depends(service), scope: s
     async def resolve():  # the session's stored prefix, after waiting (within the deadline) for its prepare
         if p.req.session is None:
             return p.req, None, None
-        deadline = None if limits.compaction_timeout_s is None else arrived + limits.compaction_timeout_s
-        plan = await state.sessions.resolve(scope, p.req, p.method, deadline, limits.compaction_timeout_s,
+        deadline = None if settings.compaction_timeout_s is None else arrived + settings.compaction_timeout_s
+        plan = await state.sessions.resolve(scope, p.req, p.method, deadline, settings.compaction_timeout_s,
                                             request.is_disconnected)
         return plan.request, plan.info, plan.ready
 
@@ -433,7 +431,7 @@ def rejected(state: AppState, err: SpecCompactError) -> JSONResponse:
 
 async def probe_within(state: AppState, backend: Any) -> dict:
     """One upstream's probe, off the event loop, answered by its total deadline whatever the probe does."""
-    budget = state.options.limits.health_timeout_s + HEALTH_GRACE_S
+    budget = state.settings.health_timeout_s + HEALTH_GRACE_S
     call = asyncio.get_running_loop().run_in_executor(None, state.probe, backend)
     try:
         return await asyncio.wait_for(asyncio.shield(call), budget)
@@ -470,7 +468,7 @@ def create_app(target: Any, drafter: Any, **options: Any) -> FastAPI:
     drafter : backend or None
         Drafter backend; None serves only the target-only methods.
     **options
-        :class:`ServiceOptions` fields (``api_key``, ``limits``, ``runner``, ``auto``, ...).
+        :class:`ServiceOptions` fields (``api_key``, ``settings``, ``runner``, ``auto``, ...).
 
     Returns
     -------
@@ -502,28 +500,28 @@ def app_state(target: Any, drafter: Any, options: ServiceOptions) -> AppState:
 
     if options.api_key is not None and not options.api_key.strip():
         raise ConfigError("is empty; pass None to run without auth", field="api_key")
-    runner, methods = options.runner, options.methods
-    if runner is None:
-        runner, default_names = _default_runner()
-        methods = methods or default_names
-    method_names = tuple(methods or DEFAULT_METHODS)
-    if options.default_method not in method_names + (AUTO,):
-        raise UnknownMethodError(f"default method {options.default_method!r} is not one of {list(method_names)}")
+    from ..methods.names import METHODS
+
+    settings = options.settings or defaults()
+    runner = options.runner or _default_runner()
+    method_names = tuple(options.methods or METHODS)
+    if settings.method not in method_names + (AUTO,):
+        raise UnknownMethodError(f"default method {settings.method!r} is not one of {list(method_names)}")
     base_config = make_config(options.default_config)
     targets = RoundRobin(list(target) if isinstance(target, (list, tuple)) else [target])
     picker = options.auto if options.auto is not None else served_picker(targets.backends[0], drafter)
-    limits, metrics = options.limits, Metrics()
+    metrics = Metrics()
     metrics.set_cost_models(options.cost_models or {})
     metrics.observed_acceptance.labels(picker.pair).set(picker.acceptance.get(picker.pair))
     deployment = options.deployment
     if deployment is None and options.auto is not None:  # the deployment auto picks on times the prepares too
         deployment = options.auto.deployment
-    sessions = Sessions(make_store(limits), metrics, cost_predictor(deployment) if deployment is not None else None,
-                        PrepareLimits(limits.prepare_workers, limits.prepare_queue, limits.prepare_queue_bytes))
-    return AppState(options=options, runner=runner, method_names=method_names, drafter=drafter, targets=targets,
-                    upstreams=Upstreams(targets.backends, drafter, show_urls=limits.expose_upstream_urls),
+    sessions = Sessions(make_store(settings), metrics, cost_predictor(deployment) if deployment is not None else None,
+                        PrepareLimits.of(settings))
+    return AppState(options=options, settings=settings, runner=runner, method_names=method_names, drafter=drafter, targets=targets,
+                    upstreams=Upstreams(targets.backends, drafter, show_urls=settings.upstream_detail),
                     picker=picker,  # the models the servers report, unless the caller gave a picker
                     pickers=KeyedPickers(picker),  # acceptance per API key: one client's eta never moves another's
                     base_config=base_config, metrics=metrics,
-                    compactions=Compactions(limits, metrics), sessions=sessions,
-                    probe=options.health_probe or http_probe(timeout_s=limits.health_timeout_s))
+                    compactions=Compactions(settings, metrics), sessions=sessions,
+                    probe=options.health_probe or http_probe(timeout_s=settings.health_timeout_s))

@@ -26,25 +26,15 @@ from __future__ import annotations
 
 import json
 import re
-from dataclasses import dataclass
 from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..backends.chat_render import TEMPLATE_KWARGS, check_template_kwargs
 from ..config import CompactConfig
+from ..options import ServiceSettings
 from ..errors import (HistoryTooLongError, InvalidRequestError, MalformedJSONError, RequestTooLargeError,
                      UnsupportedMediaTypeError)
-
-
-@dataclass(frozen=True)
-class BodyLimits:
-    """Bounds checked on the raw body and on fields without a config limit."""
-
-    max_body_bytes: int = 32 * 2**20  # larger request bodies get 413 (bytes)
-    max_json_depth: int = 64  # deeper nesting of arrays/objects gets 400 (levels)
-    max_number_digits: int = 64  # a longer run of digits in one number gets 400 (digits)
-    max_previous_summary_chars: int = 1_000_000  # longer previous_summary gets 413 (chars)
 
 
 class CompactRequest(BaseModel):
@@ -99,14 +89,14 @@ _NOT_BRACKET = re.compile(rb"[^\[\]{}]")
 _OPEN = frozenset(b"[{")
 
 
-def check_json_shape(raw: bytes, limits: BodyLimits) -> None:
+def check_json_shape(raw: bytes, limits: ServiceSettings) -> None:
     """Refuse a body nested deeper or with longer numbers than ``limits`` allow.
 
     Runs on the bytes, before any parser: strings are blanked out, then
     digit runs and bracket depth are measured.
 
-    >>> check_json_shape(b'{"a": [[1]], "b": "[[[[[["}', BodyLimits(max_json_depth=3))
-    >>> check_json_shape(b'[[[[1]]]]', BodyLimits(max_json_depth=3))
+    >>> check_json_shape(b'{"a": [[1]], "b": "[[[[[["}', ServiceSettings(max_json_depth=3))
+    >>> check_json_shape(b'[[[[1]]]]', ServiceSettings(max_json_depth=3))
     Traceback (most recent call last):
     ...
     sgl_speccompact.errors.MalformedJSONError: body: nests deeper than 3 levels
@@ -132,12 +122,12 @@ def _finite_float(text: str) -> float:
     return value
 
 
-def parse_json_value(raw: bytes, limits: BodyLimits, field: str = "body") -> Any:
+def parse_json_value(raw: bytes, limits: ServiceSettings, field: str = "body") -> Any:
     """Any JSON value, bounded as a body is: no NaN or infinity, no huge number, no deep nesting.
 
-    >>> parse_json_value(b'[1, "a"]', BodyLimits())
+    >>> parse_json_value(b'[1, "a"]', ServiceSettings())
     [1, 'a']
-    >>> parse_json_value(b"NaN", BodyLimits(), field="--set eta")
+    >>> parse_json_value(b"NaN", ServiceSettings(), field="--set eta")
     Traceback (most recent call last):
     ...
     sgl_speccompact.errors.MalformedJSONError: --set eta: is not valid JSON: NaN is not JSON
@@ -152,7 +142,7 @@ def parse_json_value(raw: bytes, limits: BodyLimits, field: str = "body") -> Any
         raise MalformedJSONError(f"is not valid JSON: {exc}", field=field) from None
 
 
-def parse_json(raw: bytes, limits: BodyLimits) -> dict:
+def parse_json(raw: bytes, limits: ServiceSettings) -> dict:
     """Bounded JSON object from raw bytes (400/413/422 typed errors, never a 500)."""
     if len(raw) > limits.max_body_bytes:
         raise RequestTooLargeError(f"exceeds {limits.max_body_bytes} bytes", field="body")
@@ -206,7 +196,7 @@ def _message(error: dict) -> str:
     return "unknown field" if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
 
 
-def parse_request(body: dict, limits: BodyLimits) -> CompactRequest:
+def parse_request(body: dict, limits: ServiceSettings) -> CompactRequest:
     """The strict body model; the first error names its field."""
     try:
         req = CompactRequest.model_validate(body)

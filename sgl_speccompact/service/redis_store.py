@@ -59,6 +59,7 @@ from typing import Any, Callable
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, model_validator
 
+from ..options import defaults
 from ..errors import ConfigError
 from .store import MAX_PER_SESSION, Stored, covers, message_keys
 
@@ -270,12 +271,13 @@ class RedisStore:
 
     blocking = True  # its calls wait on the network: the service runs them off its event loop
 
-    def __init__(self, url: str, max_bytes: int = 64 * 2**20, ttl_s: float = 1800.0, *,
+    def __init__(self, url: str, max_bytes: int | None = None, ttl_s: float | None = None, *,
                  prefix: str = PREFIX, clock: Callable[[], float] = time.time, client: Any = None,
                  breaker: Breaker | None = None):
         self.url = safe_url(url)  # for messages: no password
-        self.max_bytes = max_bytes  # bound on stored bytes, shared
-        self.ttl_s = ttl_s  # entries older than this are dropped (seconds)
+        table = defaults()  # the service's table, where the caller gives no bound
+        self.max_bytes = table.session_store_bytes if max_bytes is None else max_bytes  # bound on stored bytes
+        self.ttl_s = table.session_ttl_s if ttl_s is None else ttl_s  # older entries are dropped (seconds)
         self.prefix = prefix  # key prefix: stores with different prefixes share nothing
         self.clock = clock  # wall-clock seconds
         self.breaker = breaker or Breaker()  # open after a failure: every call a miss at once

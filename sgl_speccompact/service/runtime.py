@@ -9,7 +9,7 @@ waits a bounded grace period for the threads.
 
 :class:`Upstreams` names the servers by role (``target``, ``drafter``) in
 error bodies and ``/health``; their URLs appear only when the operator asks
-(``ServiceLimits.expose_upstream_urls``).
+(:attr:`~sgl_speccompact.options.ServiceSettings.upstream_detail`).
 """
 
 from __future__ import annotations
@@ -22,53 +22,18 @@ import socket
 import threading
 import time
 import urllib.error
-from dataclasses import dataclass
 from typing import Any, Callable, Sequence
 
 from .cancel import CancelScope, bind
+from ..options import ServiceSettings, defaults
 from ..errors import (BackendTimeoutError, BackendUnavailableError, CompactionCancelledError, ConfigError,
                      SpecCompactError, http_status)
-from .body import BodyLimits
 from .metrics import Metrics, outcome
 
 log = logging.getLogger(__name__)
 
 POLL_S = 0.25  # how often a waiting request checks for a client disconnect (seconds)
 THREAD_NAME = "compaction"  # name of every compaction thread (launch looks for them at exit)
-
-
-@dataclass(frozen=True)
-class ServiceLimits(BodyLimits):
-    """Service-wide limits (history limits live in CompactConfig)."""
-
-    max_workers: int = 32  # compactions running at once; more wait for a worker (threads)
-    health_timeout_s: float = 5.0  # per upstream /health probe (seconds)
-    compaction_timeout_s: float | None = 300.0  # whole-compaction deadline, None = none (seconds)
-    shutdown_grace_s: float = 5.0  # on shutdown, wait this long for cancelled compactions (seconds)
-    expose_upstream_urls: bool = False  # show upstream URLs in errors and /health
-    session_store_bytes: int = 64 * 2**20  # prepared results kept for reuse, at most (bytes of their JSON)
-    session_ttl_s: float = 1800.0  # a prepared result older than this is dropped (seconds)
-    session_store: str | None = None  # None: in memory; redis://host:port/db: a store shared by replicas
-    prepare_workers: int = 4  # prepares computing at once (threads)
-    prepare_queue: int = 64  # prepares waiting to start, at most; beyond: 429 with Retry-After
-    prepare_queue_bytes: int = 64 * 2**20  # request-body bytes of waiting prepares, at most; beyond: 429
-    prepare_priority: int | None = None  # SGLang `priority` of prepares' target requests (None: not sent)
-    prepare_yield_s: float | None = None  # a prepare's target request waits at most this long while the target
-    #   runs foreground requests (GET /v1/loads), per request (seconds); None or 0: never waits
-
-    def __post_init__(self) -> None:
-        from ..flags import count, non_negative_number, positive_number
-
-        count(self.max_body_bytes, "max_body_bytes")
-        count(self.max_workers, "max_workers")  # 0 workers: every request would wait forever
-        count(self.prepare_workers, "prepare_workers")
-        count(self.prepare_queue, "prepare_queue")
-        count(self.prepare_queue_bytes, "prepare_queue_bytes")
-        positive_number(self.health_timeout_s, "health_timeout_s")
-        if self.compaction_timeout_s is not None:
-            positive_number(self.compaction_timeout_s, "compaction_timeout_s")
-        if self.prepare_yield_s is not None:
-            non_negative_number(self.prepare_yield_s, "prepare_yield_s")
 
 
 def as_typed_error(exc: BaseException) -> SpecCompactError:
@@ -160,7 +125,7 @@ class Upstreams:
 HEALTH_SHARE = 0.6  # share of a probe's time its /health may take; the rest asks whether the server is busy
 
 
-def http_probe(http: Any = None, timeout_s: float = 5.0) -> Callable[[Any], dict]:
+def http_probe(http: Any = None, timeout_s: float | None = None) -> Callable[[Any], dict]:
     """A health probe: GET ``<backend.base_url>/health``; when that times out, is the server busy or stuck?
 
     SGLang's ``/health`` runs a one-token generation through the scheduler,
@@ -176,8 +141,9 @@ def http_probe(http: Any = None, timeout_s: float = 5.0) -> Callable[[Any], dict
     ----------
     http : httpx.Client, optional
         Client to use; module-level ``httpx.get`` when omitted.
-    timeout_s : float
-        The probe's time in all (seconds).
+    timeout_s : float, optional
+        The probe's time in all (seconds); ``health_timeout_s`` of
+        :data:`sgl_speccompact.options.DEFAULTS` when omitted.
 
     Returns
     -------
@@ -187,6 +153,8 @@ def http_probe(http: Any = None, timeout_s: float = 5.0) -> Callable[[Any], dict
     import httpx
 
     get = http.get if http is not None else httpx.get
+    if timeout_s is None:
+        timeout_s = defaults().health_timeout_s
 
     def probe(backend: Any) -> dict:
         base = backend.base_url
@@ -253,7 +221,7 @@ class Task:
 class Compactions:
     """The compaction threads of one app."""
 
-    def __init__(self, limits: ServiceLimits, metrics: Metrics):
+    def __init__(self, limits: ServiceSettings, metrics: Metrics):
         self.limits = limits
         self.metrics = metrics
         self._slots = threading.BoundedSemaphore(limits.max_workers)  # running compactions

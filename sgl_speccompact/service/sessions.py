@@ -48,6 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable
 
 from ..history.estimate import chars_to_tokens
+from ..options import ServiceSettings, defaults
 from ..errors import CompactionCancelledError, CompactionTimeoutError, ServiceBusyError
 from .body import CompactRequest
 from .metrics import Metrics
@@ -77,7 +78,8 @@ def cost_predictor(deployment: Any, p_accept: float | None = None) -> Predictor:
     >>> 0 < p("speccompact", 8000) < p("speccompact", 64000), p("speccompact_sjc", 8000)
     (True, None)
     """
-    from ..methods.auto import DEFAULT_P_ACCEPT, METHODS, predict
+    from ..methods.auto import DEFAULT_P_ACCEPT, predict
+    from ..methods.names import METHODS
 
     accept = DEFAULT_P_ACCEPT if p_accept is None else p_accept
     return lambda method, tokens: predict(method, deployment, tokens, accept) if method in METHODS else None
@@ -85,11 +87,16 @@ def cost_predictor(deployment: Any, p_accept: float | None = None) -> Predictor:
 
 @dataclass(frozen=True)
 class PrepareLimits:
-    """How many prepares compute and wait, at most."""
+    """How many prepares compute and wait, at most (:meth:`of` the service's settings)."""
 
-    workers: int = 4  # prepares computing at once (threads)
-    queue: int = 64  # prepares accepted and waiting to start, at most; beyond: 429
-    queue_bytes: int = 64 * 2**20  # request-body bytes of those waiting prepares, at most; beyond: 429
+    workers: int  # prepares computing at once (threads)
+    queue: int  # prepares accepted and waiting to start, at most; beyond: 429
+    queue_bytes: int  # request-body bytes of those waiting prepares, at most; beyond: 429
+
+    @classmethod
+    def of(cls, settings: ServiceSettings) -> "PrepareLimits":
+        """The prepare bounds of ``settings`` (``prepare_workers``, ``prepare_queue``, ``prepare_queue_mb``)."""
+        return cls(settings.prepare_workers, settings.prepare_queue, settings.prepare_queue_bytes)
 
 
 @dataclass
@@ -139,7 +146,7 @@ class Sessions:
     """Prepares, the store of their results, and their metrics, for one app."""
 
     def __init__(self, store: Any, metrics: Metrics, predict: Predictor | None = None,
-                 limits: PrepareLimits = PrepareLimits(), store_deadline_s: float = STORE_DEADLINE_S):
+                 limits: PrepareLimits | None = None, store_deadline_s: float = STORE_DEADLINE_S):
         self.metrics = metrics
         self.store = store if store is not None else SessionStore()  # SessionStore or RedisStore
         self.store.on_waste = self._wasted
@@ -149,7 +156,7 @@ class Sessions:
         self._tasks: set = set()  # prepares being launched or stored (kept referenced until they end)
         self.expected = ExpectedTime()  # expected seconds of one compaction (the fallback of ``predict``)
         self.predict = predict  # the cost model's compaction time, where the deployment is known
-        self.limits = limits
+        self.limits = limits or PrepareLimits.of(defaults())  # prepares computing and waiting, at most
         self.slots: dict[tuple[str, str], Slot] = {}  # (scope, session) -> its prepares
         self.queue: collections.deque = collections.deque()  # sessions whose waiting prepare may start, in order
         self.n_running = 0  # prepare threads alive (cancelled ones until they end)

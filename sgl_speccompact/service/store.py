@@ -55,6 +55,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from typing import Any, Callable, ClassVar
 
+from ..options import defaults
 from ..history.estimate import chars_to_tokens
 
 FIXED_SHARE = 0.5  # share of a compaction's time that does not depend on the history's length
@@ -257,8 +258,8 @@ class SessionStore:
         Monotonic clock (seconds); tests pass their own.
     """
 
-    max_bytes: int = 64 * 2**20  # bound on stored result bytes
-    ttl_s: float = 1800.0  # entries older than this are dropped (seconds)
+    max_bytes: int = field(default_factory=lambda: defaults().session_store_bytes)  # bound on stored result bytes
+    ttl_s: float = field(default_factory=lambda: defaults().session_ttl_s)  # older entries are dropped (seconds)
     on_waste: Callable[[float], None] | None = None  # cost of an entry dropped unused (seconds)
     clock: Callable[[], float] = time.monotonic  # monotonic seconds
     max_picks: int = 65536  # sessions whose auto pick is remembered, at most (the oldest are forgotten)

@@ -49,7 +49,7 @@ class Unmutated:
 def fuzz_app(emulator_tokenizer_path):
     from sgl_speccompact import methods
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
-    from sgl_speccompact.service.app import ServiceLimits, create_app
+    from sgl_speccompact.service.app import ServiceSettings, create_app
     from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
 
     servers = [EmulatedServer(emulator_tokenizer_path, policy=ControlledAcceptancePolicy(seed=i), model_path=path,
@@ -59,7 +59,7 @@ def fuzz_app(emulator_tokenizer_path):
     app = create_app(SpecCompactEndpoint(servers[0].url, timeout_s=30),
                      SpecCompactEndpoint(servers[1].url, lora_path="drafter", timeout_s=30),
                      runner=runner, methods=methods.METHODS,
-                     limits=ServiceLimits(compaction_timeout_s=60, max_body_bytes=2**20),
+                     settings=ServiceSettings(compaction_timeout_s=60, max_body_mb=1.0),
                      default_config={"max_history_messages": 50, "max_history_chars": 20_000})
     app.state.fuzz_runner = runner
     yield app

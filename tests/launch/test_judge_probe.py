@@ -12,7 +12,7 @@ from sgl_speccompact.testing import ScriptedPolicy
 
 
 class Plan:
-    compact: dict = {}  # the launch plan's CompactConfig overrides: none
+    compact = CompactConfig()  # the launch plan's config: the defaults
 
 
 def test_a_target_that_judges_passes_the_probe_in_one_request(make_emulated_server):

@@ -379,9 +379,9 @@ def test_router_plan_checks():
 
 
 def test_auto_is_the_default_method_everywhere():
-    assert plan_for().service["method"] == "auto"
+    assert plan_for().service.method == "auto"
     for config in CONFIGS:
-        assert plan_for("--config", str(config)).service["method"] == "auto", config.name
+        assert plan_for("--config", str(config)).service.method == "auto", config.name
     method = next(a for a in build_parser()._actions if a.dest == "method")
     assert method.help.startswith("default method: auto")
 

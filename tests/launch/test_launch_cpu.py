@@ -181,18 +181,18 @@ def test_a_drafter_served_by_the_target_takes_its_template(tmp_path):
 
 def test_cpu_servers_get_the_cpu_timeouts_unless_the_config_or_a_flag_sets_them(tmp_path):
     from sgl_speccompact.launch.cpu import CPU_SERVICE_DEFAULTS
-    from sgl_speccompact.launch.plan import DEFAULTS
+    from sgl_speccompact.options import DEFAULTS
 
     cpu = plan_for("--device", "cpu", "--no-drafter").service
-    assert {k: cpu[k] for k in CPU_SERVICE_DEFAULTS} == CPU_SERVICE_DEFAULTS
+    assert {k: getattr(cpu, k) for k in CPU_SERVICE_DEFAULTS} == CPU_SERVICE_DEFAULTS
     gpu = plan_for("--no-drafter").service
-    assert {k: gpu[k] for k in CPU_SERVICE_DEFAULTS} == {k: DEFAULTS["service"][k] for k in CPU_SERVICE_DEFAULTS}
-    assert plan_for("--device", "cpu", "--no-drafter", "--request-timeout", "60").service["request_timeout_s"] == 60
+    assert {k: getattr(gpu, k) for k in CPU_SERVICE_DEFAULTS} == {k: getattr(DEFAULTS, k) for k in CPU_SERVICE_DEFAULTS}
+    assert plan_for("--device", "cpu", "--no-drafter", "--request-timeout", "60").service.request_timeout_s == 60
     cfg = tmp_path / "c.toml"
     cfg.write_text("[service]\ncompaction_timeout_s = 120.0\n")
     svc = plan_for("--config", str(cfg), "--device", "cpu", "--no-drafter").service
-    assert svc["compaction_timeout_s"] == 120.0
-    assert svc["request_timeout_s"] == CPU_SERVICE_DEFAULTS["request_timeout_s"]
+    assert svc.compaction_timeout_s == 120.0
+    assert svc.request_timeout_s == CPU_SERVICE_DEFAULTS["request_timeout_s"]
 
 
 def test_the_packaged_model_config_resolves_to_its_cache_folder_without_converting(tmp_path, monkeypatch):

@@ -91,7 +91,7 @@ def test_prepare_yield_flag_reaches_the_service_limits_and_zero_keeps_the_old_be
     def plan(*argv):
         return build_plan(build_parser("x").parse_args(["--target-url", "http://127.0.0.1:1", "--no-drafter", *argv]))
 
-    assert plan().service["prepare_yield_s"] == 2.0  # default: the bound the session benchmark measured
-    assert plan("--prepare-yield-s", "0").service["prepare_yield_s"] == 0.0
+    assert plan().service.prepare_yield_s == 2.0  # default: the bound the session benchmark measured
+    assert plan("--prepare-yield-s", "0").service.prepare_yield_s == 0.0
     with pytest.raises(ConfigError, match="--prepare-yield-s: must be a finite number >= 0"):
         plan("--prepare-yield-s", "-1")

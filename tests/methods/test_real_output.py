@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import pytest
 
+from sgl_speccompact.config import CompactConfig
 from sgl_speccompact.core.lines import is_placeholder, placeholder_texts
 from sgl_speccompact.core.prompts import openclaw_template
 from sgl_speccompact.methods.autopick import AutoPicker
@@ -215,7 +216,7 @@ def test_auto_stops_picking_a_judging_method_once_the_target_cannot_judge():
                         "Qwen/Qwen3-32B|Qwen/Qwen3-0.6B")
     picker.acceptance.observe(picker.pair, 0.95)
     request = MethodRequest(MESSAGES * 200)
-    offer = Offer(has_drafter=True, offered=("speccompact", "target_self"))
+    offer = Offer(CompactConfig(), has_drafter=True, offered=("speccompact", "target_self"))
     assert resolve_method("auto", request, offer, picker)[0] == "speccompact"
     picker.observe("speccompact", 0.95, 0.005)  # what a compaction on this target saw
     method, choice = resolve_method("auto", request, offer, picker)

@@ -7,6 +7,7 @@ import itertools
 import pytest
 
 from sgl_speccompact.backends.contract import BackendDefaults
+from sgl_speccompact.config import CompactConfig
 from sgl_speccompact.methods import resolve
 from sgl_speccompact.methods.auto import Deployment
 from sgl_speccompact.methods.autopick import deployment_for
@@ -39,7 +40,7 @@ def test_auto_never_picks_a_method_that_refuses_the_request(custom_schema, has_d
         picker = resolve.as_picker(dep, has_drafter)
         picker.acceptance.observe(picker.pair, p)
         request = MethodRequest(history(tokens), schema=OPENCLAW_SLOTS if custom_schema else None)
-        name, choice = resolve_method("auto", request, Offer(has_drafter=has_drafter, offered=METHODS), picker)
+        name, choice = resolve_method("auto", request, Offer(CompactConfig(), has_drafter=has_drafter, offered=METHODS), picker)
         assert refusal(REGISTRY[name], has_drafter=has_drafter, schema_given=custom_schema) is None
         assert choice["method"] == name
         picked.add(name)
@@ -56,13 +57,12 @@ def test_run_method_auto_with_a_custom_schema_runs_what_it_picked():
     res = run_method("auto", MethodRequest([{"role": "user", "content": "hi"}], schema=OPENCLAW_SLOTS[:1]),
                      target=target, deployment=dep)
     assert res.stats.auto["method"] != "hermes" and res.method == res.stats.auto["method"]
-    unconstrained = resolve_method("auto", MethodRequest([{"role": "user", "content": "hi"}]), Offer(offered=METHODS),
-                                   dep)
+    unconstrained = resolve_method("auto", MethodRequest([{"role": "user", "content": "hi"}]), Offer(CompactConfig(), offered=METHODS), dep)
     assert unconstrained[0] == "hermes"  # without the schema it would have picked hermes
 
 
 def test_a_context_too_small_for_a_methods_output_leaves_it_out():
-    offer = Offer(has_drafter=True, offered=METHODS, context_tokens=6_000)
+    offer = Offer(CompactConfig(target_context_tokens=6_000), has_drafter=True, offered=METHODS)
     assert "hermes" not in accepting(MethodRequest([]), offer) and "speccompact" in accepting(MethodRequest([]), offer)
 
 
@@ -70,8 +70,8 @@ def test_nothing_accepts_is_a_typed_error():
     from sgl_speccompact.errors import ConfigError
 
     with pytest.raises(ConfigError, match="auto has no method"):
-        resolve_method("auto", MethodRequest([], schema=OPENCLAW_SLOTS), Offer(offered=("hermes", "speccompact")))
-    assert resolve_method("hermes", MethodRequest([], schema=OPENCLAW_SLOTS), Offer()) == ("hermes", None)  # explicit
+        resolve_method("auto", MethodRequest([], schema=OPENCLAW_SLOTS), Offer(CompactConfig(), offered=("hermes", "speccompact")))
+    assert resolve_method("hermes", MethodRequest([], schema=OPENCLAW_SLOTS), Offer(CompactConfig())) == ("hermes", None)  # explicit
 
 
 class Served:

@@ -12,7 +12,7 @@ from tests.support.service import MESSAGES, Backend, FakeRunner, make_client
 
 from sgl_speccompact.config import CompactConfig
 from sgl_speccompact.errors import BackendUnavailableError, ConfigError, LabelTokenError
-from sgl_speccompact.service.app import ServiceLimits, create_app, resolve_api_key
+from sgl_speccompact.service.app import ServiceSettings, create_app, resolve_api_key
 
 # ------------------------------------------------------------------ 1. clients cannot raise limits
 
@@ -125,7 +125,7 @@ def test_lone_surrogate_is_422_naming_the_field(raw, field):
 
 
 def test_previous_summary_has_its_own_limit():
-    client, runner = make_client(limits=ServiceLimits(max_previous_summary_chars=1000))
+    client, runner = make_client(settings=ServiceSettings(max_previous_summary_chars=1000))
     res = client.post("/v1/compact", json={"messages": MESSAGES, "previous_summary": "x" * 1001})
     assert res.status_code == 413 and res.json()["error"]["field"] == "previous_summary"
     assert client.post("/v1/compact", json={"messages": MESSAGES, "previous_summary": "x" * 1000}).status_code == 200
@@ -171,19 +171,19 @@ def test_error_bodies_name_upstreams_by_role():
     assert "10.1.2.3" not in msg and "30000" not in msg and "other:9" not in msg
     assert msg.startswith("target/generate unreachable")
     detailed, _ = make_client(FakeRunner(fail_with=BackendUnavailableError(f"{url}/generate down")),
-                              target=Backend("t", url), limits=ServiceLimits(expose_upstream_urls=True))
+                              target=Backend("t", url), settings=ServiceSettings(upstream_detail=True))
     assert url in detailed.post("/v1/compact", json={"messages": MESSAGES}).json()["error"]["message"]
 
 
 def test_health_names_upstreams_by_role():
     client, _ = make_client(target=Backend("t", "http://127.0.0.1:9"), drafter=Backend("d"),
-                            limits=ServiceLimits(health_timeout_s=2))
+                            settings=ServiceSettings(health_timeout_s=2))
     res = client.get("/health")
     assert res.status_code == 503
     assert "127.0.0.1" not in res.text and ":9" not in res.text
     assert set(res.json()["upstreams"]) == {"target", "drafter"}
     detailed, _ = make_client(target=Backend("t", "http://127.0.0.1:9"), drafter=Backend("d"),
-                              limits=ServiceLimits(health_timeout_s=2, expose_upstream_urls=True))
+                              settings=ServiceSettings(health_timeout_s=2, upstream_detail=True))
     assert detailed.get("/health").json()["upstreams"]["target"]["url"] == "http://127.0.0.1:9/health"
 
 

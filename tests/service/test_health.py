@@ -16,7 +16,7 @@ from tests.support.live_service import LiveService
 from tests.support.misbehaving import Answer, Garbage, Hang, Trickle, Upstream, busy_loads
 
 from sgl_speccompact.backends.contract import BackendDefaults
-from sgl_speccompact.service.app import ServiceLimits, create_app
+from sgl_speccompact.service.app import ServiceSettings, create_app
 from sgl_speccompact.service.store import SessionStore
 
 # ------------------------------------------------------------------ /health while a huge body is processed
@@ -33,7 +33,7 @@ def test_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_
     server = make_emulated_server(model_path="Qwen/Qwen3-8B")
     target = SpecCompactEndpoint(server.url, timeout_s=5)
     server.close()
-    svc = LiveService(create_app(target, None, default_method="target_self",
+    svc = LiveService(create_app(target, None, settings=ServiceSettings(method="target_self"),
                                  health_probe=lambda backend: {"ok": True}))
     try:
         def health_s() -> float:
@@ -63,8 +63,8 @@ def test_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_
 
 def probe_app(url: str, health_timeout_s: float = 1.0):
     """A service whose one target is the server at ``url``, probed with the real HTTP probe."""
-    return create_app(Server(url), None, limits=ServiceLimits(health_timeout_s=health_timeout_s),
-                      runner=Summary(), methods=("hermes",), default_method="hermes")
+    return create_app(Server(url), None, settings=ServiceSettings(health_timeout_s=health_timeout_s, method="hermes"),
+                      runner=Summary(), methods=("hermes",))
 
 
 class Server(BackendDefaults):

@@ -10,7 +10,7 @@ from fastapi.testclient import TestClient
 
 from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.methods.autopick import AutoPicker
-from sgl_speccompact.service.app import PREPARE_WORKERS, ServiceLimits, create_app
+from sgl_speccompact.service.app import PARSE_WORKERS, ServiceSettings, create_app
 from sgl_speccompact.service.store import DUPLICATE_OUTPUT
 
 from tests.support.runner_calls import call_fields
@@ -114,7 +114,7 @@ class Scoped(BackendDefaults):
 
 def test_a_compact_waiting_for_a_prepare_ends_at_its_own_deadline():
     runner = Held()
-    app, _ = service(runner, limits=ServiceLimits(compaction_timeout_s=1.0))
+    app, _ = service(runner, settings=ServiceSettings(compaction_timeout_s=1.0))
     with TestClient(app) as client:
         prepare(client, MESSAGES)
         assert runner.arrived.acquire(timeout=30)
@@ -134,7 +134,7 @@ def test_a_compact_waiting_for_a_prepare_ends_at_its_own_deadline():
 def test_the_compaction_after_a_wait_gets_only_what_is_left_of_the_deadline(monkeypatch):
     runner, scopes = Held(), []
     app = create_app(Scoped("t", scopes), Scoped("d", []), runner=runner, methods=("speccompact", "hermes"),
-                     limits=ServiceLimits(compaction_timeout_s=30.0))
+                     settings=ServiceSettings(compaction_timeout_s=30.0))
     with TestClient(app) as client:
         sessions = app.state.sessions
         prepare(client, MESSAGES)
@@ -161,7 +161,7 @@ def test_the_compaction_after_a_wait_gets_only_what_is_left_of_the_deadline(monk
 
 def test_beyond_the_queue_a_prepare_gets_429_with_retry_after():
     runner = Held()
-    app, _ = service(runner, limits=ServiceLimits(prepare_workers=1, prepare_queue=2))
+    app, _ = service(runner, settings=ServiceSettings(prepare_workers=1, prepare_queue=2))
     with TestClient(app) as client:
         codes = [prepare(client, MESSAGES, session=f"s{i}").status_code for i in range(3)]
         assert runner.arrived.acquire(timeout=30)
@@ -177,7 +177,7 @@ def test_beyond_the_queue_a_prepare_gets_429_with_retry_after():
 def test_beyond_the_queued_bytes_a_prepare_gets_429():
     runner = Held()
     big = [{**MESSAGES[0], "content": "x" * 5000}, *MESSAGES[1:]]
-    app, _ = service(runner, limits=ServiceLimits(prepare_workers=1, prepare_queue=50, prepare_queue_bytes=12000))
+    app, _ = service(runner, settings=ServiceSettings(prepare_workers=1, prepare_queue=50, prepare_queue_mb=12000 / 2**20))
     with TestClient(app) as client:
         assert prepare(client, big, session="run").status_code == 202  # starts: its bytes are not queued
         assert runner.arrived.acquire(timeout=30)
@@ -189,8 +189,8 @@ def test_beyond_the_queued_bytes_a_prepare_gets_429():
 
 def test_a_thousand_prepares_leave_threads_and_queued_bytes_bounded():
     runner = Held()
-    limits = ServiceLimits(prepare_workers=2, prepare_queue=16, prepare_queue_bytes=2**20)
-    app, _ = service(runner, limits=limits)
+    limits = ServiceSettings(prepare_workers=2, prepare_queue=16, prepare_queue_mb=1.0)
+    app, _ = service(runner, settings=limits)
     with TestClient(app) as client:
         prepare(client, MESSAGES, session="warm")  # the app's own threads exist before counting
         assert runner.arrived.acquire(timeout=30)
@@ -198,7 +198,7 @@ def test_a_thousand_prepares_leave_threads_and_queued_bytes_bounded():
         codes = [prepare(client, MESSAGES + [{"role": "user", "content": f"turn {i}"}], session=f"s{i}").status_code
                  for i in range(1000)]
         sessions = app.state.sessions
-        assert threading.active_count() <= before + limits.prepare_workers + PREPARE_WORKERS  # not one per prepare
+        assert threading.active_count() <= before + limits.prepare_workers + PARSE_WORKERS  # not one per prepare
         assert sessions.n_running <= limits.prepare_workers and sessions.n_waiting <= limits.prepare_queue
         assert sessions.queued_bytes <= limits.prepare_queue_bytes
         assert codes.count(202) == limits.prepare_queue + 1 and codes.count(429) == 1000 - codes.count(202)

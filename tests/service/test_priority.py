@@ -9,7 +9,7 @@ from fastapi.testclient import TestClient
 from sgl_speccompact.launch.cli import build_parser, check_server_flags
 from sgl_speccompact.launch.plan import build_plan
 from sgl_speccompact.launch.servers import AGENT_PRIORITY, PREPARE_PRIORITY, server_command
-from sgl_speccompact.service.app import ServiceLimits, create_app
+from sgl_speccompact.service.app import ServiceSettings, create_app
 
 from tests.support.endpoint import InProcessEndpoint, assert_server_accepts
 from tests.support.service import MESSAGES
@@ -18,7 +18,7 @@ from tests.support.service import wait_idle
 
 def test_prepares_go_at_a_lower_priority_than_compacts_and_every_body_is_valid():
     target = InProcessEndpoint()
-    app = create_app(target, None, limits=ServiceLimits(prepare_priority=PREPARE_PRIORITY))
+    app = create_app(target, None, settings=ServiceSettings(prepare_priority=PREPARE_PRIORITY))
     with TestClient(app) as client:
         body = {"messages": MESSAGES, "method": "target_self"}
         assert client.post("/v1/compact", json={**body, "session": "s", "mode": "prepare"}).status_code == 202
@@ -67,15 +67,15 @@ def test_the_launcher_starts_the_target_with_priority_scheduling_sglang_accepts(
     assert not args.schedule_low_priority_values_first  # higher values first: the prepares' -100 goes last
     assert AGENT_PRIORITY - PREPARE_PRIORITY > args.priority_scheduling_preemption_threshold  # agent preempts
     assert not sglang_args(server_command(drafter, "python")).enable_priority_scheduling  # the drafter keeps lpm
-    assert plan.service["prepare_priority"] == PREPARE_PRIORITY
+    assert plan.service.prepare_priority == PREPARE_PRIORITY
 
 
 def test_servers_not_started_here_get_a_priority_only_when_asked():
-    assert plan_for("--target-url", "http://127.0.0.1:1", "--no-drafter").service["prepare_priority"] is None
+    assert plan_for("--target-url", "http://127.0.0.1:1", "--no-drafter").service.prepare_priority is None
     asked = plan_for("--target-url", "http://127.0.0.1:1", "--no-drafter", "--prepare-priority", "-5")
-    assert asked.service["prepare_priority"] == -5
+    assert asked.service.prepare_priority == -5
     off = plan_for("--no-priority-scheduling")
-    assert off.service["prepare_priority"] is None
+    assert off.service.prepare_priority is None
     assert sglang_args(server_command(off.servers[0], "python")).schedule_policy == "lpm"
 
 

@@ -21,7 +21,7 @@ from fastapi.testclient import TestClient
 
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.result import CompactionResult
-from sgl_speccompact.service.app import ServiceLimits, make_store
+from sgl_speccompact.service.app import ServiceSettings, make_store
 from sgl_speccompact.service.store import DUPLICATE_OUTPUT, MAX_PER_SESSION, SessionStore, make_stored
 
 from tests.support.service import MESSAGES
@@ -168,7 +168,7 @@ def test_both_stores_keep_the_first_auto_pick_of_a_session(store_kind):
 
 
 def redis_service(url, runner=None):
-    return service(runner, limits=ServiceLimits(session_store=url))
+    return service(runner, settings=ServiceSettings(session_store=url))
 
 
 def test_two_replicas_reuse_each_others_prepare_and_a_restart_keeps_it(clean_redis):
@@ -210,9 +210,9 @@ def test_a_redis_that_stops_answering_turns_lookups_into_misses(tmp_path):
 
 def test_an_unreachable_redis_at_start_is_a_config_error():
     with pytest.raises(ConfigError, match=r"--session-store: cannot reach redis://:\*\*\*@127\.0\.0\.1"):
-        make_store(ServiceLimits(session_store=f"redis://:pw@127.0.0.1:{free_port()}/0"))
+        make_store(ServiceSettings(session_store=f"redis://:pw@127.0.0.1:{free_port()}/0"))
     with pytest.raises(ConfigError, match="must be memory or a redis"):
-        make_store(ServiceLimits(session_store="mysql://x"))
+        make_store(ServiceSettings(session_store="mysql://x"))
 
 
 def test_the_store_flag_reaches_the_service_and_its_password_stays_out_of_the_plan():
@@ -221,7 +221,7 @@ def test_the_store_flag_reaches_the_service_and_its_password_stays_out_of_the_pl
 
     plan = build_plan(build_parser("x").parse_args(
         ["--target-url", "http://127.0.0.1:1", "--no-drafter", "--session-store", "redis://:hunter2@10.0.0.2:6379/1"]))
-    assert plan.service["session_store"] == "redis://:hunter2@10.0.0.2:6379/1"
+    assert plan.service.session_store == "redis://:hunter2@10.0.0.2:6379/1"
     shown = service_config(plan)["service"]["session_store"]
     assert shown == "redis://:***@10.0.0.2:6379/1"
     with pytest.raises(ConfigError, match="--session-store: must be memory or a redis"):  # before any server starts

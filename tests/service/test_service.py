@@ -13,11 +13,12 @@ from fastapi.testclient import TestClient
 
 from tests.support.runner_calls import call_fields
 from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError
-from sgl_speccompact.service.app import DEFAULT_METHODS, ServiceLimits, create_app
+from sgl_speccompact.methods.names import METHODS
+from sgl_speccompact.service.app import ServiceSettings, create_app
 from tests.support.service import Backend, FakeRunner, LayoutRunner, MESSAGES, RoutedBackend, endpoints, make_client
 
 
-@pytest.mark.parametrize("method", DEFAULT_METHODS)
+@pytest.mark.parametrize("method", METHODS)
 def test_round_trip_each_method(method):
     client, runner = make_client()
     body = {"messages": MESSAGES, "method": method, "previous_summary": "earlier", "source_judge": True,
@@ -46,7 +47,7 @@ def test_focus_and_tools_reach_the_runner_only_when_given():
 
 
 def test_default_method_and_default_config():
-    client, runner = make_client(default_method="hermes", default_config={"eta": 0.9})
+    client, runner = make_client(settings=ServiceSettings(method="hermes"), default_config={"eta": 0.9})
     assert client.post("/v1/compact", json={"messages": MESSAGES}).status_code == 200
     assert runner.calls[0]["method"] == "hermes" and runner.calls[0]["config"].eta == 0.9
 
@@ -105,7 +106,7 @@ def test_auth_off():
 
 
 def test_oversized_body_is_413():
-    client, runner = make_client(limits=ServiceLimits(max_body_bytes=200))
+    client, runner = make_client(settings=ServiceSettings(max_body_mb=200 / 2**20))
     res = client.post("/v1/compact", json={"messages": MESSAGES})
     assert res.status_code == 413 and res.json()["error"]["field"] == "body"
     # no Content-Length: the limit still holds while reading
@@ -229,7 +230,7 @@ def test_health_reports_each_upstream():
 
 def test_health_http_probe_against_dead_url():
     client, _ = make_client(target=Backend("t", "http://127.0.0.1:9"), drafter=Backend("d"),
-                            limits=ServiceLimits(health_timeout_s=2))
+                            settings=ServiceSettings(health_timeout_s=2))
     res = client.get("/health")
     assert res.status_code == 503
     assert res.json()["upstreams"]["target"]["ok"] is False

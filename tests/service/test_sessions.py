@@ -7,7 +7,7 @@ import pytest
 from fastapi.testclient import TestClient
 
 from sgl_speccompact.service import store as sessions_module
-from sgl_speccompact.service.app import ServiceLimits, create_app
+from sgl_speccompact.service.app import ServiceSettings, create_app
 from sgl_speccompact.service.store import SessionStore, Stored, message_keys, prefix_digests
 
 from tests.support.service import MESSAGES, FakeRunner
@@ -308,7 +308,7 @@ def test_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(make_emu
     target = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-8B").url, timeout_s=30)
     drafter = SpecCompactEndpoint(make_emulated_server(policy=policy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]).url,
                                   lora_path="drafter", timeout_s=30)
-    app = create_app(target, drafter, limits=ServiceLimits())
+    app = create_app(target, drafter, settings=ServiceSettings())
 
     def history(tag):
         return [{"role": "system", "content": "You are a coding agent."},
@@ -342,10 +342,10 @@ def test_store_flags_reach_the_service_config():
 
     base = ["--target-url", "http://127.0.0.1:1", "--no-drafter"]
     plan = build_plan(build_parser("x").parse_args(base + ["--session-store-mb", "2", "--session-ttl", "60"]))
-    assert (plan.service["session_store_mb"], plan.service["session_ttl_s"]) == (2.0, 60.0)
+    assert (plan.service.session_store_mb, plan.service.session_ttl_s) == (2.0, 60.0)
     default = build_plan(build_parser("x").parse_args(base)).service
-    assert (default["session_store_mb"] * 2**20, default["session_ttl_s"]) == (
-        ServiceLimits().session_store_bytes, ServiceLimits().session_ttl_s)
+    assert (default.session_store_bytes, default.session_ttl_s) == (
+        ServiceSettings().session_store_bytes, ServiceSettings().session_ttl_s)
 
 
 def test_e2e_a_compact_after_a_prepare_sends_only_the_new_turns(make_emulated_server):

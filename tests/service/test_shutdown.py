@@ -13,7 +13,7 @@ from tests.support.live_service import wait_for
 from tests.support.procs import EXIT_S, READY_S, stop, wait_healthy
 from tests.support.service import MESSAGES
 
-from sgl_speccompact.service.app import create_app
+from sgl_speccompact.service.app import ServiceSettings, create_app
 
 # ------------------------------------------------------------------ 3. clean shutdown, no thread leak
 
@@ -203,7 +203,7 @@ def test_server_stop_ends_streams_without_a_signal(gated):
     from sgl_speccompact.testing.emulator.server import listening_socket
 
     app = create_app(gated.endpoint(gated.target_srv.url), gated.endpoint(gated.drafter_srv.url, lora_path="drafter"),
-                     default_method="speccompact")
+                     settings=ServiceSettings(method="speccompact"))
     sock = listening_socket("127.0.0.1", 0)
     url = f"http://127.0.0.1:{sock.getsockname()[1]}"
     server = service_server(app, log_level="warning", timeout_graceful_shutdown=3)

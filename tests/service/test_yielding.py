@@ -13,7 +13,7 @@ from fastapi.testclient import TestClient
 
 from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.backends.http import http_error
-from sgl_speccompact.service.app import ServiceLimits, create_app
+from sgl_speccompact.service.app import ServiceSettings, create_app
 from sgl_speccompact.service.yielding import Unsupported, YieldGate, yield_delay
 
 from tests.support.live_service import wait_for
@@ -117,7 +117,7 @@ class NoLoads(BackendDefaults):
 
 
 def test_the_service_maps_a_404_to_no_yielding():
-    app = create_app(BackendDefaults(), None, limits=ServiceLimits(prepare_yield_s=2.0))
+    app = create_app(BackendDefaults(), None, settings=ServiceSettings(prepare_yield_s=2.0))
     gate = app.state.service.gate(NoLoads())
     gate.hold()  # waits (within its bound) for the first answer: the 404
     assert not gate.supported and gate.hold() == 0.0
@@ -170,7 +170,7 @@ def test_a_prepare_waits_for_the_agents_turn_and_a_compact_does_not(make_emulate
     scripted_policy.on("", "- a summarized line\n")
     srv = make_emulated_server(policy=scripted_policy, model_path="Qwen/Qwen3-8B")
     sent: list = []
-    app = create_app(counted_endpoint(srv.url, sent), None, limits=ServiceLimits(prepare_yield_s=60.0))
+    app = create_app(counted_endpoint(srv.url, sent), None, settings=ServiceSettings(prepare_yield_s=60.0))
     state = app.state.service
     body = {"messages": MESSAGES, "method": "target_self"}
     with TestClient(app) as client:
@@ -320,8 +320,8 @@ def test_a_prepare_holding_on_a_trickling_v1_loads_ends_at_its_deadline_and_the_
         generated.append(target._generate({"text": "x", "sampling_params": {"max_new_tokens": 1}}))
         return CompactionResult(method=method, summary="## Goal\n- done")
 
-    limits = ServiceLimits(compaction_timeout_s=1.0, prepare_workers=2, prepare_yield_s=60.0)
-    app = create_app(HttpEndpoint(up.url, timeout_s=60, token_ids=False), None, limits=limits, runner=runner, methods=("hermes",))
+    limits = ServiceSettings(compaction_timeout_s=1.0, prepare_workers=2, prepare_yield_s=60.0)
+    app = create_app(HttpEndpoint(up.url, timeout_s=60, token_ids=False), None, settings=limits, runner=runner, methods=("hermes",))
     try:
         with TestClient(app) as client:
             for i in range(5):

@@ -10,7 +10,7 @@ import time
 import httpx
 from tests.support.procs import READY_S
 
-from sgl_speccompact.service.app import ServiceLimits, create_app
+from sgl_speccompact.service.app import ServiceSettings, create_app
 
 # ------------------------------------------------------------------ 2. cancellation end to end
 # The real methods against emulated SGLang servers, behind a real uvicorn (a
@@ -108,7 +108,7 @@ class LiveService:
 def live(gated, **limits) -> LiveService:
     target = gated.endpoint(gated.target_srv.url)
     drafter = gated.endpoint(gated.drafter_srv.url, lora_path="drafter")
-    return LiveService(create_app(target, drafter, limits=ServiceLimits(**limits), default_method="speccompact"))
+    return LiveService(create_app(target, drafter, settings=ServiceSettings(**limits, method="speccompact")))
 
 
 def check_cancelled(svc: LiveService, gated: GatedServers, outcome: str) -> None:

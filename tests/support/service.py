@@ -8,7 +8,8 @@ from fastapi.testclient import TestClient
 from tests.support.runner_calls import call_fields
 from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.result import CompactionResult, LineOrigin, SlotResult, SummaryLine
-from sgl_speccompact.service.app import DEFAULT_METHODS, create_app
+from sgl_speccompact.methods.names import METHODS
+from sgl_speccompact.service.app import create_app
 
 MESSAGES = [
     {"role": "system", "content": "You are a coding agent."},
@@ -61,7 +62,7 @@ class FakeRunner:
 
 def make_client(runner=None, **kw) -> tuple[TestClient, FakeRunner]:
     runner = runner or FakeRunner()
-    kw.setdefault("methods", DEFAULT_METHODS)
+    kw.setdefault("methods", METHODS)
     app = create_app(kw.pop("target", Backend("t")), kw.pop("drafter", Backend("d")), runner=runner, **kw)
     return TestClient(app), runner
 
