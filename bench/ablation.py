@@ -32,7 +32,7 @@ Per variant and layout: geometric-mean end-to-end over the histories, its
 speedup over Hermes-style (each length) and over Target-self (same layout),
 its ratio to ``all (defaults)`` (> 1: slower), requests per server, and
 whether it made the same decisions as ``all (defaults)`` on the same history
-(``testing.sim.workload.decisions``: which lines were accepted, replaced or
+(``sim.workload.decisions``: which lines were accepted, replaced or
 taken unjudged).  The column follows the rule of the switch tests: only a
 variant whose flipped switches all change requests alone is checked; one
 that flips a switch of ``config.PROMPT_CHANGING`` or ``DECISION_CHANGING``
@@ -151,7 +151,7 @@ def run_cell_set(args, seed: int, methods: list[str], config: dict | None, layou
 
 def run(args) -> dict:
     from sgl_speccompact.config import OPTIMIZATIONS
-    from sgl_speccompact.testing.sim.workload import decisions_digest
+    from bench.sim.workload import decisions_digest
 
     _, runner, runner_src = rc.resolve_methods()
     print("Method: SpecCompact end-to-end latency with none, each one, all but one and all of the optimizations "

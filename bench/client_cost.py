@@ -2,7 +2,7 @@
 
 What the simulator charges on its virtual clock per request
 (``CLIENT_S_PER_REQUEST`` + ``CLIENT_S_PER_TOKEN`` * prompt tokens in
-``sgl_speccompact/testing/emulator/cost.py``): the real ``SpecCompactEndpoint._request``
+``sgl_speccompact/emulator/cost.py``): the real ``SpecCompactEndpoint._request``
 builds the body, JSON-encodes it, posts it through its pooled ``requests``
 session over loopback and parses the answer.  The server here is a minimal
 HTTP handler that reads the body and returns a canned ``/generate`` answer, so

@@ -10,7 +10,7 @@ Per run: wall time around the call, requests and tokens per role from the
 result's stats (checked against the server's own Prometheus counters),
 acceptance (accepted / judged drafted lines), the judge's label mass when the
 stats carry it, and identifier recall and invention
-(:func:`sgl_speccompact.evaluation.recall.summary_retention`).
+(:func:`bench.evaluation.recall.summary_retention`).
 
 Conditions are printed first and written to the JSON: the model, the
 server's dtype, the machine's cores and load average.  A 135M model on a
@@ -39,7 +39,7 @@ from bench.harness.runs import RESULTS_DIR, log, write_json
 def start_server(model: str, dtype: str | None, log_dir: Path):
     """The launcher's CPU command for the one server; returns (url, process)."""
     from sgl_speccompact.launch.servers import start_server as launch, wait_healthy
-    from sgl_speccompact.testing.emulator.server import free_port
+    from sgl_speccompact.emulator.server import free_port
 
     import dataclasses
     import httpx

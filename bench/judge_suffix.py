@@ -116,8 +116,8 @@ def measure(messages, urls, short: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
-    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, EmulatedServer
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trajectories", nargs="*", help="history files (default: three shared trajectories)")

@@ -1,6 +1,6 @@
 """Latency benchmark: end-to-end compaction latency per method, on the fair field (SIMULATED by default).
 
-Default: the one-clock simulator (``sgl_speccompact/testing/sim/simulator.py``).
+Default: the one-clock simulator (``bench/sim/simulator.py``).
 The project's real programs run unchanged on sglang's interpreter; their
 transport is answered by simulated target and drafter servers that share one
 virtual clock (H200 cost model ``sgl_speccompact/core/costmodel.py``, sglang's
@@ -69,7 +69,7 @@ DEFAULT_TRAJECTORIES = (
     ("princeton-nlp__SWE-agent__trajectories__demonstrations__replay__marshmallow-code__marshmallow-1867__"
      "function_calling_replace__install-1__marshmallow-code__marshmallow-1867.traj"),
 )
-SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/sim/simulator.py), H200 "
+SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (bench/sim/simulator.py), H200 "
                   "cost model (sgl_speccompact/core/costmodel.py, sgl_speccompact/core/specdecode.py); not a GPU measurement")
 SPECULATIVE = ("none", "eagle3", "dflash", "standalone", "ngram")
 
@@ -84,14 +84,14 @@ def geomean(xs):
 
 
 def workload_lines():
-    from sgl_speccompact.testing.sim.sources import trajectory_lines
+    from bench.sim.sources import trajectory_lines
 
     return trajectory_lines(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
 
 
 def workload_section_sizes():
     """Progress sub-section sizes of the shared trajectories (the workload draws one per seed)."""
-    from sgl_speccompact.testing.sim.sources import trajectory_section_sizes
+    from bench.sim.sources import trajectory_section_sizes
 
     return trajectory_section_sizes(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
 
@@ -101,12 +101,12 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
     from dataclasses import asdict
 
     from sgl_speccompact.config import make_config
-    from sgl_speccompact.testing.emulator.cost import Scheduling
+    from sgl_speccompact.emulator.cost import Scheduling
     from bench.harness.latency import simulate as run_cells
 
     tok, tok_kind = args.tokenizer, "given"
     if not tok:
-        from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+        from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
         tok, tok_kind = default_tokenizer()
     args.config_dict = json.loads(args.config) if args.config else {}
@@ -249,7 +249,7 @@ def run(args) -> dict:
 
 
 def _model_path(preset: str) -> str:
-    from sgl_speccompact.testing.emulator.cost import PRESETS
+    from sgl_speccompact.emulator.cost import PRESETS
 
     return PRESETS[preset].name if preset in PRESETS else preset
 

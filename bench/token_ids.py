@@ -9,7 +9,7 @@ segments it has not seen in this compaction
 prompts given as ids.
 
 Method: each history is compacted with SpecCompact on the one-clock
-simulator (``sgl_speccompact/testing/sim/simulator.py``: same workload, cost
+simulator (``bench/sim/simulator.py``: same workload, cost
 model and tokenizer rate as ``bench/latency.py``), once with the switch on
 and once off.  Per compaction and server it reports the tokens that
 server's tokenizer encoded (``/generate`` prompts given as text plus
@@ -39,7 +39,7 @@ import radix_cache as rc
 def histories(args, lines, count) -> tuple[list, list]:
     """The shared trajectories (unless --no-trajectories) and the synthetic histories, seeded as the latency bench."""
     from bench.harness.latency import draw_seed
-    from sgl_speccompact.testing.sim.sources import synthetic_history
+    from bench.sim.sources import synthetic_history
 
     trajs, skipped = [], []
     if not args.no_trajectories:
@@ -66,16 +66,16 @@ def tokenizer_numbers(report: dict, server: str, rate: float) -> dict:
 
 
 def run(args) -> dict:
-    from sgl_speccompact.testing import CostModel
-    from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
-    from sgl_speccompact.testing.sim.simulator import build_simulation
-    from sgl_speccompact.testing.sim.workload import SummaryWorkload
+    from sgl_speccompact.emulator import CostModel
+    from sgl_speccompact.emulator.cost import DEPLOYMENTS, Scheduling
+    from bench.sim.simulator import build_simulation
+    from bench.sim.workload import SummaryWorkload
     from bench.harness.latency_cases import labeler
 
     _, runner, _ = rc.resolve_methods()
     tok, tok_kind = args.tokenizer, "given"
     if not tok:
-        from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+        from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
         tok, tok_kind = default_tokenizer()
     sched = Scheduling(**({"tokenizer_tokens_per_s": args.tokenizer_rate} if args.tokenizer_rate else {}))

@@ -155,10 +155,10 @@ def test_no_import_runs_up_a_layer():
 def test_the_checker_sees_an_upward_import():
     graph = package_graph()
     graph["sgl_speccompact.core.lines"] = graph["sgl_speccompact.core.lines"] | {"sgl_speccompact.methods.pipeline"}
-    graph["sgl_speccompact.history.messages"] |= {"sgl_speccompact.testing.emulator.model"}
+    graph["sgl_speccompact.history.messages"] |= {"sgl_speccompact.emulator.model"}
     bad = upward_imports(graph)
     assert any("core.lines -> sgl_speccompact.methods.pipeline" in b for b in bad)
-    assert any("history.messages -> sgl_speccompact.testing.emulator.model" in b for b in bad)
+    assert any("history.messages -> sgl_speccompact.emulator.model" in b for b in bad)
 
 
 def test_no_import_cycle_in_the_package():

@@ -21,7 +21,7 @@ PKG = ROOT / "sgl_speccompact"
 EXTRA_FOR = {
     "train/": "train",
     "evaluation/frontier.py": "bench",  # the quality-latency plot
-    "testing/emulator/qwen3.py": "bench",  # Qwen3's real tokenizer, when installed
+    "emulator/qwen3.py": "bench",  # Qwen3's real tokenizer, when installed
     "launch/cli.py": "train",  # torch, only to ask for CUDA when nvidia-smi is missing
     "service/redis_store.py": "redis",  # --session-store redis://...
     "testing/tiny_qwen3.py": "test",  # the real-server tier's scripted checkpoints
@@ -84,5 +84,5 @@ def test_the_wheel_holds_the_package_and_not_the_bench_harness():
 
     include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
     found = find_packages(str(ROOT), include=include)
-    assert "sgl_speccompact" in found and "sgl_speccompact.testing.emulator" in found
+    assert "sgl_speccompact" in found and "sgl_speccompact.emulator" in found
     assert not [p for p in found if p == "bench" or p.startswith("bench.") or "harness" in p], found
