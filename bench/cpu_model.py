@@ -18,9 +18,9 @@ shared 2-core CPU: the figures say nothing about GPU speed or about what an
 8B model writes.
 
 Usage:
-    python bench/cpu_model.py                       # converts, starts the server, runs, stops it
-    python bench/cpu_model.py --summarize bench/results/cpu-model-smollm2-135m.json   # its table again
-    python bench/cpu_model.py --url http://127.0.0.1:30000   # a server started as the launcher does
+    python -m bench.cpu_model                       # converts, starts the server, runs, stops it
+    python -m bench.cpu_model --summarize bench/results/cpu-model-smollm2-135m.json   # its table again
+    python -m bench.cpu_model --url http://127.0.0.1:30000   # a server started as the launcher does
 """
 
 from __future__ import annotations
@@ -29,8 +29,6 @@ import argparse
 import sys
 import time
 from pathlib import Path
-
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 from bench.harness import cpu_model
 from bench.harness.runs import RESULTS_DIR, log, write_json

@@ -16,8 +16,8 @@ lower bound for "still relevant" (a goal that holds silently does not count).
 
 Usage::
 
-    python bench/hold_calibration.py            # every shared trajectory
-    python bench/hold_calibration.py --out bench/results/hold-calibration.json
+    python -m bench.hold_calibration            # every shared trajectory
+    python -m bench.hold_calibration --out bench/results/hold-calibration.json
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 
 
 def text_of(message: dict) -> str:

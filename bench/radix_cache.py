@@ -19,10 +19,10 @@ the cost model; they are not measurements.
 
 Usage:
     # emulator (no GPU), all shared trajectories, every available method
-    python bench/radix_cache.py
-    python bench/radix_cache.py --methods speccompact --p-accept 0.5 --simulate-latency qwen3-8b:qwen3-0.6b
+    python -m bench.radix_cache
+    python -m bench.radix_cache --methods speccompact --p-accept 0.5 --simulate-latency qwen3-8b:qwen3-0.6b
     # real SGLang servers (flush their caches before every row)
-    python bench/radix_cache.py --target-url http://gpu:30000 --drafter-url http://gpu:30001 \\
+    python -m bench.radix_cache --target-url http://gpu:30000 --drafter-url http://gpu:30001 \\
         --drafter-lora-name drafter --flush
 """
 
@@ -34,19 +34,16 @@ import sys
 import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 
 from sgl_speccompact.result import SERVERS  # the servers CompactionStats reports on
 from bench.harness import runs
-from bench.harness.runs import (  # the other bench scripts use them as rc.*
-    EMULATED_MODELS, REPO, RESULTS_DIR, TRAJECTORY_DIR, Server, Trajectory, crosscheck, load_trajectories,
+from bench.harness.runs import (
+    EMULATED_MODELS, EMULATOR_LORA, RESULTS_DIR, TRAJECTORY_DIR, Server, Trajectory, crosscheck, load_trajectories,
     resolve_methods, server_numbers, write_json)
 from bench.harness.summary_lines import summary_defects
 from bench.harness.tables import format_agent_table, format_table
 
-EMULATOR_LORA = "drafter"
 SIMULATED_NOTE = "SIMULATED: cost-model forward-pass times on the emulator, not GPU measurements"
 
 
@@ -312,5 +309,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     raise SystemExit(main())

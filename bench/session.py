@@ -34,9 +34,9 @@ that long; ``0`` is the run without).
 
 Usage::
 
-    python bench/session.py                       # 8B, two-gpu-equal + colocated, none/eagle3/ngram-copy
-    python bench/session.py --seeds 2 --methods speccompact,target_self --speculative none
-    python bench/session.py --hold 0,0.3,0.6,0.9 --session-tokens 200000 --speculative eagle3,ngram-copy-h
+    python -m bench.session                       # 8B, two-gpu-equal + colocated, none/eagle3/ngram-copy
+    python -m bench.session --seeds 2 --methods speccompact,target_self --speculative none
+    python -m bench.session --hold 0,0.3,0.6,0.9 --session-tokens 200000 --speculative eagle3,ngram-copy-h
 """
 
 from __future__ import annotations
@@ -47,9 +47,7 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
-import radix_cache as rc  # shared helpers: trajectories, methods, JSON
+from bench.harness import runs  # shared helpers: trajectories, methods, JSON
 
 SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (bench/sim/simulator.py), H200 "
                   "cost model (sgl_speccompact/emulator/cost.py); not a GPU measurement")
@@ -68,7 +66,7 @@ class Servers:
     """One simulation per (pair, layout), reconfigured per cell; the workload redrawn per compaction."""
 
     def __init__(self, args, tokenizer: str):
-        from latency import workload_lines
+        from bench.latency import workload_lines
 
         from sgl_speccompact.emulator.server import load_tokenizer
 
@@ -152,11 +150,11 @@ def run(args) -> dict:
     from bench.sim.session_replay import Replay, ReplayHooks
 
     t_start = time.perf_counter()
-    _, runner, runner_src = rc.resolve_methods()
-    paths = args.trajectories or [str(rc.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES
-                                  if (rc.TRAJECTORY_DIR / n).is_file()]
-    trajs, skipped = rc.load_trajectories(paths, 0, None)
-    times = hs.tool_times(paths) or hs.tool_times([str(p) for p in rc.TRAJECTORY_DIR.glob("*.traj")])
+    _, runner, runner_src = runs.resolve_methods()
+    paths = args.trajectories or [str(runs.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES
+                                  if (runs.TRAJECTORY_DIR / n).is_file()]
+    trajs, skipped = runs.load_trajectories(paths, 0, None)
+    times = hs.tool_times(paths) or hs.tool_times([str(p) for p in runs.TRAJECTORY_DIR.glob("*.traj")])
     policy = sp.Policy(window=args.window, prepare_ratio=args.prepare_ratio)
     tokenizer = args.tokenizer or default_tokenizer()[0]
     holds = args.hold or [None]
@@ -309,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args)
     print(format_tables(report))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"session-{stamp}.json"))
+    path = runs.write_json(report, args.out or str(runs.RESULTS_DIR / f"session-{stamp}.json"))
     print(f"wrote {path}")
     if args.plots:
         for png in plot(report, Path(path).with_suffix("")):

@@ -12,7 +12,7 @@ the figures ``emulator/cost.py`` uses as ``STORE_LOOKUP_S_*``.
 
 Usage::
 
-    python bench/store_lookup.py
+    python -m bench.store_lookup
 """
 
 from __future__ import annotations

