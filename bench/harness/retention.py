@@ -87,7 +87,7 @@ def make_plots(agg: dict, args, stamp: str, emulator: bool, results_dir: Path = 
 
     reports = latency_reports(args.latency_json, results_dir)
     if not reports:
-        msg = (f"no latency report in {results_dir} (run bench/latency.py first, or pass --latency-json PATH); "
+        msg = (f"no latency report in {results_dir} (run python -m bench.latency first, or pass --latency-json PATH); "
                "quality-latency plot skipped")
         print(f"NOTE: {msg}")
         return [{"skipped": msg}]
