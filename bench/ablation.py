@@ -32,7 +32,7 @@ Per variant and layout: geometric-mean end-to-end over the histories, its
 speedup over Hermes-style (each length) and over Target-self (same layout),
 its ratio to ``all (defaults)`` (> 1: slower), requests per server, and
 whether it made the same decisions as ``all (defaults)`` on the same history
-(``testing.sim.workload.decisions``: which lines were accepted, replaced or
+(``sim.workload.decisions``: which lines were accepted, replaced or
 taken unjudged).  The column follows the rule of the switch tests: only a
 variant whose flipped switches all change requests alone is checked; one
 that flips a switch of ``config.PROMPT_CHANGING`` or ``DECISION_CHANGING``
@@ -40,8 +40,8 @@ shows ``n/a`` (the workload's judge reads only the line, so its agreement
 would say nothing about a real model's verdicts on a different prompt).
 
 Usage:
-    python bench/ablation.py                                   # the reference sweep
-    python bench/ablation.py --model-pairs qwen3-32b:qwen3-0.6b --deployments two-gpu --histories 1
+    python -m bench.ablation                                   # the reference sweep
+    python -m bench.ablation --model-pairs qwen3-32b:qwen3-0.6b --deployments two-gpu --histories 1
 """
 
 from __future__ import annotations
@@ -50,11 +50,9 @@ import argparse
 import json
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import latency
-import radix_cache as rc
+from bench import latency
+from bench.harness import runs
 
 NEEDS = {"source_judge_on_prefix": ("shared_prefix",)}  # switch -> switches it needs on to act
 SJC_ONLY = ("source_judge_on_prefix",)  # switches that act only with --source-judge
@@ -151,9 +149,9 @@ def run_cell_set(args, seed: int, methods: list[str], config: dict | None, layou
 
 def run(args) -> dict:
     from sgl_speccompact.config import OPTIMIZATIONS
-    from sgl_speccompact.testing.sim.workload import decisions_digest
+    from bench.sim.workload import decisions_digest
 
-    _, runner, runner_src = rc.resolve_methods()
+    _, runner, runner_src = runs.resolve_methods()
     print("Method: SpecCompact end-to-end latency with none, each one, all but one and all of the optimizations "
           "of sgl_speccompact.config.OPTIMIZATIONS (alternatives added to all); speedup = reference e2e / variant "
           "e2e on the same history, deployment, model pair, acceptance rate and layout; vs all = variant e2e / "
@@ -196,7 +194,7 @@ def run(args) -> dict:
               "timestamp": now.isoformat(timespec="seconds"), "conditions": vars(args), **info,
               "decisions": {f"{s}/{v}": d for (s, v), d in digests.items()},
               "comparable": comparable(digests, entries), "rows": rows, "summary": summary}
-    path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"ablation-{now.strftime('%Y%m%dT%H%M%SZ')}.json"))
+    path = runs.write_json(report, args.out or str(runs.RESULTS_DIR / f"ablation-{now.strftime('%Y%m%dT%H%M%SZ')}.json"))
     print(f"wrote {path}")
     return report
 
@@ -344,5 +342,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(rc.REPO))
     raise SystemExit(main())

@@ -13,8 +13,8 @@ pick's simulated median is within 5% of the fastest method's (exact: it is
 the fastest).  The shipped parameters are scored on every cell as well.
 
 Usage:
-    python bench/auto_holdout.py                       # the two committed fair reports
-    python bench/auto_holdout.py R1.json R2.json --out bench/results/auto-holdout.json
+    python -m bench.auto_holdout                       # the two committed fair reports
+    python -m bench.auto_holdout R1.json R2.json --out bench/results/auto-holdout.json
 """
 
 from __future__ import annotations
@@ -23,14 +23,12 @@ import argparse
 import itertools
 import json
 import math
-import sys
 from dataclasses import replace
 from pathlib import Path
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
+from sgl_speccompact.methods.auto import Deployment, Shape, choose
 
-from sgl_speccompact.methods.auto import Deployment, Shape, choose  # noqa: E402 - after the repository is put on sys.path
+ROOT = Path(__file__).resolve().parents[1]
 
 REPORTS = [ROOT / "bench/results/latency-fair-8b.json", ROOT / "bench/results/latency-fair-32b.json"]
 METHODS = ("speccompact", "target_self", "hermes", "openclaw")

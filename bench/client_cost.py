@@ -2,7 +2,7 @@
 
 What the simulator charges on its virtual clock per request
 (``CLIENT_S_PER_REQUEST`` + ``CLIENT_S_PER_TOKEN`` * prompt tokens in
-``sgl_speccompact/testing/emulator/cost.py``): the real ``SpecCompactEndpoint._request``
+``sgl_speccompact/emulator/cost.py``): the real ``SpecCompactEndpoint._request``
 builds the body, JSON-encodes it, posts it through its pooled ``requests``
 session over loopback and parses the answer.  The server here is a minimal
 HTTP handler that reads the body and returns a canned ``/generate`` answer, so
@@ -15,7 +15,7 @@ shared machine); a least-squares line through the sizes gives the fixed and
 per-token parts.
 
 Usage:
-    python bench/client_cost.py                 # sizes 64, 2048, 8192, 17000; 40 repeats
+    python -m bench.client_cost                 # sizes 64, 2048, 8192, 17000; 40 repeats
 """
 
 from __future__ import annotations
@@ -23,13 +23,10 @@ from __future__ import annotations
 import argparse
 import json
 import statistics
-import sys
 import threading
 import time
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 
 ANSWER = json.dumps({"text": "x", "output_ids": [1], "meta_info": {
     "id": "0", "finish_reason": {"type": "length", "length": 1}, "prompt_tokens": 1, "completion_tokens": 1,

@@ -10,7 +10,7 @@ Per run: wall time around the call, requests and tokens per role from the
 result's stats (checked against the server's own Prometheus counters),
 acceptance (accepted / judged drafted lines), the judge's label mass when the
 stats carry it, and identifier recall and invention
-(:func:`sgl_speccompact.evaluation.recall.summary_retention`).
+(:func:`bench.evaluation.recall.summary_retention`).
 
 Conditions are printed first and written to the JSON: the model, the
 server's dtype, the machine's cores and load average.  A 135M model on a
@@ -18,9 +18,9 @@ shared 2-core CPU: the figures say nothing about GPU speed or about what an
 8B model writes.
 
 Usage:
-    python bench/cpu_model.py                       # converts, starts the server, runs, stops it
-    python bench/cpu_model.py --summarize bench/results/cpu-model-smollm2-135m.json   # its table again
-    python bench/cpu_model.py --url http://127.0.0.1:30000   # a server started as the launcher does
+    python -m bench.cpu_model                       # converts, starts the server, runs, stops it
+    python -m bench.cpu_model --summarize bench/results/cpu-model-smollm2-135m.json   # its table again
+    python -m bench.cpu_model --url http://127.0.0.1:30000   # a server started as the launcher does
 """
 
 from __future__ import annotations
@@ -30,8 +30,6 @@ import sys
 import time
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-
 from bench.harness import cpu_model
 from bench.harness.runs import RESULTS_DIR, log, write_json
 
@@ -39,7 +37,7 @@ from bench.harness.runs import RESULTS_DIR, log, write_json
 def start_server(model: str, dtype: str | None, log_dir: Path):
     """The launcher's CPU command for the one server; returns (url, process)."""
     from sgl_speccompact.launch.servers import start_server as launch, wait_healthy
-    from sgl_speccompact.testing.emulator.server import free_port
+    from sgl_speccompact.emulator.server import free_port
 
     import dataclasses
     import httpx

@@ -22,8 +22,8 @@ service's waiting, not a summary's cost.
 
 Usage::
 
-    python bench/fail_small.py            # all four
-    python bench/fail_small.py busy trickle
+    python -m bench.fail_small            # all four
+    python -m bench.fail_small busy trickle
 """
 
 from __future__ import annotations
@@ -43,7 +43,6 @@ from dataclasses import replace
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
 
 HISTORY = [{"role": "user", "content": "Fix the failing test in a.py"},
            {"role": "assistant", "content": "I will read a.py first."}]

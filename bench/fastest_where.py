@@ -6,7 +6,7 @@ at each acceptance rate, SpecCompact's and Target-self's medians, and what
 ``auto`` picked; then the goal rows and auto's within-5% check.
 
 Usage:
-    python bench/fastest_where.py bench/results/latency-fair-8b.json bench/results/latency-fair-32b.json
+    python -m bench.fastest_where bench/results/latency-fair-8b.json bench/results/latency-fair-32b.json
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 
 Method: each trajectory's messages (the system prompt left out) are split in
 two halves by characters.  The facts of the first half are its identifiers
-(``sgl_speccompact/evaluation/identifiers.py``: paths, error names, hashes,
+(``bench/evaluation/identifiers.py``: paths, error names, hashes,
 ids, numbers with units, commands, URLs), what a summary's Critical Context,
 Progress and Key Decisions slots name.  A fact still holds when the second
 half names it again (the same canonical value).  Per trajectory it prints the
@@ -16,8 +16,8 @@ lower bound for "still relevant" (a goal that holds silently does not count).
 
 Usage::
 
-    python bench/hold_calibration.py            # every shared trajectory
-    python bench/hold_calibration.py --out bench/results/hold-calibration.json
+    python -m bench.hold_calibration            # every shared trajectory
+    python -m bench.hold_calibration --out bench/results/hold-calibration.json
 """
 
 from __future__ import annotations
@@ -25,9 +25,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 
 
 def text_of(message: dict) -> str:
@@ -55,7 +53,7 @@ def halves(messages: list[dict]) -> tuple[str, str]:
 
 def held(first: str, second: str) -> dict:
     """Facts of ``first`` and how many ``second`` names again, per kind and in all."""
-    from sgl_speccompact.evaluation.identifiers import extract
+    from bench.evaluation.identifiers import extract
 
     later = {i for i in extract(second)}
     out: dict = {"all": [0, 0]}

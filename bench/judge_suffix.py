@@ -32,7 +32,7 @@ Token counts use the emulator's default tokenizer (Qwen3's when the
 prompt-length measurements, not latencies.
 
 Usage:
-    python bench/judge_suffix.py [--trajectories PATH ...]
+    python -m bench.judge_suffix [--trajectories PATH ...]
 """
 
 from __future__ import annotations
@@ -40,12 +40,9 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 from contextlib import ExitStack
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-import radix_cache as rc  # shared helpers: trajectories
+from bench.harness import runs  # shared helpers: trajectories
 
 DEFAULT = ("function_calling_simple", "fncall-llm-message", "github_issue")
 TURN = "<|im_end|>\n<|im_start|>user\n"  # where a verification's suffix starts (Qwen chat template)
@@ -116,13 +113,13 @@ def measure(messages, urls, short: bool) -> dict:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
-    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, EmulatedServer
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("--trajectories", nargs="*", help="history files (default: three shared trajectories)")
     args = p.parse_args(argv)
-    trajs, _ = rc.load_trajectories(args.trajectories, 0, None)
+    trajs, _ = runs.load_trajectories(args.trajectories, 0, None)
     if not args.trajectories:
         trajs = [t for t in trajs if any(k in t.path for k in DEFAULT)]
     tok, kind = default_tokenizer()
@@ -134,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
         for short in (True, False):
             with ExitStack() as stack:
                 urls = {}
-                for i, (role, model) in enumerate(rc.EMULATED_MODELS.items()):
+                for i, (role, model) in enumerate(runs.EMULATED_MODELS.items()):
                     srv = EmulatedServer(tok, policy=ControlledAcceptancePolicy(p_accept=0.7, seed=i), model_path=model)
                     urls[role] = stack.enter_context(srv).url
                 m = measure(t.messages, urls, short)

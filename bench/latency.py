@@ -1,6 +1,6 @@
 """Latency benchmark: end-to-end compaction latency per method, on the fair field (SIMULATED by default).
 
-Default: the one-clock simulator (``sgl_speccompact/testing/sim/simulator.py``).
+Default: the one-clock simulator (``bench/sim/simulator.py``).
 The project's real programs run unchanged on sglang's interpreter; their
 transport is answered by simulated target and drafter servers that share one
 virtual clock (H200 cost model ``sgl_speccompact/core/costmodel.py``, sglang's
@@ -29,10 +29,10 @@ wall-clock per compaction (median of ``--repeats``) and writes the same row
 shape (``latency_kind`` "measured"; no breakdown).
 
 Usage:
-    python bench/latency.py                                  # 8 seeds, both pairs, one-gpu and two-gpu
-    python bench/latency.py --speculative none,eagle3,dflash --equal-hardware --hermes-tokens 1200
-    python bench/latency.py --repick bench/results/latency-fair-8b.json   # auto re-picked, same runs
-    python bench/latency.py --target-url http://gpu:30000 --drafter-url http://gpu:30001 --repeats 5
+    python -m bench.latency                                  # 8 seeds, both pairs, one-gpu and two-gpu
+    python -m bench.latency --speculative none,eagle3,dflash --equal-hardware --hermes-tokens 1200
+    python -m bench.latency --repick bench/results/latency-fair-8b.json   # auto re-picked, same runs
+    python -m bench.latency --target-url http://gpu:30000 --drafter-url http://gpu:30001 --repeats 5
 """
 
 from __future__ import annotations
@@ -46,22 +46,20 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
-import latency_cases as lc  # the agent-session table
-import radix_cache as rc  # shared helpers: trajectories, methods, JSON
+from bench.harness import latency_cases as lc  # the cases and the agent-session scenario
+from bench.harness import runs  # shared helpers: trajectories, methods, JSON
 
 from bench.harness.latency_cases import LAYOUTS, PARTS, WAIT_PARTS, labeler  # noqa: F401 - re-exported
 from bench.harness.latency_tables import (
     add_speedups,
     auto_check,
+    format_cache_table,
     format_checks,
     format_tables,
     goal_rows,
     summarize,
 )
 
-REPO = rc.REPO
 DEFAULT_TRAJECTORIES = (
     ("blakeelias__tau2-bench__data__simulations__2025-10-13T13:51:25.241970_airline_llm_agent_grok-4_"
      "user_simulator_grok-4_task_32.json"),
@@ -69,7 +67,7 @@ DEFAULT_TRAJECTORIES = (
     ("princeton-nlp__SWE-agent__trajectories__demonstrations__replay__marshmallow-code__marshmallow-1867__"
      "function_calling_replace__install-1__marshmallow-code__marshmallow-1867.traj"),
 )
-SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/sim/simulator.py), H200 "
+SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (bench/sim/simulator.py), H200 "
                   "cost model (sgl_speccompact/core/costmodel.py, sgl_speccompact/core/specdecode.py); not a GPU measurement")
 SPECULATIVE = ("none", "eagle3", "dflash", "standalone", "ngram")
 
@@ -84,16 +82,16 @@ def geomean(xs):
 
 
 def workload_lines():
-    from sgl_speccompact.testing.sim.sources import trajectory_lines
+    from bench.sim.sources import trajectory_lines
 
-    return trajectory_lines(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
+    return trajectory_lines(sorted(p for p in runs.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
 
 
 def workload_section_sizes():
     """Progress sub-section sizes of the shared trajectories (the workload draws one per seed)."""
-    from sgl_speccompact.testing.sim.sources import trajectory_section_sizes
+    from bench.sim.sources import trajectory_section_sizes
 
-    return trajectory_section_sizes(sorted(p for p in rc.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
+    return trajectory_section_sizes(sorted(p for p in runs.TRAJECTORY_DIR.iterdir() if p.suffix in (".json", ".traj")))
 
 
 def simulate(args, methods, runner) -> tuple[list[dict], dict]:
@@ -101,21 +99,21 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
     from dataclasses import asdict
 
     from sgl_speccompact.config import make_config
-    from sgl_speccompact.testing.emulator.cost import Scheduling
+    from sgl_speccompact.emulator.cost import Scheduling
     from bench.harness.latency import simulate as run_cells
 
     tok, tok_kind = args.tokenizer, "given"
     if not tok:
-        from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+        from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
         tok, tok_kind = default_tokenizer()
     args.config_dict = json.loads(args.config) if args.config else {}
     trajs, skipped = [], []
     if not args.no_trajectories:
         paths = args.trajectories or ([] if args.all else
-                                      [str(rc.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES
-                                       if (rc.TRAJECTORY_DIR / n).is_file()])
-        trajs, skipped = rc.load_trajectories(paths or None, 0, None)
+                                      [str(runs.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES
+                                       if (runs.TRAJECTORY_DIR / n).is_file()])
+        trajs, skipped = runs.load_trajectories(paths or None, 0, None)
     args.section_sizes = workload_section_sizes()
     rows, info = run_cells(args, methods, runner, trajs, tok, workload_lines(), log=log)
     make_config({"agent_context_tokens": args.agent_context_tokens, **args.config_dict})  # ConfigError if bad
@@ -135,10 +133,10 @@ def measure(args, methods, runner) -> tuple[list[dict], dict]:
     eps = {"target": SpecCompactEndpoint(args.target_url, api_key=args.api_key, timeout_s=args.timeout),
            "drafter": SpecCompactEndpoint(args.drafter_url, api_key=args.api_key, timeout_s=args.timeout,
                                           lora_path=args.drafter_lora_name)}
-    servers = {r: rc.Server(r, u, args.api_key, args.timeout)
+    servers = {r: runs.Server(r, u, args.api_key, args.timeout)
                for r, u in (("target", args.target_url), ("drafter", args.drafter_url))}
-    trajs, skipped = rc.load_trajectories(args.trajectories, 0, None) if (args.trajectories or args.all) else \
-        rc.load_trajectories([str(rc.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES], 0, None)
+    trajs, skipped = runs.load_trajectories(args.trajectories, 0, None) if (args.trajectories or args.all) else \
+        runs.load_trajectories([str(runs.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES], 0, None)
     pair = ":".join(str(s.info.get("model_path")) for s in servers.values())
     rows = []
     for traj in trajs:
@@ -162,7 +160,7 @@ def measure(args, methods, runner) -> tuple[list[dict], dict]:
             row.update(e2e_s=statistics.median(walls), e2e_min_s=min(walls), e2e_max_s=max(walls),
                        summary_tokens=result.summary_tokens, critical_slot=None, parts=None)
             for role in ("target", "drafter"):
-                n = rc.server_numbers(result.stats, role)
+                n = runs.server_numbers(result.stats, role)
                 row[role] = {k: n[k] for k in ("requests", "prompt_tokens", "cached_tokens", "completion_tokens")}
             rows.append(row)
     return rows, {"servers": {r: s.describe() for r, s in servers.items()},
@@ -180,7 +178,7 @@ def run(args) -> dict:
         old = json.loads(Path(args.repick).read_text())
         args = argparse.Namespace(**{**old["conditions"], "repick": args.repick, "out": args.out or args.repick,
                                      "plots": args.plots, "config_dict": None})
-    available, runner, runner_src = rc.resolve_methods()
+    available, runner, runner_src = runs.resolve_methods()
     names = [m.strip() for m in args.methods.split(",")] if args.methods else [*available, "auto"]
     missing = [m for m in names if m not in available and m != "auto"]
     if missing:
@@ -231,17 +229,17 @@ def run(args) -> dict:
               "summary_by_cell": summary, "goals": goals, "auto_check": checks}
     print(format_tables(summary, kind))
     if args.scenario == "agent-session" or len(args.layouts) > 1:
-        print(lc.format_cache_table(summary))
+        print(format_cache_table(summary))
     print(format_checks(goals, checks))
     errors = [r for r in rows if "error" in r]
     if errors:
         print(f"\n{len(errors)} row(s) failed: " + "; ".join(f"{r.get('label', r['method'])}/{r['trajectory']}: "
                                                             f"{r['error'][:80]}" for r in errors[:5]))
     stamp = now.strftime("%Y%m%dT%H%M%SZ")
-    path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"latency-{stamp}.json"))
+    path = runs.write_json(report, args.out or str(runs.RESULTS_DIR / f"latency-{stamp}.json"))
     print(f"wrote {path}")
     if args.plots and not measured:
-        import latency_plots
+        from bench import latency_plots
 
         for png in latency_plots.plot(report, Path(path).with_suffix("")):
             print(f"wrote {png}")
@@ -249,7 +247,7 @@ def run(args) -> dict:
 
 
 def _model_path(preset: str) -> str:
-    from sgl_speccompact.testing.emulator.cost import PRESETS
+    from sgl_speccompact.emulator.cost import PRESETS
 
     return PRESETS[preset].name if preset in PRESETS else preset
 

@@ -11,10 +11,8 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 
 
 def plot(report: dict, stem: Path) -> list[Path]:

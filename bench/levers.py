@@ -8,7 +8,7 @@ and whether every draw kept the same decisions (the rows' ``decisions``
 digests).
 
 Usage:
-    python bench/levers.py bench/results/latency-lever-baseline.json \\
+    python -m bench.levers bench/results/latency-lever-baseline.json \\
         bench/results/latency-lever-split-slots.json bench/results/latency-lever-drafter-digest.json
 """
 

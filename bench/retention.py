@@ -1,7 +1,7 @@
 """Retention benchmark: what each compaction method keeps of a history, and what it invents.
 
 For every trajectory and method (with and without the SJC post-filter) it
-measures, with the pure logic of ``sgl_speccompact.evaluation``:
+measures, with the pure logic of ``bench.evaluation``:
 
 1. identifier recall and invention per summary and per slot (deterministic);
 2. planted facts (seeded) at chosen depths: exact presence, and a question
@@ -21,8 +21,8 @@ method is.  With ``--target-url/--drafter-url`` (and optionally
 ``--judge-url``) the same command gives real numbers.
 
 Usage:
-    python bench/retention.py                                   # emulator, PLUMBING ONLY
-    python bench/retention.py --target-url http://gpu:30000 --drafter-url http://gpu:30001 \\
+    python -m bench.retention                                   # emulator, PLUMBING ONLY
+    python -m bench.retention --target-url http://gpu:30000 --drafter-url http://gpu:30001 \\
         --drafter-lora-name drafter --judge-url http://judge:8000/v1 --judge-model Qwen/Qwen3-32B
 """
 
@@ -35,15 +35,12 @@ from contextlib import ExitStack
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
-import radix_cache as rc  # shared helpers: trajectories, methods, servers, JSON
+from sgl_speccompact.result import SERVERS  # the servers CompactionStats reports on
+from bench.harness import runs  # shared helpers: trajectories, methods, servers, JSON
 
 from bench.harness import retention as retention_report
 from bench.harness.retention import (
     PLUMBING_NOTE, format_rows, format_slots, format_summary)
-
-REPO = rc.REPO
 
 
 def log(msg: str) -> None:
@@ -56,21 +53,21 @@ def log(msg: str) -> None:
 
 def start_emulators(args, stack: ExitStack) -> dict[str, str]:
     """Target (summaries + scripted evaluation answers) and drafter emulators; their URLs."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
-    from sgl_speccompact.testing.emulator.evaluator import EvaluationPolicy
-    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, EmulatedServer
+    from bench.evaluation.evaluator import EvaluationPolicy
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
     tok = args.tokenizer
     if not tok:
         tok, kind = default_tokenizer()
         log(f"tokenizer: {kind} ({tok})")
     urls = {}
-    for i, role in enumerate(rc.SERVERS):
+    for i, role in enumerate(SERVERS):
         policy = ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed + i)
         if role == "target":
             policy = EvaluationPolicy(policy, p_yes=args.p_yes, seed=args.seed)
-        srv = EmulatedServer(tok, policy=policy, model_path=rc.EMULATED_MODELS[role],
-                             lora_paths=[args.drafter_lora_name or rc.EMULATOR_LORA] if role == "drafter" else None)
+        srv = EmulatedServer(tok, policy=policy, model_path=runs.EMULATED_MODELS[role],
+                             lora_paths=[args.drafter_lora_name or runs.EMULATOR_LORA] if role == "drafter" else None)
         urls[role] = stack.enter_context(srv).url
         log(f"emulated {role} on {urls[role]}")
     return urls
@@ -78,7 +75,7 @@ def start_emulators(args, stack: ExitStack) -> dict[str, str]:
 
 def judge_client(args, target):
     """The adequacy judge: the target, or an OpenAI-compatible server (``--judge-url``)."""
-    from sgl_speccompact.evaluation.ask import OpenAIChatAsker, SglangAsker
+    from bench.evaluation.ask import OpenAIChatAsker, SglangAsker
 
     if not args.judge_url:
         return SglangAsker(target, max_tokens=args.answer_tokens)
@@ -103,7 +100,7 @@ def select_trajectories(args) -> tuple[list, list, dict | None]:
     through ``validation_keys`` with the same fraction and seed, so the same
     files given to both pick the same held-out trajectories.
     """
-    trajectories, skipped = rc.load_trajectories(args.trajectories, args.trial, args.max_messages)
+    trajectories, skipped = runs.load_trajectories(args.trajectories, args.trial, args.max_messages)
     if not args.held_out:
         return trajectories, skipped, None
     from sgl_speccompact.train.data import validation_keys
@@ -122,8 +119,8 @@ def select_trajectories(args) -> tuple[list, list, dict | None]:
 
 
 def make_plots(agg: dict, args, stamp: str, emulator: bool) -> list[dict]:
-    """One quality-latency PNG per target model, from the latency reports in ``rc.RESULTS_DIR``."""
-    return retention_report.make_plots(agg, args, stamp, emulator, rc.RESULTS_DIR)
+    """One quality-latency PNG per target model, from the latency reports in ``runs.RESULTS_DIR``."""
+    return retention_report.make_plots(agg, args, stamp, emulator, runs.RESULTS_DIR)
 
 
 # ------------------------------------------------------------------ main
@@ -135,7 +132,7 @@ def replot(args) -> dict:
     report = json.loads(path.read_text())
     print(f"Method: quality-latency plot of {path.name} ({report.get('note', '')})")
     report["plots"] = make_plots(report["summary"], args, report["timestamp_compact"], report["emulator"])
-    rc.write_json(report, str(path))
+    runs.write_json(report, str(path))
     print(f"updated {path}")
     return report
 
@@ -146,13 +143,13 @@ def run(args) -> dict:
 
     from sgl_speccompact.config import make_config
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
-    from sgl_speccompact.evaluation.ask import SglangAsker
-    from sgl_speccompact.evaluation.probes import make_facts
-    from sgl_speccompact.evaluation.runner import MEASURES, EvalSettings, aggregate, evaluate_trajectory
+    from bench.evaluation.ask import SglangAsker
+    from bench.evaluation.probes import make_facts
+    from bench.evaluation.runner import MEASURES, EvalSettings, aggregate, evaluate_trajectory
     from sgl_speccompact.methods.source_judge import source_judge_result
-    from sgl_speccompact.testing.emulator.qwen3 import tokenizer_label
+    from sgl_speccompact.emulator.qwen3 import tokenizer_label
 
-    available, runner, runner_src = rc.resolve_methods()
+    available, runner, runner_src = runs.resolve_methods()
     methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else tuple(available)
     missing = [m for m in methods if m not in available]
     if missing:
@@ -184,7 +181,7 @@ def run(args) -> dict:
         "max_messages": args.max_messages,
         "trial": args.trial,
         "config_overrides": json.loads(args.config) if args.config else None,
-        "drafter_lora_name": args.drafter_lora_name or (rc.EMULATOR_LORA if emulator else None),
+        "drafter_lora_name": args.drafter_lora_name or (runs.EMULATOR_LORA if emulator else None),
     }
     print(f"Method: retention evaluation ({', '.join(measures)}) of {', '.join(methods)}"
           f"{' with and without SJC' if len(conditions_sjc) == 2 else ''} via {runner_src}; "
@@ -196,8 +193,8 @@ def run(args) -> dict:
     sys.stdout.flush()
     with ExitStack() as stack:
         urls = start_emulators(args, stack) if emulator else {"target": args.target_url, "drafter": args.drafter_url}
-        servers = {r: rc.Server(r, urls[r], args.api_key, args.timeout) for r in rc.SERVERS}
-        lora = args.drafter_lora_name or (rc.EMULATOR_LORA if emulator else None)
+        servers = {r: runs.Server(r, urls[r], args.api_key, args.timeout) for r in SERVERS}
+        lora = args.drafter_lora_name or (runs.EMULATOR_LORA if emulator else None)
         target = SpecCompactEndpoint(urls["target"], api_key=args.api_key, chat_template=args.chat_template,
                                      timeout_s=args.timeout)
         drafter = SpecCompactEndpoint(urls["drafter"], api_key=args.api_key, chat_template=args.chat_template,
@@ -252,7 +249,7 @@ def run(args) -> dict:
         "plots": plots,
         "rows": rows,
     }
-    path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"retention-{stamp}.json"))
+    path = runs.write_json(report, args.out or str(runs.RESULTS_DIR / f"retention-{stamp}.json"))
     print(f"wrote {path}")
     return report
 
@@ -266,7 +263,7 @@ def build_parser() -> argparse.ArgumentParser:
                                 "PLUMBING ONLY; real SGLang servers with --target-url/--drafter-url).")
     p.add_argument("--methods", help="comma-separated methods (default: every available one)")
     p.add_argument("--trajectories", nargs="+", metavar="PATH",
-                   help=f"trajectory files (default: every trajectory in {rc.TRAJECTORY_DIR})")
+                   help=f"trajectory files (default: every trajectory in {runs.TRAJECTORY_DIR})")
     p.add_argument("--trial", type=int, default=0, help="conversation of multi-trial (tau2) files (default 0)")
     p.add_argument("--max-messages", type=int, help="use only the first N messages of each trajectory")
     p.add_argument("--held-out", type=float, metavar="FRACTION",
@@ -320,5 +317,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     raise SystemExit(main())

@@ -4,10 +4,10 @@
 Method: each shared trajectory plays as an agent session (its turns played
 again and again until ``--session-tokens``: the trajectories are far shorter
 than Hermes's smallest trigger, 64K) under Hermes's trigger policy at
-``--window`` (``sgl_speccompact/testing/sim/session_policy.py``).  Every
+``--window`` (``bench/sim/session_policy.py``).  Every
 method (SpecCompact, Target-self, Hermes-style at the paper's 2,048-token
 budget and at Hermes's own, OpenClaw-style) compacts the session two ways
-(``sgl_speccompact/testing/sim/session_replay.py``): ``sync`` (at the
+(``bench/sim/session_replay.py``): ``sync`` (at the
 trigger; the agent waits) and ``ahead`` (prepared at ``--prepare-ratio`` of
 the trigger while the agent's next turns and tool calls run on the same
 simulated servers).  Layouts per deployment, speculative decoding on the
@@ -16,7 +16,7 @@ session.py``.  Each compaction draws a new workload (seed ``seed * 1000 +
 k``), so the summary changes between compactions; with ``--hold`` the
 summary evolves instead: compaction k keeps each line of compaction k-1's
 true summary with a held share drawn per compaction around the swept ``h``
-(``draw_hold`` in ``sgl_speccompact/testing/sim/workload.py``), the rest
+(``draw_hold`` in ``bench/sim/workload.py``), the rest
 stale and replaced by new facts, and every cell is run per ``h``.  Per cell it reports the
 agent-perceived stall (p50, p95 over every compaction of every seed, and
 the spread of the per-seed medians), device-seconds per session, the share
@@ -34,9 +34,9 @@ that long; ``0`` is the run without).
 
 Usage::
 
-    python bench/session.py                       # 8B, two-gpu-equal + colocated, none/eagle3/ngram-copy
-    python bench/session.py --seeds 2 --methods speccompact,target_self --speculative none
-    python bench/session.py --hold 0,0.3,0.6,0.9 --session-tokens 200000 --speculative eagle3,ngram-copy-h
+    python -m bench.session                       # 8B, two-gpu-equal + colocated, none/eagle3/ngram-copy
+    python -m bench.session --seeds 2 --methods speccompact,target_self --speculative none
+    python -m bench.session --hold 0,0.3,0.6,0.9 --session-tokens 200000 --speculative eagle3,ngram-copy-h
 """
 
 from __future__ import annotations
@@ -47,12 +47,10 @@ import time
 from datetime import UTC, datetime
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
-import radix_cache as rc  # shared helpers: trajectories, methods, JSON
+from bench.harness import runs  # shared helpers: trajectories, methods, JSON
 
-SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (sgl_speccompact/testing/sim/simulator.py), H200 "
-                  "cost model (sgl_speccompact/testing/emulator/cost.py); not a GPU measurement")
+SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (bench/sim/simulator.py), H200 "
+                  "cost model (sgl_speccompact/emulator/cost.py); not a GPU measurement")
 PRIORITY = {"off": [False], "on": [True], "both": [False, True]}  # --priority: the agent's over the compaction's
 DEFAULT_TRAJECTORIES = (  # a tool-using agent session with recorded tool times, from the shared folder
     ("princeton-nlp__SWE-agent__trajectories__demonstrations__replay__marshmallow-code__marshmallow-1867__"
@@ -68,9 +66,9 @@ class Servers:
     """One simulation per (pair, layout), reconfigured per cell; the workload redrawn per compaction."""
 
     def __init__(self, args, tokenizer: str):
-        from latency import workload_lines
+        from bench.latency import workload_lines
 
-        from sgl_speccompact.testing.emulator.server import load_tokenizer
+        from sgl_speccompact.emulator.server import load_tokenizer
 
         self.args, self.tokenizer, self.lines = args, tokenizer, workload_lines()
         self.loaded = load_tokenizer(tokenizer)
@@ -80,12 +78,12 @@ class Servers:
         """``(sim, target, drafter, held)`` for one method's session in one cell."""
         from dataclasses import replace
 
-        from sgl_speccompact.testing import CostModel
-        from sgl_speccompact.testing.emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, DEPLOYMENTS
-        from sgl_speccompact.testing.emulator.cost import Scheduling
+        from sgl_speccompact.emulator import CostModel
+        from sgl_speccompact.emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, DEPLOYMENTS
+        from sgl_speccompact.emulator.cost import Scheduling
         from bench.harness import session as hs
         from bench.harness.latency import configure
-        from sgl_speccompact.testing.sim.simulator import build_simulation
+        from bench.sim.simulator import build_simulation
 
         t_name, d_name = pair.split(":")
         where, tp = hs.layout(deployment, method)
@@ -113,7 +111,7 @@ class Servers:
         """``new_draw(k)``: compaction k of this session gets workload seed ``seed * 1000 + k``; with
         ``hold``, evolved from compaction k-1's with the held share ``draw_hold(hold, seed, k)``."""
         from sgl_speccompact.schema import OPENCLAW_SLOTS
-        from sgl_speccompact.testing.sim.workload import SummaryWorkload, draw_hold
+        from bench.sim.workload import SummaryWorkload, draw_hold
 
         last: list = []
 
@@ -146,17 +144,17 @@ def labels(args) -> list[tuple[str, str, int]]:
 
 
 def run(args) -> dict:
-    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
     from bench.harness import session as hs
-    from sgl_speccompact.testing.sim import session_policy as sp
-    from sgl_speccompact.testing.sim.session_replay import Replay, ReplayHooks
+    from bench.sim import session_policy as sp
+    from bench.sim.session_replay import Replay, ReplayHooks
 
     t_start = time.perf_counter()
-    _, runner, runner_src = rc.resolve_methods()
-    paths = args.trajectories or [str(rc.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES
-                                  if (rc.TRAJECTORY_DIR / n).is_file()]
-    trajs, skipped = rc.load_trajectories(paths, 0, None)
-    times = hs.tool_times(paths) or hs.tool_times([str(p) for p in rc.TRAJECTORY_DIR.glob("*.traj")])
+    _, runner, runner_src = runs.resolve_methods()
+    paths = args.trajectories or [str(runs.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES
+                                  if (runs.TRAJECTORY_DIR / n).is_file()]
+    trajs, skipped = runs.load_trajectories(paths, 0, None)
+    times = hs.tool_times(paths) or hs.tool_times([str(p) for p in runs.TRAJECTORY_DIR.glob("*.traj")])
     policy = sp.Policy(window=args.window, prepare_ratio=args.prepare_ratio)
     tokenizer = args.tokenizer or default_tokenizer()[0]
     holds = args.hold or [None]
@@ -309,7 +307,7 @@ def main(argv: list[str] | None = None) -> int:
     report = run(args)
     print(format_tables(report))
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
-    path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"session-{stamp}.json"))
+    path = runs.write_json(report, args.out or str(runs.RESULTS_DIR / f"session-{stamp}.json"))
     print(f"wrote {path}")
     if args.plots:
         for png in plot(report, Path(path).with_suffix("")):

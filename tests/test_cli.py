@@ -133,7 +133,7 @@ def test_main_dispatch_usage():
 
 @needs_data
 def test_e2e_cli_on_a_trajectory_with_the_emulator(make_emulated_server, capsys):
-    from sgl_speccompact.testing import ControlledAcceptancePolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
     drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])

@@ -5,11 +5,14 @@ The floors, bottom up (docs/concepts/layout.md):
     vocabulary (config, errors, schema, result, flags) < history < core < backends
     < programs < methods < service < launch < cli / __main__ / __init__
 
-``testing``, ``evaluation`` and ``train`` sit beside the product: they may
-import it, it never imports them.  ``bench`` (the scripts and
-``bench/harness``, outside the wheel) sits above everything: it may import
-the product, the product never imports it.  The one exception is ``launch --emulate``
-(``launch.run`` imports the emulator lazily, only to emulate).
+``emulator`` and ``train`` sit beside the product: they may import it, it
+never imports them.  The one exception is ``launch --emulate`` (``launch.run``
+imports the emulator lazily, only to emulate).
+
+The lab sits above everything and outside the wheel: ``bench`` (the one-clock
+simulator ``bench.sim`` and the retention evaluation ``bench.evaluation``, then
+the harness ``bench.harness`` over them, then the scripts) and ``tests``.  It
+may import the product; the wheel never imports the lab.
 
 Every import counts, including the ones inside functions: a lazy import
 running up is still an upward dependency.
@@ -31,8 +34,12 @@ FLOORS = {
     "history": 1, "core": 2, "backends": 3, "programs": 4, "methods": 5,
     "service": 6, "launch": 7, "cli": 8, "__main__": 8, "__init__": 8,
 }
-BESIDE = {"testing", "evaluation", "train"}  # import the product; the product never imports them
-ALLOWED_UP = {("sgl_speccompact.launch.run", "testing")}  # launch --emulate
+BESIDE = {"emulator", "train"}  # import the product; the product never imports them
+ALLOWED_UP = {("sgl_speccompact.launch.run", "emulator")}  # launch --emulate
+LAB = ("bench", "tests")  # the repository's own packages, outside the wheel
+# the lab's floors, bottom up: its libraries, the harness over them, then the scripts (any other bench module)
+LAB_FLOORS = {"sim": 0, "evaluation": 0, "harness": 1}
+SCRIPT_FLOOR = 2
 
 
 def module_name(path: Path, root: Path, prefix: str) -> str:
@@ -61,9 +68,9 @@ def imports_of(path: Path, name: str, is_pkg: bool) -> set[str]:
     return found
 
 
-def package_graph() -> dict[str, set[str]]:
-    """Module -> the package modules it imports (only names that are real modules)."""
-    files = {module_name(p, PKG.parent, ""): p for p in PKG.rglob("*.py")}
+def package_graph(root: Path = PKG) -> dict[str, set[str]]:
+    """Module -> the modules of the package at ``root`` it imports (only names that are real modules)."""
+    files = {module_name(p, root.parent, ""): p for p in root.rglob("*.py")}
     graph = {}
     for name, path in files.items():
         found = imports_of(path, name, path.name == "__init__.py")
@@ -90,7 +97,7 @@ def upward_imports(graph: dict[str, set[str]]) -> list[str]:
                     bad.append(f"{src} -> {dst} (the product imports {dst_top})")
                 continue
             if src_floor is None or dst_floor is None:
-                continue  # testing/evaluation/train importing the product
+                continue  # emulator/train importing the product
             if dst_floor > src_floor:
                 bad.append(f"{src} -> {dst} ({src_top} is below {dst_top})")
     return sorted(bad)
@@ -144,7 +151,7 @@ def test_every_subpackage_states_its_layer():
     for init in PKG.rglob("__init__.py"):
         doc = ast.get_docstring(ast.parse(init.read_text()))
         assert doc and len(doc.splitlines()) >= 3, f"{init.relative_to(REPO)} has no layer docstring"
-        if init.parent.name in FLOORS or init.parent.parent.name == "testing":
+        if init.parent.name in FLOORS or init.parent.name in BESIDE:
             assert "import" in doc, f"{init.relative_to(REPO)}: say what it may and must not import"
 
 
@@ -155,10 +162,10 @@ def test_no_import_runs_up_a_layer():
 def test_the_checker_sees_an_upward_import():
     graph = package_graph()
     graph["sgl_speccompact.core.lines"] = graph["sgl_speccompact.core.lines"] | {"sgl_speccompact.methods.pipeline"}
-    graph["sgl_speccompact.history.messages"] |= {"sgl_speccompact.testing.emulator.model"}
+    graph["sgl_speccompact.history.messages"] |= {"sgl_speccompact.emulator.model"}
     bad = upward_imports(graph)
     assert any("core.lines -> sgl_speccompact.methods.pipeline" in b for b in bad)
-    assert any("history.messages -> sgl_speccompact.testing.emulator.model" in b for b in bad)
+    assert any("history.messages -> sgl_speccompact.emulator.model" in b for b in bad)
 
 
 def test_no_import_cycle_in_the_package():
@@ -171,25 +178,64 @@ def test_the_checker_sees_a_cycle():
     assert ["sgl_speccompact.config", "sgl_speccompact.errors"] in cycles(graph)
 
 
-def test_the_product_never_imports_bench():
-    bad = [f"{src} -> {dst}" for src, path in ((module_name(p, PKG.parent, ""), p) for p in PKG.rglob("*.py"))
-           for dst in imports_of(path, src, path.name == "__init__.py") if dst == "bench" or dst.startswith("bench.")]
-    assert bad == []
+def all_imports(root: Path) -> dict[str, set[str]]:
+    """Module -> every module name it imports, for the modules under ``root``."""
+    return {name: imports_of(p, name, p.name == "__init__.py")
+            for name, p in ((module_name(p, root.parent, ""), p) for p in root.rglob("*.py"))}
 
 
-def test_the_bench_harness_imports_no_bench_script():
-    scripts = {p.stem for p in BENCH.glob("*.py")} - {"__init__"}
-    for path in (BENCH / "harness").glob("*.py"):
-        name = module_name(path, REPO, "")
-        tops = {m.split(".")[0] for m in imports_of(path, name, path.name == "__init__.py")}
-        assert not tops & scripts, f"{path.relative_to(REPO)} imports a bench script: {tops & scripts}"
+def lab_imports(imports: dict[str, set[str]]) -> list[str]:
+    """Imports of the lab (``bench``, ``tests``) by the modules in ``imports``."""
+    return sorted(f"{src} -> {dst}" for src, dsts in imports.items() for dst in dsts
+                  if dst.split(".")[0] in LAB)
 
 
-def test_no_import_cycle_among_the_bench_scripts():
-    scripts = {p.stem: p for p in BENCH.glob("*.py")}
-    graph = {name: {m.split(".")[0] for m in imports_of(p, name, False)} & (set(scripts) - {name})
-             for name, p in scripts.items()}
-    assert cycles(graph) == []
+def lab_floor(module: str) -> int:
+    """The floor of a ``bench`` module: its library's, else a script's."""
+    parts = module.split(".")
+    return LAB_FLOORS.get(parts[1], SCRIPT_FLOOR) if len(parts) > 1 else SCRIPT_FLOOR
+
+
+def lab_upward_imports(graph: dict[str, set[str]]) -> list[str]:
+    """Imports among ``bench`` modules that run up its floors, or across between libraries of one floor."""
+    bad = []
+    for src, targets in graph.items():
+        for dst in targets:
+            src_lib, dst_lib = src.split(".")[:2], dst.split(".")[:2]
+            if dst == "bench" or src_lib == dst_lib:
+                continue
+            if lab_floor(dst) > lab_floor(src) or (lab_floor(dst) == lab_floor(src) < SCRIPT_FLOOR):
+                bad.append(f"{src} -> {dst}")
+    return sorted(bad)
+
+
+def test_the_wheel_never_imports_the_lab():
+    assert lab_imports(all_imports(PKG)) == []
+
+
+def test_the_checker_sees_the_wheel_import_the_lab():
+    imports = all_imports(PKG)
+    imports["sgl_speccompact.core.lines"] |= {"bench.sim.simulator"}
+    imports["sgl_speccompact.emulator.server"] |= {"tests.support.tiny_qwen3"}
+    assert lab_imports(imports) == ["sgl_speccompact.core.lines -> bench.sim.simulator",
+                                    "sgl_speccompact.emulator.server -> tests.support.tiny_qwen3"]
+
+
+def test_the_lab_imports_down_its_floors():
+    assert lab_upward_imports(package_graph(BENCH)) == []
+
+
+def test_the_checker_sees_the_lab_import_up():
+    graph = package_graph(BENCH)
+    graph["bench.sim.servers"] |= {"bench.harness.runs", "bench.evaluation.recall"}
+    graph["bench.harness.runs"] |= {"bench.latency"}
+    assert lab_upward_imports(graph) == ["bench.harness.runs -> bench.latency",
+                                         "bench.sim.servers -> bench.evaluation.recall",
+                                         "bench.sim.servers -> bench.harness.runs"]
+
+
+def test_no_import_cycle_in_the_lab():
+    assert cycles(without_package_inits(package_graph(BENCH))) == []
 
 
 @pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")))

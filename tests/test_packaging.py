@@ -10,21 +10,24 @@ from __future__ import annotations
 
 import ast
 import re
+import shutil
+import subprocess
 import sys
+import zipfile
 import tomllib
 from importlib.metadata import packages_distributions
 from pathlib import Path
+
+import pytest
 
 ROOT = Path(__file__).resolve().parents[1]
 PKG = ROOT / "sgl_speccompact"
 # path prefix inside the package -> the extra its optional imports come from
 EXTRA_FOR = {
     "train/": "train",
-    "evaluation/frontier.py": "bench",  # the quality-latency plot
-    "testing/emulator/qwen3.py": "bench",  # Qwen3's real tokenizer, when installed
+    "emulator/qwen3.py": "bench",  # Qwen3's real tokenizer, when installed
     "launch/cli.py": "train",  # torch, only to ask for CUDA when nvidia-smi is missing
     "service/redis_store.py": "redis",  # --session-store redis://...
-    "testing/tiny_qwen3.py": "test",  # the real-server tier's scripted checkpoints
 }
 
 
@@ -79,10 +82,34 @@ def test_the_test_stack_is_not_a_runtime_dependency():
     assert {"train", "bench", "test", "e2e", "docs"} <= set(extras)
 
 
-def test_the_wheel_holds_the_package_and_not_the_bench_harness():
-    from setuptools import find_packages
+# what a user never runs: the benchmark lab (scripts, harness, simulator, retention evaluation) and the tests
+LAB = re.compile(r"(^|/)(bench|tests|harness|sim|evaluation|testing)(/|$)|tiny_qwen3|simulator")
 
-    include = tomllib.loads((ROOT / "pyproject.toml").read_text())["tool"]["setuptools"]["packages"]["find"]["include"]
-    found = find_packages(str(ROOT), include=include)
-    assert "sgl_speccompact" in found and "sgl_speccompact.testing.emulator" in found
-    assert not [p for p in found if p == "bench" or p.startswith("bench.") or "harness" in p], found
+
+def lab_files(names: list[str]) -> list[str]:
+    """The files of a wheel that belong to the lab, not to what a user runs.
+
+    >>> lab_files(["sgl_speccompact/emulator/server.py", "bench/sim/simulator.py", "sgl_speccompact/sim/events.py"])
+    ['bench/sim/simulator.py', 'sgl_speccompact/sim/events.py']
+    """
+    return [n for n in names if LAB.search(n)]
+
+
+def build_wheel(tmp: Path) -> list[str]:
+    """The file names of the wheel setuptools builds from a copy of the tree (offline, no build isolation)."""
+    src = tmp / "src"
+    shutil.copytree(ROOT, src, ignore=shutil.ignore_patterns(
+        ".git", ".venv", "results", "__pycache__", "node_modules", "*.egg-info", "build", "site"))
+    code = "import sys; from setuptools import build_meta; build_meta.build_wheel(sys.argv[1])"
+    subprocess.run([sys.executable, "-c", code, str(tmp / "dist")], cwd=src, check=True, capture_output=True)
+    (wheel,) = (tmp / "dist").glob("*.whl")
+    return zipfile.ZipFile(wheel).namelist()
+
+
+@pytest.mark.slow
+def test_the_wheel_holds_the_package_and_its_emulator_and_no_lab(tmp_path):
+    names = build_wheel(tmp_path)
+    tops = {n.split("/")[0] for n in names if not n.split("/")[0].endswith(".dist-info")}
+    assert tops == {"sgl_speccompact"}, tops
+    assert "sgl_speccompact/emulator/server.py" in names and "sgl_speccompact/emulator/__main__.py" in names
+    assert lab_files(names) == []

@@ -208,7 +208,7 @@ def report(runs: list[Run], conds: dict) -> dict:
 
 def run_row(run) -> dict:
     """One run as JSON-ready numbers."""
-    from sgl_speccompact.evaluation.recall import summary_retention
+    from bench.evaluation.recall import summary_retention
 
     row = {"method": run.method, "trajectory": run.trajectory, "sjc": run.sjc, "wall_s": round(run.wall_s, 1),
            "error": run.error, "server_counted": run.server}

@@ -114,7 +114,7 @@ def server_spec(algorithm: str, model: str, lora: bool):
 def costs_for(cell: Cell, args):
     """``{"target": CostModel, "drafter": CostModel}`` and the spec notes of a cell."""
     from sgl_speccompact.core.costmodel import LoraCost
-    from sgl_speccompact.testing.emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, CostModel
+    from sgl_speccompact.emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, CostModel
 
     t_name, d_name = cell.pair.split(":")
     t_spec, t_note = server_spec(cell.speculative, t_name, lora=False)
@@ -137,11 +137,11 @@ def simulate(args, methods: list[str], runner, trajs: list, tokenizer: str, line
     per draw); ``lines`` the workload's pool of real lines.
     """
     from sgl_speccompact.methods.auto import Deployment, choose
-    from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS, Scheduling
-    from sgl_speccompact.testing.sim.simulator import build_simulation
-    from sgl_speccompact.testing.sim.workload import SummaryWorkload
+    from sgl_speccompact.emulator.cost import DEPLOYMENTS, Scheduling
+    from bench.sim.simulator import build_simulation
+    from bench.sim.workload import SummaryWorkload
 
-    from sgl_speccompact.testing.emulator.server import load_tokenizer
+    from sgl_speccompact.emulator.server import load_tokenizer
 
     sched = Scheduling(schedule_policy=args.schedule_policy, chunked_prefill_size=args.chunked_prefill_size or None,
                        **({"tokenizer_tokens_per_s": args.tokenizer_rate} if args.tokenizer_rate is not None else {}))
@@ -181,7 +181,7 @@ def simulate(args, methods: list[str], runner, trajs: list, tokenizer: str, line
 
 def configure(sim, costs: dict):
     """Give ``sim``'s servers these cost models (speculative decoding, TP, LoRA, client cost); returns it."""
-    from sgl_speccompact.testing.emulator.cost import deployed
+    from sgl_speccompact.emulator.cost import deployed
 
     costs = deployed(costs, sim.deployment)
     for name, srv in sim.servers.items():
@@ -195,7 +195,7 @@ def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, i
              deployment_cls, choose) -> list[dict]:
     """One cell: every draw of every history, every case; the auto rows."""
     from sgl_speccompact.schema import OPENCLAW_SLOTS
-    from sgl_speccompact.testing.sim.sources import synthetic_history
+    from bench.sim.sources import synthetic_history
 
     slots = tuple(s.name for s in OPENCLAW_SLOTS)
     out = []

@@ -121,7 +121,7 @@ def breakdown(report: dict) -> dict:
     ``queued`` (in the scheduler, beyond the request's own forward passes)
     and ``other_requests`` (requests the slot waits on whole).
     """
-    from sgl_speccompact.testing.sim.timeline import critical_path
+    from bench.sim.timeline import critical_path
 
     end = report["e2e_s"]
     chain = critical_path(report["requests"], end)
@@ -170,7 +170,7 @@ def first_target(report: dict) -> dict:
 
 def run_session(sim, messages: list[dict]) -> dict:
     """The agent's session on the simulated target, in a run of its own (fresh caches); its numbers."""
-    from sgl_speccompact.testing.sim.session import replay_session
+    from bench.sim.session import replay_session
 
     target = sim.endpoint("target")
     numbers, report = sim.run(lambda: replay_session(lambda path, body: target._request("POST", path, body),
@@ -216,8 +216,8 @@ class CaseRunner:
             wl.hermes_tokens = case["hermes_tokens"]  # between runs: no request in flight
         kw = runner_kwargs(case, self.tokenizer)
         session = args.scenario == "agent-session"
-        from sgl_speccompact.testing.sim.simulator import SimulationStalled
-        from sgl_speccompact.testing.sim.workload import decisions_digest
+        from bench.sim.simulator import SimulationStalled
+        from bench.sim.workload import decisions_digest
 
         for attempt in (1, 2):
             try:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import statistics
 
-from .latency_cases import PARTS, WAIT_PARTS
+from .latency_cases import PARTS, SESSION_NOTE, WAIT_PARTS
 
 CELL = ("model_pair", "speculative", "deployment", "p_accept")
 # The goals (issue "Race the fair field"), checked in equal-GPU deployments with speculative decoding on:
@@ -197,4 +197,25 @@ def format_checks(goals: list[dict], checks: list[dict]) -> str:
     for c in checks:
         out.append(f"| {c['model_pair']} | {c['speculative']} | {c['deployment']} | {c['p_accept']} | {c['pick']} | "
                    f"{c['fastest']} | {c['ratio']:.3f} | {'yes' if c['within_5pct'] else 'NO'} |")
+    return "\n".join(out)
+
+
+def format_cache_table(summary: list[dict]) -> str:
+    """Per (pair, deployment, p) and case: the target's cached tokens, e2e and the session's time."""
+    out = []
+    for cell in dict.fromkeys((s["model_pair"], s["deployment"], s["p_accept"]) for s in summary):
+        rows = [s for s in summary if (s["model_pair"], s["deployment"], s["p_accept"]) == cell]
+        if not any(s.get("mean_first_target") for s in rows):
+            continue
+        out.append(f"\nSIMULATED agent session then compaction, deployment {cell[1]}, {cell[0]}, p={cell[2]} "
+                   f"(median over {rows[0]['runs']} runs; {SESSION_NOTE})")
+        out.append("| method | layout | e2e s | T first req prompt | T first req cached | T prompt total | "
+                   "T cached total | session s (not in e2e) |")
+        out.append("|---|---|---|---|---|---|---|---|")
+        for s in rows:
+            f, t = s["mean_first_target"], s["mean_target_tokens"]
+            sess = s.get("mean_session_s")
+            out.append(f"| {s['label']} | {s['layout']} | {s['e2e_median_s']:.2f} | {f['prompt_tokens']:.0f} | "
+                       f"{f['cached_tokens']:.0f} | {t['prompt_tokens']:.0f} | {t['cached_tokens']:.0f} | "
+                       f"{'-' if sess is None else f'{sess:.2f}'} |")
     return "\n".join(out)

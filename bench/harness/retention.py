@@ -83,11 +83,11 @@ def latency_reports(paths: list[str] | None, results_dir: Path = RESULTS_DIR) ->
 
 def make_plots(agg: dict, args, stamp: str, emulator: bool, results_dir: Path = RESULTS_DIR) -> list[dict]:
     """One quality-latency PNG per target model; a clear message when no latency report is there."""
-    from sgl_speccompact.evaluation.frontier import latency_by_model
+    from bench.evaluation.frontier import latency_by_model
 
     reports = latency_reports(args.latency_json, results_dir)
     if not reports:
-        msg = (f"no latency report in {results_dir} (run bench/latency.py first, or pass --latency-json PATH); "
+        msg = (f"no latency report in {results_dir} (run python -m bench.latency first, or pass --latency-json PATH); "
                "quality-latency plot skipped")
         print(f"NOTE: {msg}")
         return [{"skipped": msg}]
@@ -105,7 +105,7 @@ def make_plots(agg: dict, args, stamp: str, emulator: bool, results_dir: Path = 
 
 def _plot_one(lat: dict, path: Path, agg: dict, args, stamp: str, emulator: bool, results_dir: Path) -> dict:
     """One target model's quality-latency PNG."""
-    from sgl_speccompact.evaluation.frontier import QUALITY_METRICS, plot_frontier, points
+    from bench.evaluation.frontier import QUALITY_METRICS, plot_frontier, points
 
     pts = points(lat, agg, args.plot_metric)
     slug = "".join(c if c.isalnum() else "-" for c in lat["model"]).strip("-")

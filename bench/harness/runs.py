@@ -17,6 +17,7 @@ REPO = Path(__file__).resolve().parents[2]
 TRAJECTORY_DIR = REPO.parent / "shared" / "data" / "trajectories"  # the shared public trajectories, beside the clone
 RESULTS_DIR = REPO / "bench" / "results"
 EMULATED_MODELS = {"target": "Qwen/Qwen3-8B", "drafter": "Qwen/Qwen3-0.6B"}  # model paths the emulators report
+EMULATOR_LORA = "drafter"  # the adapter name the emulated drafter loads when none is given
 FIELDS = ("requests", "prompt_tokens", "cached_tokens", "completion_tokens")  # cross-checked against the emulator
 
 

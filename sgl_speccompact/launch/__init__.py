@@ -7,7 +7,7 @@ sglang-router.
 
 May import: ``service`` and every layer below it.  One exception,
 ``launch --emulate``: ``run`` imports the SGLang-API emulator of
-``sgl_speccompact.testing`` lazily, only when asked to emulate.
+``sgl_speccompact.emulator`` lazily, only when asked to emulate.
 """
 
 from .cli import build_parser, main

@@ -70,7 +70,7 @@ serves no LoRA adapter: a drafter runs as a separate model
 and suits small models and tests.
 
 ``--emulate`` serves the real API on two in-process SGLang-API emulators
-(:mod:`sgl_speccompact.testing`) whose model is scripted: summaries are lines
+(:mod:`sgl_speccompact.emulator`) whose model is scripted: summaries are lines
 echoed from the input, judgements are seeded coin flips.  It is for
 developing clients (such as the Hermes Agent plugin) against the real
 service; nothing it returns is model output.

@@ -251,8 +251,8 @@ EMULATED_MODELS = (("target", DEFAULT_TARGET_MODEL, 0), ("drafter", DEFAULT_DRAF
 
 def run_emulated(args: argparse.Namespace) -> int:
     """``--emulate``: the service on a target and a drafter emulator started in this process."""
-    from ..testing import ControlledAcceptancePolicy, EmulatedServer, default_tokenizer
-    from ..testing.__main__ import emulated_cost_model
+    from ..emulator import ControlledAcceptancePolicy, EmulatedServer, default_tokenizer
+    from ..emulator.__main__ import emulated_cost_model
 
     print(EMULATE_BANNER, file=sys.stderr, flush=True)
     timed = args.emulate_gpu is not None or args.emulate_speed is not None

@@ -56,7 +56,7 @@ CHUNK = 8192  # sglang's chunked_prefill_size on an H200 (tokens per prefill pas
 
 @dataclass(frozen=True)
 class Shape:
-    """The shape of one compaction (defaults: the simulated workload's, ``testing/sim/workload.py``)."""
+    """The shape of one compaction (defaults: the simulated workload's, ``bench/sim/workload.py``)."""
 
     slot_lines: tuple[int, ...] = (12, 10, 8, 6, 4, 3)  # lines per slot, longest first
     tokens_per_line: int = 24  # target tokens per summary line (fit to the simulator: real trajectory lines)

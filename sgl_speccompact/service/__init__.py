@@ -8,5 +8,5 @@ deadlines, ``metrics`` counts them for Prometheus, ``cancel`` stops a
 compaction's upstream requests.
 
 May import: ``methods`` and every layer below it.  Must not import: launch,
-cli, testing.
+cli, emulator.
 """

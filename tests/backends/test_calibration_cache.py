@@ -15,8 +15,8 @@ import pytest
 from sgl_speccompact.backends import calibration_probe as probe
 from sgl_speccompact.backends.calibration_probe import cache_path, calibrate, load_fit, resolve_cost_fit, save_fit
 from sgl_speccompact.core.calibration import ProbeShape, profile_fit
-from sgl_speccompact.testing import ScriptedPolicy
-from sgl_speccompact.testing.emulator.cost import CostModel
+from sgl_speccompact.emulator import ScriptedPolicy
+from sgl_speccompact.emulator.cost import CostModel
 
 QUICK_PLAN = tuple(ProbeShape(1, c, 1, False) for c in (64, 128)) + tuple(
     ProbeShape(b, c, n, True) for b in (1, 2) for c in (32, 64) for n in (2, 4))

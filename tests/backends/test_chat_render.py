@@ -56,7 +56,7 @@ def agent_service(make_emulated_server, emulator_tokenizer):
     from fastapi.testclient import TestClient
     from tests.support.service import endpoints
 
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     policy = ScriptedPolicy()
     policy.judge(".", p_positive=0.9, regex=True)

@@ -69,7 +69,7 @@ def sglang_chat_ids(emulator_tokenizer_path, tmp_path_factory):
     from sglang.srt.server_args import ServerArgs
     from transformers import Qwen3Config
 
-    from sgl_speccompact.testing import load_tokenizer
+    from sgl_speccompact.emulator import load_tokenizer
 
     model_dir = tmp_path_factory.mktemp("tok-model")
     for f in Path(emulator_tokenizer_path).iterdir():
@@ -142,7 +142,7 @@ def test_replayed_session_then_agent_layout_compaction_reuses_its_cache(make_emu
                                                                        emulator_tokenizer_path,
                                                                        emulator_tokenizer):
     from sgl_speccompact.methods.speccompact import compact
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, ScriptedPolicy
 
     messages = trajectory()
     tok = emulator_tokenizer
@@ -182,7 +182,7 @@ def test_replayed_session_then_agent_layout_compaction_reuses_its_cache(make_emu
 
 def test_classic_layout_reuses_nothing_of_the_agent_session(make_emulated_server):
     from sgl_speccompact.methods.registry import run_method
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, ScriptedPolicy
 
     srv = make_emulated_server(policy=ScriptedPolicy(default_output="I will add the colon."))
     r = requests.post(srv.url + "/v1/chat/completions", json={"model": "agent", "messages": MESSAGES[:4]}, timeout=60)

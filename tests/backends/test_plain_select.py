@@ -16,9 +16,9 @@ from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 from sgl_speccompact.backends.endpoint import LabelJudgement
 from sgl_speccompact.core.judge import label_choices
 from sgl_speccompact.core.prompts import THINK_OFF
-from sgl_speccompact.testing import CostModel, ScriptedPolicy
-from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS
-from sgl_speccompact.testing.sim.simulator import build_simulation
+from sgl_speccompact.emulator import CostModel, ScriptedPolicy
+from sgl_speccompact.emulator.cost import DEPLOYMENTS
+from bench.sim.simulator import build_simulation
 
 PROMPT = ("<|im_start|>user\nIs the line supported? Answer positive or negative.<|im_end|>\n"
           "<|im_start|>assistant\n" + THINK_OFF)

@@ -154,7 +154,7 @@ def _check_sent(endpoint, tokenizer):
 def recorded(tmp_path_factory):
     """One SpecCompact compaction per shared trajectory over two emulators (test tokenizer):
     ``[(name, target endpoint, drafter endpoint, emulator prompt tokens)]``; SJC on the first."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer, build_test_tokenizer
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, EmulatedServer, build_test_tokenizer
 
     tok = build_test_tokenizer(tmp_path_factory.mktemp("tok-ids"))
     out = []
@@ -215,7 +215,7 @@ def test_switch_off_sends_text(emulators):
 
 @pytest.fixture
 def emulators(make_emulated_server):
-    from sgl_speccompact.testing import ControlledAcceptancePolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy
 
     target = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7, seed=0), model_path="Qwen/Qwen3-8B")
     drafter = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7, seed=1), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])

@@ -48,8 +48,8 @@ def test_a_switch_that_cannot_act_reuses_the_run_it_equals(bench):
 
 @pytest.fixture(scope="module")
 def tiny(bench, emulator_tokenizer_path, tmp_path_factory):
-    if not bench.rc.TRAJECTORY_DIR.is_dir():
-        pytest.skip(f"shared trajectories absent ({bench.rc.TRAJECTORY_DIR}): the workload draws its lines there")
+    if not bench.runs.TRAJECTORY_DIR.is_dir():
+        pytest.skip(f"shared trajectories absent ({bench.runs.TRAJECTORY_DIR}): the workload draws its lines there")
     out = tmp_path_factory.mktemp("ablation") / "ablation.json"
     code = bench.main(["--tokenizer", emulator_tokenizer_path, "--synthetic-tokens", "700", "--histories", "1",
                        "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu", "--hermes-tokens", "300",

@@ -46,7 +46,7 @@ def test_every_row_is_simulated_and_keeps_the_busy_time_invariant(bench, run):
     assert {r["deployment"] for r in rows} == {"one-gpu", "two-gpu-equal"}
     assert {r["speculative"] for r in rows} == {"none", "eagle3"}
     # methods + hermes@slots + auto, x deployments x speculative x rates x seeds (one history)
-    methods, _, _ = bench.rc.resolve_methods()
+    methods, _, _ = bench.runs.resolve_methods()
     assert len(rows) == (len(methods) + 2) * 2 * 2 * 2 * 2
     assert len({r["seed"] for r in rows}) == 2  # the draws differ
     for row in rows:

@@ -72,10 +72,10 @@ def test_plot_written_for_the_latency_report(run):
 
 
 def test_missing_latency_report_gives_a_clear_message(bench, monkeypatch, tmp_path, capsys):
-    monkeypatch.setattr(bench.rc, "RESULTS_DIR", tmp_path)
+    monkeypatch.setattr(bench.runs, "RESULTS_DIR", tmp_path)
     args = bench.build_parser().parse_args([])
     plots = bench.make_plots({"hermes": {"recall_macro": 0.5}}, args, "20260101T000000Z", emulator=True)
-    assert "no latency report" in plots[0]["skipped"] and "bench/latency.py" in capsys.readouterr().out
+    assert "no latency report" in plots[0]["skipped"] and "python -m bench.latency" in capsys.readouterr().out
 
 
 def test_unknown_measure_is_refused(bench):

@@ -61,7 +61,7 @@ def test_suffix_length_in_tokens(emulator_tokenizer):
 
 def test_benchmark_policy_judges_the_short_forms_on_the_emulator(make_emulated_server):
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
-    from sgl_speccompact.testing import ControlledAcceptancePolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy
 
     target = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.7), model_path="Qwen/Qwen3-8B")
     drafter = make_emulated_server(ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])

@@ -14,8 +14,8 @@ from sgl_speccompact.core.calibration import (
     CostFit, Observation, ProbeShape, fit_observations, predict_s, profile_fit, speed_ratio)
 from sgl_speccompact.backends.calibration_probe import cache_path, calibrate, probe_bodies, resolve_cost_fit
 from sgl_speccompact.errors import BackendError
-from sgl_speccompact.testing import ScriptedPolicy
-from sgl_speccompact.testing.emulator.cost import QWEN3_8B, CostModel
+from sgl_speccompact.emulator import ScriptedPolicy
+from sgl_speccompact.emulator.cost import QWEN3_8B, CostModel
 
 # Small plans: prefill lengths the preset computes in compute-bound passes, decode at two lengths
 PLAN_8B = tuple(ProbeShape(1, c, 1, False) for c in (1024, 2048, 4096)) + tuple(
@@ -31,7 +31,7 @@ def cache_in_tmp(tmp_path, monkeypatch):
     monkeypatch.setenv("SGL_SPECCOMPACT_CACHE_DIR", str(tmp_path / "cache"))
 
 
-@pytest.mark.parametrize("name", ["core.calibration", "core.gpus", "testing.emulator.cost", "testing.__main__"])
+@pytest.mark.parametrize("name", ["core.calibration", "core.gpus", "emulator.cost", "emulator.__main__"])
 def test_docstring_examples(name):
     failed, attempted = doctest.testmod(importlib.import_module(f"sgl_speccompact.{name}"),
                                         optionflags=doctest.ELLIPSIS)

@@ -50,7 +50,7 @@ def fuzz_app(emulator_tokenizer_path):
     from sgl_speccompact import methods
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.service.app import ServiceSettings, create_app
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, EmulatedServer
 
     servers = [EmulatedServer(emulator_tokenizer_path, policy=ControlledAcceptancePolicy(seed=i), model_path=path,
                               lora_paths=lora).start()

@@ -41,7 +41,7 @@ class CopyingServers:
 
     def __init__(self, make_emulated_server, extra: tuple[str, ...] = (), repair: str = "- a repaired line",
                  copy_lines: bool = True):
-        from sgl_speccompact.testing import ScriptedPolicy
+        from sgl_speccompact.emulator import ScriptedPolicy
 
         self.extra, self.copy_lines = extra, copy_lines
         self.target_policy = ScriptedPolicy()

@@ -48,7 +48,7 @@ def test_agent_layout_prompt_holds_no_object_argument_secret(make_emulated_serve
     """The agent layout renders the messages themselves through the chat template (Qwen3's renders arguments)."""
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.methods.registry import run_method
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     policy = ScriptedPolicy(default_output="- deployed with config/deploy.yaml\n")
     server = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-8B")
@@ -97,7 +97,7 @@ def test_previous_summary_secrets_never_reach_the_emulated_servers(make_emulated
     """End to end: every listed secret, bulleted, in the previous summary; no prompt of either server holds one."""
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.methods.registry import run_method
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     previous = "## Critical Context\n" + "\n".join(_bulleted(text) for _, text, _ in SECRET_CASES)
     target_policy = ScriptedPolicy(default_output="- kept the deploy config\n")

@@ -76,7 +76,7 @@ def _prompt(tmpl, history: str, previous: str) -> str:
 @pytest.mark.parametrize("name", sorted(n for n, t in _templates().items() if control_strings(t)))
 def test_no_untrusted_string_yields_a_special_token_or_a_turn(name, emulator_tokenizer_path):
     """Tokenizer with every control string of the template as a special token."""
-    from sgl_speccompact.testing import load_tokenizer
+    from sgl_speccompact.emulator import load_tokenizer
 
     tmpl = _templates()[name]
     pieces = control_strings(tmpl)

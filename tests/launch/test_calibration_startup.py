@@ -22,11 +22,11 @@ from sgl_speccompact.core.calibration import profile_fit
 from sgl_speccompact.launch.cli import build_parser
 from sgl_speccompact.launch.plan import build_plan
 from sgl_speccompact.methods.autopick import deployment_for
-from sgl_speccompact.testing import ScriptedPolicy
+from sgl_speccompact.emulator import ScriptedPolicy
 from sgl_speccompact.core.calibration import CostFit
 from sgl_speccompact.launch.run import cost_fits
 from sgl_speccompact.service.app import create_app
-from sgl_speccompact.testing.emulator.cost import CostModel
+from sgl_speccompact.emulator.cost import CostModel
 from tests.support.paths import REPO
 
 
@@ -92,7 +92,7 @@ def test_launcher_reports_fits_in_health_and_metrics(make_emulated_server):
 
 
 def test_emulator_cli_and_launcher_flags():
-    from sgl_speccompact.testing.__main__ import emulated_cost_model, parse_args
+    from sgl_speccompact.emulator.__main__ import emulated_cost_model, parse_args
 
     args = parse_args(["--cost-model", "qwen3-8b", "--gpu", "H100", "--gpu-speed", "0.5"])
     cm = emulated_cost_model(args.cost_model, args.gpu, args.gpu_speed, args.time_scale)
@@ -112,7 +112,7 @@ def test_serve_calibrate_and_launch_emulate_gpu_end_to_end(make_emulated_server,
 
     from tests.support.procs import EXIT_S, stop, wait_healthy
 
-    from sgl_speccompact.testing import free_port
+    from sgl_speccompact.emulator import free_port
 
     env = {**os.environ, "SGL_SPECCOMPACT_CACHE_DIR": str(tmp_path / "cache")}
     target = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B",

@@ -8,7 +8,7 @@ from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.config import CompactConfig
 from sgl_speccompact.methods.autopick import AutoPicker
 from sgl_speccompact.methods.judge_probe import label_mass_warning, probe_label_mass
-from sgl_speccompact.testing import ScriptedPolicy
+from sgl_speccompact.emulator import ScriptedPolicy
 
 
 class Plan:

@@ -20,7 +20,7 @@ from sgl_speccompact.launch.cli import build_parser, check_server_flags, cuda_av
 from sgl_speccompact.launch.plan import load_config_file
 from sgl_speccompact.launch.router import router_command
 from sgl_speccompact.launch.servers import server_command
-from sgl_speccompact.testing import free_port
+from sgl_speccompact.emulator import free_port
 from tests.support.launch import REPO, launch, parse_dry_run, plan_for
 
 CONFIGS = sorted(c for c in (REPO / "launch").glob("*.toml") if "-cpu" not in c.stem)  # GPU configs; the CPU one: test_launch_cpu.py
@@ -257,7 +257,7 @@ EMULATOR_WRAPPER = textwrap.dedent('''\
     port = flag("--port")
     with open(os.path.join(os.environ["FAKE_DIR"], "%s.pids" % port), "w") as f:
         f.write(str(os.getpid()))
-    cmd = [sys.executable, "-m", "sgl_speccompact.testing", "--tokenizer", os.environ["EMU_TOKENIZER"],
+    cmd = [sys.executable, "-m", "sgl_speccompact.emulator", "--tokenizer", os.environ["EMU_TOKENIZER"],
            "--host", flag("--host"), "--port", port, "--model-path", flag("--model-path")]
     if "--lora-paths" in argv:
         cmd += ["--lora-paths", flag("--lora-paths").split("=")[0]]
@@ -319,7 +319,7 @@ def test_api_key_from_environment():
 def test_serve_against_running_servers(make_emulated_server, tmp_path):
     import httpx
 
-    from sgl_speccompact.testing import ControlledAcceptancePolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
     drafter = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])

@@ -17,7 +17,7 @@ from sgl_speccompact.launch.cli import check_server_flags
 from sgl_speccompact.launch.cpu import cpu_dtype
 from sgl_speccompact.launch.cpu_kernels import KERNEL_DIR
 from sgl_speccompact.launch.servers import server_command
-from sgl_speccompact.testing import free_port
+from sgl_speccompact.emulator import free_port
 
 CPU_FLAGS = ["--device", "cpu", "--attention-backend", "torch_native", "--disable-cuda-graph",
              "--sampling-backend", "pytorch", "--disable-overlap-schedule", "--sleep-on-idle", "--dtype", cpu_dtype()]

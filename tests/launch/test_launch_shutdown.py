@@ -48,7 +48,7 @@ def _exit_s(proc: subprocess.Popen, bound_s: float) -> float:
     pytest.param(EXIT_S, id="exits"),  # the default run: a clean exit, whatever the machine's load
 ])
 def test_idle_service_exits_within_2_s_of_sigterm(make_emulated_server, bound_s):
-    from sgl_speccompact.testing import ScriptedPolicy, free_port
+    from sgl_speccompact.emulator import ScriptedPolicy, free_port
 
     target = make_emulated_server(policy=ScriptedPolicy(), model_path="Qwen/Qwen3-8B")
     port = free_port()
@@ -70,7 +70,7 @@ def test_idle_service_exits_within_2_s_of_sigterm(make_emulated_server, bound_s)
 ])
 def test_busy_service_exits_within_the_compaction_deadline(make_emulated_server, deadline_s, bound_s):
     """A compaction is stuck in an upstream that never answers when the signal arrives."""
-    from sgl_speccompact.testing import ScriptedPolicy, free_port
+    from sgl_speccompact.emulator import ScriptedPolicy, free_port
 
     gate, hung = threading.Event(), threading.Event()
 

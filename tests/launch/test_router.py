@@ -21,7 +21,7 @@ from sgl_speccompact.backends.endpoint import SpecCompactEndpoint  # noqa: E402 
 from sgl_speccompact.backends.router import worker_urls  # noqa: E402 - after the skip for sglang-router
 from sgl_speccompact.launch.router import RouterSpec, start_router  # noqa: E402 - after the skip for sglang-router
 from sgl_speccompact.launch.servers import stop_servers  # noqa: E402 - after the skip for sglang-router
-from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy, free_port  # noqa: E402 - after the skip for sglang-router
+from sgl_speccompact.emulator import ControlledAcceptancePolicy, ScriptedPolicy, free_port  # noqa: E402 - after the skip for sglang-router
 
 TRAJECTORY = (Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
               / "princeton-nlp__SWE-agent__trajectories__demonstrations__function_calling_simple.traj")

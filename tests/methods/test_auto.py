@@ -1,4 +1,4 @@
-"""method="auto": the closed-form predictor picks per deployment, and stays out of the testing package."""
+"""method="auto": the closed-form predictor picks per deployment, and stays out of the emulator."""
 
 from __future__ import annotations
 
@@ -72,9 +72,9 @@ def test_standalone_is_never_given_to_the_lora_drafter():
     assert Deployment.named(speculative="ngram").drafter_spec.algorithm == "NGRAM"
 
 
-def test_auto_does_not_import_the_testing_package():
+def test_auto_does_not_import_the_emulator():
     code = ("import sys, sgl_speccompact.methods.auto; "
-            "bad = [m for m in sys.modules if m.startswith('sgl_speccompact.testing')]; assert not bad, bad")
+            "bad = [m for m in sys.modules if m.startswith('sgl_speccompact.emulator')]; assert not bad, bad")
     subprocess.run([sys.executable, "-c", code], check=True)
 
 

@@ -113,7 +113,7 @@ def test_run_blocks_chains_summaries_and_adds_the_cost():
 
 @pytest.fixture
 def small_target(make_emulated_server):
-    from sgl_speccompact.testing import ControlledAcceptancePolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B",
                                   context_length=6000)

@@ -12,7 +12,7 @@ from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
-from sgl_speccompact.testing import ScriptedPolicy
+from sgl_speccompact.emulator import ScriptedPolicy
 from tests.support.methods import drafter_policy, load_trajectory, target_policy
 from tests.support.methods import E2E_DRAFTS, FILES, accepted_lines
 
@@ -149,7 +149,7 @@ def test_repair_candidates_over_http_one_sample_request_and_one_batch_judge(make
 def test_controlled_servers_write_no_label_lines(make_emulated_server):
     """The emulator's benchmark policy on both servers, every judgement and repair path: the summary
     holds echoed lines, never a bare label word (repair prompts quote the rubric; they are not judgements)."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy
 
     target_srv = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.5, seed=1), model_path="Qwen/Qwen3-8B")
     drafter_srv = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.5, seed=2), model_path="Qwen/Qwen3-0.6B",

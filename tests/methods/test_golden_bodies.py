@@ -32,7 +32,7 @@ import pytest
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.methods.request import MethodRequest
-from sgl_speccompact.testing import ControlledAcceptancePolicy, EmulatedServer
+from sgl_speccompact.emulator import ControlledAcceptancePolicy, EmulatedServer
 
 from tests.support.methods import tool_loop
 

@@ -225,7 +225,7 @@ def test_monolithic_method_with_source_judge_over_the_endpoint():
 def test_batched_and_fallback_judging_agree_on_the_emulator(make_emulated_server):
     from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     policy = ScriptedPolicy()
     policy.judge("/etc/invented.conf", p_positive=0.05, after="<entry>")
@@ -303,7 +303,7 @@ def test_stand_alone_form_for_one_shot_summaries():
 
 
 def test_source_judge_after_speccompact_reuses_the_cached_prefix_on_the_emulator(make_emulated_server):
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
     from tests.support.methods import drafter_policy, load_trajectory, target_policy
 
     policy = ScriptedPolicy()

@@ -23,7 +23,7 @@ from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch.packaged import ensure_converted
 from sgl_speccompact.launch.servers import server_command
 from sgl_speccompact.launch.cpu import server_env
-from sgl_speccompact.testing.emulator.server import free_port
+from sgl_speccompact.emulator.server import free_port
 
 TIER = "real-model tier"
 START_S = 1800.0  # the server's start-up on a loaded 2-core machine (hang guard, s)

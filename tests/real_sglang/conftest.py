@@ -15,7 +15,7 @@ import pytest
 from tests.real_sglang import scripts
 from tests.support.procs import ChildExited, stop, wait_healthy
 from tests.real_sglang.real_servers import TARGET_CONTEXT, RealServers, Server, model_dir, start, unavailable
-from sgl_speccompact.testing.emulator.qwen3 import qwen_tokenizer_available
+from sgl_speccompact.emulator.qwen3 import qwen_tokenizer_available
 
 
 @pytest.fixture(scope="session")

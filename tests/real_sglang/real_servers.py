@@ -2,7 +2,7 @@
 
 Two ``sglang.launch_server`` processes on loopback, started with the
 launcher's own CPU command (``--sleep-on-idle`` among its flags), serve tiny scripted Qwen3
-models (:mod:`sgl_speccompact.testing.tiny_qwen3`): a target and a drafter.
+models (:mod:`tests.support.tiny_qwen3`): a target and a drafter.
 Tests swap weights with ``/update_weights_from_disk`` instead of restarting.
 """
 
@@ -22,9 +22,9 @@ from tests.real_sglang import scripts
 from tests.support import procs
 from sgl_speccompact.launch.servers import ServerSpec, server_command
 from sgl_speccompact.launch.cpu import server_env
-from sgl_speccompact.testing import tiny_qwen3
-from sgl_speccompact.testing.emulator.qwen3 import cache_dir, cached_qwen3_tokenizer
-from sgl_speccompact.testing.emulator.server import free_port
+from tests.support import tiny_qwen3
+from sgl_speccompact.emulator.qwen3 import cache_dir, cached_qwen3_tokenizer
+from sgl_speccompact.emulator.server import free_port
 
 TARGET_CONTEXT = 8192  # --context-length of the target: chunking tests reach it with modest histories
 KV_TOKENS = 65536  # --max-total-tokens of each server's KV pool

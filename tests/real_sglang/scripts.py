@@ -11,7 +11,7 @@ judge deletes.  Every word is a single Qwen3 token used once per model.
 from __future__ import annotations
 
 from sgl_speccompact.schema import Slot
-from sgl_speccompact.testing.tiny_qwen3 import Script, written_lines
+from tests.support.tiny_qwen3 import Script, written_lines
 
 REJECT = " Gibraltar"  # in a proposed line: the target judges it negative
 REJECT_DEFAULT = " Montreal"  # the same, in the drafter's line for slots without a marker

@@ -13,7 +13,7 @@ from __future__ import annotations
 import httpx
 import pytest
 
-from sgl_speccompact.testing import EmulatedServer, ScriptedPolicy
+from sgl_speccompact.emulator import EmulatedServer, ScriptedPolicy
 
 pytestmark = pytest.mark.real_sglang
 

@@ -19,7 +19,7 @@ from sgl_speccompact.backends.endpoint import LabelJudgement, SpecCompactEndpoin
 from sgl_speccompact.core.judge import label_choices
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.result import LineOrigin
-from sgl_speccompact.testing.tiny_qwen3 import Script
+from tests.support.tiny_qwen3 import Script
 
 pytestmark = pytest.mark.real_sglang
 

@@ -281,7 +281,7 @@ def test_two_replica_processes_behind_one_address_and_a_restart_reuse_a_prepare(
     import httpx
 
     from tests.support.procs import output, stop as stop_child, wait_healthy
-    from sgl_speccompact.testing import ControlledAcceptancePolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
     drafter = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-0.6B",

@@ -270,7 +270,7 @@ def methods():
 @pytest.fixture
 def emulated_pair(make_emulated_server):
     """(target server, drafter server) of the emulator with the benchmark policy."""
-    from sgl_speccompact.testing import ControlledAcceptancePolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy
 
     target = make_emulated_server(policy=ControlledAcceptancePolicy(seed=1), model_path="Qwen/Qwen3-8B")
     drafter = make_emulated_server(policy=ControlledAcceptancePolicy(seed=2), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
@@ -325,7 +325,7 @@ def test_e2e_stream_lines_then_result_then_done(methods, emulated_pair):
 
 
 def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, ScriptedPolicy
 
     target_srv = make_emulated_server(policy=ControlledAcceptancePolicy(), model_path="Qwen/Qwen3-8B")
     killed = threading.Event()
@@ -355,7 +355,7 @@ def test_e2e_target_dies_mid_compaction_is_502(methods, make_emulated_server):
 
 
 def test_e2e_slow_target_is_504(methods, make_emulated_server):
-    from sgl_speccompact.testing import ControlledAcceptancePolicy, ScriptedPolicy
+    from sgl_speccompact.emulator import ControlledAcceptancePolicy, ScriptedPolicy
 
     answer = threading.Event()  # the target answers only once the test is over: it never answers in time
     slow = ScriptedPolicy()
@@ -376,7 +376,7 @@ def test_e2e_slow_target_is_504(methods, make_emulated_server):
 
 
 def test_e2e_concurrent_compactions_do_not_cross_talk(methods, make_emulated_server):
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     def policy():
         p = ScriptedPolicy()

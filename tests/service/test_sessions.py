@@ -264,7 +264,7 @@ def test_restart_loses_the_store_and_nothing_breaks():
 def test_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(make_emulated_server, monkeypatch):
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
     from sgl_speccompact.backends.http import HttpEndpoint
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     lock, gate = threading.Lock(), threading.Event()  # the first prepare's later answers wait at the gate
     arrived = {"ALPHA": 0, "BETA": 0}  # requests each prepare got to a server
@@ -350,7 +350,7 @@ def test_store_flags_reach_the_service_config():
 
 def test_e2e_a_compact_after_a_prepare_sends_only_the_new_turns(make_emulated_server):
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     prompts = []
 

@@ -24,7 +24,7 @@ SPECCOMPACT_BODY = {"messages": MESSAGES, "method": "speccompact"}
 
 def _failing_servers(make_emulated_server):
     """Target fine; every draft fails with an upstream error once the target forked its slots."""
-    from sgl_speccompact.testing import ScriptedPolicy
+    from sgl_speccompact.emulator import ScriptedPolicy
 
     def broken(prompt):
         raise RuntimeError("drafter crashed")
@@ -75,8 +75,8 @@ def test_sigterm_stops_the_service_after_failures_and_a_hung_request(make_emulat
     import subprocess
     import sys
 
-    from sgl_speccompact.testing import ScriptedPolicy
-    from sgl_speccompact.testing.emulator.server import free_port
+    from sgl_speccompact.emulator import ScriptedPolicy
+    from sgl_speccompact.emulator.server import free_port
 
     target_srv, _ = _failing_servers(make_emulated_server)
     gate, failing, hung = threading.Event(), threading.Event(), threading.Event()
@@ -139,8 +139,8 @@ def test_sigterm_ends_open_streams_with_an_error_event(make_emulated_server):
     import subprocess
     import sys
 
-    from sgl_speccompact.testing import ScriptedPolicy
-    from sgl_speccompact.testing.emulator.server import free_port
+    from sgl_speccompact.emulator import ScriptedPolicy
+    from sgl_speccompact.emulator.server import free_port
 
     gate, hung = threading.Event(), threading.Event()
 
@@ -200,7 +200,7 @@ def test_server_stop_ends_streams_without_a_signal(gated):
     import uvicorn
 
     from sgl_speccompact.launch.run import service_server
-    from sgl_speccompact.testing.emulator.server import listening_socket
+    from sgl_speccompact.emulator.server import listening_socket
 
     app = create_app(gated.endpoint(gated.target_srv.url), gated.endpoint(gated.drafter_srv.url, lora_path="drafter"),
                      settings=ServiceSettings(method="speccompact"))

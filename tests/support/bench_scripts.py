@@ -1,15 +1,8 @@
-"""Import a script from ``bench/`` as a module (the folder is not a package)."""
+"""Import a script of ``bench/`` (a package of the repository) as the module it runs as."""
 
-import importlib.util
-import sys
-
-from tests.support.paths import REPO
+import importlib
 
 
 def load_bench(name: str):
-    """``bench/<name>.py`` as module ``bench_<name>``."""
-    spec = importlib.util.spec_from_file_location(f"bench_{name}", REPO / "bench" / f"{name}.py")
-    module = importlib.util.module_from_spec(spec)
-    sys.modules[spec.name] = module  # dataclasses look their module up there
-    spec.loader.exec_module(module)
-    return module
+    """``bench/<name>.py`` as module ``bench.<name>`` (``python -m bench.<name>`` runs the same module)."""
+    return importlib.import_module(f"bench.{name}")

@@ -29,7 +29,7 @@ class GatedServers:
     """Target judges every line positive; each drafter call blocks until the gate opens."""
 
     def __init__(self, make_emulated_server):
-        from sgl_speccompact.testing import ScriptedPolicy
+        from sgl_speccompact.emulator import ScriptedPolicy
 
         self.gate = threading.Event()
         self.entered = 0  # drafter calls that reached the policy
@@ -83,7 +83,7 @@ class LiveService:
     def __init__(self, app):
         import uvicorn
 
-        from sgl_speccompact.testing.emulator.server import listening_socket
+        from sgl_speccompact.emulator.server import listening_socket
 
         self.app = app
         sock = listening_socket("127.0.0.1", 0)  # bound now: no other process can take the port

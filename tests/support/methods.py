@@ -6,7 +6,7 @@ import pytest
 from tests.support.scripted import ScriptedBackend, slot_of
 from tests.support.paths import TRAJECTORIES as TRAJ
 from tests.support.programs import drafter_from, judge_bad, repair_fixed, DRAFTS
-from sgl_speccompact.testing import ScriptedPolicy
+from sgl_speccompact.emulator import ScriptedPolicy
 from sgl_speccompact.core.prompts import THINK_OFF
 
 OPENCLAW_OUT = (

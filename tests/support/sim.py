@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-from sgl_speccompact.testing import ControlledAcceptancePolicy
-from sgl_speccompact.testing.emulator.cost import DEPLOYMENTS
-from sgl_speccompact.testing.sim.simulator import build_simulation
-from sgl_speccompact.testing.emulator.cost import Scheduling
-from sgl_speccompact.testing import CostModel
+from sgl_speccompact.emulator import ControlledAcceptancePolicy
+from sgl_speccompact.emulator.cost import DEPLOYMENTS
+from bench.sim.simulator import build_simulation
+from sgl_speccompact.emulator.cost import Scheduling
+from sgl_speccompact.emulator import CostModel
 
 COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
 
