@@ -20,7 +20,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "sgl_speccompact"
@@ -190,15 +189,3 @@ def test_no_import_cycle_among_the_bench_scripts():
     graph = {name: {m.split(".")[0] for m in imports_of(p, name, False)} & (set(scripts) - {name})
              for name, p in scripts.items()}
     assert cycles(graph) == []
-
-
-@pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")))
-def test_bench_scripts_stay_thin(script):
-    lines = len((BENCH / script).read_text().splitlines())
-    assert lines <= 360, f"bench/{script} has {lines} lines: move reusable logic into bench/harness"
-
-
-@pytest.mark.parametrize("module", sorted(p.name for p in (BENCH / "harness").glob("*.py")))
-def test_bench_harness_modules_stay_small(module):
-    lines = len((BENCH / "harness" / module).read_text().splitlines())
-    assert lines <= 400, f"bench/harness/{module} has {lines} lines: split it"
