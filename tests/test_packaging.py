@@ -22,7 +22,7 @@ EXTRA_FOR = {
     "train/": "train",
     "evaluation/frontier.py": "bench",  # the quality-latency plot
     "testing/emulator/qwen3.py": "bench",  # Qwen3's real tokenizer, when installed
-    "launch/cli.py": "train",  # torch, only to ask for CUDA when nvidia-smi is missing
+    "launch/command_line.py": "train",  # torch, only to ask for CUDA when nvidia-smi is missing
     "service/redis_store.py": "redis",  # --session-store redis://...
     "testing/tiny_qwen3.py": "test",  # the real-server tier's scripted checkpoints
 }
