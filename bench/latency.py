@@ -323,8 +323,6 @@ def build_parser() -> argparse.ArgumentParser:
     sim.add_argument("--drafter-train-tokens", type=int, default=16384, help="the drafter's training length (16384)")
     sim.add_argument("--acceptance-fall", type=float, default=0.1, help="fraction of the acceptance lost per "
                      "doubling of the history past the training length (default 0.1, an estimate: unmeasured)")
-    sim.add_argument("--digest-penalty", type=float, default=0.1, help="with drafter_digest (--config): acceptance "
-                     "lost to the clipped tool outputs (default 0.1, a guess: unmeasured)")
     sim.add_argument("--repick", metavar="JSON", help="rebuild the auto rows of a report with the current "
                      "predictor from its own runs (no new simulation); writes --out or the same file")
     sim.add_argument("--no-hermes-slots", dest="hermes_slots", action="store_false",

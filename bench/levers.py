@@ -1,7 +1,7 @@
 """SpecCompact's levers against a baseline run: a markdown table from latency reports (SIMULATED figures).
 
 Each report is a ``bench/latency.py`` run of the same cells and seeds with
-one lever switched on (``--config``).  Per target, deployment and method the
+one lever switched on (``--config``, or ``--drafter-speculative``).  Per target, deployment and method the
 table gives the baseline's median end-to-end and the lever's, each with its
 spread over the draws (min-max), their ratio (above 1: the lever is faster),
 and whether every draw kept the same decisions (the rows' ``decisions``
@@ -9,7 +9,7 @@ digests).
 
 Usage:
     python -m bench.levers bench/results/latency-lever-baseline.json \\
-        bench/results/latency-lever-split-slots.json bench/results/latency-lever-drafter-digest.json
+        bench/results/latency-lever-split-slots.json bench/results/latency-lever-drafter-ngram.json
 """
 
 from __future__ import annotations
@@ -80,8 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     for path in args.levers:
         lever = json.loads(Path(path).read_text())
         cond = lever["conditions"]
-        name = f"`{cond.get('config')}`" + (f" penalty {cond.get('digest_penalty')}"
-                                             if "drafter_digest" in (cond.get("config") or "") else "")
+        name = f"`{cond.get('config') or 'drafter_speculative=' + str(cond.get('drafter_speculative'))}`"
         print("\n".join(table(base, name, lever)))
     return 0
 

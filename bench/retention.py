@@ -104,14 +104,14 @@ def select_trajectories(args) -> tuple[list, list, dict | None]:
     if not args.held_out:
         return trajectories, skipped, None
     from sgl_speccompact.train.data import validation_keys
-    from sgl_speccompact.train.sources import load_trajectories as training_histories
+    from sgl_speccompact.train.history_files import load_trajectories as training_histories
 
     histories, _ = training_histories([t.path for t in trajectories])
     key_of = {h.source: h.split_key for h in histories}
     held = validation_keys(key_of.values(), args.held_out, args.split_seed)
     kept = [t for t in trajectories if key_of.get(t.path) in held]
     split = {"fraction": args.held_out, "seed": args.split_seed, "held_out": [t.path for t in kept],
-             "rule": "sgl_speccompact.train.data.validation_keys over the train.sources split keys of these files"}
+             "rule": "sgl_speccompact.train.data.validation_keys over the train.history_files split keys of these files"}
     return kept, skipped, split
 
 

@@ -38,10 +38,6 @@ OPTIMIZATIONS: dict[str, str] = {
                          "the target judges them in one batch; the target repairs only if all fail",
     "send_token_ids": "SpecCompactEndpoint sends prompts as input_ids, so the server tokenizes the "
                       "history once per compaction; off: every request carries text the server tokenizes",
-    "drafter_digest": "the drafter reads a digest of the history (tool outputs cut to drafter_digest_tokens "
-                      "at each end); the target still judges and repairs against the whole history",
-    "lockstep_branches": "SpecCompact's branches send their drafts, judgements and repairs in rounds (each "
-                         "waits until every live branch is ready), so they share forward passes",
 }
 
 
@@ -61,7 +57,6 @@ PROMPT_CHANGING: frozenset[str] = frozenset({
 DECISION_CHANGING: frozenset[str] = frozenset({
     "sub_slot_branches",  # what each branch is asked, and its budget
     "repair_candidates",  # a drafter candidate may replace a rejected line instead of the target
-    "drafter_digest",  # the drafter proposes other lines (the target's prompts are the same)
 })
 
 
@@ -109,9 +104,6 @@ class CompactConfig(BaseModel):
     sub_slot_branches: bool = False  # one branch per sub-section of a slot (off until a real-model retention check)
     repair_candidates: bool = False  # drafter candidates judged in one batch before a target repair
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
-    drafter_digest: bool = False  # experimental, a loss so far (programs/experimental.py): the drafter reads clipped tool outputs
-    drafter_digest_tokens: int = Field(64, ge=1, le=MAX_TOKENS)  # with drafter_digest: tokens kept at each end of a tool output
-    lockstep_branches: bool = False  # experimental, a loss when raced (programs/experimental.py): branches send requests in rounds
 
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":

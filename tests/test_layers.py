@@ -23,7 +23,6 @@ from __future__ import annotations
 import ast
 from pathlib import Path
 
-import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 PKG = REPO / "sgl_speccompact"
@@ -236,15 +235,3 @@ def test_the_checker_sees_the_lab_import_up():
 
 def test_no_import_cycle_in_the_lab():
     assert cycles(without_package_inits(package_graph(BENCH))) == []
-
-
-@pytest.mark.parametrize("script", sorted(p.name for p in BENCH.glob("*.py")))
-def test_bench_scripts_stay_thin(script):
-    lines = len((BENCH / script).read_text().splitlines())
-    assert lines <= 360, f"bench/{script} has {lines} lines: move reusable logic into bench/harness"
-
-
-@pytest.mark.parametrize("module", sorted(p.name for p in (BENCH / "harness").glob("*.py")))
-def test_bench_harness_modules_stay_small(module):
-    lines = len((BENCH / "harness" / module).read_text().splitlines())
-    assert lines <= 400, f"bench/harness/{module} has {lines} lines: split it"

@@ -26,7 +26,7 @@ PKG = ROOT / "sgl_speccompact"
 EXTRA_FOR = {
     "train/": "train",
     "emulator/qwen3.py": "bench",  # Qwen3's real tokenizer, when installed
-    "launch/cli.py": "train",  # torch, only to ask for CUDA when nvidia-smi is missing
+    "launch/command_line.py": "train",  # torch, only to ask for CUDA when nvidia-smi is missing
     "service/redis_store.py": "redis",  # --session-store redis://...
 }
 

@@ -44,15 +44,3 @@ def test_no_function_takes_more_than_eight_parameters():
 def test_the_checker_counts_keywords_and_varargs():
     fn = ast.parse("def f(self, a, /, b, *args, c, d=1, **kw): pass").body[0]
     assert parameters(fn) == 6
-
-
-def function_lines(path: Path, name: str) -> int:
-    node = next(n for n in ast.walk(ast.parse(path.read_text())) if isinstance(n, ast.FunctionDef) and n.name == name)
-    return node.end_lineno - node.lineno + 1
-
-
-def test_the_service_factory_and_the_slot_stream_stay_short():
-    # create_app wires the router, the state and the lifespan; its handlers live beside it
-    assert function_lines(PKG / "service" / "app.py", "create_app") < 80
-    # one admission path: the per-line decisions are core.admission's, the repair I/O programs.repairing's
-    assert len((PKG / "programs" / "slot_stream.py").read_text().splitlines()) < 250

@@ -65,22 +65,6 @@ def effective_accept(p: float, history_tokens: int, train_tokens: int, fall_per_
     return round(p * max(0.0, 1.0 - fall_per_doubling * math.log2(history_tokens / train_tokens)), 6)
 
 
-DIGEST_PENALTY = 0.1  # acceptance lost with drafter_digest on (a guess until measured on a GPU)
-
-
-def digest_accept(p: float, penalty: float) -> float:
-    """Acceptance of a drafter reading the clipped digest: ``penalty`` of it lost.
-
-    The drafter misses what the clipped middles of tool outputs held; the
-    target still judges against the whole history, so this is paid in
-    rejected lines (repairs), never in what is kept.
-
-    >>> digest_accept(0.7, 0.1), digest_accept(0.7, 0.0)
-    (0.63, 0.7)
-    """
-    return round(p * max(0.0, 1.0 - penalty), 6)
-
-
 @dataclass(frozen=True)
 class Cell:
     """One cell of the sweep."""
@@ -214,8 +198,6 @@ def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, i
             seed = draw_seed(args.seed, draw, h)
             tokens = runner_obj.history_tokens(traj, count)
             p_eff = effective_accept(cell.p, tokens, args.drafter_train_tokens, args.acceptance_fall)
-            if (getattr(args, "config_dict", None) or {}).get("drafter_digest"):
-                p_eff = digest_accept(p_eff, getattr(args, "digest_penalty", DIGEST_PENALTY))
             wl = workload_cls(lines, slots, p_accept=p_eff, clustered=args.clustered, seed=seed,
                               hermes_tokens=args.hermes_tokens[0], section_sizes=getattr(args, "section_sizes", None))
             for sim in filter(None, sims.values()):

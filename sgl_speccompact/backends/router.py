@@ -2,7 +2,7 @@
 
 The router has no ``/tokenize``, so :func:`tokenize_base` sends our token
 counting to one of its workers (``GET /workers``).  Starting a router is the
-launcher's job (:mod:`sgl_speccompact.launch.router`).
+launcher's job (:mod:`sgl_speccompact.launch.router_process`).
 """
 
 from __future__ import annotations

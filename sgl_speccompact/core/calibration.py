@@ -157,11 +157,6 @@ def features(shape: ProbeShape, model: ModelCost) -> np.ndarray:
     return np.array([1.0, passes, decode, ctx, seqs, toks, flops / 1e15])
 
 
-def predict_s(shape: ProbeShape, model: ModelCost, fit: CostFit) -> float:
-    """Seconds a probe call takes under ``fit`` (the linear model the fit assumes)."""
-    return float(features(shape, model) @ _theta(fit))
-
-
 def fit_observations(obs: list[Observation], model: ModelCost, *, served_model: str, gpu: str,
                      note: str = "", now: float | None = None, fallback: CostFit | None = None,
                      tp: int = 1) -> CostFit:
@@ -312,20 +307,6 @@ def model_preset(served_model: str) -> ModelCost:
     if key not in PRESETS:
         raise ValueError(f"no cost-model preset for model {served_model!r}; known: {sorted(PRESETS)}")
     return PRESETS[key]
-
-
-def speed_ratio(slow: CostFit, fast: CostFit) -> dict[str, float]:
-    """How many times slower ``slow`` is than ``fast``: per decode pass, per KV token, in prefill.
-
-    >>> speed_ratio(profile_fit("Qwen/Qwen3-8B", "A100"), profile_fit("Qwen/Qwen3-8B", "H200"))["kv"]
-    2.354...
-    """
-    return {"pass": slow.pass_s / fast.pass_s, "kv": slow.kv_s / fast.kv_s,
-            "prefill": fast.flop_rate / slow.flop_rate}
-
-
-def _theta(fit: CostFit) -> np.ndarray:
-    return np.array([fit.o_req_s, fit.a_s, fit.weight_s, fit.kv_s, fit.seq_s, fit.tok_s, 1e15 / fit.flop_rate])
 
 
 def _robust_fit(x: np.ndarray, y: np.ndarray, lower: np.ndarray) -> np.ndarray:

@@ -24,7 +24,6 @@ from __future__ import annotations
 
 import datetime
 import json
-import re
 from typing import Iterable
 
 from ..history.estimate import chars_to_tokens
@@ -200,16 +199,6 @@ def summary_target(turn_tokens: int, context_length: int) -> int:
     """
     ceiling = min(int(context_length * CONTEXT_RATIO), TARGET_CEILING)
     return max(MIN_TARGET, min(int(turn_tokens * TARGET_RATIO), ceiling))
-
-
-def target_from_prompt(prompt: str) -> int | None:
-    """The length target a Hermes prompt asks for (for emulator policies that see only the prompt).
-
-    >>> target_from_prompt(hermes_prompt("[USER]: hi", target_tokens=3200, today=""))
-    3200
-    """
-    found = re.search(r"Aim for about (\d+) tokens\.", prompt)
-    return int(found.group(1)) if found else None
 
 
 def focus_text(focus: str | None) -> str | None:

@@ -197,19 +197,6 @@ def verdict(p_pos: float, p_neg: float, eta: float, substituted=()) -> Judgement
     return Judgement(p_pos, p_neg, r, r >= eta, tuple(substituted))
 
 
-def judge_exact(logprobs: Mapping[Hashable, float], labels: LabelTokens, eta: float) -> Judgement:
-    """Verdict from exact logprobs of every label variant (``token_ids_logprob``).
-
-    A label none of whose variants has a logprob is a ``LabelLogprobError``.
-
-    >>> j = judge_exact({5: math.log(0.5), 6: math.log(0.3), 7: math.log(0.1)},
-    ...                 LabelTokens((5, 6), (7,)), eta=0.7)
-    >>> round(j.score, 4), j.accepted
-    (0.8333, True)
-    """
-    return judge_next_token(logprobs, None, labels, eta)
-
-
 def judge_next_token(exact: Mapping[Hashable, float | None] | None,
                      top: Iterable[tuple[Hashable, float | None]] | None,
                      labels: LabelTokens, eta: float) -> Judgement:
@@ -269,14 +256,3 @@ def missing_label_substitute(returned_probs: Iterable[float]) -> float:
     if not probs:
         return 0.0
     return max(0.0, min(1.0 - sum(probs), min(probs)))
-
-
-def judge_top_k(top: Iterable[tuple[Hashable, float]], labels: LabelTokens, eta: float) -> Judgement:
-    """Verdict from top-k ``(token, logprob)`` pairs, with the missing-label rule.
-
-    >>> top = [(5, math.log(0.6)), (9, math.log(0.3))]
-    >>> j = judge_top_k(top, LabelTokens((5,), (7,)), eta=0.7)
-    >>> round(j.p_neg, 2), j.substituted, j.accepted
-    (0.1, ('negative',), True)
-    """
-    return judge_next_token(None, top, labels, eta)

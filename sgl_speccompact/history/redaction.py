@@ -215,16 +215,6 @@ def add_counts(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
     return dict(sorted(merged.items()))
 
 
-def redact_all(texts: Iterable[str]) -> tuple[list[str], dict[str, int]]:
-    """:func:`redact` over several texts, with the summed counts."""
-    out, total = [], {}
-    for t in texts:
-        red, counts = redact(t)
-        out.append(red)
-        total = add_counts(total, counts)
-    return out, total
-
-
 def redact_turns(turns: Iterable) -> tuple[tuple, dict[str, int]]:
     """Parsed turns with every content, name, call id and argument redacted, and the counts.
 

@@ -10,6 +10,6 @@ May import: ``service`` and every layer below it.  One exception,
 ``sgl_speccompact.emulator`` lazily, only when asked to emulate.
 """
 
-from .cli import build_parser, main
+from .command_line import build_parser, main
 
 __all__ = ["build_parser", "main"]

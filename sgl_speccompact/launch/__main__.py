@@ -1,6 +1,6 @@
 """``python -m sgl_speccompact.launch``."""
 
-from .cli import main
+from .command_line import main
 from .run import exit_process
 
 if __name__ == "__main__":

@@ -13,7 +13,7 @@ calls find the folder.
 A launch config names such a model as ``model_path = "packaged:NAME"``
 (``launch/smollm2-135m-cpu.toml``): :func:`resolve_model_path` turns that
 into the cache folder when the plan is built, and
-:func:`sgl_speccompact.launch.cli.main` converts before any server starts
+:func:`sgl_speccompact.launch.command_line.main` converts before any server starts
 (not under ``--dry-run``).
 
 ``python -m sgl_speccompact.launch.packaged [NAME] [--cache-dir DIR]``

@@ -32,7 +32,7 @@ from ..options import (DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, ServiceSetti
                        non_negative_number, port, positive_number, resolve_api_key)
 from .cpu import CPU_SERVICE_DEFAULTS, check_cpu_server, resolve_device
 from .packaged import resolve_model_path
-from .router import ROUTER_POLICIES, RouterSpec, router_command
+from .router_process import ROUTER_POLICIES, RouterSpec, router_command
 from .servers import PREPARE_PRIORITY, PRIORITY_POLICIES, ServerSpec, shell_command
 from .speculative import check_server, describe, parse_spec_flag, spec_from_table
 from .templates import checkpoint_template

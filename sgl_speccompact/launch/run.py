@@ -24,9 +24,9 @@ from typing import NoReturn
 
 from ..errors import BackendError, ConfigError, LaunchError, SpecCompactError
 from ..options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL
-from .auto import auto_picker
+from .deployment import auto_picker
 from .plan import LaunchPlan, build_plan
-from .router import start_router
+from .router_process import start_router
 from .servers import start_server, stop_servers, wait_healthy
 
 

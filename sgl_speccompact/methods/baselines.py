@@ -31,7 +31,7 @@ events, then its ``slot_done``.
 from __future__ import annotations
 
 import time
-from typing import Any, Callable
+from typing import Callable
 
 import sglang as sgl
 
@@ -39,8 +39,7 @@ from .assembly import OneShot, sections, slug, trim  # noqa: F401 - sections, sl
 from .speccompact import run_slots, slot_context
 from ..config import CompactConfig, make_config
 from ..core.lines import SlotBudget, placeholder_texts, split_draft
-from .pipeline import Job, register, run
-from .request import MethodRequest
+from .pipeline import Job, register
 from ..core.hermes_prompt import MIN_TARGET, hermes_prompt, rough_tokens, summary_target, transcript
 from .chunking import context_tokens, room_left
 from ..core.sections import join_parts
@@ -50,7 +49,7 @@ from ..programs.states import retire
 from ..programs.context import SlotRun
 from ..programs.steps import end_states, fork_slots, open_slot, result_of, run_concurrently
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
-from ..result import CompactionResult, LineOrigin, SlotResult, SummaryLine
+from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
 
 # ---------------------------------------------------------------- sampling, defined once
@@ -275,87 +274,3 @@ def openclaw_method(job: Job) -> OneShot:
 def target_self_method(job: Job) -> list[SlotResult]:
     """Target-self: the shared prefix, one fork per slot, the target writes each slot."""
     return run_slots(job, target_self_program, slot_context(job))
-
-
-# ---------------------------------------------------------------- entry points
-
-
-def hermes_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
-                 previous_summary: str | None = None, source_judge: bool = False,
-                 on_event: Callable[[dict], None] | None = None, focus: str | None = None) -> CompactionResult:
-    """Compact a history the way Hermes Agent's compressor does: one generation.
-
-    Parameters
-    ----------
-    messages : list of dict
-        OpenAI chat messages; read only.
-    target : sglang backend or str
-        The target model (a backend or a base URL).
-    config : CompactConfig or dict, optional
-        ``agent_context_tokens`` sets the length target, ``hermes_cap_ratio``
-        the generation cap; ``report_cut_off`` returns a cut-off summary
-        marked ``truncated`` instead of raising.
-    previous_summary : str, optional
-        Summary of earlier turns: the prompt becomes Hermes's update form.
-    source_judge : bool
-        Run Source-Judged Compaction on the summary.
-    on_event : callable, optional
-        ``line`` and ``slot_done`` events per section, sent after the generation.
-    focus : str, optional
-        Focus topic (untrusted text, quoted); Hermes's focus block ends the prompt.
-
-    Returns
-    -------
-    CompactionResult
-        ``method="hermes"``; one target request (kind ``generate``), plus
-        the judge request with ``source_judge``.
-
-    Raises
-    ------
-    InvalidHistoryError, ConfigError, BackendError, SummaryBudgetError
-    """
-    request = MethodRequest(messages, previous_summary, focus, source_judge=source_judge, on_event=on_event)
-    return run("hermes", request, target, config=make_config(config))
-
-
-def openclaw_style(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
-                   schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
-                   source_judge: bool = False, on_event: Callable[[dict], None] | None = None,
-                   focus: str | None = None) -> CompactionResult:
-    """Compact a history with OpenClaw's six-slot summary in one generation.
-
-    Parameters are those of :func:`hermes_style`, plus ``schema`` (the
-    summary sections; the six OpenClaw slots when omitted).  Sections whose
-    heading matches a slot title get that slot's name.
-
-    Returns
-    -------
-    CompactionResult
-        ``method="openclaw"``; one target request (kind ``generate``), plus
-        the judge request with ``source_judge``.
-    """
-    request = MethodRequest(messages, previous_summary, focus, schema, source_judge, on_event=on_event)
-    return run("openclaw", request, target, config=make_config(config))
-
-
-def target_self(messages: list[dict], *, target: Any, config: CompactConfig | dict | None = None,
-                schema: tuple[Slot, ...] | None = None, previous_summary: str | None = None,
-                source_judge: bool = False, on_event: Callable[[dict], None] | None = None,
-                focus: str | None = None) -> CompactionResult:
-    """Compact a history slot-parallel with the target alone.
-
-    Same shared prefix and fork as SpecCompact; each slot is one target
-    generation of at most ``max_tokens_per_slot`` tokens, kept up to the
-    slot's line and token budgets (a line cut by the cap is dropped).
-
-    Parameters are those of :func:`openclaw_style`; ``on_event`` gets
-    ``line`` and ``slot_done`` events as each slot finishes.
-
-    Returns
-    -------
-    CompactionResult
-        ``method="target_self"``; one prefill (the fork) plus one
-        ``generate`` per slot, plus the judge request with ``source_judge``.
-    """
-    request = MethodRequest(messages, previous_summary, focus, schema, source_judge, on_event=on_event)
-    return run("target_self", request, target, config=make_config(config))

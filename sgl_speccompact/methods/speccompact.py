@@ -17,7 +17,6 @@ from ..config import CompactConfig, make_config
 from ..errors import BackendError, SpecCompactError
 from ..core.judge_prompts import judge_rubric
 from .pipeline import Job, register, run
-from ..programs import experimental
 from ..programs.states import retire
 from ..programs.context import SlotContext
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
@@ -73,15 +72,8 @@ def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
           new_tokens=lambda cfg: cfg.max_tokens_per_slot + cfg.max_new_tokens)  # a branch's lines + one request
 def speccompact_method(job: Job) -> list[SlotResult]:
     """SpecCompact: drafter drafts, target judges and repairs, one branch per slot."""
-    ctx = slot_context(job, drafter_context(drafter_history(job), job.slots, job.previous_summary, job.focus))
+    ctx = slot_context(job, drafter_context(job.history, job.slots, job.previous_summary, job.focus))
     return run_slots(job, speccompact, ctx)
-
-
-def drafter_history(job: Job) -> str:
-    """The history as the drafter reads it: whole, or (experimental ``drafter_digest``) its digest."""
-    if not job.cfg.drafter_digest:
-        return job.history
-    return experimental.drafter_history(job.turns, job.cfg, job.count)
 
 
 def compact(messages: list[dict] | MethodRequest, *, target: Any, drafter: Any,

@@ -6,8 +6,7 @@ drafter side); the helpers take ``s``: :func:`open_slot`,
 :func:`verify_line`, :func:`repair_line`.  :func:`retire` and
 :func:`scratch` end program states without sglang 0.5.23's ``__del__`` hang
 (:mod:`.states`).  :class:`SlotContext` is what a program is asked (built
-before it runs, immutable), :class:`SlotRun` one run's changing state;
-:mod:`.experimental` holds the levers that measured as losses.
+before it runs, immutable), :class:`SlotRun` one run's changing state.
 
 May import: ``backends``, ``core``, ``history`` and the vocabulary.  Must
 not import: methods, service, launch.

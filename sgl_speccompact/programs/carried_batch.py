@@ -1,7 +1,7 @@
 """Carried lines judged together: one prefill-only target request per slot branch, and the evidence rule.
 
 A slot branch proposes the previous summary's lines before it drafts
-anything (:mod:`~sgl_speccompact.programs.carrying`).  Whether a carried line
+anything (:meth:`~sgl_speccompact.programs.slot_stream.SlotStream.carry`).  Whether a carried line
 still holds depends on the new turns, not on the lines accepted before it, so
 every carried line of the branch is judged at once, when the branch proposes
 its first one: each prompt is the branch plus the carried question about one

@@ -1,5 +1,5 @@
 """What a slot-parallel program is asked (:class:`SlotContext`, built before it runs) and the
-little that changes while it runs (:class:`SlotRun`: its shared text, cancel flag and lockstep gate).
+little that changes while it runs (:class:`SlotRun`: its shared text and cancel flag).
 
 :mod:`~sgl_speccompact.methods` builds the context from a job; the programs
 (:mod:`~.slots`, :mod:`~sgl_speccompact.methods.baselines`) wrap it in a run
@@ -16,7 +16,6 @@ from ..config import CompactConfig
 from ..core.lines import placeholder_texts
 from ..result import StatsRecorder
 from ..schema import Slot
-from .experimental import Lockstep
 
 Carried = Mapping[tuple[str, "str | None"], tuple[str, ...]]  # (slot, sub-section or None) -> previous summary's lines
 
@@ -25,8 +24,8 @@ Carried = Mapping[tuple[str, "str | None"], tuple[str, ...]]  # (slot, sub-secti
 class SlotContext:
     """What a slot-parallel program is asked: one per compaction, built before the program runs.
 
-    Immutable; what changes while the program runs (the cancel flag, the
-    lockstep rounds) is its :class:`SlotRun`'s.
+    Immutable; what changes while the program runs (the cancel flag) is its
+    :class:`SlotRun`'s.
     """
 
     cfg: CompactConfig  # budgets, threshold, labels, switches
@@ -61,4 +60,3 @@ class SlotRun:
     ctx: SlotContext  # what the program is asked (immutable)
     shared: str  # the target's shared text (the program's ``shared`` argument)
     cancel: threading.Event = field(default_factory=threading.Event)  # set when any branch fails
-    gate: Lockstep | None = None  # experimental lockstep rounds (``lockstep_branches``); None: off

@@ -4,9 +4,7 @@
 ``sections`` when ``sub_slot_branches`` is on: one shared budget and one
 duplicate check across them, :mod:`~sgl_speccompact.core.sections`), runs one
 :class:`~sgl_speccompact.programs.slot_stream.SlotStream` per branch,
-concurrently, and joins a slot's sub-sections in order.  With the
-experimental ``lockstep_branches`` on, the branches send their requests in
-rounds (:class:`~sgl_speccompact.programs.experimental.Lockstep`).
+concurrently, and joins a slot's sub-sections in order.
 """
 
 from __future__ import annotations
@@ -20,7 +18,6 @@ from ..core.lines import SlotBudget
 from ..core.sections import SlotLines, join_parts
 from ..result import SlotResult
 from ..schema import Slot
-from . import experimental
 from .slot_stream import SlotStream
 from .context import SlotContext, SlotRun
 from .steps import end_states, fork_slots, prefill_drafter, run_concurrently
@@ -35,8 +32,7 @@ def speccompact(s, shared, ctx):
     if ctx.target is None:
         ctx = replace(ctx, target=s.stream_executor.backend)
     units = sum(len(branches_of(slot, ctx)) for slot in ctx.slots)
-    gate = experimental.Lockstep(units) if ctx.cfg.lockstep_branches else None
-    run = SlotRun(ctx, shared, gate=gate)
+    run = SlotRun(ctx, shared)
     with ThreadPoolExecutor(max_workers=1) as pool:
         warm = pool.submit(prefill_drafter, ctx)  # both servers prefill at once
         forks = fork_slots(s, run, n=units)

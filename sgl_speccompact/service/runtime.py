@@ -224,7 +224,7 @@ class Compactions:
     def __init__(self, limits: ServiceSettings, metrics: Metrics):
         self.limits = limits
         self.metrics = metrics
-        self._slots = threading.BoundedSemaphore(limits.max_workers)  # running compactions
+        self._free_workers = threading.BoundedSemaphore(limits.max_workers)  # running compactions
         self._active: dict[threading.Thread, CancelScope] = {}  # thread -> its scope
         self._lock = threading.Lock()
         self._closed = False  # set by shutdown: no new compactions
@@ -271,7 +271,7 @@ class Compactions:
 
     def _work(self, method, run, target, drafter, scope: CancelScope, settle) -> None:
         try:
-            while not self._slots.acquire(timeout=POLL_S):  # queued: a cancel still ends it
+            while not self._free_workers.acquire(timeout=POLL_S):  # queued: a cancel still ends it
                 scope.check()
         except SpecCompactError as err:
             self.metrics.observe(method, outcome(err), 0.0)
@@ -289,7 +289,7 @@ class Compactions:
                 log.error("compaction failed: %s", err, exc_info=exc)
         finally:
             self.metrics.in_flight.dec()
-            self._slots.release()
+            self._free_workers.release()
         if err is None and not scope.finish():
             result = None  # cancelled first: the result is discarded
         if scope.reason is not None:  # the client got (or will get) the cancel/timeout answer

@@ -120,8 +120,8 @@ class Prepare:
 
 
 @dataclass
-class Slot:
-    """A session's prepares: at most one running and one waiting behind it."""
+class PrepareLane:
+    """A session's place in the prepare queue: at most one prepare running and one waiting behind it."""
 
     running: Prepare | None = None  # computing now (or cancelled and still ending: see Sessions.n_running)
     waiting: Prepare | None = None  # accepted, starts when ``running`` ends and a worker is free
@@ -157,7 +157,7 @@ class Sessions:
         self.expected = ExpectedTime()  # expected seconds of one compaction (the fallback of ``predict``)
         self.predict = predict  # the cost model's compaction time, where the deployment is known
         self.limits = limits or PrepareLimits.of(defaults())  # prepares computing and waiting, at most
-        self.slots: dict[tuple[str, str], Slot] = {}  # (scope, session) -> its prepares
+        self.lanes: dict[tuple[str, str], PrepareLane] = {}  # (scope, session) -> its prepares
         self.queue: collections.deque = collections.deque()  # sessions whose waiting prepare may start, in order
         self.n_running = 0  # prepare threads alive (cancelled ones until they end)
         self.n_waiting = 0  # prepares waiting to start
@@ -167,7 +167,7 @@ class Sessions:
     @property
     def running(self) -> dict:
         """Sessions with a prepare running or waiting (empty when idle)."""
-        return {k: s for k, s in self.slots.items() if s.running or s.waiting}
+        return {k: s for k, s in self.lanes.items() if s.running or s.waiting}
 
     def _wasted(self, seconds: float) -> None:
         self.metrics.prepare_wasted.inc(max(0.0, seconds))
@@ -260,17 +260,17 @@ class Sessions:
             run.settled = True
             self._wasted(time.monotonic() - run.started)
 
-    def _drop_waiting(self, slot: Slot) -> None:
-        if slot.waiting is not None:
+    def _drop_waiting(self, lane: PrepareLane) -> None:
+        if lane.waiting is not None:
             self.n_waiting -= 1
-            self.queued_bytes -= slot.waiting.size
-            slot.waiting = None
+            self.queued_bytes -= lane.waiting.size
+            lane.waiting = None
             self.metrics.prepares_waiting.set(self.n_waiting)
 
-    def _admit(self, slot: Slot, size: int) -> None:
-        """Raise 429 when one more waiting prepare (replacing the slot's) would pass a bound."""
-        n = self.n_waiting + (0 if slot.waiting else 1)
-        nbytes = self.queued_bytes + size - (slot.waiting.size if slot.waiting else 0)
+    def _admit(self, lane: PrepareLane, size: int) -> None:
+        """Raise 429 when one more waiting prepare (replacing the lane's) would pass a bound."""
+        n = self.n_waiting + (0 if lane.waiting else 1)
+        nbytes = self.queued_bytes + size - (lane.waiting.size if lane.waiting else 0)
         if n <= self.limits.queue and nbytes <= self.limits.queue_bytes:
             return
         self.metrics.prepares_refused.inc()
@@ -296,31 +296,31 @@ class Sessions:
         joined = self._join(key, params, digest, n)  # an identical prepare may have come in meanwhile
         if joined is not None:
             return {**body, "status": joined, "joined": True}
-        slot = self.slots.get(key) or Slot()
+        lane = self.lanes.get(key) or PrepareLane()
         if base is not None and base.n_messages == n:
             return {**body, "status": "ready"}
-        self._admit(slot, size)
+        self._admit(lane, size)
         keys = message_keys(req.messages)
-        run = slot.running
+        run = lane.running
         if run is not None and not (run.params == params and run.n_messages < n and covers(run, keys, req.messages)):
             self._cancel(run)  # a different history: the running prepare would never be reused
-            slot.running = None
-        self._drop_waiting(slot)
-        slot.waiting = Prepare(req, params, n, digest, *keys, size, start)
+            lane.running = None
+        self._drop_waiting(lane)
+        lane.waiting = Prepare(req, params, n, digest, *keys, size, start)
         self.n_waiting += 1
         self.queued_bytes += size
         self.metrics.prepares_waiting.set(self.n_waiting)
-        self.slots[key] = slot
-        if slot.running is None and key not in self.queue:
+        self.lanes[key] = lane
+        if lane.running is None and key not in self.queue:
             self.queue.append(key)
         self._pump()
-        state = "preparing" if slot.running is not None and slot.running.req is req else "queued"
+        state = "preparing" if lane.running is not None and lane.running.req is req else "queued"
         return {**body, "status": state, "joined": False, "reused_messages": base.n_messages if base else 0}
 
     def _join(self, key: tuple[str, str], params: str, digest: str, n: int) -> str | None:
         """``preparing`` or ``queued`` when an identical prepare of the session is alive (it is joined)."""
-        slot = self.slots.get(key) or Slot()
-        for state, p in (("preparing", slot.running), ("queued", slot.waiting)):
+        lane = self.lanes.get(key) or PrepareLane()
+        for state, p in (("preparing", lane.running), ("queued", lane.waiting)):
             if p is not None and (p.params, p.digest, p.n_messages) == (params, digest, n) \
                     and not (p.cancelled or p.task is not None and p.task.scope.cancelled):
                 self.metrics.prepares_joined.inc()
@@ -331,13 +331,13 @@ class Sessions:
         """Give free workers to waiting prepares, in the order they became ready (each then starts)."""
         while self.n_running < self.limits.workers and self.queue:
             key = self.queue.popleft()
-            slot = self.slots.get(key)
-            if slot is None or slot.running is not None or slot.waiting is None:
+            lane = self.lanes.get(key)
+            if lane is None or lane.running is not None or lane.waiting is None:
                 continue
-            p = slot.waiting
-            self._drop_waiting(slot)
+            p = lane.waiting
+            self._drop_waiting(lane)
             p.started, p.done = time.monotonic(), asyncio.get_running_loop().create_future()
-            slot.running = p
+            lane.running = p
             self.n_running += 1
             self._spawn(self._launch(key, p))
 
@@ -355,9 +355,9 @@ class Sessions:
         self.metrics.prepares.inc()
         p.task.future.add_done_callback(lambda f, key=key, p=p: self._spawn(self._prepared(key, p, f)))
 
-    def _forget_if_idle(self, key: tuple[str, str], slot: Slot) -> None:
-        if slot.running is None and slot.waiting is None and self.slots.get(key) is slot:
-            del self.slots[key]
+    def _forget_if_idle(self, key: tuple[str, str], lane: PrepareLane) -> None:
+        if lane.running is None and lane.waiting is None and self.lanes.get(key) is lane:
+            del self.lanes[key]
 
     async def _prepared(self, key: tuple[str, str], run: Prepare, future: asyncio.Future) -> None:
         """A prepare ended: store its result (or count its time as wasted), then free its worker."""
@@ -376,12 +376,12 @@ class Sessions:
     def _release(self, key: tuple[str, str], run: Prepare) -> None:
         """``run`` ended (or never started): free its worker, wake who waits for it, start the next."""
         self.n_running -= 1
-        slot = self.slots.get(key)
-        if slot is not None and slot.running is run:
-            slot.running = None
-            if slot.waiting is not None and key not in self.queue:
+        lane = self.lanes.get(key)
+        if lane is not None and lane.running is run:
+            lane.running = None
+            if lane.waiting is not None and key not in self.queue:
                 self.queue.append(key)
-            self._forget_if_idle(key, slot)
+            self._forget_if_idle(key, lane)
         if not run.done.done():
             run.done.set_result(None)
         self._pump()
@@ -427,10 +427,10 @@ class Sessions:
         """
         key, params = (scope, req.session), self.params(req, method)
         info: dict = {"id": req.session, "reused_messages": 0, "prepare": None}
-        slot = self.slots.get(key)
-        run = slot.running if slot is not None else None
-        if slot is not None:
-            self._drop_waiting(slot)
+        lane = self.lanes.get(key)
+        run = lane.running if lane is not None else None
+        if lane is not None:
+            self._drop_waiting(lane)
         waited = None
         if run is not None and run.params == params and covers(run, message_keys(req.messages), req.messages):
             elapsed = time.monotonic() - run.started
@@ -441,9 +441,9 @@ class Sessions:
             else:
                 info["prepare"] = "cancelled"
                 self._cancel(run)
-                slot.running = None
-        if slot is not None:
-            self._forget_if_idle(key, slot)
+                lane.running = None
+        if lane is not None:
+            self._forget_if_idle(key, lane)
         hit = await self._store("lookup", self.store.longest, scope, req.session, params, req.messages)
         if hit is None and waited is not None and waited.result is not None:  # the store lost it: reuse it here
             hit = make_stored(waited.result, waited.req.messages, 0.0)

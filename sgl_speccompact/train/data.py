@@ -56,9 +56,9 @@ from ..core.prompts import THINK_OFF, assemble, drafter_messages
 from ..programs.states import retire
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from .incremental import cut_point, pick_incremental, split_history
-from .sections import section_records
+from .section_starts import section_records
 from .output import SPLITS, DataSummary, Example, write_dataset  # noqa: F401 - SPLITS: public here too
-from .sources import Trajectory, load_trajectories
+from .history_files import Trajectory, load_trajectories
 
 # A reasoning block a target may emit despite THINK_OFF; never drafter supervision.
 _THINK_BLOCK = re.compile(r"^\s*<think>.*?</think>\s*", re.DOTALL)
@@ -167,7 +167,7 @@ def generate_dataset(
         example per slot (histories too short to cut give none).
     section_starts : bool
         Also yield one example per sub-section of a slot with sections, its
-        completion starting at the heading (:mod:`.sections`): the turns
+        completion starting at the heading (:mod:`.section_starts`): the turns
         sub-slot branches draft.
 
     Yields

@@ -78,8 +78,8 @@ def test_emulated_qwen3_server_reports_its_model_type(emulated_server):
 
 def test_launcher_and_cli_take_a_template_per_role():
     from sgl_speccompact.cli import build_parser
-    from sgl_speccompact.launch.cli import build_parser as launch_parser
-    from sgl_speccompact.launch.cli import build_plan
+    from sgl_speccompact.launch.command_line import build_parser as launch_parser
+    from sgl_speccompact.launch.command_line import build_plan
 
     plan = build_plan(launch_parser().parse_args(["--target-url", "http://t:1", "--drafter-url", "http://d:2",
                                   "--chat-template", "qwen", "--drafter-chat-template", "chatml"]))

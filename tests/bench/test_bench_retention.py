@@ -85,7 +85,7 @@ def test_unknown_measure_is_refused(bench):
 
 def test_held_out_split_matches_the_drafter_data_split(bench):
     from sgl_speccompact.train.data import validation_keys
-    from sgl_speccompact.train.sources import load_trajectories
+    from sgl_speccompact.train.history_files import load_trajectories
 
     files = sorted(str(p) for p in TRAJ.iterdir() if p.suffix in (".json", ".traj") and "tasks" not in p.name)
     kept, _, split = bench.select_trajectories(bench.build_parser().parse_args(

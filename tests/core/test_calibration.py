@@ -11,11 +11,12 @@ import numpy as np
 import pytest
 
 from sgl_speccompact.core.calibration import (
-    CostFit, Observation, ProbeShape, fit_observations, predict_s, profile_fit, speed_ratio)
+    CostFit, Observation, ProbeShape, fit_observations, profile_fit)
 from sgl_speccompact.backends.calibration_probe import cache_path, calibrate, probe_bodies, resolve_cost_fit
 from sgl_speccompact.errors import BackendError
 from sgl_speccompact.emulator import ScriptedPolicy
 from sgl_speccompact.emulator.cost import QWEN3_8B, CostModel
+from tests.support.calibration import predict_s, speed_ratio
 
 # Small plans: prefill lengths the preset computes in compute-bound passes, decode at two lengths
 PLAN_8B = tuple(ProbeShape(1, c, 1, False) for c in (1024, 2048, 4096)) + tuple(

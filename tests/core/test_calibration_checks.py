@@ -14,8 +14,9 @@ import numpy as np
 import pytest
 
 from sgl_speccompact.core import calibration
-from sgl_speccompact.core.calibration import DEFAULT_PLAN, CostFit, Observation, fit_observations, predict_s, profile_fit
+from sgl_speccompact.core.calibration import DEFAULT_PLAN, CostFit, Observation, fit_observations, profile_fit
 from sgl_speccompact.core.costmodel import GPUS, QWEN3_8B
+from tests.support.calibration import predict_s
 
 # the fastest an H100 can go: weights and KV read at its full bandwidth, prefill at its peak
 H100 = {"weight_s": QWEN3_8B.weight_bytes / GPUS["H100"].bw, "kv_s": QWEN3_8B.kv_bytes_per_token / GPUS["H100"].bw,

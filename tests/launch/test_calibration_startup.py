@@ -19,7 +19,7 @@ from fastapi.testclient import TestClient
 from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.backends.calibration_probe import cache_path
 from sgl_speccompact.core.calibration import profile_fit
-from sgl_speccompact.launch.cli import build_parser
+from sgl_speccompact.launch.command_line import build_parser
 from sgl_speccompact.launch.plan import build_plan
 from sgl_speccompact.methods.autopick import deployment_for
 from sgl_speccompact.emulator import ScriptedPolicy

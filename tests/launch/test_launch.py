@@ -16,9 +16,9 @@ import pytest
 from tests.support.procs import EXIT_S, READY_S, poll_until, stop, wait_healthy
 
 from sgl_speccompact.errors import ConfigError
-from sgl_speccompact.launch.cli import build_parser, check_server_flags, cuda_available
+from sgl_speccompact.launch.command_line import build_parser, check_server_flags, cuda_available
 from sgl_speccompact.launch.plan import load_config_file
-from sgl_speccompact.launch.router import router_command
+from sgl_speccompact.launch.router_process import router_command
 from sgl_speccompact.launch.servers import server_command
 from sgl_speccompact.emulator import free_port
 from tests.support.launch import REPO, launch, parse_dry_run, plan_for
@@ -388,7 +388,7 @@ def test_auto_is_the_default_method_everywhere():
 
 def test_auto_deployment_follows_the_plan():
     from sgl_speccompact.core.calibration import profile_fit
-    from sgl_speccompact.launch.auto import auto_picker
+    from sgl_speccompact.launch.deployment import auto_picker
 
     shared = auto_picker(plan_for("--target-model", "Qwen/Qwen3-32B"))
     own = auto_picker(plan_for("--target-model", "Qwen/Qwen3-32B", "--drafter-arg", "--base-gpu-id 1"))

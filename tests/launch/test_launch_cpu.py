@@ -13,7 +13,7 @@ from tests.support.procs import READY_S
 from tests.support.launch import REPO, launch, parse_dry_run, plan_for
 
 from sgl_speccompact.errors import ConfigError
-from sgl_speccompact.launch.cli import check_server_flags
+from sgl_speccompact.launch.command_line import check_server_flags
 from sgl_speccompact.launch.cpu import cpu_dtype
 from sgl_speccompact.launch.cpu_kernels import KERNEL_DIR
 from sgl_speccompact.launch.servers import server_command

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from sgl_speccompact.launch import cli as launch
+from sgl_speccompact.launch import command_line as launch
 from tests.support.cli import one_clear_line
 
 
@@ -85,7 +85,7 @@ def test_no_gpu_message_names_emulate(monkeypatch, capsys):
 
 def test_prepare_yield_flag_reaches_the_service_limits_and_zero_keeps_the_old_behaviour(monkeypatch):
     from sgl_speccompact.errors import ConfigError
-    from sgl_speccompact.launch.cli import build_parser
+    from sgl_speccompact.launch.command_line import build_parser
     from sgl_speccompact.launch.plan import build_plan
 
     def plan(*argv):

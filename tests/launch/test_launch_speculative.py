@@ -14,7 +14,7 @@ import pytest
 
 import sgl_speccompact.launch.speculative as speculative
 from sgl_speccompact.errors import ConfigError
-from sgl_speccompact.launch.cli import build_parser
+from sgl_speccompact.launch.command_line import build_parser
 from sgl_speccompact.launch.plan import build_plan
 from sgl_speccompact.launch.servers import server_command
 from sgl_speccompact.launch.speculative import ALGORITHMS, LORA_REFUSED, SpecSettings, check_server, spec_from_table

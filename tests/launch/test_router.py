@@ -19,7 +19,7 @@ pytest.importorskip("sglang_router", reason="sglang-router is not installed (pip
 from sgl_speccompact.methods.request import AgentLayout, MethodRequest  # noqa: E402 - after the skip for sglang-router
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint  # noqa: E402 - after the skip for sglang-router
 from sgl_speccompact.backends.router import worker_urls  # noqa: E402 - after the skip for sglang-router
-from sgl_speccompact.launch.router import RouterSpec, start_router  # noqa: E402 - after the skip for sglang-router
+from sgl_speccompact.launch.router_process import RouterSpec, start_router  # noqa: E402 - after the skip for sglang-router
 from sgl_speccompact.launch.servers import stop_servers  # noqa: E402 - after the skip for sglang-router
 from sgl_speccompact.emulator import ControlledAcceptancePolicy, ScriptedPolicy, free_port  # noqa: E402 - after the skip for sglang-router
 

@@ -201,7 +201,7 @@ def test_a_history_the_estimate_underrates_is_cut_after_the_server_refuses_it(st
 def test_shipped_launch_configs_set_the_context_length(name):
     from pathlib import Path
 
-    from sgl_speccompact.launch.cli import build_parser
+    from sgl_speccompact.launch.command_line import build_parser
     from sgl_speccompact.launch.plan import build_plan
     from sgl_speccompact.launch.servers import server_command
 

@@ -18,7 +18,6 @@ from sgl_speccompact.core.lines import is_placeholder, placeholder_texts
 from sgl_speccompact.core.prompts import openclaw_template
 from sgl_speccompact.methods.autopick import AutoPicker
 from sgl_speccompact.methods.auto import Deployment
-from sgl_speccompact.methods.baselines import openclaw_style
 from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.methods.request import MethodRequest, Offer
 from sgl_speccompact.methods.resolve import resolve_method
@@ -26,6 +25,7 @@ from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
+from tests.support.methods import baseline
 from tests.support.scripted import ScriptedBackend, slot_of
 
 MESSAGES = [
@@ -113,7 +113,7 @@ def test_a_slot_cut_short_by_a_truncated_repair_is_reported_truncated_never_none
 @pytest.mark.parametrize("finish", ["stop", "length"])
 def test_openclaw_output_without_sections_is_never_a_complete_summary_slot(finish):
     t = ScriptedBackend(complete=lambda text, params: (MONOLITHIC, finish))
-    res = openclaw_style(MESSAGES, target=t, config={"report_cut_off": True})
+    res = baseline("openclaw", MESSAGES, target=t, config={"report_cut_off": True})
     assert res.truncated
     assert not any(s.name == "summary" and s.stop_reason == "complete" for s in res.slots)
     missing = [s.name for s in res.slots if s.stop_reason == "missing"]
@@ -123,7 +123,7 @@ def test_openclaw_output_without_sections_is_never_a_complete_summary_slot(finis
 
 def test_openclaw_output_missing_one_section_reports_it_missing():
     text = "\n\n".join(f"## {s.title}\n- about {s.name}" for s in OPENCLAW_SLOTS if s.name != "key_decisions")
-    res = openclaw_style(MESSAGES, target=ScriptedBackend(complete=lambda t, p: text))
+    res = baseline("openclaw", MESSAGES, target=ScriptedBackend(complete=lambda t, p: text))
     assert res.truncated and slot(res, "key_decisions").stop_reason == "missing"
     assert slot(res, "goal").stop_reason == "complete" and texts(res, "goal") == ["- about goal"]
 
@@ -146,7 +146,7 @@ def test_placeholders_copied_from_the_slot_format_are_repaired_never_judged_or_a
 
 def test_openclaw_output_that_copies_the_format_loses_its_placeholders():
     copied = openclaw_template(OPENCLAW_SLOTS).replace("- [What the user is trying to accomplish]", GOAL)
-    res = openclaw_style(MESSAGES, target=ScriptedBackend(complete=lambda text, params: copied))
+    res = baseline("openclaw", MESSAGES, target=ScriptedBackend(complete=lambda text, params: copied))
     assert texts(res, "goal") == [GOAL]
     assert slot(res, "next_steps").removed_placeholders == PLACEHOLDERS.split("\n")
     assert not is_placeholder_in(res.summary) and not res.truncated  # every section is there

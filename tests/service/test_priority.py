@@ -6,7 +6,7 @@ import argparse
 import pytest
 from fastapi.testclient import TestClient
 
-from sgl_speccompact.launch.cli import build_parser, check_server_flags
+from sgl_speccompact.launch.command_line import build_parser, check_server_flags
 from sgl_speccompact.launch.plan import build_plan
 from sgl_speccompact.launch.servers import AGENT_PRIORITY, PREPARE_PRIORITY, server_command
 from sgl_speccompact.service.app import ServiceSettings, create_app

@@ -216,7 +216,7 @@ def test_an_unreachable_redis_at_start_is_a_config_error():
 
 
 def test_the_store_flag_reaches_the_service_and_its_password_stays_out_of_the_plan():
-    from sgl_speccompact.launch.cli import build_parser
+    from sgl_speccompact.launch.command_line import build_parser
     from sgl_speccompact.launch.plan import build_plan, service_config
 
     plan = build_plan(build_parser("x").parse_args(

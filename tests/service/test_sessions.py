@@ -337,7 +337,7 @@ def test_a_prepare_cancelled_by_a_newer_one_stops_its_upstream_requests(make_emu
 
 
 def test_store_flags_reach_the_service_config():
-    from sgl_speccompact.launch.cli import build_parser
+    from sgl_speccompact.launch.command_line import build_parser
     from sgl_speccompact.launch.plan import build_plan
 
     base = ["--target-url", "http://127.0.0.1:1", "--no-drafter"]

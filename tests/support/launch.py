@@ -9,7 +9,7 @@ import subprocess
 import sys
 from tests.support.paths import REPO
 from tests.support.procs import READY_S
-from sgl_speccompact.launch.cli import build_parser
+from sgl_speccompact.launch.command_line import build_parser
 from sgl_speccompact.launch.plan import build_plan
 
 

@@ -8,6 +8,8 @@ from tests.support.paths import TRAJECTORIES as TRAJ
 from tests.support.programs import drafter_from, judge_bad, repair_fixed, DRAFTS
 from sgl_speccompact.emulator import ScriptedPolicy
 from sgl_speccompact.core.prompts import THINK_OFF
+from sgl_speccompact.methods.registry import run_method
+from sgl_speccompact.methods.request import MethodRequest
 
 OPENCLAW_OUT = (
     "## Goal\n- Create /workspace/hello.py printing Hello, World!\n\n"
@@ -101,3 +103,10 @@ def target_policy() -> ScriptedPolicy:
 def accepted_lines(prompt: str) -> list[str]:
     body = prompt.rsplit("<|im_start|>assistant\n", 1)[-1].removeprefix(THINK_OFF)
     return body.split("\n")[:-1]
+
+
+def baseline(method: str, messages: list[dict], *, target, config=None, schema=None, previous_summary=None,
+             source_judge: bool = False, on_event=None, focus=None):
+    """``run_method(method, ...)`` with the request options as keywords (hermes, openclaw, target_self)."""
+    request = MethodRequest(messages, previous_summary, focus, schema, source_judge, on_event=on_event)
+    return run_method(method, request, target=target, config=config)

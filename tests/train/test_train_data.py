@@ -14,7 +14,7 @@ from sgl_speccompact.history.messages import parse_messages, render_history
 from sgl_speccompact.core.prompts import THINK_OFF, drafter_context, drafter_messages
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 from sgl_speccompact.train import data
-from sgl_speccompact.train.sources import load_trajectories
+from sgl_speccompact.train.history_files import load_trajectories
 
 SLOT_NAMES = [s.name for s in OPENCLAW_SLOTS]
 

@@ -1,4 +1,4 @@
-"""The latency harness's cell loop: which runs it reuses, and the digest's acceptance penalty.
+"""The latency harness's cell loop: which runs it reuses.
 
 Fakes stand in for the simulator and the runs, so this checks the loop's bookkeeping only.
 """
@@ -31,12 +31,12 @@ class FakeRunner:
         return {"method": case["method"], "label": case["label"], "e2e_s": 1.0}
 
 
-def cells(deployments, config=None):
+def cells(deployments):
     model = SimpleNamespace(encode=lambda text: text.split())
     sim = SimpleNamespace(servers={"target": SimpleNamespace(model=model), "drafter": SimpleNamespace(model=model)})
     args = Namespace(seeds=1, synthetic_tokens=[], seed=0, drafter_train_tokens=16384, acceptance_fall=0.1,
                      clustered=False, hermes_tokens=[1200], layouts=["classic"], scenario="cold",
-                     config_dict=config or {}, digest_penalty=0.1, hermes_slots=False)
+                     config_dict={}, hermes_slots=False)
     traj = SimpleNamespace(name="h", path="h", messages=[{"role": "user", "content": "x"}])
     runner, done, rows = FakeRunner(), {}, []
     for dep in deployments:
@@ -52,9 +52,3 @@ def test_one_gpu_never_reuses_a_two_gpu_speccompact_run():
     assert [m for m, _ in runner.calls] == ["speccompact", "speccompact"]  # two-gpu-equal reuses two-gpu
     assert [r.get("reused_from") for r in rows] == [None, "two-gpu p=0.7", None]
 
-
-def test_the_drafter_digest_pays_its_acceptance_penalty():
-    plain, _ = cells(["one-gpu"])
-    digest, rows = cells(["one-gpu"], {"drafter_digest": True})
-    assert plain.calls == [("speccompact", 0.7)]
-    assert digest.calls == [("speccompact", 0.63)] and rows[0]["p_effective"] == 0.63

@@ -2,9 +2,6 @@
 
 - ``sub_slot_branches`` on Target-self: Progress runs as one branch per sub-section (more forks,
   each stopping at the next heading), and Target-self keeps what it kept in one branch.
-- ``drafter_digest``: the drafter's prompts are shorter; the target's requests are the same
-  bodies, so what the target reads and decides does not move.
-- ``lockstep_branches``: the same request bodies and summary, sent in rounds.
 
 Every request body is checked with sglang's own contract check.
 """
@@ -69,37 +66,3 @@ def test_split_slots_fork_a_branch_per_sub_section_on_target_self(lines, emulato
     progress = [ln.text for ln in next(s for s in split.slots if s.name == "progress").lines]
     assert [ln for ln in progress if ln.startswith("### ")] == [f"### {t}" for t in ("Done", "In Progress", "Blocked")]
 
-
-def test_drafter_digest_shortens_the_drafter_prompts_only(lines, emulator_tokenizer_path):
-    config = {"drafter_digest_tokens": 8}  # every synthetic tool output is longer than 16 tokens
-    whole, rep_whole, sent_whole = run(emulator_tokenizer_path, lines, "speccompact", {**config, "drafter_digest": False})
-    digest, rep_digest, sent_digest = run(emulator_tokenizer_path, lines, "speccompact", {**config, "drafter_digest": True})
-
-    def prompt(server, report):  # the longest prompt a server got (the drafter's: history + slot request)
-        return max(r.prompt_tokens / max(r.items, 1) for r in report["requests"]
-                   if r.server == server and r.path == "/generate")
-
-    assert prompt("drafter", rep_digest) < 0.9 * prompt("drafter", rep_whole)
-    assert prompt("target", rep_digest) == prompt("target", rep_whole)
-    # the target reads exactly what it read before: the same bodies, the same decisions
-    target = lambda sent: sorted(repr(b) for s, b in sent if s == "target")
-    assert target(sent_digest) == target(sent_whole)
-    assert decisions(digest) == decisions(whole) and digest.summary == whole.summary
-
-
-
-def per_instant(report: dict) -> float:
-    """``/generate`` requests issued per distinct virtual instant (both servers)."""
-    times = [r.issued for r in report["requests"] if r.path == "/generate"]
-    return len(times) / len(set(times))
-
-
-def test_lockstep_branches_send_in_rounds_and_keep_the_summary(lines, emulator_tokenizer_path):
-    free, rep_free, sent_free = run(emulator_tokenizer_path, lines, "speccompact", {})
-    step, rep_step, sent_step = run(emulator_tokenizer_path, lines, "speccompact", {"lockstep_branches": True})
-    assert step.summary == free.summary  # only the order of requests moves
-    assert sorted(map(repr, (b for _, b in sent_step))) == sorted(map(repr, (b for _, b in sent_free)))
-    # requests leave together, a round at a time (their timings are raced in bench/, not asserted)
-    assert per_instant(rep_step) > 1.25 * per_instant(rep_free)  # 1.9 vs 1.1 on this draw; prefetches go alone
-    assert step.stats.wall_time_s.get("lockstep_wait", 0.0) > 0.0
-    assert "lockstep_wait" not in free.stats.wall_time_s

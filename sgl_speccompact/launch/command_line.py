@@ -96,11 +96,11 @@ from pathlib import Path
 
 from ..errors import ConfigError
 from ..options import OneLineParser, positive_number
-from .auto import format_auto
+from .deployment import format_auto
 from .packaged import convert_started
 from .plan import LaunchPlan, build_plan, format_dry_run, gpu_name, load_config_file  # noqa: F401  (public API)
 from .run import exit_process, run, run_emulated
-from .router import ROUTER_POLICIES
+from .router_process import ROUTER_POLICIES
 from .servers import server_command
 
 
