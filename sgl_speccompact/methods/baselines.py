@@ -37,7 +37,7 @@ import sglang as sgl
 
 from .assembly import OneShot, sections, slug, trim  # noqa: F401 - sections, slug: public here too
 from .speccompact import run_slots, slot_context
-from ..config import CompactConfig, make_config
+from ..config import CompactConfig
 from ..core.lines import SlotBudget, placeholder_texts, split_draft
 from .pipeline import Job, register
 from ..core.hermes_prompt import MIN_TARGET, hermes_prompt, rough_tokens, summary_target, transcript
