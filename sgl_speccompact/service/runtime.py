@@ -125,12 +125,13 @@ class Upstreams:
 HEALTH_SHARE = 0.6  # share of a probe's time its /health may take; the rest asks whether the server is busy
 
 
-def http_probe(http: Any = None, timeout_s: float | None = None) -> Callable[[Any], dict]:
+def http_probe(http: Any = None, timeout_s: float | None = None,
+               health_share: float = HEALTH_SHARE) -> Callable[[Any], dict]:
     """A health probe: GET ``<backend.base_url>/health``; when that times out, is the server busy or stuck?
 
     SGLang's ``/health`` runs a one-token generation through the scheduler,
     so a busy server answers it late.  When it does not answer within
-    ``HEALTH_SHARE`` of ``timeout_s``, the rest of the time asks
+    ``health_share`` of ``timeout_s``, the rest of the time asks
     ``/v1/loads?include=core``, which the HTTP server answers from its load
     snapshot without the scheduler: a server with requests running or
     waiting is busy but answering (``ok``, ``busy``); one with none is stuck
@@ -144,6 +145,8 @@ def http_probe(http: Any = None, timeout_s: float | None = None) -> Callable[[An
     timeout_s : float, optional
         The probe's time in all (seconds); ``health_timeout_s`` of
         :data:`sgl_speccompact.options.DEFAULTS` when omitted.
+    health_share : float
+        Share of ``timeout_s`` that ``/health`` may take, in (0, 1).
 
     Returns
     -------
@@ -155,6 +158,8 @@ def http_probe(http: Any = None, timeout_s: float | None = None) -> Callable[[An
     get = http.get if http is not None else httpx.get
     if timeout_s is None:
         timeout_s = defaults().health_timeout_s
+    if not 0 < health_share < 1:
+        raise ValueError(f"health_share must be in (0, 1), got {health_share!r}")
 
     def probe(backend: Any) -> dict:
         base = backend.base_url
@@ -163,7 +168,7 @@ def http_probe(http: Any = None, timeout_s: float | None = None) -> Callable[[An
         key = getattr(backend, "api_key", None)
         headers = {"Authorization": f"Bearer {key}"} if key else {}
         url = base.rstrip("/") + "/health"
-        first = HEALTH_SHARE * timeout_s
+        first = health_share * timeout_s
         try:
             res = get(url, headers=headers, timeout=first)
         except httpx.TimeoutException as exc:

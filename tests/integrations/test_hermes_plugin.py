@@ -298,7 +298,9 @@ def test_prepare_refused_is_silent_and_accepted_names_the_session():
             e.update_from_response({"prompt_tokens": 50_000})  # under the soft threshold: nothing
             assert proxy.bodies == []
             e.update_from_response({"prompt_tokens": 65_000})  # 0.8 x 75,000 = 60,000 reached
-            eng.PREPARES["s1"].join(10)
+            prepare = eng.PREPARES["s1"]
+            prepare.join(READY_S)  # a hang guard: the prepare's answer must be in before the next step
+            assert not prepare.is_alive()
             e.update_from_response({"prompt_tokens": 66_000})  # the same prefix: not sent again
             assert [b.get("mode") for b in proxy.bodies] == ["prepare"] and proxy.bodies[0]["session"] == "s1"
             assert e._prepare_supported is supported and proxy.bodies[0]["messages"]

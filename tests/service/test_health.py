@@ -17,6 +17,7 @@ from tests.support.misbehaving import Answer, Garbage, Hang, Trickle, Upstream, 
 
 from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.service.app import ServiceSettings, create_app
+from sgl_speccompact.service.runtime import HEALTH_SHARE, http_probe
 from sgl_speccompact.service.store import SessionStore
 
 # ------------------------------------------------------------------ /health while a huge body is processed
@@ -61,10 +62,20 @@ def test_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_
 # ------------------------------------------------------------------ a busy upstream is not a degraded one
 
 
-def probe_app(url: str, health_timeout_s: float = 1.0):
+def probe_app(url: str, health_timeout_s: float = 1.0, health_share: float = HEALTH_SHARE):
     """A service whose one target is the server at ``url``, probed with the real HTTP probe."""
     return create_app(Server(url), None, settings=ServiceSettings(health_timeout_s=health_timeout_s, method="hermes"),
-                      runner=Summary(), methods=("hermes",))
+                      runner=Summary(), methods=("hermes",),
+                      health_probe=http_probe(timeout_s=health_timeout_s, health_share=health_share))
+
+
+def patient_app(url: str):
+    """``probe_app`` whose hanging /health is given up on at once, and whose follow-up has a minute.
+
+    The verdict then rests on what the upstream answers, never on how fast
+    a loaded machine runs the follow-up request.
+    """
+    return probe_app(url, health_timeout_s=60.0, health_share=0.005)
 
 
 class Server(BackendDefaults):
@@ -95,7 +106,7 @@ def test_an_upstream_busy_but_answering_is_ok_and_marked_busy():
     was fixed, the probe's ReadTimeout made the service report 503 degraded."""
     up = Upstream({"/health": Hang(), "/v1/loads": Answer(busy_loads(3, 2))})
     try:
-        status, body = health_of(probe_app(up.url))
+        status, body = health_of(patient_app(up.url))
     finally:
         up.close()
     assert status == 200 and body["status"] == "ok", body
@@ -108,8 +119,8 @@ def test_an_upstream_busy_but_answering_is_ok_and_marked_busy():
                                           (Hang(), "")])  # either its ReadTimeout or the probe's deadline
 def test_an_upstream_whose_health_hangs_and_that_is_not_busy_is_degraded(loads, words):
     up = Upstream({"/health": Hang(), "/v1/loads": loads})
-    try:
-        status, body = health_of(probe_app(up.url))
+    try:  # a hanging /v1/loads can only end by the probe's deadline: the short one
+        status, body = health_of(probe_app(up.url) if isinstance(loads, Hang) else patient_app(up.url))
     finally:
         up.close()
     assert status == 503 and body["status"] == "degraded", body
@@ -119,7 +130,7 @@ def test_an_upstream_whose_health_hangs_and_that_is_not_busy_is_degraded(loads, 
 def test_a_server_without_v1_loads_that_answers_is_busy_and_one_that_answers_nothing_is_degraded():
     up = Upstream({"/health": Hang()})  # /v1/loads: 404, /get_model_info answers
     try:
-        status, body = health_of(probe_app(up.url))
+        status, body = health_of(patient_app(up.url))
     finally:
         up.close()
     assert status == 200 and body["upstreams"]["target"]["busy"], body
