@@ -15,7 +15,7 @@ from tests.support.procs import READY_S
 from sgl_speccompact import cli
 from sgl_speccompact.errors import BackendUnavailableError
 from sgl_speccompact.history.formats import load_history
-from tests.support.cli import Recorder, URLS, fake_connect
+from tests.support.cli import Connected, Recorder, URLS, fake_connect
 
 REPO = Path(__file__).resolve().parents[1]
 TRAJ_DIR = Path(__file__).resolve().parents[2] / "shared/data/trajectories"
@@ -41,8 +41,8 @@ def test_compact_prints_summary_and_stats_table(capsys):
     assert "cached ratio:    target 90.0%, drafter 50.0%" in out.out
     assert "wall time:       1.50 s" in out.out
     assert runner.kwargs["messages"] == load_history(path)
-    assert runner.kwargs["target"] == {"url": "http://t:1", "lora": None}
-    assert runner.kwargs["drafter"] == {"url": "http://d:2", "lora": "drafter"}
+    assert runner.kwargs["target"] == Connected("http://t:1", None)
+    assert runner.kwargs["drafter"] == Connected("http://d:2", "drafter")
     assert runner.kwargs["on_event"] is None  # stderr is not a terminal here
 
 

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from tests.support.runner_calls import call_fields
+from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.result import CompactionResult, RequestCount
 
 
@@ -29,8 +32,16 @@ class Recorder:
         return res
 
 
+@dataclass(frozen=True)
+class Connected(BackendDefaults):
+    """What ``fake_connect`` hands the runner: a backend with no server, named by the URL and LoRA it was given."""
+
+    url: str  # the --target-url / --drafter-url it was connected to
+    lora: str | None  # the LoRA adapter it would ask for
+
+
 def fake_connect(url, args, *, lora_name=None, role="target"):
-    return {"url": url, "lora": lora_name}
+    return Connected(url, lora_name)
 
 
 URLS = ["--target-url", "http://t:1", "--drafter-url", "http://d:2"]
