@@ -292,7 +292,7 @@ def test_prepare_refused_is_silent_and_accepted_names_the_session():
         with ServiceProxy("http://127.0.0.1:9") as proxy:
             proxy.mode, proxy.canned = "canned", {"summary": "## Goal\n- g", "method": "speccompact", "stats": {}}
             proxy.refuse_session = refuse
-            e = make_engine(proxy.url)
+            e = make_engine(proxy.url, prepare_ratio=0.8)  # the soft threshold: 0.8 x 75,000 = 60,000
             e.update_model("m", 100_000)
             eng.AGENT_HISTORY["s1"] = ms
             e.update_from_response({"prompt_tokens": 50_000})  # under the soft threshold: nothing
