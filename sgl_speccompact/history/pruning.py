@@ -27,6 +27,7 @@ import hashlib
 from dataclasses import dataclass, field
 from typing import Any, Mapping
 
+from .messages import content_text
 from .redaction import add_counts, redact
 
 FIRST_LINE_CHARS = 80  # longest first line a stub quotes (chars)
@@ -47,15 +48,6 @@ class PruneReport:
     def chars_saved(self) -> int:
         """Characters removed from the history."""
         return self.chars_before - self.chars_after
-
-
-def _text(content: Any) -> str:
-    """A message's content as text (strings and OpenAI text parts; anything else as empty)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return ""
 
 
 def _calls(messages: list) -> dict[str, tuple[str, str]]:
@@ -122,7 +114,7 @@ def prune_tool_outputs(messages: list, keep: int, *, redact_secrets: bool = Fals
     out, replaced, found, before = list(messages), [], {}, 0
     for i in old:
         m = messages[i]
-        output = _text(m.get("content"))
+        output = content_text(m.get("content"))
         name, args = calls.get(m.get("tool_call_id"), (m.get("name") or "", ""))
         shown, counts = redact(output) if redact_secrets else (output, {})
         short = stub(m.get("name") or name, args, shown)
