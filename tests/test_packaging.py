@@ -26,6 +26,9 @@ EXTRA_FOR = {
     "service/redis_store.py": "redis",  # --session-store redis://...
     "testing/tiny_qwen3.py": "test",  # the real-server tier's scripted checkpoints
 }
+# this repository's own Hermes plugin (integrations/hermes, installed beside the package for
+# development): the session simulator replays its trigger and pruning, and runs from a checkout
+REPOSITORY_PLUGINS = {"speccompact_hermes": ("testing/sim/",)}
 
 
 def _name(req: str) -> str:
@@ -53,6 +56,9 @@ def third_party_imports() -> dict[str, set[str]]:
                 [node.module] if isinstance(node, ast.ImportFrom) and node.level == 0 and node.module else []
             for name in names:
                 top = name.split(".")[0]
+                where = str(path.relative_to(PKG))
+                if top in REPOSITORY_PLUGINS and where.startswith(REPOSITORY_PLUGINS[top]):
+                    continue
                 if top not in stdlib and top != "sgl_speccompact":
                     out.setdefault(top, set()).add(str(path.relative_to(PKG)))
     return out
