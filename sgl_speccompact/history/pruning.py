@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field
-from typing import Any, Mapping
+from typing import Mapping
 
 from .messages import content_text
 from .redaction import add_counts, redact
