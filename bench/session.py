@@ -4,7 +4,8 @@
 Method: each shared trajectory plays as an agent session (its turns played
 again and again until ``--session-tokens``: the trajectories are far shorter
 than Hermes's smallest trigger, 64K) under Hermes's trigger policy at
-``--window`` (``bench/sim/session_policy.py``).  Every
+``--window`` (``bench/sim/session_policy.py``: the Hermes
+plugin's own trigger and pruning, ``integrations/hermes`` installed).  Every
 method (SpecCompact, Target-self, Hermes-style at the paper's 2,048-token
 budget and at Hermes's own, OpenClaw-style) compacts the session two ways
 (``bench/sim/session_replay.py``): ``sync`` (at the

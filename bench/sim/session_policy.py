@@ -1,19 +1,23 @@
 """An agent session under Hermes's compaction policy, on token counts (pure; SIMULATED sessions).
 
 What ``bench/session.py`` replays: an agent that sends its whole context
-before every assistant turn, and compacts the way hermes-agent 0.19.0 does
-(and the Hermes plugin in ``integrations/hermes/`` does):
+before every assistant turn, and compacts the way the Hermes plugin in
+``integrations/hermes/`` does (hermes-agent 0.19.0's policy).  The trigger
+and the pruning are the plugin's own code, imported, not a model of it:
 
-* the trigger is ``max(int(window * pct), 64000)`` with ``pct`` raised to
-  0.75 under a 512K window (85% of the window when the floor reaches it);
-  compaction runs after the response whose prompt reached it;
-* old tool outputs are first replaced by one-line stubs, except in the
-  recent messages (``target_ratio`` of the trigger, at least
-  ``protect_last_n``);
+* the trigger is ``speccompact_hermes.policy.hermes_trigger``
+  (``max(int(window * pct), 64000)`` with ``pct`` raised to 0.75 under a
+  512K window, 85% of the window when the floor reaches it); compaction
+  runs after the response whose prompt reached it;
+* old tool outputs are pruned by ``speccompact_hermes.policy.pruned_view``:
+  one-line stubs in Hermes's wording outside the recent messages
+  (``target_ratio`` of the trigger by Hermes's rough estimate, at least
+  ``protect_last_n``), identical outputs inside them back-referenced;
 * the head is the system prompt (plus the first three messages on the first
   compaction), the tail ``target_ratio`` of the trigger (at least three
   messages, never splitting a tool call from its results, always holding the
-  latest user message), and the middle becomes one summary message;
+  latest user message), and the middle becomes one summary message (this
+  cut is modelled here on token counts);
 * an ahead-of-time compaction covers the middle up to the prune boundary,
   the part that does not change before the trigger.
 
@@ -29,23 +33,12 @@ import copy
 from dataclasses import dataclass
 from typing import Callable
 
+from speccompact_hermes.policy import hermes_trigger, pruned_view
+
+from sgl_speccompact.history.messages import content_text
 from sgl_speccompact.history.tool_groups import group_start, past_tool_results
 
-SMALL_WINDOW, SMALL_PCT, MIN_TRIGGER, MIN_CTX_RATIO = 512_000, 0.75, 64_000, 0.85  # Hermes's trigger constants
-STUB_TOKENS = 24  # size of a pruned tool output's one-line stub (tokens)
-MIN_PRUNE_TOKENS = 50  # shorter tool outputs are left whole (tokens; Hermes: 200 chars)
 MESSAGE_OVERHEAD = 4  # chat-template tokens around one message
-
-
-def hermes_trigger(window: int, pct: float = 0.50) -> int:
-    """Hermes's compaction trigger in tokens.
-
-    >>> [hermes_trigger(w) for w in (64_000, 100_000, 1_000_000)]
-    [54400, 75000, 500000]
-    """
-    pct = max(pct, SMALL_PCT) if window < SMALL_WINDOW else pct
-    floored = max(int(window * pct), MIN_TRIGGER)
-    return max(1, min(int(window * MIN_CTX_RATIO), window - 1)) if floored >= window else floored
 
 
 @dataclass(frozen=True)
@@ -98,26 +91,6 @@ def looped_session(messages: list[dict], session_tokens: int, tokens: Callable[[
     return out
 
 
-def stub(msg: dict) -> dict:
-    """A pruned tool output: the same message with a one-line stub."""
-    return {**msg, "content": f"[tool output cleared: {len(str(msg.get('content') or '')):,} chars]"}
-
-
-def prune(ctx: list[dict], tokens: Callable[[dict], int], policy: Policy) -> tuple[list[dict], int]:
-    """``(context, prune boundary)``: tool outputs before the boundary stubbed (Hermes's walk)."""
-    n, used, boundary = len(ctx), 0, len(ctx)
-    for i in range(n - 1, -1, -1):
-        size = tokens(ctx[i])
-        if used + size > policy.tail_tokens and n - i >= min(policy.protect_last_n, n):
-            boundary = i
-            break
-        used, boundary = used + size, i
-    boundary = n - max(n - boundary, min(policy.protect_last_n, n))
-    out = [stub(m) if i < boundary and m.get("role") == "tool" and tokens(m) > MIN_PRUNE_TOKENS
-           and not str(m.get("content", "")).startswith("[tool output cleared") else m for i, m in enumerate(ctx)]
-    return out, boundary
-
-
 def cut(ctx: list[dict], tokens: Callable[[dict], int], policy: Policy, head: int) -> tuple[int, int]:
     """``(start, end)`` of the middle: after the head, before the tail (start == end: nothing to compact)."""
     n = len(ctx)
@@ -165,8 +138,8 @@ class Step:
 
 
 def plan(ctx: list[dict], tokens: Callable[[dict], int], policy: Policy, first: bool) -> Step:
-    """The compaction Hermes would run on ``ctx`` now."""
-    pruned, boundary = prune(ctx, tokens, policy)
+    """The compaction the plugin would run on ``ctx`` now: its pruning, then the cut on ``tokens``."""
+    pruned, _, boundary = pruned_view(ctx, tail_tokens=policy.tail_tokens, protect_last_n=policy.protect_last_n)
     head = (1 if pruned and pruned[0].get("role") == "system" else 0) + (policy.protect_first_n if first else 0)
     start, end = cut(pruned, tokens, policy, head)
     previous = None
@@ -211,7 +184,7 @@ def message_tokens(count: Callable[[str], int]) -> Callable[[dict], int]:
         hit = memo.get(id(m))
         if hit is not None and hit[0] is m:
             return hit[1]
-        text = str(m.get("content") or "") + "".join(
+        text = content_text(m.get("content")) + "".join(
             (tc.get("function") or {}).get("name", "") + str((tc.get("function") or {}).get("arguments", ""))
             for tc in m.get("tool_calls") or [])
         n = count(text) + MESSAGE_OVERHEAD

@@ -1,7 +1,7 @@
 """An agent session and its compactions on the simulator's clock (SIMULATED), every method, two ways.
 
-``replay`` walks a session (:mod:`.session_policy`) and compacts at Hermes's
-trigger with one method (``speccompact``, ``target_self``, ``hermes``,
+``replay`` walks a session (:mod:`.session_policy`: the Hermes plugin's own
+trigger and pruning) and compacts at that trigger with one method (``speccompact``, ``target_self``, ``hermes``,
 ``openclaw``) in one of two modes:
 
 * ``sync``: the method runs when the trigger is reached; the agent waits for

@@ -16,6 +16,8 @@ import random
 import re
 from pathlib import Path
 
+from sgl_speccompact.history.messages import content_text
+
 LINE_CHARS = (24, 180)  # usable trajectory line lengths, characters
 
 
@@ -30,9 +32,7 @@ def trajectory_lines(paths: list[Path]) -> list[str]:
         except Exception:  # noqa: BLE001 - a file that is not a trajectory adds no lines
             continue
         for m in messages:
-            content = m.get("content")
-            text = content if isinstance(content, str) else " ".join(
-                p.get("text", "") for p in content or [] if isinstance(p, dict))
+            text = content_text(m.get("content"), " ")
             for line in text.splitlines():
                 line = " ".join(line.split()).replace("<", "(").replace(">", ")")
                 if LINE_CHARS[0] <= len(line) <= LINE_CHARS[1] and any(c.isalpha() for c in line):
@@ -56,9 +56,7 @@ def action_outcomes(messages: list[dict]) -> list[bool]:
     """
     out, prev = [], None
     for m in messages:
-        role, text = m.get("role"), m.get("content")
-        text = text if isinstance(text, str) else " ".join(
-            p.get("text", "") for p in text or [] if isinstance(p, dict))
+        role, text = m.get("role"), content_text(m.get("content"), " ")
         if role == "tool" or (role == "user" and prev == "assistant"):
             out.append(not _FAILED_RE.search(text))
         prev = role

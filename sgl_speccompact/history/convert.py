@@ -26,6 +26,7 @@ import json
 from typing import Any, Iterable, Mapping
 
 from ..errors import HistoryFormatError
+from .messages import content_text
 
 _ROLES = ("system", "developer", "user", "assistant", "tool")
 
@@ -35,17 +36,12 @@ def _content(raw: Any, where: str) -> str | None:
     if raw is None or isinstance(raw, str):
         return raw
     if isinstance(raw, (list, tuple)):
-        parts = []
-        for part in raw:
-            if isinstance(part, str):
-                parts.append(part)
-            elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
-                parts.append(part["text"])
-            elif isinstance(part, Mapping):
-                parts.append(f"[{part.get('type', 'part')} omitted]")
-            else:
-                raise HistoryFormatError("content parts must be strings or objects", field=where)
-        return "".join(parts)
+        def omitted(part: Any) -> str:
+            if isinstance(part, Mapping):
+                return f"[{part.get('type', 'part')} omitted]"
+            raise HistoryFormatError("content parts must be strings or objects", field=where)
+
+        return content_text(raw, other=omitted)
     raise HistoryFormatError(f"content must be text, not {type(raw).__name__}", field=where)
 
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass
-from typing import Any, Iterable, Mapping
+from typing import Any, Callable, Iterable, Mapping
 
 from ..errors import HistoryTooLongError, InvalidHistoryError
 from .untrusted import neutralise
@@ -57,20 +57,59 @@ def encodable(text: str, where: str) -> str:
     return text
 
 
+def content_text(content: Any, joiner: str = "", other: Callable[[Any], str] | None = None) -> str:
+    """The text of a message's ``content``: the package's one reading of OpenAI content parts.
+
+    Parameters
+    ----------
+    content : Any
+        A string (returned as it is), a list or tuple of parts, or anything
+        else (``""``).
+    joiner : str
+        What goes between the parts' texts: ``""`` where the text is sized
+        or parsed (the default), ``" "`` where its lines are read as prose.
+    other : callable, optional
+        Text for a part that is neither a string nor an object with a string
+        ``text`` (a placeholder, or raise); without it such parts are skipped.
+
+    Returns
+    -------
+    str
+        The text; never changes ``content``.
+
+    >>> content_text([{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]), content_text(None)
+    ('ab', '')
+    >>> content_text([{"text": "a"}, {"text": "b"}], " "), content_text([{"type": "image_url"}], other=lambda p: "[img]")
+    ('a b', '[img]')
+    """
+    if isinstance(content, str):
+        return content
+    if not isinstance(content, (list, tuple)):
+        return ""
+    texts = []
+    for part in content:
+        if isinstance(part, str):
+            texts.append(part)
+        elif isinstance(part, Mapping) and isinstance(part.get("text"), str):
+            texts.append(part["text"])
+        elif other is not None:
+            texts.append(other(part))
+    return joiner.join(texts)
+
+
 def _content_text(content: Any, where: str) -> str:
     if content is None:
         return ""
     if isinstance(content, str):
         return encodable(content, where)
-    if isinstance(content, list):  # OpenAI content parts
-        out = []
+    if isinstance(content, list):  # OpenAI content parts: objects with a string text, each valid Unicode
         for j, part in enumerate(content):
             if not isinstance(part, Mapping) or not isinstance(part.get("text", None), str):
                 raise InvalidHistoryError(
                     "content parts must be objects with a string 'text'", field=f"{where}[{j}]"
                 )
-            out.append(encodable(part["text"], f"{where}[{j}].text"))
-        return "".join(out)
+            encodable(part["text"], f"{where}[{j}].text")
+        return content_text(content)
     raise InvalidHistoryError(
         f"must be a string, a list of text parts or null, not {type(content).__name__}",
         field=where,

@@ -16,6 +16,17 @@ This is the step Hermes's own compressor runs first
 (``_prune_old_tool_results``); here it is a compaction pre-step that any
 method gets when ``CompactConfig.prune_tool_outputs`` is on.
 
+It is not the Hermes plugin's pruning (``speccompact_hermes.prune``), and
+its stub is not the plugin's.  The plugin installs into Hermes's Python
+alone and imports no ``sgl_speccompact``; this package does not depend on
+the plugin, so neither can call the other.  Their stubs differ on purpose:
+the plugin's are Hermes's own wording (inside Hermes, Hermes's
+``_summarize_tool_result`` writes them), so a Hermes user's history looks
+the same with either compressor and a prepared prefix matches the one
+Hermes would send; this one quotes the output's first line and a digest of
+the arguments, redacted first, for a summarizer that has no other view of
+the output.  The format is :data:`STUB`, written here only.
+
 With ``redact_secrets`` the output is redacted *before* its first line is
 cut (a secret cut at the 77th character, or with its quotes swapped, no
 longer matches its pattern), and the stub is redacted again after.
@@ -25,13 +36,13 @@ from __future__ import annotations
 
 import hashlib
 from dataclasses import dataclass, field, replace
-from typing import Any, Mapping
+from typing import Mapping
 
-from .messages import Turn
+from .messages import Turn, content_text
 from .redaction import add_counts, redact
 
 FIRST_LINE_CHARS = 80  # longest first line a stub quotes (chars)
-STUB = '[pruned tool output: {name} args#{digest} -> "{first}" ({size} chars)]'
+STUB = '[pruned tool output: {name} args#{digest} -> "{first}" ({size} chars)]'  # the package's one stub format
 
 
 @dataclass(frozen=True)
@@ -48,15 +59,6 @@ class PruneReport:
     def chars_saved(self) -> int:
         """Characters removed from the history."""
         return self.chars_before - self.chars_after
-
-
-def _text(content: Any) -> str:
-    """A message's content as text (strings and OpenAI text parts; anything else as empty)."""
-    if isinstance(content, str):
-        return content
-    if isinstance(content, list):
-        return "".join(p.get("text", "") for p in content if isinstance(p, Mapping) and isinstance(p.get("text"), str))
-    return ""
 
 
 def _calls(messages: list) -> dict[str, tuple[str, str]]:
@@ -123,7 +125,7 @@ def prune_tool_outputs(messages: list, keep: int, *, redact_secrets: bool = Fals
     out, replaced, found, before = list(messages), [], {}, 0
     for i in old:
         m = messages[i]
-        output = _text(m.get("content"))
+        output = content_text(m.get("content"))
         name, args = calls.get(m.get("tool_call_id"), (m.get("name") or "", ""))
         shown, counts = redact(output) if redact_secrets else (output, {})
         short = stub(m.get("name") or name, args, shown)

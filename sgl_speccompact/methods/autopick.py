@@ -34,6 +34,7 @@ from typing import Any
 
 from ..core.calibration import CostFit, check_fit, model_preset
 from ..history.estimate import CHARS_PER_TOKEN, chars_to_tokens
+from ..history.messages import content_text
 from ..core.costmodel import GPUS, Hardware
 from ..core.gpus import DEFAULT_GPU, match_gpu
 from ..core.specdecode import SpecDecoding, SpecRefused, make
@@ -56,11 +57,7 @@ def estimate_tokens(messages: list[Any], previous_summary: str | None = None) ->
     for m in messages:
         if not isinstance(m, dict):
             continue
-        content = m.get("content")
-        if isinstance(content, str):
-            chars += len(content)
-        elif isinstance(content, list):
-            chars += sum(len(p.get("text") or "") for p in content if isinstance(p, dict))
+        chars += len(content_text(m.get("content")))
         for call in m.get("tool_calls") or []:
             fn = call.get("function") if isinstance(call, dict) else None
             if isinstance(fn, dict):

@@ -45,7 +45,7 @@ from ..backends.contract import Backend
 from ..config import CompactConfig
 from ..errors import HistoryTooLongError
 from ..core.hermes_prompt import hermes_prompt
-from ..history.messages import Turn, _render_turn
+from ..history.messages import Turn, _render_turn, content_text
 from ..core.judge_prompts import judge_rubric
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt, target_shared
 from ..history.pruning import stub
@@ -140,7 +140,7 @@ def small(messages: list, previous_summary: str | None) -> bool:
     texts = [previous_summary or ""]
     for m in messages:
         if isinstance(m, dict):
-            texts.append(m.get("content") if isinstance(m.get("content"), str) else str(m.get("content") or ""))
+            texts.append(content_text(m.get("content")))
             texts += [str(c) for c in m.get("tool_calls") or []]
     return sum(utf8_bytes(texts)) <= SMALL_HISTORY_BYTES
 

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from sgl_speccompact.errors import HistoryTooLongError, InvalidHistoryError
-from sgl_speccompact.history.messages import environment_outputs, parse_messages, render_history
+from sgl_speccompact.history.messages import content_text, environment_outputs, parse_messages, render_history
 
 TRAJ = Path(__file__).resolve().parents[3] / "shared" / "data" / "trajectories"
 OPENAI_FILE = TRAJ / "All-Hands-AI__agent-sdk__tests__fixtures__llm_data__fncall-llm-message.json"
@@ -73,3 +73,37 @@ def test_environment_outputs_drop_assistant_prose(openai_messages):
     prose = [m["content"] for m in openai_messages if m["role"] == "assistant" and m.get("content")]
     assert prose and not any(p in env for p in prose)
     assert "Ran into [Errno 2]" in env
+
+
+def test_content_text_reads_parts_with_the_callers_joiner_and_skips_other_parts():
+    parts = [{"type": "text", "text": "fix"}, {"type": "image_url", "image_url": {"url": "x"}}, "a.py"]
+    sent = copy.deepcopy(parts)
+    assert content_text(parts) == "fixa.py" and content_text(parts, " ") == "fix a.py"
+    assert content_text(parts, other=lambda p: "[img]") == "fix[img]a.py"
+    assert content_text("as is") == "as is" and content_text(None) == content_text(7) == ""
+    assert parts == sent
+
+
+def test_every_reader_of_content_parts_goes_through_content_text():
+    """The parser, the converter, pruning, the auto picker, chunking and the trajectory sources agree."""
+    from sgl_speccompact.history.convert import _content
+    from sgl_speccompact.history.pruning import prune_tool_outputs
+    from sgl_speccompact.methods.autopick import estimate_tokens
+    from sgl_speccompact.methods.chunking import SMALL_HISTORY_BYTES, small
+    from bench.sim.sources import action_outcomes
+
+    parts = [{"type": "text", "text": "x" * 300}, {"type": "text", "text": "y" * 100}]
+    text = content_text(parts)
+    assert parse_messages([{"role": "user", "content": parts}])[0].content == text
+    assert _content(parts, "m") == text
+    assert estimate_tokens([{"role": "user", "content": parts}]) == 100
+    call = {"id": "c", "type": "function", "function": {"name": "cat", "arguments": "{}"}}
+    out, _ = prune_tool_outputs([{"role": "assistant", "content": "", "tool_calls": [call]},
+                                 {"role": "tool", "tool_call_id": "c", "content": parts}], keep=0)
+    assert f"({len(text)} chars)" in out[1]["content"]
+    # chunking sizes the parts' text, not the list's repr (which holds every key and quote)
+    n = SMALL_HISTORY_BYTES - 10
+    assert small([{"role": "user", "content": [{"type": "text", "text": "z" * n}, {"type": "text", "text": "z"}]}],
+                 None)
+    assert action_outcomes([{"role": "assistant", "content": "run"},
+                            {"role": "tool", "content": [{"type": "text", "text": "Traceback"}]}]) == [False]

@@ -20,6 +20,7 @@ import re
 from types import SimpleNamespace
 
 from . import hermes_body
+from .messages import text_of
 from .prune import stub
 
 MAX_CHARS = 8_000  # Hermes's _FALLBACK_SUMMARY_MAX_CHARS: the hand-off's cap (chars)
@@ -56,7 +57,7 @@ def local_body(turns: list[dict], reason: str | None) -> str:
              for m in turns for tc in m.get("tool_calls") or [] if isinstance(tc, dict)}
     asks, actions, blockers = [], [], []
     for m in turns:
-        text = hermes_body._text(m.get("content"))
+        text = text_of(m.get("content"))
         if m.get("role") == "user" and text.strip():
             asks.append(_short(text))
         elif m.get("role") == "assistant":

@@ -32,6 +32,8 @@ from __future__ import annotations
 
 import json
 
+from .messages import text_of
+
 HEADINGS = ("Historical Task Snapshot", "Goal", "Constraints & Preferences", "Completed Actions", "Active State",
             "Historical In-Progress State", "Blocked", "Key Decisions", "Resolved Questions",
             "Historical Pending User Asks", "Relevant Files", "Historical Remaining Work", "Critical Context")
@@ -53,17 +55,11 @@ SYNTHETIC_PREFIXES = ("[System: ", "[Your active task list was preserved", "[IMP
 NONE = "None."  # body of a section with nothing in it
 
 
-def _text(content) -> str:
-    if isinstance(content, list):
-        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
-    return content if isinstance(content, str) else ""
-
-
 def real_user_turns(messages: list[dict], is_summary) -> list[str]:
     """Texts of real user turns, newest first (no summaries, no Hermes scaffolding)."""
     out = []
     for m in reversed(messages):
-        text = _text(m.get("content")).strip()
+        text = text_of(m.get("content")).strip()
         if m.get("role") != "user" or not text or is_summary(m) or any(m.get(f) for f in SYNTHETIC_FLAGS):
             continue
         if not text.startswith(SYNTHETIC_PREFIXES):

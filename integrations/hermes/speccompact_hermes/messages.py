@@ -56,17 +56,24 @@ class Split:
     summarize_from: int  # first message sent to the service (after that summary message)
 
 
-def text_of(content: Any) -> str:
-    """The text of a message content (string or content parts)."""
+def text_of(content: Any, joiner: str = "\n") -> str:
+    """The text of a message content: a string as it is, content parts' texts joined by ``joiner``.
+
+    The plugin's one reading of content parts (Hermes joins them with a
+    newline where it shows them, and sizes them by their texts alone: ``""``).
+
+    >>> text_of([{"type": "text", "text": "a"}, {"type": "image_url"}, "b"]), text_of(None), text_of(["a", "b"], "")
+    ('a\\n\\nb', '', 'ab')
+    """
     if isinstance(content, str):
         return content
     if isinstance(content, list):
-        return "\n".join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
+        return joiner.join(p.get("text", "") if isinstance(p, dict) else str(p) for p in content)
     return "" if content is None else str(content)
 
 
 def rough_tokens(msg: dict) -> int:
-    """Hermes's size of one message in its tail walk (content/4 + 10, plus its tool calls)."""
+    """Hermes's size of one message in its tail walk: :func:`speccompact_hermes.prune.budget_tokens`."""
     from .prune import budget_tokens
 
     return budget_tokens(msg)

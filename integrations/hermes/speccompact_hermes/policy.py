@@ -48,6 +48,22 @@ def effective_percent(context_length: int, percent: float) -> float:
     return max(percent, SMALL_WINDOW_PCT) if 0 < context_length < SMALL_WINDOW else percent
 
 
+def pruned_view(messages: list[dict], *, tail_tokens: int, protect_last_n: int) -> tuple[list[dict], int, int]:
+    """``(pruned list, outputs pruned, prune boundary)``: the pruning every compaction starts with.
+
+    Old tool outputs stubbed (``prune.py``); the boundary is the first index
+    whose tool outputs stay whole, measured on the pruned list.  What
+    :func:`plan` cuts, and what the session benchmark's simulator replays.
+
+    >>> out, n, boundary = pruned_view([{"role": "user", "content": "go"}], tail_tokens=10, protect_last_n=1)
+    >>> n, boundary
+    (0, 0)
+    """
+    tail_tokens = max(1, tail_tokens)
+    out, n = prune(messages, tail_tokens, protect_last_n)
+    return out, n, protected_from(out, tail_tokens, protect_last_n)
+
+
 @dataclass(frozen=True)
 class Plan:
     """One compaction's view of a message list."""
@@ -72,8 +88,7 @@ def plan(messages: list[dict], *, head_n: int, protect_last_n: int, tail_tokens:
     (6, 13, '[read_file] read f0 from line 1 (4,000 chars)')
     """
     tail_tokens = max(1, tail_tokens)
-    pruned, n = prune(messages, tail_tokens, protect_last_n)
-    boundary = protected_from(pruned, tail_tokens, protect_last_n)
+    pruned, n, boundary = pruned_view(messages, tail_tokens=tail_tokens, protect_last_n=protect_last_n)
     head = 1 if pruned and pruned[0].get("role") == "system" else 0
     if len(pruned) <= head + head_n + 4:  # Hermes: more than the head, three tail messages and one more
         return Plan(pruned, n, boundary, None)

@@ -30,7 +30,9 @@ import json
 import re
 from typing import Any
 
-CHARS_PER_TOKEN = 4  # Hermes's rough chars per token
+from .messages import text_of
+
+CHARS_PER_TOKEN = 4  # Hermes's rough chars per token: the plugin's one token estimate (budget_tokens)
 MIN_PRUNE_CHARS = 200  # shorter tool outputs are left as they are (chars)
 MAX_ARGS_CHARS = 500  # longer tool-call arguments outside the protected tail are shortened (chars)
 ARGS_KEEP_CHARS = 200  # chars kept of each long string inside shortened arguments
@@ -42,15 +44,17 @@ REPLAY_KEYS = ("reasoning", "reasoning_content", "reasoning_details", "codex_rea
 def budget_tokens(msg: dict) -> int:
     """Hermes's size of one message in its tail walks: content/4 + 10, plus the whole tool calls.
 
+    The plugin's one rough token estimate (Hermes's own, rounded down).  The
+    ``sgl_speccompact`` package has its own,
+    ``sgl_speccompact.history.estimate.chars_to_tokens`` (the same four
+    characters a token, rounded up, no per-message overhead): the plugin
+    installs into Hermes's Python alone and imports no ``sgl_speccompact``,
+    and the package does not depend on the plugin.
+
     >>> budget_tokens({"role": "tool", "content": "x" * 400})
     110
     """
-    content = msg.get("content") or ""
-    if isinstance(content, list):
-        size = sum(len(p.get("text", "")) if isinstance(p, dict) else len(str(p)) for p in content)
-    else:
-        size = len(content) if isinstance(content, str) else len(str(content))
-    tokens = size // CHARS_PER_TOKEN + 10
+    tokens = len(text_of(msg.get("content") or "", "")) // CHARS_PER_TOKEN + 10
     tokens += sum(len(str(tc)) // CHARS_PER_TOKEN for tc in msg.get("tool_calls") or [] if isinstance(tc, dict))
     for key in REPLAY_KEYS:
         if msg.get(key):

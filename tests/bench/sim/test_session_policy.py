@@ -2,6 +2,8 @@
 
 import json
 
+from speccompact_hermes import policy as hermes_policy
+
 from bench.sim import session_policy as sp
 
 
@@ -28,7 +30,8 @@ def pairs_ok(ms: list[dict]) -> bool:
 
 
 def test_trigger_follows_hermes():
-    assert [sp.hermes_trigger(w) for w in (64_000, 80_000, 100_000, 1_000_000)] == [54_400, 64_000, 75_000, 500_000]
+    assert [sp.Policy(window=w).trigger for w in (64_000, 80_000, 100_000, 1_000_000)] == \
+        [54_400, 64_000, 75_000, 500_000]
     policy = sp.Policy(window=100_000)
     assert (policy.trigger, policy.tail_tokens, policy.soft) == (75_000, 15_000, 60_000)
 
@@ -66,3 +69,21 @@ def test_the_prepared_prefix_starts_the_middle_at_the_trigger():
     assert pre and late.start == early.start
     assert sp.wire(late.ctx[late.start:late.start + len(pre)]) == sp.wire(pre)
     assert len(pre) < len(sp.middle(late))
+
+
+def test_the_trigger_and_the_pruning_are_the_plugins_own_functions():
+    """The session benchmark measures the plugin as shipped: no second copy of its policy here."""
+    assert sp.hermes_trigger is hermes_policy.hermes_trigger
+    assert sp.pruned_view is hermes_policy.pruned_view
+
+
+def test_the_plan_prunes_exactly_as_the_plugin_does():
+    """Old outputs become the plugin's stubs (Hermes's wording), with the plugin's prune boundary."""
+    policy = sp.Policy(window=64_000)
+    ctx = tool_loop(40, request_after_head=True)
+    step = sp.plan(ctx, tokens, policy, first=True)
+    want, n, boundary = hermes_policy.pruned_view(ctx, tail_tokens=policy.tail_tokens,
+                                                  protect_last_n=policy.protect_last_n)
+    assert n > 0 and step.ctx == want and step.boundary == boundary
+    assert step.ctx[7]["content"] == "[read_file] read m0.py from line 1 (8,002 chars)"
+    assert ctx[7]["content"].startswith("0 xxx")  # the caller's context is only read
