@@ -47,7 +47,8 @@ from ..programs.slot_stream import HEADING
 from ..programs.slots import branches_of, per_slot
 from ..programs.states import retire
 from ..programs.context import SlotRun
-from ..programs.steps import end_states, fork_slots, open_slot, result_of, run_concurrently
+from ..programs.states import on_daemon_thread, run_concurrently
+from ..programs.steps import end_states, fork_slots, open_slot, result_of
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
@@ -116,8 +117,14 @@ def target_self_program(s, shared, ctx):
     With ``sub_slot_branches`` on, a slot with sub-sections (Progress: Done /
     In Progress / Blocked) forks one branch per sub-section, as SpecCompact
     does, and its parts are joined in order within the slot's one budget.
-    Returns the :class:`SlotResult` of every slot in schema order.
+    Returns the :class:`SlotResult` of every slot in schema order.  The
+    branches run on daemon threads (:func:`~sgl_speccompact.programs.states.on_daemon_thread`).
     """
+    return on_daemon_thread(target_self_body, s, shared, ctx)
+
+
+def target_self_body(s, shared, ctx) -> list[SlotResult]:
+    """The body of :func:`target_self_program`, on a daemon thread: fork, every slot, end the forks."""
     run = SlotRun(ctx, shared)
     branches = fork_slots(s, run, n=sum(len(branches_of(slot, ctx)) for slot in ctx.slots))
     try:

@@ -41,6 +41,7 @@ from ..history.messages import Turn, render_history
 from ..backends.layout import LayoutPlan, plan_layout
 from ..history.pruning import prune_tool_outputs, report_dict, with_stubs
 from ..history.redaction import add_counts, redact, redact_json, redact_messages, redact_turns
+from ..programs.states import on_daemon_thread
 from ..result import CompactionResult, SlotResult, StatsRecorder
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from ..core.outputs import clean_result, cleaning_events
@@ -160,7 +161,9 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
                              exact=exact, reserve=method.new_tokens(cfg) if method.new_tokens else None)
 
     def one(block: MethodRequest, previous: str | None, last: bool) -> CompactionResult:
-        return run_block(method, replace(block, previous_summary=previous), Backends(target, drafter), cfg, slots)
+        # every sglang state of the block is made on a daemon thread (programs/states.py says why)
+        return on_daemon_thread(run_block, method, replace(block, previous_summary=previous),
+                                Backends(target, drafter), cfg, slots)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # the tokens pruning saved are counted beside the compaction, not before it
         saved = pool.submit(report_dict, pruned, target.count_tokens) if pruned is not None else None

@@ -20,15 +20,22 @@ from ..result import SlotResult
 from ..schema import Slot
 from .slot_stream import SlotStream
 from .context import SlotContext, SlotRun
-from .steps import end_states, fork_slots, prefill_drafter, run_concurrently
+from .states import on_daemon_thread, run_concurrently
+from .steps import end_states, fork_slots, prefill_drafter
 
 
 @sgl.function
 def speccompact(s, shared, ctx):
     """Target: shared prefix, one fork per branch, concurrent slot streams.
 
-    Returns the :class:`SlotResult` of every slot in schema order.
+    Returns the :class:`SlotResult` of every slot in schema order.  The
+    branches run on daemon threads (:func:`~.states.on_daemon_thread`).
     """
+    return on_daemon_thread(speccompact_body, s, shared, ctx)
+
+
+def speccompact_body(s, shared, ctx) -> list[SlotResult]:
+    """The body of :func:`speccompact`, on a daemon thread: prefill, fork, every slot, end the forks."""
     if ctx.target is None:
         ctx = replace(ctx, target=s.stream_executor.backend)
     units = sum(len(branches_of(slot, ctx)) for slot in ctx.slots)

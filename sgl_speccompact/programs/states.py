@@ -17,6 +17,19 @@ So this package never lets a live state become garbage:
 * :func:`scratch` is ``s.copy()`` (a 1-way fork that sends nothing of its
   own) retired on the way out.
 
+A second hang comes from the same ``__del__`` through CPython's threading
+module (3.11).  A worker thread is a daemon only if the thread that made the
+state is one.  Starting a non-daemon thread runs ``_maintain_shutdown_locks``
+with the module's ``_shutdown_locks_lock`` held; a collection the garbage
+collector starts there can run a state's ``__del__``, whose ``is_alive()``
+marks a finished non-daemon worker stopped, and that takes the same lock:
+the thread waits for itself, and every thread started after it waits too.
+Daemon workers never take that lock, so:
+
+* :func:`on_daemon_thread` runs a program (and everything it forks and
+  starts) on a daemon thread, so every state it makes has a daemon worker;
+* :func:`run_concurrently` runs a program's branches on daemon threads.
+
 Only sglang's public objects are used: ``stream_executor.end()`` and the
 worker thread it runs.
 """
@@ -24,8 +37,9 @@ worker thread it runs.
 from __future__ import annotations
 
 import threading
+import contextvars
 from contextlib import contextmanager
-from typing import Iterable, Iterator
+from typing import Any, Callable, Iterable, Iterator
 
 _HELD: list = []  # retired states whose worker thread has not exited yet
 _HELD_LOCK = threading.Lock()
@@ -82,3 +96,49 @@ def scratch(s) -> Iterator:
             yield v
     finally:
         retire(copies)
+
+
+def on_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
+    """``fn(*args)`` on a new daemon thread, waited for: its result, or its exception raised here.
+
+    The thread runs in a copy of the caller's context variables.
+
+    Examples
+    --------
+    >>> import threading
+    >>> on_daemon_thread(lambda: threading.current_thread().daemon)
+    True
+    >>> on_daemon_thread(int, "x")
+    Traceback (most recent call last):
+    ...
+    ValueError: invalid literal for int() with base 10: 'x'
+    """
+    return run_concurrently([lambda: fn(*args)], threading.Event())[0]
+
+
+def run_concurrently(jobs: list[Callable[[], Any]], cancel: threading.Event) -> list:
+    """Run jobs on one daemon thread each; on the first failure set ``cancel`` and, once all end, raise it.
+
+    Returns the jobs' results in order.  The first failure in job order is
+    raised; the others' threads are waited for first, so no job outlives the
+    call.
+    """
+    results: list[Any] = [None] * len(jobs)
+    errors: list[BaseException | None] = [None] * len(jobs)
+
+    def one(i: int) -> None:
+        try:
+            results[i] = jobs[i]()
+        except BaseException as exc:  # noqa: BLE001 - raised in the caller below
+            cancel.set()
+            errors[i] = exc
+    threads = [threading.Thread(target=contextvars.copy_context().run, args=(one, i), daemon=True)
+               for i in range(len(jobs))]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    for exc in errors:
+        if exc is not None:
+            raise exc
+    return results

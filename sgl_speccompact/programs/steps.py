@@ -23,11 +23,9 @@ The slot loop that uses these is :mod:`~sgl_speccompact.programs.slot_stream`.
 
 from __future__ import annotations
 
-import threading
 import time
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 import sglang as sgl
 
@@ -168,22 +166,6 @@ def end_states(states: list) -> None:
     keep the states alive, and their threads would keep the process alive.
     """
     retire(states)
-
-
-def run_concurrently(jobs: list[Callable[[], Any]], cancel: threading.Event) -> list:
-    """Run jobs on one thread each; on the first failure cancel the rest and raise it."""
-    with ThreadPoolExecutor(max_workers=max(1, len(jobs))) as pool:
-        futures = [pool.submit(job) for job in jobs]
-        errors = []
-        for f in futures:
-            try:
-                f.result()
-            except BaseException as exc:  # noqa: BLE001 - re-raised below
-                cancel.set()
-                errors.append(exc)
-    if errors:
-        raise errors[0]
-    return [f.result() for f in futures]
 
 
 # ---------------------------------------------------------------- helpers taking s

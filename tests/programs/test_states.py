@@ -116,3 +116,53 @@ def test_the_package_copies_states_only_through_scratch():
     offenders = [str(p.relative_to(root)) for p in root.rglob("*.py")
                  if p.name != "states.py" and ".copy() as " in p.read_text()]
     assert offenders == []
+
+
+def started_threads(monkeypatch) -> list[threading.Thread]:
+    """Every thread started from now on (``Thread.start`` recorded, then run as usual)."""
+    started: list[threading.Thread] = []
+    start = threading.Thread.start
+
+    def recording(self):
+        started.append(self)
+        start(self)
+    monkeypatch.setattr(threading.Thread, "start", recording)
+    return started
+
+
+@pytest.mark.parametrize("method", ["speccompact", "target_self"])
+def test_a_compaction_from_a_non_daemon_thread_starts_only_daemon_threads(monkeypatch, method):
+    # a non-daemon sglang worker whose state the garbage collector finalizes while another thread
+    # starts a non-daemon thread deadlocks CPython's threading module (states.py); daemon ones cannot
+    from sgl_speccompact.methods import run_method
+    from tests.support.programs import MESSAGES, backends
+
+    assert not threading.current_thread().daemon
+    target, drafter = backends()
+    started = started_threads(monkeypatch)
+    run_method(method, MESSAGES, target=target, drafter=drafter)
+    assert len(started) > 1  # the program's state and its forks each have a worker
+    assert all(t.daemon for t in started), [t.name for t in started if not t.daemon]
+
+
+def test_on_daemon_thread_raises_the_callees_exception_in_the_caller():
+    def fails():
+        raise KeyError("inside")
+    with pytest.raises(KeyError, match="inside"):
+        states.on_daemon_thread(fails)
+
+
+def test_run_concurrently_sets_cancel_and_waits_for_every_job_before_raising():
+    cancel, release, ended = threading.Event(), threading.Event(), []
+
+    def fails():
+        raise ValueError("first")
+
+    def waits():
+        release.wait(60)  # hang guard
+        ended.append(True)
+    watcher = threading.Thread(target=lambda: (cancel.wait(60), release.set()), daemon=True)
+    watcher.start()
+    with pytest.raises(ValueError, match="first"):
+        states.run_concurrently([fails, waits], cancel)
+    assert cancel.is_set() and ended == [True]
