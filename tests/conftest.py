@@ -1,6 +1,17 @@
 """Fixtures every test folder shares: the SGLang-API emulator and the service on emulators."""
 
+import os
+
 import pytest
+
+
+def pytest_sessionstart(session):
+    """Under CI the shared trajectories must be there: the tests that read them skip only elsewhere."""
+    from tests.support.paths import TRAJECTORIES
+
+    if os.environ.get("CI") and not TRAJECTORIES.is_dir():
+        pytest.exit(f"CI is set and the shared trajectories are missing ({TRAJECTORIES}): the tests that read "
+                    "them would skip", returncode=3)
 
 # ---------------------------------------------------------------- SGLang-API emulator fixtures
 # For tests/emulator/ and any end-to-end test that needs an SGLang server on the CPU.
