@@ -40,6 +40,17 @@ def test_the_launcher_takes_its_service_defaults_from_the_table(changed_table):
     assert planned == changed_table  # the plan's typed settings are the table's, none renamed or dropped
 
 
+def test_the_launcher_help_names_the_tables_defaults(changed_table):
+    from sgl_speccompact.launch.command_line import build_parser
+
+    flags = {a.dest: a.help for a in build_parser()._actions}
+    named = {"service_port": "8123", "service_host": "127.0.0.2", "max_body_mb": "3", "max_workers": "7",
+             "request_timeout": "42", "health_wait": "9", "compaction_timeout": "77", "session_store_mb": "5",
+             "session_ttl": "99", "prepare_workers": "3", "prepare_queue": "11", "prepare_queue_mb": "6",
+             "prepare_yield_s": "0.5"}
+    assert {dest: f"default {value}" in flags[dest] for dest, value in named.items()} == dict.fromkeys(named, True)
+
+
 def test_the_service_takes_its_defaults_from_the_table(changed_table):
     from sgl_speccompact.service.app import create_app
 

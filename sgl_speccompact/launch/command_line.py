@@ -95,9 +95,12 @@ import threading
 from pathlib import Path
 
 from ..errors import ConfigError
+from .. import options
 from ..options import OneLineParser, positive_number
+from .cpu import DEFAULT_MAX_TOTAL_TOKENS
 from .deployment import format_auto
 from .packaged import convert_started
+from .plan import DEFAULTS as PLAN_DEFAULTS
 from .plan import LaunchPlan, build_plan, format_dry_run, gpu_name, load_config_file  # noqa: F401  (public API)
 from .run import exit_process, run, run_emulated
 from .router_process import ROUTER_POLICIES
@@ -154,7 +157,12 @@ def check_server_flags(argv: list[str]) -> list[str]:
 
 
 def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.ArgumentParser:
-    """Command-line flags (every value defaults to None so the config file can set it)."""
+    """Command-line flags (every value defaults to None so the config file can set it).
+
+    The defaults the help names are read from the tables: ``options.DEFAULTS``
+    for the service, ``plan.DEFAULTS`` for the servers and the router.
+    """
+    S, T, D, R = options.DEFAULTS, PLAN_DEFAULTS["target"], PLAN_DEFAULTS["drafter"], PLAN_DEFAULTS["router"]
     p = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0],
                       formatter_class=argparse.RawDescriptionHelpFormatter,
                       epilog="Extra SGLang flags: --target-arg=--kv-cache-dtype=fp8_e5m2 or "
@@ -164,17 +172,17 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     p.add_argument("--emulate", action="store_true",
                    help="no GPU: serve on two in-process SGLang-API emulators with a scripted model")
     g = p.add_argument_group("SGLang servers to start")
-    g.add_argument("--target-model", help="target model path (default Qwen/Qwen3-8B)")
-    g.add_argument("--drafter-model", help="drafter model path (default Qwen/Qwen3-0.6B)")
+    g.add_argument("--target-model", help=f"target model path (default {T['model_path']})")
+    g.add_argument("--drafter-model", help=f"drafter model path (default {D['model_path']})")
     g.add_argument("--drafter-lora", metavar="PATH", help="LoRA adapter for the drafter (--enable-lora --lora-paths)")
     g.add_argument("--drafter-lora-name", metavar="NAME",
                    help="adapter name sent as lora_path (default 'drafter'); give it with --drafter-url too")
-    g.add_argument("--server-host", help="interface the SGLang servers bind (default 127.0.0.1)")
-    g.add_argument("--target-port", type=int, help="default 30000")
-    g.add_argument("--drafter-port", type=int, help="default 30001")
-    g.add_argument("--target-mem-fraction", type=float, help="--mem-fraction-static of the target (default 0.60)")
+    g.add_argument("--server-host", help=f"interface the SGLang servers bind (default {T['host']})")
+    g.add_argument("--target-port", type=int, help=f"default {T['port']}")
+    g.add_argument("--drafter-port", type=int, help=f"default {D['port']}")
+    g.add_argument("--target-mem-fraction", type=float, help=f"--mem-fraction-static of the target (default {T['mem_fraction_static']:.2f})")
     g.add_argument("--drafter-mem-fraction", type=float,
-                   help="--mem-fraction-static of the drafter, of the memory the target left (default 0.45)")
+                   help=f"--mem-fraction-static of the drafter, of the memory the target left (default {D['mem_fraction_static']:.2f})")
     g.add_argument("--tp-size", "--tensor-parallel-size", dest="tp_size", type=int, help="target tensor parallel")
     g.add_argument("--dp-size", "--data-parallel-size", dest="dp_size", type=int, help="target data parallel")
     g.add_argument("--context-length", type=int, help="both servers' --context-length")
@@ -193,7 +201,7 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--device", choices=("cuda", "cpu"),
                    help="where both servers run (default cuda); cpu: SGLang's CPU engine, no LoRA")
     g.add_argument("--max-total-tokens", type=int, metavar="N",
-                   help="both servers' KV pool in tokens (--max-total-tokens; CPU default 16384, replacing "
+                   help=f"both servers' KV pool in tokens (--max-total-tokens; CPU default {DEFAULT_MAX_TOTAL_TOKENS}, replacing "
                         "--mem-fraction-static)")
     g.add_argument("--python", help="interpreter that runs sglang.launch_server (default: this one)")
     g.add_argument("--log-dir", help="write each server's output to DIR/<role>.log instead of the terminal")
@@ -203,7 +211,7 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
                    help="start N target servers (one per GPU, ports target-port+10+i) behind sglang-router")
     g.add_argument("--router-port", type=int, help="the router's port (default: --target-port)")
     g.add_argument("--router-policy", choices=ROUTER_POLICIES,
-                   help="routing policy (default cache_aware; manual for X-SMG-Routing-Key sessions)")
+                   help=f"routing policy (default {R['policy']}; manual for X-SMG-Routing-Key sessions)")
     g.add_argument("--router-arg", action="append", metavar="ARGS", help="extra launch_router flags (repeatable)")
     g.add_argument("--router-url", help="use this running sglang-router as the target")
     g.add_argument("--target-tokenizer", metavar="PATH_OR_NAME",
@@ -215,37 +223,37 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--no-drafter", action="store_true", help="no drafter: serve hermes/openclaw/target_self only")
     g.add_argument("--upstream-api-key", help="bearer token of the SGLang servers")
     g = p.add_argument_group("compaction service")
-    g.add_argument("--service-host", help="default 127.0.0.1")
-    g.add_argument("--service-port", type=int, help="default 8000")
+    g.add_argument("--service-host", help=f"default {S.host}")
+    g.add_argument("--service-port", type=int, help=f"default {S.port}")
     g.add_argument("--api-key", help="require this bearer token (default: $SGL_SPECCOMPACT_API_KEY, else none)")
     g.add_argument("--method", help="default method: auto (the default: the method the cost model predicts "
                    "fastest on these servers) | speccompact | hermes | openclaw | target_self")
-    g.add_argument("--max-body-mb", type=float, help="request body limit in MiB, > 0 (default 32)")
-    g.add_argument("--max-workers", type=int, help="compactions run at once, >= 1 (default 32)")
-    g.add_argument("--request-timeout", type=float, help="per SGLang request, seconds, > 0 (default 120)")
-    g.add_argument("--health-wait", type=float, help="seconds to wait for each server's /health (default 1200)")
+    g.add_argument("--max-body-mb", type=float, help=f"request body limit in MiB, > 0 (default {S.max_body_mb:g})")
+    g.add_argument("--max-workers", type=int, help=f"compactions run at once, >= 1 (default {S.max_workers})")
+    g.add_argument("--request-timeout", type=float, help=f"per SGLang request, seconds, > 0 (default {S.request_timeout_s:g})")
+    g.add_argument("--health-wait", type=float, help=f"seconds to wait for each server's /health (default {S.health_wait_s:g})")
     g.add_argument("--compaction-timeout", type=float,
-                   help="whole-compaction deadline in seconds, > 0 (default 300)")
+                   help=f"whole-compaction deadline in seconds, > 0 (default {S.compaction_timeout_s:g})")
     g.add_argument("--upstream-detail", action="store_true",
                    help="show upstream URLs in error bodies and /health (default: roles only)")
     g.add_argument("--session-store-mb", type=float,
-                   help="prepared (ahead-of-time) results kept for reuse, at most, in MiB (default 64)")
-    g.add_argument("--session-ttl", type=float, help="seconds a prepared result is kept (default 1800)")
+                   help=f"prepared (ahead-of-time) results kept for reuse, at most, in MiB (default {S.session_store_mb:g})")
+    g.add_argument("--session-ttl", type=float, help=f"seconds a prepared result is kept (default {S.session_ttl_s:g})")
     g.add_argument("--session-store", metavar="URL",
-                   help="where prepared results are kept: memory (default) or redis://host:port/db, shared by "
+                   help=f"where prepared results are kept: {S.session_store} (default) or redis://host:port/db, shared by "
                         "every replica that names it and kept across restarts (needs the [redis] extra)")
-    g.add_argument("--prepare-workers", type=int, help="prepares computing at once, >= 1 (default 4)")
+    g.add_argument("--prepare-workers", type=int, help=f"prepares computing at once, >= 1 (default {S.prepare_workers})")
     g.add_argument("--prepare-queue", type=int,
-                   help="prepares waiting to start, at most, >= 1; beyond: 429 with Retry-After (default 64)")
+                   help=f"prepares waiting to start, at most, >= 1; beyond: 429 with Retry-After (default {S.prepare_queue})")
     g.add_argument("--prepare-queue-mb", type=float,
-                   help="request bodies of waiting prepares, at most, in MiB; beyond: 429 (default 64)")
+                   help=f"request bodies of waiting prepares, at most, in MiB; beyond: 429 (default {S.prepare_queue_mb:g})")
     g.add_argument("--prepare-priority", type=int, metavar="N",
                    help="sglang `priority` of prepares' target requests (default: -100 when this launch starts "
                         "the target with priority scheduling, else not sent)")
     g.add_argument("--prepare-yield-s", type=float, metavar="S",
                    help="before each target request, a prepare waits while the target serves other requests "
                         "(the agent's turns; read from sglang's GET /v1/loads), at most S seconds per request, so "
-                        "the agent's decode is not slowed by it; 0 = never waits (default 2, the bound measured in "
+                        f"the agent's decode is not slowed by it; 0 = never waits (default {S.prepare_yield_s:g}, the bound measured in "
                         "docs/benchmarks/session.md; a server without /v1/loads is never waited on)")
     g.add_argument("--no-priority-scheduling", action="store_true",
                    help="start the target without --enable-priority-scheduling (keeps --schedule-policy lpm; "
