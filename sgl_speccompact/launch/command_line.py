@@ -95,8 +95,7 @@ import threading
 from pathlib import Path
 
 from ..errors import ConfigError
-from .. import options
-from ..options import OneLineParser, positive_number
+from ..options import OneLineParser, defaults, positive_number
 from .cpu import DEFAULT_MAX_TOTAL_TOKENS
 from .deployment import format_auto
 from .packaged import convert_started
@@ -159,10 +158,10 @@ def check_server_flags(argv: list[str]) -> list[str]:
 def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.ArgumentParser:
     """Command-line flags (every value defaults to None so the config file can set it).
 
-    The defaults the help names are read from the tables: ``options.DEFAULTS``
+    The defaults the help names are read from the tables: ``options.defaults()``
     for the service, ``plan.DEFAULTS`` for the servers and the router.
     """
-    S, T, D, R = options.DEFAULTS, PLAN_DEFAULTS["target"], PLAN_DEFAULTS["drafter"], PLAN_DEFAULTS["router"]
+    S, T, D, R = defaults(), PLAN_DEFAULTS["target"], PLAN_DEFAULTS["drafter"], PLAN_DEFAULTS["router"]
     p = OneLineParser(prog=prog, description=__doc__.split("\n\n")[0],
                       formatter_class=argparse.RawDescriptionHelpFormatter,
                       epilog="Extra SGLang flags: --target-arg=--kv-cache-dtype=fp8_e5m2 or "
