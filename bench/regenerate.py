@@ -95,10 +95,28 @@ RUNS.update({
                              ["--model-pairs", "qwen3-32b:qwen3-0.6b", *EVOLVE]),
 })
 SINGLE_DELTA = {"--speculative": "eagle3,ngram-copy-h", "--methods": "target_self,hermes,openclaw"}
+# the same sessions ahead of time, the agent at the higher priority (the stall then, and the agent's slowdown):
+# the delta methods and Target-self
+EVOLVE_AHEAD = ["--deployments", "two-gpu-equal", "--modes", "ahead", "--priority", "on", "--hold", "0,0.3,0.6,0.9",
+                "--session-tokens", "180000", "--hermes-tokens", "2048", "--seeds", "8", "--speculative", "eagle3",
+                "--methods", "speccompact,target_self,target_delta", "--local-tokenizer", "--no-plots"]
+RUNS.update({
+    "session-evolving-ahead": ("session-evolving-ahead.json", "session.py",
+                               ["--model-pairs", "qwen3-8b:qwen3-0.6b", *EVOLVE_AHEAD]),
+    "session-evolving-ahead-32b": ("session-evolving-ahead-32b.json", "session.py",
+                                   ["--model-pairs", "qwen3-32b:qwen3-0.6b", *EVOLVE_AHEAD]),
+})
+AHEAD_SHARDS = [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"},
+                {"--speculative": "ngram-copy-h", "--methods": "target_self"}]
+# Target-delta copies the held lines itself and decodes only new text: EAGLE3, and plain NGRAM (nothing to copy)
+TARGET_DELTA = {"--speculative": "eagle3,ngram", "--methods": "target_delta"}
 
 # runs split into shards (of seeds, or of methods), each command under 10 minutes, merged into the one JSON
-SHARDS = {"session-evolving": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}, SINGLE_DELTA],
-          "session-evolving-32b": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}, SINGLE_DELTA],
+SHARDS = {"session-evolving": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}, SINGLE_DELTA,
+                               TARGET_DELTA],
+          "session-evolving-32b": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}, SINGLE_DELTA,
+                                   TARGET_DELTA],
+          "session-evolving-ahead": AHEAD_SHARDS, "session-evolving-ahead-32b": AHEAD_SHARDS,
           "session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)],
           "session-yield": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)],
           "session-yield-32b": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)]}
@@ -132,6 +150,11 @@ CHECKS = {
                          SESSION_KEY[1] + ("retention", "carried_share")),
     "session-evolving-32b": ({**CELL, "--methods": "speccompact", "--hold": "0"}, SESSION_KEY[0] + ("hold",),
                              SESSION_KEY[1] + ("retention", "carried_share")),
+    # Target-self at h = 0.9, seed 0: a prepare evolved from the one before, beside the agent's turns
+    "session-evolving-ahead": ({**CELL, "--methods": "target_self", "--hold": "0.9"}, SESSION_KEY[0] + ("hold",),
+                               SESSION_KEY[1] + ("agent_slowdowns", "carried_share")),
+    "session-evolving-ahead-32b": ({**CELL, "--methods": "target_self", "--hold": "0.9"},
+                                   SESSION_KEY[0] + ("hold",), SESSION_KEY[1] + ("agent_slowdowns", "carried_share")),
 }
 
 
@@ -260,7 +283,7 @@ def single_table(reports: list[dict]) -> str:
 
 def tables() -> str:
     """Every page table from the committed JSONs (what the pages under docs/benchmarks/ show)."""
-    from bench.harness.session import format_summary, race_tables
+    from bench.harness.session import ahead_tables, format_summary, race_tables
 
     single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
     out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]
@@ -270,6 +293,9 @@ def tables() -> str:
     for name in ("session-evolving", "session-evolving-32b"):  # the race over the held share h
         report = json.loads((RESULTS / RUNS[name][0]).read_text())
         out.append(f"## {name} ({report['timestamp']})\n\n{race_tables(report)}")
+    for name in ("session-evolving-ahead", "session-evolving-ahead-32b"):  # ... ahead of time
+        report = json.loads((RESULTS / RUNS[name][0]).read_text())
+        out.append(f"## {name} ({report['timestamp']})\n\n{ahead_tables(report)}")
     return "\n\n".join(out)
 
 

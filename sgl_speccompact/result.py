@@ -108,7 +108,7 @@ class CompactionStats(BaseModel):
 class CompactionResult(BaseModel):
     """A complete compaction: summary text, slots and stats."""
 
-    method: str  # speccompact | hermes | openclaw | target_self
+    method: str  # speccompact | hermes | openclaw | target_self | target_delta
     summary: str  # the assembled summary
     summary_tokens: int = 0  # its length in target tokens
     slots: list[SlotResult] = Field(default_factory=list)  # per-section detail (slot methods)

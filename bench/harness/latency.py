@@ -37,7 +37,7 @@ from dataclasses import dataclass, replace
 from .latency_cases import CaseRunner, cases, slot_tokens
 
 SEED_STRIDE = 1000  # seeds of history k start at base + 1000 * k
-SINGLE_MODEL = ("hermes", "openclaw", "target_self")  # methods that use only the target
+SINGLE_MODEL = ("hermes", "openclaw", "target_self", "target_delta")  # methods that use only the target
 DEPLOYMENT_NAMES = ("one-gpu", "two-gpu", "two-gpu-equal", "two-gpu-tp2-colocated")
 TP2_SINGLE = ("two-gpu-equal", "two-gpu-tp2-colocated")  # single-model methods: the target at TP=2 on both GPUs
 

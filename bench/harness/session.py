@@ -27,9 +27,10 @@ import json
 import math
 import statistics
 from pathlib import Path
+from typing import Callable
 
 from sgl_speccompact.core.specdecode import NGRAM_COPY_TAU, copy_tau
-SINGLE = ("target_self", "hermes", "openclaw")  # methods that use only the target
+SINGLE = ("target_self", "target_delta", "hermes", "openclaw")  # methods that use only the target
 
 
 def hermes_own_tokens(window: int) -> int:
@@ -175,6 +176,8 @@ RACE_ROWS = (  # (label, speculative, row name) of the evolving-session race, in
     ("speccompact", "eagle3", "SpecCompact: carried lines judged, new ones drafted (EAGLE3 target)"),
     ("target_self", "eagle3", "Target-self, previous summary in the prompt (EAGLE3)"),
     ("target_self", "ngram-copy-h", "Target-self, previous summary, NGRAM copy"),
+    ("target_delta", "eagle3", "Target-delta: carried lines judged and copied, new ones written (EAGLE3)"),
+    ("target_delta", "ngram", "Target-delta, NGRAM (no copy: it decodes only new lines)"),
     ("hermes@2048", "eagle3", "Hermes-style iterative update @2048 (EAGLE3)"),
     ("hermes@2048", "ngram-copy-h", "Hermes-style iterative update @2048, NGRAM copy"),
     ("openclaw", "eagle3", "OpenClaw-style, previous summary in the prompt (EAGLE3)"),
@@ -205,37 +208,65 @@ def auto_row(report: dict) -> dict:
     return out
 
 
-def race_tables(report: dict) -> str:
-    """The evolving-session race of one model pair (Markdown, SIMULATED): per h, every method's device-seconds
-    per compaction, sync stall, carried share and retention, the crossover and auto's pick."""
-    def s(x):
-        return "-" if x is None else (f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}")
+def _s(x) -> str:
+    """Seconds or a ratio for a race table (three digits under 1).
 
+    >>> _s(None), _s(0.5834), _s(1.2449)
+    ('-', '0.583', '1.24')
+    """
+    return "-" if x is None else (f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}")
+
+
+DEVICE_S = ("device-seconds per compaction, median of the 8 seeds' session means [min-max]",
+            lambda c: f"{_s(c['device_s_per_compaction_median'])} [{_s(c['device_s_per_compaction_min'])}-"
+                      f"{_s(c['device_s_per_compaction_max'])}]")  # a race table: its title and its cell
+
+
+def by_hold(report: dict, tables: list[tuple[str, Callable[[dict], str]]]) -> list[str]:
+    """Markdown tables of one model pair's cells: one row per :data:`RACE_ROWS` method, one column per h."""
     cells = {(c["label"], c["speculative"], c["hold"]): c for c in report["summary"]}
     holds = sorted({c["hold"] for c in report["summary"]})
     pair = report["conditions"]["model_pairs"][0].split(":")[0]
-    head = "| method | " + " | ".join(f"h = {h:g}" for h in holds) + " |"
-    rule = "|---|" + "---|" * len(holds)
-    tables = {
-        "device-seconds per compaction, median of the 8 seeds' session means [min-max]":
-            lambda c: f"{s(c['device_s_per_compaction_median'])} [{s(c['device_s_per_compaction_min'])}-"
-                      f"{s(c['device_s_per_compaction_max'])}]",
-        "sync stall s, p50 over every compaction [seed medians min-max]":
-            lambda c: f"{s(c['stall_p50_s'])} [{s(c['seed_median_min_s'])}-{s(c['seed_median_max_s'])}]",
-        "held share realized / carried share of later compactions' content lines / retention of what held":
-            lambda c: ("-" if c.get("held_realized") is None else f"{c['held_realized']:.2f}")
-                      + f" / {c['carried_share_later']:.2f} / " + (
-                "not modelled" if c["label"].startswith("hermes") or c["retention"] is None
-                else f"{c['retention']:.2f}"),
-    }
     out = []
-    for title, cell in tables.items():
-        out += [f"**{pair}: {title}** (SIMULATED)", "", head, rule]
+    for title, cell in tables:
+        out += [f"**{pair}: {title}** (SIMULATED)", "", "| method | " + " | ".join(f"h = {h:g}" for h in holds)
+                + " |", "|---|" + "---|" * len(holds)]
         for label, spec, name in RACE_ROWS:
             row = [cells.get((label, spec, h)) for h in holds]
             if any(row):
                 out.append(f"| {name} | " + " | ".join(cell(c) if c else "-" for c in row) + " |")
         out.append("")
+    return out
+
+
+def ahead_tables(report: dict) -> str:
+    """The evolving-session race ahead of time (Markdown, SIMULATED): per h, device-seconds per compaction,
+    the stall at the trigger and the agent's slowdown while a prepare runs."""
+    return "\n".join(by_hold(report, [
+        DEVICE_S,
+        ("stall s at the trigger, p50 over every compaction [seed medians min-max]",
+         lambda c: f"{_s(c['stall_p50_s'])} [{_s(c['seed_median_min_s'])}-{_s(c['seed_median_max_s'])}]"),
+        ("agent slowdown while a prepare runs, median (max) / carried share of later compactions' content lines",
+         lambda c: f"{_s(c['agent_slowdown_median'])} ({_s(c['agent_slowdown_max'])}) / "
+                   f"{c['carried_share_later']:.2f}"),
+    ])).rstrip("\n")
+
+
+def race_tables(report: dict) -> str:
+    """The evolving-session race of one model pair (Markdown, SIMULATED): per h, every method's device-seconds
+    per compaction, sync stall, carried share and retention, the crossover and auto's pick."""
+    s = _s
+    cells = {(c["label"], c["speculative"], c["hold"]): c for c in report["summary"]}
+    holds = sorted({c["hold"] for c in report["summary"]})
+    out = by_hold(report, [
+        DEVICE_S,
+        ("sync stall s, p50 over every compaction [seed medians min-max]",
+         lambda c: f"{s(c['stall_p50_s'])} [{s(c['seed_median_min_s'])}-{s(c['seed_median_max_s'])}]"),
+        ("held share realized / carried share of later compactions' content lines / retention of what held",
+         lambda c: ("-" if c.get("held_realized") is None else f"{c['held_realized']:.2f}")
+         + f" / {c['carried_share_later']:.2f} / "
+         + ("not modelled" if c["label"].startswith("hermes") or c["retention"] is None else f"{c['retention']:.2f}")),
+    ])
     best, picks = {}, auto_row(report)
     for h in holds:
         got = {(lab, sp): cells[(lab, sp, h)]["device_s_per_compaction_median"] for lab, sp, _ in RACE_ROWS
@@ -247,13 +278,17 @@ def race_tables(report: dict) -> str:
         for algo in ("eagle3", "ngram-copy-h"):
             pick = picks.get((h, algo), {})
             label = {"hermes": "hermes@2048"}.get(pick.get("method"), pick.get("method"))
-            mine = got.get((label, algo)) or got.get((label, "eagle3"))  # SpecCompact raced on EAGLE3 only
+            # on the NGRAM target Target-delta decodes no copied text (plain NGRAM); SpecCompact raced on EAGLE3 only
+            mine = got.get((label, algo)) or got.get((label, "ngram" if algo != "eagle3" else algo)) \
+                or got.get((label, "eagle3"))
             autos.append(f"on the {algo} target {pick.get('method')}, {s(mine)} = {mine / got[best[h]]:.2f}x")
         held = picks.get((h, "eagle3"), {}).get("held")
         out.append(f"- h = {h:g}: fewest device-seconds {best[h][0]} ({best[h][1]}) {s(got[best[h]])}; SpecCompact "
                    f"{s(spec)} = {spec / rival:.2f}x the best competitor's {s(rival)}; auto (told held share "
                    f"{s(held)}) picks " + "; ".join(autos) + " the fewest")
-    wins = [h for h in holds if best[h][0] == "speccompact"]
-    out.append(f"- crossover (the h above which SpecCompact has the fewest device-seconds per compaction): "
-               f"{f'h = {wins[0]:g}' if wins else 'none in 0-0.9'}")
+    for name, label in (("SpecCompact", "speccompact"), ("Target-delta", "target_delta")):  # the delta methods
+        wins = [h for h in holds if best[h][0] == label]
+        out.append(f"- crossover (the h from which {name} has the fewest device-seconds per compaction): "
+                   f"{f'h = {wins[0]:g}' if wins else 'none in 0-0.9'}"
+                   + (f" (fewest at h = {', '.join(f'{h:g}' for h in wins)})" if wins else ""))
     return "\n".join(out)

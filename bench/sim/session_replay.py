@@ -75,7 +75,7 @@ from .servers import TOOL_PATH
 
 CHAT = "/v1/chat/completions"
 MODES = ("sync", "ahead")  # when a compaction runs: at the trigger, or prepared ahead of time
-METHODS = ("speccompact", "target_self", "hermes", "openclaw")  # what compacts
+METHODS = ("speccompact", "target_self", "target_delta", "hermes", "openclaw")  # what compacts
 MAX_TURN_TOKENS = 1024  # an agent turn generates its assistant message's tokens, at most this many
 
 

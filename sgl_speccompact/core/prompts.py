@@ -106,17 +106,28 @@ VERIFY_QUESTION = "Proposed next line for the {slot_title} section:\n<line>\n{li
 # whether it STILL HOLDS after the conversation above, which is the turns since
 # that summary.  Its place in the earlier summary is no evidence: the earlier
 # summary is the line's origin, so "supported by the earlier summary" would
-# pass every carried line.  Always the long form (the rubric in the prefix is
-# the drafted lines' one).
-CARRIED_QUESTION = (
-    "A line of the earlier summary, proposed again for the {slot_title} section:\n<line>\n{line}\n"
-    "</line>\n\n"
+# pass every carried line.  The rubric in the shared prefix is the drafted
+# lines' one, so the carried criterion is asked in the question itself.
+CARRIED_CRITERION = (
     "The conversation above is what happened since the earlier summary was written. Answer "
     "{positive} only if the line still holds after it: the conversation does not contradict it "
     "or make it obsolete, and, for a step still to do or work in progress, the conversation did "
     "not complete or abandon it (completed work belongs in Done). That the earlier summary holds "
     "the line is not evidence. Otherwise answer {negative}. Reply with one word: {positive} or "
     "{negative}."
+)
+
+# Line first (SpecCompact): the criterion follows every carried line.
+CARRIED_QUESTION = (
+    "A line of the earlier summary, proposed again for the {slot_title} section:\n<line>\n{line}\n"
+    "</line>\n\n" + CARRIED_CRITERION
+)
+
+# Criterion first (Target-delta): the same words before the line, so one slot's batch of carried
+# questions shares them as a cached prefix and each question adds only its line in tags.
+CARRIED_QUESTION_SHORT = (
+    "Each request quotes one line of the earlier summary, proposed again for the {slot_title} "
+    "section, in line tags. " + CARRIED_CRITERION + "\n\n<line>\n{line}\n</line>"
 )
 
 # Short form: what is the same for every judgement -- the rubric and the label
@@ -229,15 +240,21 @@ def verify_question(slot: Slot, line: str, positive: str, negative: str, has_pre
     )
 
 
-def carried_question(slot: Slot, line: str, positive: str, negative: str) -> str:
-    """The judge question for a line carried from the previous summary (:data:`CARRIED_QUESTION`).
+def carried_question(slot: Slot, line: str, positive: str, negative: str, short: bool = False) -> str:
+    """The judge question for a line carried from the previous summary (:data:`CARRIED_QUESTION`;
+    ``short``: :data:`CARRIED_QUESTION_SHORT`, the criterion before the line).
 
     >>> from ..schema import OPENCLAW_SLOTS
     >>> q = carried_question(OPENCLAW_SLOTS[4], "1. run the tests", "positive", "negative")
     >>> q.splitlines()[1], "still holds" in q, "or the earlier summary" in q
     ('<line>', True, False)
+    >>> s = carried_question(OPENCLAW_SLOTS[4], "1. run the tests", "positive", "negative", short=True)
+    >>> other = carried_question(OPENCLAW_SLOTS[4], "2. other", "positive", "negative", short=True)
+    >>> s.endswith("<line>\\n1. run the tests\\n</line>"), s.split("<line>")[0] == other.split("<line>")[0]
+    (True, True)
     """
-    return CARRIED_QUESTION.format(slot_title=slot.title, line=line, positive=positive, negative=negative)
+    form = CARRIED_QUESTION_SHORT if short else CARRIED_QUESTION
+    return form.format(slot_title=slot.title, line=line, positive=positive, negative=negative)
 
 
 INCOMPLETE = "(incomplete)"  # the body of a slot cut short before its first line (never "(none)")

@@ -219,14 +219,14 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--target-url", action="append",
                    help="use this target server (repeatable: each compaction goes to one, round-robin)")
     g.add_argument("--drafter-url", help="use this drafter server")
-    g.add_argument("--no-drafter", action="store_true", help="no drafter: serve hermes/openclaw/target_self only")
+    g.add_argument("--no-drafter", action="store_true", help="no drafter: serve hermes/openclaw/target_self/target_delta only")
     g.add_argument("--upstream-api-key", help="bearer token of the SGLang servers")
     g = p.add_argument_group("compaction service")
     g.add_argument("--service-host", help=f"default {S.host}")
     g.add_argument("--service-port", type=int, help=f"default {S.port}")
     g.add_argument("--api-key", help="require this bearer token (default: $SGL_SPECCOMPACT_API_KEY, else none)")
     g.add_argument("--method", help="default method: auto (the default: the method the cost model predicts "
-                   "fastest on these servers) | speccompact | hermes | openclaw | target_self")
+                   "fastest on these servers) | speccompact | hermes | openclaw | target_self | target_delta")
     g.add_argument("--max-body-mb", type=float, help=f"request body limit in MiB, > 0 (default {S.max_body_mb:g})")
     g.add_argument("--max-workers", type=int, help=f"compactions run at once, >= 1 (default {S.max_workers})")
     g.add_argument("--request-timeout", type=float, help=f"per SGLang request, seconds, > 0 (default {S.request_timeout_s:g})")

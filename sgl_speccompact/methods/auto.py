@@ -17,6 +17,9 @@ decoding, else 1):
   deployment gives single-model methods every GPU (equal hardware);
 * ``target_self``: prefill ``H``, then the slots decode together, the batch
   shrinking as shorter slots finish (the longest slot is the critical path);
+* ``target_delta``: Target-self when nothing is held; else one prefill pass
+  judging every slot's carried lines (a short suffix each: the criterion is
+  shared), then Target-self over the new lines only;
 * ``speccompact``: prefill ``H`` on target and drafter (in parallel on two
   GPUs, one after the other on one), then the longest slot: each line drafted
   by the drafter at the slots' batch (with its LoRA adapter), judged by a
@@ -32,10 +35,11 @@ decoding, else 1):
 **What still holds** (``held``: the share of the previous summary's lines
 the last compaction of the session kept, :func:`held_share`): SpecCompact
 judges that share of each slot's lines in one batched prefill per slot
-(carried lines, ``programs/carried_batch.py``) and drafts only the rest; a
-single-model method still writes every line, faster only where its target
-runs NGRAM, which copies the held lines from the previous summary in its
-prompt (:func:`~sgl_speccompact.core.specdecode.copy_tau`).
+(carried lines, ``programs/carried_batch.py``) and drafts only the rest;
+Target-delta judges them the same way and has the target write only the
+rest; the other single-model methods still write every line, faster only
+where their target runs NGRAM, which copies the held lines from the previous
+summary in their prompt (:func:`~sgl_speccompact.core.specdecode.copy_tau`).
 
 ``DEFAULT_P_ACCEPT`` = 0.7: the SpecCompact paper's operating point and the
 middle of the acceptance range (0.5-0.9) its evaluation sweeps; the service
@@ -217,6 +221,13 @@ def predict(method: str, dep: Deployment, history_tokens: int, p_accept: float, 
         shape, carried = carried_shape(shape, held)
         judged = forward_s(t, hw, [(h, shape.judge_tokens)] * max(carried), dep.target_tp) + shape.request_s
         return judged + predict(method, dep, history_tokens, p_accept, shape)
+    if method == "target_delta":  # Target-self writing only the new lines, after one judge batch per slot
+        if held <= 0:
+            return predict("target_self", dep, history_tokens, p_accept, shape)
+        shape, carried = carried_shape(shape, held)
+        every = [(h, shape.judge_tokens)] * sum(carried)  # the slots' batches arrive together
+        judged = forward_s(t, hw, every, dep.single_model_tp) + shape.request_s
+        return judged + predict("target_self", dep, history_tokens, p_accept, shape)
     if method in ("hermes", "openclaw", "target_self"):
         tp = dep.single_model_tp
         before = prefill_s(t, hw, h, tp, dep.target_spec) + shape.request_s

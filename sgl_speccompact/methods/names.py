@@ -10,4 +10,4 @@ launcher's planning and the service's session timing read the list without it.
 
 from __future__ import annotations
 
-METHODS: tuple[str, ...] = ("speccompact", "hermes", "openclaw", "target_self")  # in the registry's order
+METHODS: tuple[str, ...] = ("speccompact", "hermes", "openclaw", "target_self", "target_delta")  # in the registry's order

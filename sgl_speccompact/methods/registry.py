@@ -17,6 +17,9 @@ speccompact    1 prefill + 1 per judged line + 1 per repair           drafts
 hermes         1 generate                                             --
 openclaw       1 generate                                             --
 target_self    1 prefill + n generate                                 --
+target_delta   1 prefill + n generate + 1-2 per slot with carried     --
+               lines (judge batch, shared prefix) + 1 generate per
+               carried sub-section heading
 + SJC          + 1 judge (one batch of e prompts)                     --
 =============  =====================================================  ========
 """
@@ -25,7 +28,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from . import baselines, speccompact  # noqa: F401 - importing them registers the methods
+from . import baselines, speccompact, target_delta  # noqa: F401 - importing them registers the methods
 from ..config import CompactConfig, make_config
 from .auto import Deployment
 from .names import METHODS  # the built-in methods, written once

@@ -28,6 +28,8 @@ from .context import SlotContext
 from .states import scratch
 from .steps import ask_verdict, verify_line
 
+LINE_OPEN = "<line>\n"  # where a carried question's own text starts (core/prompts.py CARRIED_QUESTION_SHORT)
+
 
 @dataclass(frozen=True)
 class CarriedCap:
@@ -56,12 +58,20 @@ def carried_cap(held: int, judged: int, max_lines: int, max_tokens: int, mean_to
     return CarriedCap(lines, tokens, share)
 
 
-def judge_carried_lines(s, slot: Slot, lines: list[str], ctx: SlotContext) -> tuple[list[dict], dict]:
+def judge_carried_lines(s, slot: Slot, lines: list[str], ctx: SlotContext,
+                        short: bool = False) -> tuple[list[dict], dict]:
     """Judge ``lines`` (carried from the previous summary) for whether they still hold.
 
     Returns ``([{"accepted": bool, "score": float}, ...], meta)``, one verdict
     per line, in order; ``meta["requests"]`` is 1 with a target whose
     ``judge_batch`` judges in one request (0 for no lines), else one per line.
+    ``short`` asks the criterion before the line
+    (:data:`~sgl_speccompact.core.prompts.CARRIED_QUESTION_SHORT`), so the
+    batch's prompts share it and each adds only its line.  The shared part is
+    then prefilled first, in one prefill-only request (``meta["requests"]``
+    2): items of one batch that arrive together each miss a prefix none of
+    them has cached yet (sglang's ``fcfs`` policy, which priority scheduling
+    needs), so without it every item would prefill the branch and criterion.
     """
     if not lines:
         return [], {"requests": 0}
@@ -69,16 +79,22 @@ def judge_carried_lines(s, slot: Slot, lines: list[str], ctx: SlotContext) -> tu
     texts = []
     for line in lines:
         with scratch(s) as v:
-            ask_verdict(v, slot, line, ctx, carried=True)
+            ask_verdict(v, slot, line, ctx, carried=True, short=short)
             texts.append(v.text())
+    warm = short and len(texts) > 1
+    if warm:  # everything before the first line, once: the batch's items then add only their lines
+        first = texts[0]
+        ctx.target.cache_prefix(first[:first.rindex(LINE_OPEN + lines[0])])
     judged = ctx.target.judge_batch(texts, cfg.positive_label, cfg.negative_label, cfg.eta)
     if judged is None:  # the target declines one-request judging: one select per line
-        verdicts, meta = [], {"requests": 0, "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0}
+        verdicts, meta = [], {"requests": int(warm), "prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0}
         for line in lines:
-            one = verify_line(s, slot, line, ctx, carried=True)
+            one = verify_line(s, slot, line, ctx, carried=True, short=short)
             verdicts.append(dict(one.get("judgement") or {}))
             for k in meta:
                 meta[k] += int(one.get(k) or (1 if k == "requests" else 0))
         return verdicts, meta
     judgements, meta = judged
+    if warm:
+        meta = {**meta, "requests": int(meta.get("requests", 1)) + 1}
     return [{"accepted": j.accepted, "score": j.score} for j in judgements], meta

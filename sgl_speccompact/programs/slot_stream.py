@@ -108,6 +108,8 @@ class SlotStream:
         The sub-section's place in the slot (earlier ones' headings use lines).
     """
 
+    short_carried = False  # carried questions ask their criterion before the line (CARRIED_QUESTION_SHORT)
+
     def __init__(self, s, slot: Slot, run: SlotRun, section: str | None = None,
                  shared: SlotLines | None = None, index: int = 0):
         self.s, self.slot, self.section = s, slot, section
@@ -230,7 +232,8 @@ class SlotStream:
         """The target's judgement of one proposed line (``carried``: whether it still holds);
         the drafter drafts the next line meanwhile."""
         self.prefetch(prefix, line)
-        meta = self.timed("verify", verify_line, self.s, self.slot, line, self.ctx, carried)
+        meta = self.timed("verify", verify_line, self.s, self.slot, line, self.ctx, carried,
+                          carried and self.short_carried)
         self.ctx.recorder.request("target", "verify", meta, n=int(meta.get("requests", 1)))
         judgement = acted(meta.get("judgement") or {}, self.ctx.cfg.min_label_mass)  # unreliable: accepts nothing
         self.ctx.recorder.verdict(judgement)
@@ -415,7 +418,8 @@ class SlotStream:
                              and self.kind(x) is LineKind.JUDGE]
         lines = list(dict.fromkeys(pending))
         self.count(lines)
-        verdicts, meta = self.timed("verify_carried", judge_carried_lines, self.s, self.slot, lines, self.ctx)
+        verdicts, meta = self.timed("verify_carried", judge_carried_lines, self.s, self.slot, lines, self.ctx,
+                                    self.short_carried)
         self.ctx.recorder.request("target", "verify_carried", meta, n=int(meta.get("requests", 1)))
         for v in verdicts:
             self.ctx.recorder.carried(bool(v.get("accepted")))

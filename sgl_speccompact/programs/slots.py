@@ -61,11 +61,14 @@ def per_slot(forks: list, run: SlotRun, write) -> list[SlotResult]:
     return run_concurrently(jobs, run.cancel)
 
 
-def run_slot(forks: list, slot: Slot, run: SlotRun) -> SlotResult:
-    """One slot: its branches (concurrently if several), joined; reports ``slot_done``."""
+def run_slot(forks: list, slot: Slot, run: SlotRun, stream: type[SlotStream] = SlotStream) -> SlotResult:
+    """One slot: its branches (concurrently if several), joined; reports ``slot_done``.
+
+    ``stream`` writes each branch (Target-delta's :class:`~.delta.DeltaStream` has the target write).
+    """
     ctx = run.ctx
     sections, shared = branches_of(slot, ctx), SlotLines()
-    streams = [SlotStream(b, slot, run, sec, shared=shared, index=i)
+    streams = [stream(b, slot, run, sec, shared=shared, index=i)
                for i, (b, sec) in enumerate(zip(forks, sections))]
     if len(streams) == 1:
         out = streams[0].run()

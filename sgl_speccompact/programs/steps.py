@@ -208,13 +208,13 @@ def open_slot(s, slot: Slot, run: SlotRun) -> None:
     s += ctx.target_prefix
 
 
-def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext, carried: bool = False) -> None:
+def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext, carried: bool = False, short: bool = False) -> None:
     """Close the slot's turn on ``v`` (a copy) and ask the judge question about ``line``
-    (``carried``: whether the previous summary's line still holds)."""
+    (``carried``: whether the previous summary's line still holds; ``short``: its criterion first)."""
     cfg = ctx.cfg
     v += sgl.assistant_end()
     if carried:
-        v += sgl.user(carried_question(slot, line, cfg.positive_label, cfg.negative_label))
+        v += sgl.user(carried_question(slot, line, cfg.positive_label, cfg.negative_label, short))
     else:
         v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous,
                                       short=cfg.short_judge_suffix))
@@ -222,9 +222,9 @@ def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext, carried: bool = Fals
     v += ctx.target_prefix
 
 
-def verify_line(s, slot: Slot, line: str, ctx: SlotContext, carried: bool = False) -> dict:
+def verify_line(s, slot: Slot, line: str, ctx: SlotContext, carried: bool = False, short: bool = False) -> dict:
     """Judge ``line`` on a copy of the branch; the branch itself is not changed
-    (``carried``: a previous summary's line, asked whether it still holds).
+    (``carried``: a previous summary's line, asked whether it still holds; ``short``: criterion first).
 
     The copy is a 1-way fork, which sends no request of its own, so a
     verification costs one target request on ``SpecCompactEndpoint``.
@@ -232,7 +232,7 @@ def verify_line(s, slot: Slot, line: str, ctx: SlotContext, carried: bool = Fals
     cfg = ctx.cfg
     choices, n_positive = label_choices(cfg.positive_label, cfg.negative_label)
     with scratch(s) as v:
-        ask_verdict(v, slot, line, ctx, carried)
+        ask_verdict(v, slot, line, ctx, carried, short)
         v += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(
             cfg.eta, one_request=cfg.one_request_judging, n_positive=n_positive))
         _, meta = result_of(v, "verdict")

@@ -44,7 +44,7 @@ class CompactRequest(BaseModel):
 
     messages: list[Any]  # OpenAI chat messages, validated by parse_messages
     previous_summary: str | None = None  # summary of turns before `messages`
-    method: str | None = Field(None, min_length=1)  # auto | speccompact | hermes | openclaw | target_self
+    method: str | None = Field(None, min_length=1)  # auto | speccompact | hermes | openclaw | target_self | target_delta
     source_judge: bool = False  # run the Source-Judged post-filter
     config: dict[str, Any] | None = None  # CompactConfig overrides (may only tighten limits)
     stream: bool = False  # answer with Server-Sent Events

@@ -82,8 +82,8 @@ def evolving(emulator_tokenizer_path, tmp_path_factory):
     # a small window: its trigger (17,000 tokens) comes often, so a short session compacts four times and more
     rc = bench.main(["--trajectories", str(SWE), "--model-pairs", "qwen3-8b:qwen3-0.6b", "--window", "20000",
                      "--session-tokens", "75000", "--tokenizer", emulator_tokenizer_path, "--out", str(out),
-                     "--seeds", "1", "--methods", "speccompact,target_self", "--deployments", "two-gpu-equal",
-                     "--speculative", "none", "--modes", "sync", "--hold", "0,0.9", "--no-plots"])
+                     "--seeds", "1", "--methods", "speccompact,target_self,target_delta", "--deployments",
+                     "two-gpu-equal", "--speculative", "none", "--modes", "sync", "--hold", "0,0.9", "--no-plots"])
     return rc, json.loads(out.read_text())
 
 
@@ -92,14 +92,44 @@ def test_an_evolving_session_carries_what_still_holds(evolving):
     rc, report = evolving
     assert rc == 0 and report["conditions"]["hold"] == [0.0, 0.9]
     cells = {(c["label"], c["hold"]): c for c in report["summary"]}
-    assert set(cells) == {(m, h) for m in ("speccompact", "target_self") for h in (0.0, 0.9)}
+    assert set(cells) == {(m, h) for m in ("speccompact", "target_self", "target_delta") for h in (0.0, 0.9)}
     assert all(c["compactions_min"] >= 4 for c in cells.values())
-    assert cells[("speccompact", 0.0)]["carried_share_later"] == 0.0  # nothing holds: nothing carried
-    assert cells[("speccompact", 0.9)]["carried_share_later"] > 0.6  # most holds, and is carried
+    for delta in ("speccompact", "target_delta"):  # the methods that carry lines
+        assert cells[(delta, 0.0)]["carried_share_later"] == 0.0  # nothing holds: nothing carried
+        assert cells[(delta, 0.9)]["carried_share_later"] > 0.6  # most holds, and is carried
     assert cells[("target_self", 0.9)]["carried_share_later"] == 0.0  # it writes every line again
     # what held is mostly kept (a slot's token budget may still cut long lines); at h = 0 nothing held
-    assert cells[("speccompact", 0.9)]["retention"] > 0.8 and cells[("target_self", 0.9)]["retention"] > 0.8
+    assert all(cells[(m, 0.9)]["retention"] > 0.8 for m in ("speccompact", "target_self", "target_delta"))
     assert cells[("speccompact", 0.0)]["retention"] is None
     for c in cells.values():  # device-seconds per compaction: the session's device-seconds over its compactions
         row = next(r for r in report["rows"] if (r["label"], r["hold"]) == (c["label"], c["hold"]))
         assert c["device_s_per_compaction_median"] == pytest.approx(row["device_s"] / row["compactions"])
+
+
+def test_the_race_names_each_delta_methods_crossover_and_where_auto_is_measured():
+    from bench.harness.session import RACE_ROWS, race_tables
+
+    def cell(label, spec, hold, dev):
+        return {"label": label, "speculative": spec, "hold": hold, "device_s_per_compaction_median": dev,
+                "device_s_per_compaction_min": dev, "device_s_per_compaction_max": dev, "stall_p50_s": dev / 2,
+                "seed_median_min_s": dev / 2, "seed_median_max_s": dev / 2, "held_realized": hold or None,
+                "carried_share_later": 0.0, "retention": None}
+
+    dev = {  # device-seconds per compaction: Target-delta has the fewest from h = 0.6 on
+        ("speccompact", "eagle3"): (3.0, 2.0), ("target_self", "eagle3"): (1.5, 1.5),
+        ("target_self", "ngram-copy-h"): (1.8, 1.2), ("target_delta", "eagle3"): (1.7, 1.0),
+        ("target_delta", "ngram"): (1.9, 1.1)}
+    report = {"conditions": {"model_pairs": ["qwen3-8b:qwen3-0.6b"], "p_accept": 0.7},
+              "policy": {"tail_tokens": 10_880}, "rows": [{"records": [{"prompt_tokens": 60_000}]}],
+              "summary": [cell(lab, sp, h, v[i]) for (lab, sp), v in dev.items() for i, h in enumerate((0.0, 0.9))]}
+    text = race_tables(report)
+    assert sum(1 for lab, sp, _ in RACE_ROWS if (lab, sp) in dev) == 5
+    for name in ("Target-delta: carried lines judged", "Target-delta, NGRAM"):
+        assert sum(1 for line in text.splitlines() if line.startswith(f"| {name}")) == 3  # one row per table
+    assert "(the h from which Target-delta has the fewest device-seconds per compaction): h = 0.9" in text
+    assert "(the h from which SpecCompact has the fewest device-seconds per compaction): none in 0-0.9" in text
+    line = next(x for x in text.splitlines() if x.startswith("- h = 0.9:"))
+    assert "fewest device-seconds target_delta (eagle3) 1.00" in line
+    # on the NGRAM target a Target-delta pick is measured on its NGRAM row (no copy), not the EAGLE3 one
+    assert "on the ngram-copy-h target target_delta, 1.10 = 1.10x" in line
+    assert "on the eagle3 target target_delta, 1.00 = 1.00x" in line

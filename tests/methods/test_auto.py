@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from sgl_speccompact.methods.auto import DEFAULT_P_ACCEPT, AutoChoice, Deployment, choose, decode_s, predict, prefill_s
+from sgl_speccompact.methods.names import METHODS
 from sgl_speccompact.core.costmodel import H100, H200, QWEN3_8B, forward_s
 
 
@@ -29,7 +30,7 @@ def test_the_pick_changes_with_acceptance():
 
 def test_choice_names_its_prediction_and_reason():
     got = choose(Deployment.named(), 8000)
-    assert isinstance(got, AutoChoice) and set(got.predicted_s) == {"speccompact", "target_self", "hermes", "openclaw"}
+    assert isinstance(got, AutoChoice) and set(got.predicted_s) == set(METHODS)
     assert got.method == min(got.predicted_s, key=got.predicted_s.get)
     assert got.method in got.reason and "H200" in got.reason and f"p_accept {DEFAULT_P_ACCEPT:g}" in got.reason
 

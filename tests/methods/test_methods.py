@@ -19,7 +19,7 @@ def kinds(result, server="target"):
 
 
 def test_method_names():
-    assert METHODS == ("speccompact", "hermes", "openclaw", "target_self")
+    assert METHODS == ("speccompact", "hermes", "openclaw", "target_self", "target_delta")
 
 
 def test_dispatches_every_method():

@@ -135,3 +135,26 @@ def test_radix_reuse_is_what_the_real_server_reports(servers):
     assert verify.cached_tokens >= verify.requests * (prefill.prompt_tokens - 1)
     assert res.stats.cached_ratio("target") > 0.8
     assert res.stats.cached_ratio("drafter") > 0.5
+
+
+def test_target_delta_copies_the_previous_lines_that_still_hold(servers):
+    # each slot's previous lines: two drafter lines, judged to still hold (a REJECT word anywhere in the
+    # previous summary would sit in every prompt's shared prefix, and the marker judge would reject all)
+    held = {s: [f"- {scripts.DRAFTS['goal'][0]} {i}", f"- {scripts.DRAFTS['goal'][1]} {i}"]
+            for i, s in enumerate(scripts.MARKERS)}
+    previous = "\n\n".join(f"## {scripts.TITLES[s]}\n" + "\n".join(held[s]) for s in scripts.MARKERS)
+    target, _ = endpoints(servers)
+    with Unchanged(history()) as messages:
+        res = run_method("target_delta", MethodRequest(messages, schema=scripts.SCHEMA, previous_summary=previous),
+                         target=target, config=scripts.JUDGE)
+    assert res.method == "target_delta"
+    by_slot = {s.name: s for s in res.slots}
+    for name in scripts.MARKERS:
+        carried = [ln.text for ln in by_slot[name].lines if ln.origin is LineOrigin.CARRIED]
+        assert carried == held[name], name
+        written = [ln.text for ln in by_slot[name].lines if ln.origin is LineOrigin.TARGET and ln.text.strip()]
+        assert set(written) <= {scripts.REPAIRS[name], f"- {scripts.REPAIRS[name]}"}, written
+    # two carried lines per slot: the question they share prefilled once, then one batch of both
+    assert res.stats.requests["target"]["verify_carried"].requests == 2 * len(scripts.MARKERS)
+    assert res.stats.carried_proposed == res.stats.carried_lines == 2 * len(scripts.MARKERS)
+    assert res.stats.requests.get("drafter", {}) == {}

@@ -14,7 +14,7 @@
       abort_on_summary_failure: false   # true: a failed summary keeps the messages unchanged
     speccompact:
       url: http://127.0.0.1:8000
-      method: speccompact        # or hermes, openclaw, target_self
+      method: speccompact        # or hermes, openclaw, target_self, target_delta
       source_judge: false
       timeout_s: 120
       prepare: true              # ahead-of-time compaction, when the service offers it
@@ -45,7 +45,7 @@ class Settings:
 
     url: str = "http://127.0.0.1:8000"  # sgl_speccompact service base URL
     api_key: str | None = None  # the service's bearer token
-    method: str = "speccompact"  # speccompact | hermes | openclaw | target_self
+    method: str = "speccompact"  # speccompact | hermes | openclaw | target_self | target_delta
     source_judge: bool = False  # run Source-Judged Compaction on the summary
     timeout_s: float = 120.0  # one compaction request, end to end (s)
     threshold_percent: float = 0.50  # Hermes's compression.threshold: trigger share of the window (before its floors)

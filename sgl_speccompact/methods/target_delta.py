@@ -1,0 +1,20 @@
+"""``target_delta``: Target-self for a session whose summary mostly holds.
+
+The previous summary's lines that still hold are judged in one prefill-only
+request per slot branch and copied; the target writes only what the new
+turns add (:mod:`~sgl_speccompact.programs.delta`).  Without a previous
+summary it is Target-self: one generation per branch.
+"""
+
+from __future__ import annotations
+
+from ..programs.delta import target_delta_program
+from ..result import SlotResult
+from .pipeline import Job, register
+from .speccompact import run_slots, slot_context
+
+
+@register("target_delta", judges=True, new_tokens=lambda cfg: cfg.max_tokens_per_slot)
+def target_delta_method(job: Job) -> list[SlotResult]:
+    """Target-delta: the shared prefix, one fork per slot; carried lines judged and copied, the rest written."""
+    return run_slots(job, target_delta_program, slot_context(job))
