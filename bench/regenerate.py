@@ -96,16 +96,12 @@ RUNS.update({
 })
 SINGLE_DELTA = {"--speculative": "eagle3,ngram-copy-h", "--methods": "target_self,hermes,openclaw"}
 # the same sessions ahead of time, the agent at the higher priority (the stall then, and the agent's slowdown):
-# the delta methods and Target-self
+# the delta methods and Target-self, 8B (an ahead session simulates the agent's turns around each prepare twice)
 EVOLVE_AHEAD = ["--deployments", "two-gpu-equal", "--modes", "ahead", "--priority", "on", "--hold", "0,0.3,0.6,0.9",
                 "--session-tokens", "180000", "--hermes-tokens", "2048", "--seeds", "8", "--speculative", "eagle3",
                 "--methods", "speccompact,target_self,target_delta", "--local-tokenizer", "--no-plots"]
-RUNS.update({
-    "session-evolving-ahead": ("session-evolving-ahead.json", "session.py",
-                               ["--model-pairs", "qwen3-8b:qwen3-0.6b", *EVOLVE_AHEAD]),
-    "session-evolving-ahead-32b": ("session-evolving-ahead-32b.json", "session.py",
-                                   ["--model-pairs", "qwen3-32b:qwen3-0.6b", *EVOLVE_AHEAD]),
-})
+RUNS["session-evolving-ahead"] = ("session-evolving-ahead.json", "session.py",
+                                  ["--model-pairs", "qwen3-8b:qwen3-0.6b", *EVOLVE_AHEAD])
 AHEAD_SHARDS = [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"},
                 {"--speculative": "ngram-copy-h", "--methods": "target_self"}]
 # Target-delta copies the held lines itself and decodes only new text: EAGLE3, and plain NGRAM (nothing to copy)
@@ -116,7 +112,7 @@ SHARDS = {"session-evolving": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", 
                                TARGET_DELTA],
           "session-evolving-32b": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}, SINGLE_DELTA,
                                    TARGET_DELTA],
-          "session-evolving-ahead": AHEAD_SHARDS, "session-evolving-ahead-32b": AHEAD_SHARDS,
+          "session-evolving-ahead": AHEAD_SHARDS,
           "session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)],
           "session-yield": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)],
           "session-yield-32b": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)]}
@@ -153,8 +149,6 @@ CHECKS = {
     # Target-self at h = 0.9, seed 0: a prepare evolved from the one before, beside the agent's turns
     "session-evolving-ahead": ({**CELL, "--methods": "target_self", "--hold": "0.9"}, SESSION_KEY[0] + ("hold",),
                                SESSION_KEY[1] + ("agent_slowdowns", "carried_share")),
-    "session-evolving-ahead-32b": ({**CELL, "--methods": "target_self", "--hold": "0.9"},
-                                   SESSION_KEY[0] + ("hold",), SESSION_KEY[1] + ("agent_slowdowns", "carried_share")),
 }
 
 
@@ -293,7 +287,7 @@ def tables() -> str:
     for name in ("session-evolving", "session-evolving-32b"):  # the race over the held share h
         report = json.loads((RESULTS / RUNS[name][0]).read_text())
         out.append(f"## {name} ({report['timestamp']})\n\n{race_tables(report)}")
-    for name in ("session-evolving-ahead", "session-evolving-ahead-32b"):  # ... ahead of time
+    for name in ("session-evolving-ahead",):  # ... ahead of time
         report = json.loads((RESULTS / RUNS[name][0]).read_text())
         out.append(f"## {name} ({report['timestamp']})\n\n{ahead_tables(report)}")
     return "\n\n".join(out)
