@@ -255,13 +255,12 @@ def ahead_tables(report: dict) -> str:
 def race_tables(report: dict) -> str:
     """The evolving-session race of one model pair (Markdown, SIMULATED): per h, every method's device-seconds
     per compaction, sync stall, carried share and retention, the crossover and auto's pick."""
-    s = _s
     cells = {(c["label"], c["speculative"], c["hold"]): c for c in report["summary"]}
     holds = sorted({c["hold"] for c in report["summary"]})
     out = by_hold(report, [
         DEVICE_S,
         ("sync stall s, p50 over every compaction [seed medians min-max]",
-         lambda c: f"{s(c['stall_p50_s'])} [{s(c['seed_median_min_s'])}-{s(c['seed_median_max_s'])}]"),
+         lambda c: f"{_s(c['stall_p50_s'])} [{_s(c['seed_median_min_s'])}-{_s(c['seed_median_max_s'])}]"),
         ("held share realized / carried share of later compactions' content lines / retention of what held",
          lambda c: ("-" if c.get("held_realized") is None else f"{c['held_realized']:.2f}")
          + f" / {c['carried_share_later']:.2f} / "
@@ -281,11 +280,11 @@ def race_tables(report: dict) -> str:
             # on the NGRAM target Target-delta decodes no copied text (plain NGRAM); SpecCompact raced on EAGLE3 only
             mine = got.get((label, algo)) or got.get((label, "ngram" if algo != "eagle3" else algo)) \
                 or got.get((label, "eagle3"))
-            autos.append(f"on the {algo} target {pick.get('method')}, {s(mine)} = {mine / got[best[h]]:.2f}x")
+            autos.append(f"on the {algo} target {pick.get('method')}, {_s(mine)} = {mine / got[best[h]]:.2f}x")
         held = picks.get((h, "eagle3"), {}).get("held")
-        out.append(f"- h = {h:g}: fewest device-seconds {best[h][0]} ({best[h][1]}) {s(got[best[h]])}; SpecCompact "
-                   f"{s(spec)} = {spec / rival:.2f}x the best competitor's {s(rival)}; auto (told held share "
-                   f"{s(held)}) picks " + "; ".join(autos) + " the fewest")
+        out.append(f"- h = {h:g}: fewest device-seconds {best[h][0]} ({best[h][1]}) {_s(got[best[h]])}; SpecCompact "
+                   f"{_s(spec)} = {spec / rival:.2f}x the best competitor's {_s(rival)}; auto (told held share "
+                   f"{_s(held)}) picks " + "; ".join(autos) + " the fewest")
     for name, label in (("SpecCompact", "speccompact"), ("Target-delta", "target_delta")):  # the delta methods
         wins = [h for h in holds if best[h][0] == label]
         out.append(f"- crossover (the h from which {name} has the fewest device-seconds per compaction): "

@@ -1,8 +1,9 @@
 """How a proposed line is admitted into a slot: one decision for every source of lines.
 
-A slot stream proposes lines from five sources (:class:`Source`): the
+A slot stream proposes lines from six sources (:class:`Source`): the
 drafter's buffer, the previous summary (a line, or one of the slot's
-sub-section headings), the target's repair and a drafter candidate.  Each
+sub-section headings), the target's repair, a drafter candidate and, in
+Target-delta, the target's own writing.  Each
 goes through the same stages, in the same order::
 
     checks (kind) -> budget -> judge -> claim (across the slot's branches) -> accept
@@ -13,7 +14,8 @@ the line's tokens, asks the target, claims the line in the slot's shared
 set) and asks again with the answer, until the line is accepted or refused.
 What a refusal means depends on the source: a drafted line is repaired, a
 carried one dropped (and remembered as stale once the target judged it), a
-repair stops the slot, a candidate leaves the repair to the target.
+repair stops the slot, a candidate leaves the repair to the target, and a
+line the target wrote in Target-delta is skipped (it is never judged either).
 """
 
 from __future__ import annotations
@@ -35,6 +37,7 @@ class Source(str, Enum):
     HEADING = "heading"  # one of the slot's sub-section headings, carried from the previous summary
     REPAIR = "repair"  # written by the target in place of a rejected line
     CANDIDATE = "candidate"  # a drafter sample, judged in a batch with the others
+    TARGET = "target"  # written by the target in Target-delta: not judged, skipped when refused
 
 
 class Step(str, Enum):
@@ -81,6 +84,8 @@ def admit(source: Source, kind: LineKind, over: str | None = None, judged: bool 
     'drop'
     >>> admit(Source.DRAFT, LineKind.PLACEHOLDER).step.value, admit(Source.CANDIDATE, LineKind.PLACEHOLDER).step.value
     ('repair', 'drop')
+    >>> admit(Source.TARGET, LineKind.DUPLICATE).step.value, admit(Source.TARGET, LineKind.JUDGE, over="").step.value
+    ('drop', 'claim')
     """
     refused = _refused(source, kind)
     if refused is not None:
@@ -91,7 +96,7 @@ def admit(source: Source, kind: LineKind, over: str | None = None, judged: bool 
         return Admission(Step.DROP) if source in (Source.CARRIED, Source.HEADING) else Admission(Step.STOP, over)
     if kind is not LineKind.JUDGE:  # a heading, a marker or a blank: accepted unjudged, never claimed
         return Admission(Step.ACCEPT)
-    if source is not Source.REPAIR:  # the target wrote a repair itself: it is not judged again
+    if source not in (Source.REPAIR, Source.TARGET):  # the target wrote it itself: it is not judged again
         if judged is None:
             return Admission(Step.JUDGE)
         if not judged:
@@ -107,6 +112,8 @@ def _refused(source: Source, kind: LineKind) -> Admission | None:
         return Admission(Step.REPAIR) if kind in FAILED_CHECK else None
     if source is Source.REPAIR:
         return Admission(Step.STOP, "repair_failed") if kind in FAILED_CHECK else None
+    if source is Source.TARGET:
+        return Admission(Step.DROP) if kind in FAILED_CHECK else None
     wanted = LineKind.UNJUDGED if source is Source.HEADING else LineKind.JUDGE
     return None if kind is wanted else Admission(Step.DROP)
 

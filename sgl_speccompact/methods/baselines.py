@@ -43,7 +43,7 @@ from .pipeline import Job, register
 from ..core.hermes_prompt import MIN_TARGET, hermes_prompt, rough_tokens, summary_target, transcript
 from .chunking import context_tokens, room_left
 from ..core.sections import join_parts
-from ..programs.slot_stream import HEADING
+from ..programs.slot_stream import HEADING, SECTION_STOP
 from ..programs.slots import branches_of, per_slot
 from ..programs.states import retire
 from ..programs.context import SlotRun
@@ -71,10 +71,6 @@ def hermes_cap(target_tokens: int, cfg: CompactConfig) -> int:
     return int(target_tokens * cfg.hermes_cap_ratio)
 
 
-# a sub-section's generation ends where the next heading starts.  A string, not a list: sglang's
-# interpreter extends a list stop in place with the chat template's stops (``clone.stop += ...``),
-# so a shared list would grow on every call until the server refuses it
-SECTION_STOP = "\n#"
 
 
 def slot_sampling(cfg: CompactConfig) -> dict:

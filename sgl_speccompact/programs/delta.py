@@ -20,14 +20,15 @@ drafter's place:
 
 The target's lines are not judged (the target wrote them); they pass the
 same checks, budget and duplicate claim as any line
-(:func:`~sgl_speccompact.core.admission.admit`, as a repair does), except
-that a line failing a check is skipped instead of ending the slot: a target
-that repeats a carried line has only repeated it.  With no previous summary
+(:func:`~sgl_speccompact.core.admission.admit`, source ``TARGET``), and one
+failing a check or claimed by another branch is skipped instead of ending
+the slot: a target that repeats a carried line has only repeated it.  With no previous summary
 every branch is one generation, as in Target-self.
 
-Cost per slot branch: one judge request for its carried lines (none
-without them) and one generation, plus one generation per carried
-sub-section heading of a one-branch slot.
+Cost per slot branch: one generation, plus one generation per carried
+sub-section heading of a one-branch slot; with carried lines, one judge
+batch, and before it one prefill of the question they share when there are
+two or more.
 """
 
 from __future__ import annotations
@@ -37,17 +38,15 @@ from functools import partial
 
 import sglang as sgl
 
-from ..core.admission import FAILED_CHECK, Source, Step
+from ..core.admission import Source, Step
 from ..core.carried import section_heading
 from ..core.lines import DraftBuffer, LineKind, split_draft
-from ..result import LineOrigin, SlotResult
+from ..result import SlotResult
 from .context import SlotRun
-from .slot_stream import SlotStream
+from .slot_stream import SECTION_STOP, SlotStream
 from .slots import branches_of, per_slot, run_slot
-from .states import on_daemon_thread, scratch
-from .steps import end_states, fork_slots, result_of
-
-SECTION_STOP = "\n#"  # a generation before a carried sub-section heading ends where the next heading starts
+from .states import on_daemon_thread
+from .steps import end_states, fork_slots, gen_on_copy
 
 
 class DeltaStream(SlotStream):
@@ -73,7 +72,7 @@ class DeltaStream(SlotStream):
         sampling = {"max_tokens": left, "temperature": 0.0}
         if self.section is not None or before_heading:
             sampling["stop"] = SECTION_STOP
-        text, meta = self.timed("generate", write_on_copy, self.s, sampling)
+        text, meta = self.timed("generate", gen_on_copy, self.s, "delta", sampling)
         self.ctx.recorder.request("target", "generate", meta)
         finished = (meta.get("finish_reason") or {}).get("type") != "length"
         lines, truncated = split_draft(text, finished)
@@ -88,37 +87,22 @@ class DeltaStream(SlotStream):
         return None
 
     def step(self, prefix: tuple[str, ...], line: str) -> str | None:
-        """Admit a line the target wrote: checked, budgeted and claimed, never judged; a line
-        failing a check is skipped (the buffer goes on from ``prefix``)."""
+        """Admit a line the target wrote (source ``TARGET``): checked, budgeted and claimed, never
+        judged; a refused line is skipped (the buffer goes on from ``prefix``)."""
         if self.ends_section(line):
             return "complete"
         kind = self.kind(line)
         if kind is LineKind.JUDGE and line == self.cut:
             return "token_budget"  # cut off by the slot's remaining tokens
-        if kind in FAILED_CHECK:
-            self.buffer.prefix = prefix  # skipped: the next buffered line continues the accepted ones
-            return None
-        done, _ = self.offer(line, Source.REPAIR, kind)
+        done, _ = self.offer(line, Source.TARGET, kind)
         if done.step is Step.STOP:
             return done.reason
-        if done.step is not Step.ACCEPT:  # another branch of the slot has it
-            self.buffer.prefix = prefix
+        if done.step is Step.DROP:
+            self.buffer.prefix = prefix  # skipped: the next buffered line continues the accepted ones
         return None
 
     def prefetch(self, prefix: tuple[str, ...], line: str) -> None:
         """No drafter: nothing is drafted while a carried line is judged one at a time."""
-
-    def accept(self, line: str, origin: LineOrigin, score: float | None = None,
-               rejected: str | None = None, **more) -> None:
-        """As :meth:`SlotStream.accept`; a line admitted as the target's own is origin ``target_written``."""
-        super().accept(line, LineOrigin.TARGET if origin is LineOrigin.REPAIRED else origin, score, rejected, **more)
-
-
-def write_on_copy(s, sampling: dict) -> tuple[str, dict]:
-    """The target continues the branch on a copy (the caller appends the lines it keeps)."""
-    with scratch(s) as w:
-        w += sgl.gen("delta", **sampling)
-        return result_of(w, "delta")
 
 
 @sgl.function

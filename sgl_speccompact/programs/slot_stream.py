@@ -73,8 +73,12 @@ from .context import SlotRun
 from .steps import Draft, draft, judge_lines, open_slot, repair_line, sample_candidates, verify_line
 
 HEADING = "### {}"  # how a sub-section heading line looks
+# a generation of one sub-section ends where the next heading starts.  A string, not a list: sglang's
+# interpreter extends a list stop in place with the chat template's stops (``clone.stop += ...``),
+# so a shared list would grow on every call until the server refuses it
+SECTION_STOP = "\n#"
 ORIGINS = {Source.DRAFT: LineOrigin.DRAFTED, Source.CARRIED: LineOrigin.CARRIED, Source.REPAIR: LineOrigin.REPAIRED,
-           Source.CANDIDATE: LineOrigin.CANDIDATE}  # the origin of a judged line each source admits
+           Source.CANDIDATE: LineOrigin.CANDIDATE, Source.TARGET: LineOrigin.TARGET}  # a judged line's origin
 
 
 def is_content(line: str) -> bool:
@@ -224,7 +228,7 @@ class SlotStream:
             else:
                 break
         if done.step is Step.ACCEPT:
-            self.accept(line, ORIGINS[source] if kind is LineKind.JUDGE or source is Source.REPAIR
+            self.accept(line, ORIGINS[source] if kind is LineKind.JUDGE or source in (Source.REPAIR, Source.TARGET)
                         else LineOrigin.UNJUDGED, score=score, rejected=rejected, **more)
         return done, score
 

@@ -265,9 +265,14 @@ def repair_line(s, ctx: SlotContext) -> tuple[str, dict]:
     On a copy, a line cut off by the token limit never enters the branch.
     Without line-aware stopping the repair runs on; the caller keeps the first line.
     """
-    with scratch(s) as r:
-        r += sgl.gen("repair", **repair_sampling(ctx.cfg))
-        return result_of(r, "repair")
+    return gen_on_copy(s, "repair", repair_sampling(ctx.cfg))
+
+
+def gen_on_copy(s, name: str, sampling: dict) -> tuple[str, dict]:
+    """``gen`` variable ``name`` on a copy of the branch: ``(its text, its meta_info)``; ``s`` is not changed."""
+    with scratch(s) as c:
+        c += sgl.gen(name, **sampling)
+        return result_of(c, name)
 
 
 @dataclass

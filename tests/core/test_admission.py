@@ -42,6 +42,11 @@ def test_what_a_refusal_means_depends_on_the_source():
     assert steps(Source.REPAIR, LineKind.JUDGE, claim=False) == ["measure", "claim", "stop:repair_failed"]
     assert steps(Source.DRAFT, LineKind.DUPLICATE) == ["repair"]
     assert steps(Source.HEADING, LineKind.JUDGE) == ["drop"]
+    # Target-delta's own lines: never judged; a failed check or a line another branch has is skipped
+    assert steps(Source.TARGET, LineKind.JUDGE) == ["measure", "claim", "accept"]
+    assert steps(Source.TARGET, LineKind.JUDGE, claim=False) == ["measure", "claim", "drop"]
+    assert steps(Source.TARGET, LineKind.DUPLICATE) == ["drop"]
+    assert steps(Source.TARGET, LineKind.JUDGE, over="token_budget") == ["measure", "stop:token_budget"]
 
 
 def test_the_budget_comes_before_the_judge_and_the_claim():
