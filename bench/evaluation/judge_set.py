@@ -138,3 +138,27 @@ def history_of(case: JudgeCase, folder: str | Path | None = None) -> list[dict]:
     if case.upto > len(messages):
         raise HistoryFormatError(f"has {len(messages)} messages, the case cuts at {case.upto}", field=case.file)
     return messages[:case.upto]
+
+
+def auc(supported: list[float], contradicted: list[float]) -> float:
+    """How well a score ranks supported lines above contradicted ones (ROC AUC, ties count half).
+
+    0.5 is chance, 1.0 a perfect judge, below 0.5 a judge that ranks backwards.
+
+    Parameters
+    ----------
+    supported, contradicted : list of float
+        The judge's score (p(yes), r, ...) of each supported and each contradicted line.
+
+    Returns
+    -------
+    float
+        The share of (supported, contradicted) pairs the score orders correctly.
+
+    >>> auc([0.9, 0.8], [0.1, 0.8])
+    0.875
+    """
+    if not supported or not contradicted:
+        raise ValueError("AUC needs at least one score of each label")
+    wins = sum((s > c) + 0.5 * (s == c) for s in supported for c in contradicted)
+    return wins / (len(supported) * len(contradicted))
