@@ -12,7 +12,9 @@ next-token distribution).  Per case the report keeps p(yes), p(no), the label
 mass and p(yes) over the whole vocabulary (p(yes) x label mass); it then gives
 the label mass range and the AUC of supported against contradicted lines,
 ranked by p(yes) and by whole-vocabulary p(yes).  Requests go one at a time;
-wall times are client-side, around each request, on a shared CPU.
+wall times are client-side, around each request, on a shared CPU; the
+server's own counters (``/metrics``) give the prompt tokens its radix cache
+served per request.
 
 Conditions are printed first and written to the JSON: the model, the server's
 dtype and device, the date, the machine's cores and load.
@@ -91,6 +93,17 @@ def conditions(url: str, get) -> dict:
             "requests": "one per history cut, one at a time"}
 
 
+def server_tokens(url: str, get) -> dict[str, float]:
+    """The server's prompt and cached token counters now (``GET /metrics``, ``--enable-metrics``)."""
+    out = dict.fromkeys(("prompt_tokens", "cached_tokens"), 0.0)
+    for line in get(url + "/metrics").text.splitlines():
+        name, _, value = line.rpartition(" ")
+        for key in out:
+            if name.startswith(f"sglang:{key}_total"):
+                out[key] += float(value)
+    return out
+
+
 def run(url: str, cases: list[JudgeCase], post, get, history=history_of) -> dict:
     """Send every request, one at a time; the report (conditions, per request, per case, summary)."""
     conds = conditions(url, get)
@@ -98,14 +111,17 @@ def run(url: str, cases: list[JudgeCase], post, get, history=history_of) -> dict
           flush=True)
     answers, per_request = {}, []
     for body in requests_for(cases, history):
+        before = server_tokens(url, get)
         t0 = time.perf_counter()
         res = post(url + "/v1/decisions", json=body)
         wall = time.perf_counter() - t0
         res.raise_for_status()
         got = res.json()
+        after = server_tokens(url, get)
         answers.update(got["answers"])
         per_request.append({"questions": len(body["questions"]), "input_chars": len(body["input"]),
                             "prompt_tokens": got["usage"]["prompt_tokens"], "wall_s": round(wall, 3),
+                            "server_cached_tokens": after["cached_tokens"] - before["cached_tokens"],
                             "prompt_format_version": got["prompt_format_version"]})
         log(f"{per_request[-1]}", "judge_set_decisions")
     rows = rows_for(cases, answers)

@@ -47,20 +47,24 @@ class FakeRoute:
 
     def __init__(self):
         self.bodies = []
+        self.cached = 0.0
 
     def post(self, url, json):
         assert url == "http://s/v1/decisions"
         self.bodies.append(json)
+        self.cached += 5 * len(json["questions"])  # the cache serves 5 tokens a question
         answers = {q["id"]: answer(0.2 if "Renamed z" in q["question"] else 0.9, 0.03) for q in json["questions"]}
         return Res({"answers": answers, "usage": {"prompt_tokens": 10 * len(answers)}, "prompt_format_version": 1})
 
     def get(self, url):
+        if url.endswith("/metrics"):
+            return Res(None, f'# HELP x\nsglang:cached_tokens_total{{a="b"}} {self.cached}\n')
         return Res({"version": "0.5.23", "dtype": "float32", "device": "cpu", "model_path": "/m"})
 
 
 class Res:
-    def __init__(self, body):
-        self.body = body
+    def __init__(self, body, text=""):
+        self.body, self.text = body, text
 
     def raise_for_status(self):
         pass
@@ -75,6 +79,7 @@ def test_run_sends_each_cut_once_and_reports():
     assert len(route.bodies) == 2
     assert report["conditions"]["label"] == "MEASURED (CPU)" and report["conditions"]["sglang_version"] == "0.5.23"
     assert [r["prompt_tokens"] for r in report["requests"]] == [20, 10]
+    assert [r["server_cached_tokens"] for r in report["requests"]] == [10, 5]
     assert report["summary"]["auc_p_yes"] == 1.0
 
 
