@@ -12,10 +12,12 @@ import statistics
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Callable, TypeVar
 
 from pydantic import BaseModel, Field
 
 SERVERS = ("target", "drafter")  # keys of CompactionStats.requests
+T = TypeVar("T")
 
 
 class LineOrigin(str, Enum):
@@ -202,6 +204,11 @@ class StatsRecorder:
             self.stats.agent_tokens = agent_tokens
             if prefill is not None and prefill.requests:
                 self.stats.agent_cached_tokens = min(prefill.cached_tokens, agent_tokens)
+
+    def read(self, fn: "Callable[[CompactionStats], T]") -> "T":
+        """``fn(stats)`` while no slot thread records (a consistent reading mid-compaction)."""
+        with self._lock:
+            return fn(self.stats)
 
     def time(self, phase: str, seconds: float) -> None:
         """Add wall time to a phase."""

@@ -95,7 +95,8 @@ import threading
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..options import OneLineParser, defaults, positive_number
+from ..logs import quiet_sglang
+from ..options import OneLineParser, add_log_level_flag, defaults, positive_number
 from .cpu import DEFAULT_MAX_TOTAL_TOKENS
 from .deployment import format_auto
 from .packaged import convert_started
@@ -233,6 +234,7 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--health-wait", type=float, help=f"seconds to wait for each server's /health (default {S.health_wait_s:g})")
     g.add_argument("--compaction-timeout", type=float,
                    help=f"whole-compaction deadline in seconds, > 0 (default {S.compaction_timeout_s:g})")
+    add_log_level_flag(g)
     g.add_argument("--upstream-detail", action="store_true",
                    help="show upstream URLs in error bodies and /health (default: roles only)")
     g.add_argument("--session-store-mb", type=float,
@@ -277,6 +279,7 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
     """
     args = build_parser("python -m sgl_speccompact serve" if serve_only else
                         "python -m sgl_speccompact.launch").parse_args(argv)
+    quiet_sglang()  # before anything imports sglang
     if serve_only and not args.target_url:
         print("serve needs --target-url URL (and --drafter-url URL, or --no-drafter)", file=sys.stderr)
         return 2
