@@ -111,6 +111,7 @@ class CompactionResult(BaseModel):
     """A complete compaction: summary text, slots and stats."""
 
     method: str  # speccompact | hermes | openclaw | target_self | target_delta
+    ran_as: str | None = None  # the method that wrote the summary when not `method`: target_delta with no previous summary is target_self
     summary: str  # the assembled summary
     summary_tokens: int = 0  # its length in target tokens
     slots: list[SlotResult] = Field(default_factory=list)  # per-section detail (slot methods)

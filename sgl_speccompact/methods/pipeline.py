@@ -70,6 +70,7 @@ class Job:
     layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
     redactions: dict[str, int] | None = None  # secrets replaced in turns, tools, previous summary, focus, per kind
     focus: str | None = None  # topic the summary should favour (untrusted text; prompts quote it)
+    ran_as: str | None = None  # set by a method that ran as another one (the result's ran_as)
 
     def emit(self, event: dict) -> None:
         if self.on_event is not None:
@@ -255,4 +256,4 @@ def finish(job: Job, written: Written, t0: float) -> CompactionResult:
     job.recorder.stats.total_wall_s = time.perf_counter() - t0
     return CompactionResult(method=job.method, summary=done.summary, summary_tokens=done.tokens,
                             slots=done.slots, stats=job.recorder.stats, redactions=dict(job.redactions or {}),
-                            truncated=done.truncated)
+                            truncated=done.truncated, ran_as=job.ran_as)
