@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any, Callable, TextIO
 
 from .errors import BackendUnavailableError, ConfigError, InvalidHistoryError, MalformedJSONError, SpecCompactError
-from .logs import quiet_sglang
+from .service.logs import quiet_sglang
 from .config import CompactConfig
 from .options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, OneLineParser, count, defaults, positive_number
 from .history.formats import list_trials, load_history

@@ -117,7 +117,7 @@ def resolve_api_key(cli_value: str | None) -> str | None:
     return None
 
 
-LOG_LEVELS = ("debug", "info", "warning", "error")  # --log-level values, most to least said (sgl_speccompact.logs)
+LOG_LEVELS = ("debug", "info", "warning", "error")  # --log-level values, most to least said (sgl_speccompact.service.logs)
 
 
 def log_level(value: Any, field: str) -> str:
@@ -183,7 +183,7 @@ class ServiceSettings:
     #   foreground requests (GET /v1/loads), per request; 0: never waits (seconds; docs/benchmarks/session.md)
     calibrate: bool = False  # the launcher times each server's passes at start (cost-model fit)
     gpu: str | None = None  # the servers' GPU for the cost model; None: H200 assumed (launcher)
-    log_level: str = "info"  # what the launcher, service and emulators log: one of LOG_LEVELS (sgl_speccompact.logs)
+    log_level: str = "info"  # what the launcher, service and emulators log: one of LOG_LEVELS (sgl_speccompact.service.logs)
 
     def __post_init__(self) -> None:
         for name in ("max_json_depth", "max_number_digits", "max_previous_summary_chars", "max_workers",

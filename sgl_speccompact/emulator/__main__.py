@@ -17,8 +17,8 @@ import argparse
 import time
 
 from ..core.gpus import DEFAULT_GPU
-from ..logs import configure as configure_logs
-from ..logs import quiet_sglang
+from ..service.logs import configure as configure_logs
+from ..service.logs import quiet_sglang
 from ..options import add_log_level_flag
 from .cost import CostModel
 from .policy import ControlledAcceptancePolicy, ScriptedPolicy

@@ -18,7 +18,7 @@ import time
 
 import uvicorn
 
-from ..logs import uvicorn_logging
+from ..service.logs import uvicorn_logging
 from .api import create_app
 from .cost import CostModel
 from .engine import Engine
@@ -117,7 +117,7 @@ class EmulatedServer:
         Where to listen (port 0: a free port, bound at once).
     log_level
         One of :data:`~sgl_speccompact.options.LOG_LEVELS`: ``debug`` logs an
-        access line per request (:mod:`sgl_speccompact.logs`).  None (default):
+        access line per request (:mod:`sgl_speccompact.service.logs`).  None (default):
         uvicorn's warnings only, no access lines.
     """
 

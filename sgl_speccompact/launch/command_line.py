@@ -98,7 +98,7 @@ import threading
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..logs import quiet_sglang
+from ..service.logs import quiet_sglang
 from ..options import OneLineParser, add_log_level_flag, defaults, positive_number
 from .cpu import DEFAULT_MAX_TOTAL_TOKENS
 from .deployment import format_auto

@@ -23,8 +23,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..errors import BackendError, ConfigError, LaunchError, SpecCompactError
-from ..logs import configure as configure_logs
-from ..logs import uvicorn_logging
+from ..service.logs import configure as configure_logs
+from ..service.logs import uvicorn_logging
 from ..options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL
 from .deployment import auto_picker
 from .plan import LaunchPlan, build_plan

@@ -1,6 +1,6 @@
 """The service's log for people: one line per compaction, and progress lines of the long ones.
 
-At the default level (``info``, :mod:`sgl_speccompact.logs`) each finished
+At the default level (``info``, :mod:`sgl_speccompact.service.logs`) each finished
 compaction writes one line::
 
     [service] speccompact: ~2,140 history tokens, 1.84 s, 61 requests, acceptance 71% (32 of 45 judged lines), complete

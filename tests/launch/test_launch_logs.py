@@ -15,7 +15,7 @@ import httpx
 import pytest
 from tests.support.procs import READY_S, stop, wait_healthy
 
-from sgl_speccompact import logs
+from sgl_speccompact.service import logs
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch.command_line import build_parser
 from sgl_speccompact.launch.plan import build_plan

@@ -33,7 +33,7 @@ import sys
 import warnings
 from typing import TextIO
 
-from .options import defaults, log_level
+from ..options import defaults, log_level
 
 PACKAGE_LOGGER = "sgl_speccompact"  # the logger every module's getLogger(__name__) sits under
 # (message start, module) of sglang's import-time warnings on a machine with no accelerator
