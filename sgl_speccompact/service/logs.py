@@ -23,12 +23,15 @@ AWQ and GGUF quantization kernels are unavailable (in
 ``sglang/srt/layers/quantization/awq/awq.py`` and ``.../gguf.py``, issued
 only on such machines).  This package uses neither kernel, so
 :func:`quiet_sglang` adds standard ``warnings`` filters that ignore exactly
-those two (matched by message and issuing module); sglang is not changed.
+those two (matched by message and issuing module) in this process, and a
+server started on the CPU gets the same filters through ``PYTHONWARNINGS``
+(:func:`quiet_sglang_env`); sglang is not changed.
 """
 
 from __future__ import annotations
 
 import logging
+import re
 import sys
 import warnings
 from typing import TextIO
@@ -36,10 +39,10 @@ from typing import TextIO
 from ..options import defaults, log_level
 
 PACKAGE_LOGGER = "sgl_speccompact"  # the logger every module's getLogger(__name__) sits under
-# (message start, module) of sglang's import-time warnings on a machine with no accelerator
+# (message start, the module that issues it) of sglang's import-time warnings on a machine with no accelerator
 SGLANG_CPU_WARNINGS = (
-    ("Only CUDA, HIP and XPU support AWQ", r"sglang\.srt\.layers\.quantization\.awq"),
-    ("Only CUDA, MUSA and NPU support GGUF", r"sglang\.srt\.layers\.quantization\.gguf"),
+    ("Only CUDA, HIP and XPU support AWQ", "sglang.srt.layers.quantization.awq.awq"),
+    ("Only CUDA, MUSA and NPU support GGUF", "sglang.srt.layers.quantization.gguf"),
 )
 
 
@@ -100,4 +103,19 @@ def quiet_sglang() -> None:
     Call before sglang is imported (a warning issued at import is issued once).
     """
     for message, module in SGLANG_CPU_WARNINGS:
-        warnings.filterwarnings("ignore", message=message, category=UserWarning, module=module)
+        warnings.filterwarnings("ignore", message=re.escape(message), category=UserWarning,
+                                module=re.escape(module) + r"\Z")
+
+
+def quiet_sglang_env(current: str | None = None) -> str:
+    """``PYTHONWARNINGS`` for an sglang server started on the CPU: ``current`` and the same two filters.
+
+    The variable's message field is the literal start of a message and
+    cannot hold a comma, so each is cut at its first one; the module is
+    matched exactly.
+
+    >>> quiet_sglang_env("default").split(",")[:2]
+    ['default', 'ignore:Only CUDA:UserWarning:sglang.srt.layers.quantization.awq.awq']
+    """
+    ours = [f"ignore:{message.split(',')[0]}:UserWarning:{module}" for message, module in SGLANG_CPU_WARNINGS]
+    return ",".join(([current] if current else []) + ours)

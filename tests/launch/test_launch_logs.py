@@ -112,3 +112,20 @@ def test_quiet_sglang_ignores_exactly_the_two_cpu_only_warnings():
             warnings.warn_explicit(message, UserWarning, "f.py", 1, module=module)
     assert [(str(w.message), w.filename) for w in seen] == [("Only CUDA, HIP and XPU support AWQ currently.", "f.py"),
                                                              ("another warning", "f.py")]
+
+
+def test_a_cpu_server_starts_with_the_same_two_filters():
+    from sgl_speccompact.launch.cpu import server_env
+
+    env = server_env("cpu", {"PATH": os.environ["PATH"], "PYTHONWARNINGS": "default"})
+    child = ("import warnings\n"
+             "for message, module in [('Only CUDA, HIP and XPU support AWQ currently.', 'sglang.srt.layers.quantization.awq.awq'),\n"
+             "                        ('Only CUDA, MUSA and NPU support GGUF quantization currently.', 'sglang.srt.layers.quantization.gguf'),\n"
+             "                        ('Only CUDA, HIP and XPU support AWQ currently.', 'sglang.srt.layers.quantization.awq'),\n"
+             "                        ('kept', 'sglang.srt.layers.quantization.gguf')]:\n"
+             "    warnings.warn_explicit(message, UserWarning, 'f.py', 1, module=module)\n")
+    res = subprocess.run([sys.executable, "-c", child], env=env, capture_output=True, text=True, timeout=READY_S)
+    shown = [line for line in res.stderr.splitlines() if "UserWarning" in line]
+    assert res.returncode == 0 and shown == ["f.py:1: UserWarning: Only CUDA, HIP and XPU support AWQ currently.",
+                                             "f.py:1: UserWarning: kept"], res.stderr
+    assert env["PYTHONWARNINGS"].startswith("default,")  # the caller's own filters stay
