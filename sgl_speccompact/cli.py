@@ -18,6 +18,7 @@ import socket
 import sys
 import threading
 import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
@@ -229,6 +230,8 @@ def reachable(url: str, role: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None
     parts = urllib.parse.urlsplit(url)
     if not parts.hostname:
         return  # not a URL the check can read: the endpoint says what is wrong with it
+    if urllib.request.getproxies().get(parts.scheme) and not urllib.request.proxy_bypass(parts.hostname):
+        return  # reached through a proxy: only the endpoint's own request can tell
     try:
         port = parts.port or (443 if parts.scheme == "https" else 80)
         with socket.create_connection((parts.hostname, port), timeout=timeout_s):

@@ -102,3 +102,12 @@ def test_a_compaction_on_a_terminal_ends_on_its_totals(monkeypatch, tmp_path, ma
     last = shown.getvalue().rstrip("\n").rsplit("\r\x1b[K", 1)[1]
     assert last == (f"[compact] block 1 of 1: 6 of 6 slots, {st.accepted_lines} of {st.proposed_lines} judged lines "
                     f"accepted, {used:,} tokens")
+
+
+def test_a_server_behind_a_proxy_is_left_to_the_endpoint(monkeypatch):
+    monkeypatch.setenv("http_proxy", "http://proxy.invalid:3128")
+    monkeypatch.setenv("no_proxy", "")
+    cli.reachable(f"http://10.255.255.1:{closed_port()}", "target", timeout_s=0.001)  # no direct connection tried
+    monkeypatch.setenv("no_proxy", "127.0.0.1")
+    with pytest.raises(BackendUnavailableError):
+        cli.reachable(f"http://127.0.0.1:{closed_port()}", "target")
