@@ -1,4 +1,4 @@
-"""``python -m sgl_speccompact {compact,launch,serve} ...``."""
+"""``python -m sgl_speccompact {compact,launch,serve,wait} ...``."""
 
 from __future__ import annotations
 
@@ -10,6 +10,7 @@ commands:
   compact FILE   compact one trajectory file on running SGLang servers
   launch         start target + drafter SGLang servers and the compaction service
   serve          run the compaction service against running servers (--target-url ...)
+  wait           return once the service answers /health (after `launch ... &`)
 
 Run a command with -h for its flags."""
 
@@ -25,6 +26,10 @@ def main(argv: list[str] | None = None) -> int:
         from .cli import main as compact_main
 
         return compact_main(rest)
+    if cmd == "wait":
+        from .service.ready import main as wait_main
+
+        return wait_main(rest)
     if cmd in ("launch", "serve"):
         from .launch import main as launch_main
 

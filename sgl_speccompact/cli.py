@@ -2,8 +2,10 @@
 
 Reads any format :mod:`sgl_speccompact.history.formats` knows, compacts it on
 running SGLang servers and prints the summary and a stats table (or the
-whole result as JSON).  Progress (slots done, lines accepted) goes to
-stderr when stderr is a terminal.  A failure is one line on stderr: a usage error
+whole result as JSON).  When stderr is a terminal, one line there says
+what it is doing from the start, then how far it is (block i of n, slots
+done, judged lines accepted, tokens).  A server that is down fails at once,
+before sglang's frontend is loaded.  A failure is one line on stderr: a usage error
 (argparse's) exits 2, any other failure 1, an interrupt 130.
 """
 
@@ -12,12 +14,16 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import socket
 import sys
 import threading
+import urllib.parse
+import urllib.request
 from pathlib import Path
 from typing import Any, Callable, TextIO
 
-from .errors import ConfigError, InvalidHistoryError, MalformedJSONError, SpecCompactError
+from .errors import BackendUnavailableError, ConfigError, InvalidHistoryError, MalformedJSONError, SpecCompactError
+from .service.logs import quiet_sglang
 from .config import CompactConfig
 from .options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, OneLineParser, count, defaults, positive_number
 from .history.formats import list_trials, load_history
@@ -178,32 +184,67 @@ def stats_table(result: CompactionResult) -> str:
     return "\n".join(lines)
 
 
-class Progress:
-    """Slots done and lines accepted, redrawn on one stderr line."""
+class ProgressLine:
+    """What the compaction is doing, redrawn on one stderr line (a terminal).
+
+    It speaks at once, before sglang's frontend is loaded (seconds), then
+    shows the pipeline's totals (:class:`~sgl_speccompact.methods.progress.Progress`):
+    block i of n, slots done of the block's, judged lines accepted, tokens.
+    """
 
     def __init__(self, stream: TextIO):
         self.stream = stream  # where to draw (a terminal)
-        self.slots = 0  # slots finished
-        self.lines = 0  # lines accepted
-        self._lock = threading.Lock()  # events arrive from the slot threads
+        self.drawn = False  # something is on the line
+        self._lock = threading.Lock()  # reports arrive from the slot threads
 
-    def __call__(self, event: dict) -> None:
+    def say(self, text: str) -> None:
+        """Replace the line with ``[compact] text``."""
         with self._lock:
-            if event.get("type") == "line":
-                self.lines += 1
-            elif event.get("type") == "slot_done":
-                self.slots += 1
-            self.stream.write(f"\r[compact] {self.slots} slots done, {self.lines} lines accepted")
+            self.stream.write(f"\r\x1b[K[compact] {text}")
             self.stream.flush()
+            self.drawn = True
+
+    def __call__(self, progress: Any) -> None:
+        from .methods.progress import describe  # the pipeline is loaded by the time it reports
+
+        self.say(describe(progress))
 
     def close(self) -> None:
-        if self.slots or self.lines:
+        if self.drawn:
             self.stream.write("\n")
             self.stream.flush()
+            self.drawn = False
+
+
+CONNECT_TIMEOUT_S = 5.0  # how long the first connection to a server may take before the CLI gives up (seconds)
+
+
+def reachable(url: str, role: str, timeout_s: float = CONNECT_TIMEOUT_S) -> None:
+    """Fail at once when nothing listens at ``url``, before sglang's frontend is loaded (seconds).
+
+    Raises
+    ------
+    BackendUnavailableError
+        The connection is refused, the host unknown, or ``timeout_s`` passes.
+    """
+    parts = urllib.parse.urlsplit(url)
+    if not parts.hostname:
+        return  # not a URL the check can read: the endpoint says what is wrong with it
+    if urllib.request.getproxies().get(parts.scheme) and not urllib.request.proxy_bypass(parts.hostname):
+        return  # reached through a proxy: only the endpoint's own request can tell
+    try:
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        with socket.create_connection((parts.hostname, port), timeout=timeout_s):
+            pass
+    except (OSError, ValueError) as exc:
+        reason = getattr(exc, "strerror", None) or str(exc) or exc.__class__.__name__
+        raise BackendUnavailableError(f"the {role} server at {url} is not reachable ({reason}); start it, "
+                                      f"or pass --{role}-url with a running SGLang server's URL") from None
 
 
 def connect(url: str, args: argparse.Namespace, *, lora_name: str | None = None, role: str = "target") -> Any:
     """A SpecCompactEndpoint for ``url`` (raises BackendUnavailableError if it is down)."""
+    reachable(url, role)  # a server that is down fails here, not after sglang's frontend has loaded
     from .backends.endpoint import SpecCompactEndpoint
     from .launch.cpu import CPU_SERVICE_DEFAULTS
 
@@ -223,8 +264,9 @@ def _default_runner() -> Callable:
 
 
 def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runner: Callable | None = None,
-                 progress: Callable | None = None) -> CompactionResult:
-    """Load ``args.file``, connect, run the method and return its result."""
+                 progress: ProgressLine | None = None) -> CompactionResult:
+    """Load ``args.file``, connect, run the method and return its result (``progress`` shows how far)."""
+    say = progress.say if progress else lambda text: None
     config = effective_config(args.set)
     messages = load_history(args.file, trial=args.trial)
     previous = read_text_file(args.previous_summary, "--previous-summary") if args.previous_summary else None
@@ -232,6 +274,7 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
         raise SpecCompactError(f"no target server: pass --target-url URL or set ${TARGET_ENV}")
     if args.method == "speccompact" and not args.drafter_url:
         raise SpecCompactError(f"speccompact needs a drafter: pass --drafter-url URL or set ${DRAFTER_ENV}")
+    say(f"{len(messages)} messages; connecting to {args.target_url} (loading SGLang's frontend)")
     target = connect(args.target_url, args)
     drafter = (connect(args.drafter_url, args, lora_name=args.drafter_lora_name, role="drafter")
                if args.drafter_url else None)
@@ -240,8 +283,9 @@ def compact_file(args: argparse.Namespace, *, connect: Callable = connect, runne
 
     request = MethodRequest(messages, previous, args.focus or None, source_judge=args.source_judge,
                             layout=AgentLayout(args.layout, _read_tools(args.tools), args.target_tokenizer),
-                            on_event=progress)
+                            on_progress=progress)
     method, choice = resolve_auto(args, request, target, drafter, config)
+    say(f"{method}: starting")
     result = run(method, request, target=target, drafter=drafter, config=config)
     if choice is not None:
         result.stats.auto = choice
@@ -294,17 +338,23 @@ def _read_tools(path: str | None) -> list | None:
 def main(argv: list[str] | None = None, *, connect: Callable = connect, runner: Callable | None = None) -> int:
     """Entry point of ``python -m sgl_speccompact compact``; returns the exit status."""
     args = build_parser().parse_args(argv)
-    progress = Progress(sys.stderr) if sys.stderr.isatty() and not args.json else None
+    progress = ProgressLine(sys.stderr) if sys.stderr.isatty() and not args.json and not args.list_trials else None
+    if progress:
+        progress.say(f"reading {args.file}")
+    quiet_sglang()  # before the frontend imports sglang
     try:
-        check_args(args)
-        if args.list_trials:
-            for t in list_trials(args.file):
-                print(f"{t.index}\tid={t.id or '-'}\ttask={t.task_id or '-'}\ttrial={t.trial}\tmessages={t.messages}")
-            return 0
-        result = compact_file(args, connect=connect, runner=runner, progress=progress)
+        try:
+            check_args(args)
+            if args.list_trials:
+                for t in list_trials(args.file):
+                    print(f"{t.index}\tid={t.id or '-'}\ttask={t.task_id or '-'}\ttrial={t.trial}\t"
+                          f"messages={t.messages}")
+                return 0
+            result = compact_file(args, connect=connect, runner=runner, progress=progress)
+        finally:
+            if progress:
+                progress.close()  # its last line stays; what follows starts below it
     except SpecCompactError as exc:
-        if progress:
-            progress.close()
         print(f"error: {exc.code}: {exc}", file=sys.stderr)
         return 1
     except OSError as exc:  # --previous-summary unreadable
@@ -312,8 +362,6 @@ def main(argv: list[str] | None = None, *, connect: Callable = connect, runner: 
         return 1
     except KeyboardInterrupt:
         return 130
-    if progress:
-        progress.close()
     if args.json:
         print(json.dumps(result.to_json_dict(), indent=2, ensure_ascii=False))
     else:

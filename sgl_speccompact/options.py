@@ -117,6 +117,33 @@ def resolve_api_key(cli_value: str | None) -> str | None:
     return None
 
 
+LOG_LEVELS = ("debug", "info", "warning", "error")  # --log-level values, most to least said (sgl_speccompact.service.logs)
+
+
+def log_level(value: Any, field: str) -> str:
+    """``value``, checked to be one of :data:`LOG_LEVELS`.
+
+    >>> log_level("debug", "--log-level")
+    'debug'
+    >>> log_level("loud", "--log-level")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: --log-level: must be one of debug, info, warning, error, got 'loud'
+    """
+    if value not in LOG_LEVELS:
+        raise ConfigError(f"must be one of {', '.join(LOG_LEVELS)}, got {value!r}", field=field)
+    return value
+
+
+def add_log_level_flag(parser: argparse.ArgumentParser, default: str | None = None) -> None:
+    """Add ``--log-level`` to a command line (the launcher's, ``serve``'s, the emulator's): the one
+    definition of the flag.  ``default`` None leaves the value None, so a config file can set it."""
+    parser.add_argument("--log-level", type=str.lower, choices=LOG_LEVELS, default=default,
+                        help=f"how much to log (default {default or defaults().log_level}): info = start-up, one line "
+                             "per compaction and progress of long ones; debug = also every HTTP request's access "
+                             "line; warning, error = only those")
+
+
 MIB = 2**20  # bytes in one MiB: the unit of every size option
 DEFAULT_TARGET_MODEL = "Qwen/Qwen3-8B"  # the target model when none is named or reported
 DEFAULT_DRAFTER_MODEL = "Qwen/Qwen3-0.6B"  # the drafter model when none is named or reported
@@ -156,6 +183,7 @@ class ServiceSettings:
     #   foreground requests (GET /v1/loads), per request; 0: never waits (seconds; docs/benchmarks/session.md)
     calibrate: bool = False  # the launcher times each server's passes at start (cost-model fit)
     gpu: str | None = None  # the servers' GPU for the cost model; None: H200 assumed (launcher)
+    log_level: str = "info"  # what the launcher, service and emulators log: one of LOG_LEVELS (sgl_speccompact.service.logs)
 
     def __post_init__(self) -> None:
         for name in ("max_json_depth", "max_number_digits", "max_previous_summary_chars", "max_workers",
@@ -167,6 +195,7 @@ class ServiceSettings:
             positive_number(getattr(self, name), name)
         non_negative_number(self.shutdown_grace_s, "shutdown_grace_s")
         non_negative_number(self.prepare_yield_s, "prepare_yield_s")
+        log_level(self.log_level, "log_level")
         if self.compaction_timeout_s is not None:
             positive_number(self.compaction_timeout_s, "compaction_timeout_s")
         if self.prepare_priority is not None:

@@ -12,10 +12,12 @@ import statistics
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
+from typing import Callable, TypeVar
 
 from pydantic import BaseModel, Field
 
 SERVERS = ("target", "drafter")  # keys of CompactionStats.requests
+T = TypeVar("T")
 
 
 class LineOrigin(str, Enum):
@@ -109,6 +111,7 @@ class CompactionResult(BaseModel):
     """A complete compaction: summary text, slots and stats."""
 
     method: str  # speccompact | hermes | openclaw | target_self | target_delta
+    ran_as: str | None = None  # the method that wrote the summary when not `method`: target_delta with no previous summary is target_self
     summary: str  # the assembled summary
     summary_tokens: int = 0  # its length in target tokens
     slots: list[SlotResult] = Field(default_factory=list)  # per-section detail (slot methods)
@@ -202,6 +205,11 @@ class StatsRecorder:
             self.stats.agent_tokens = agent_tokens
             if prefill is not None and prefill.requests:
                 self.stats.agent_cached_tokens = min(prefill.cached_tokens, agent_tokens)
+
+    def read(self, fn: "Callable[[CompactionStats], T]") -> "T":
+        """``fn(stats)`` while no slot thread records (a consistent reading mid-compaction)."""
+        with self._lock:
+            return fn(self.stats)
 
     def time(self, phase: str, seconds: float) -> None:
         """Add wall time to a phase."""

@@ -103,7 +103,9 @@ def test_progress_on_a_terminal(monkeypatch, tmp_path):
     f = tmp_path / "h.json"
     f.write_text(json.dumps([{"role": "user", "content": "hi"}]))
     assert cli.main([str(f), *URLS], connect=fake_connect, runner=Recorder()) == 0
-    assert tty.getvalue().endswith("\r[compact] 1 slots done, 1 lines accepted\n")
+    drawn = tty.getvalue()
+    assert drawn.startswith(f"\r\x1b[K[compact] reading {f}")  # at once, before anything slow
+    assert drawn.endswith("\r\x1b[K[compact] block 1 of 1: 1 of 6 slots, 3 of 4 judged lines accepted, 4,980 tokens\n")
 
 
 def test_bad_set_value(capsys, tmp_path):

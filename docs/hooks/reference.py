@@ -25,6 +25,7 @@ COMMANDS = [
     ("python -m sgl_speccompact compact", ["-m", "sgl_speccompact", "compact", "--help"]),
     ("python -m sgl_speccompact.launch", ["-m", "sgl_speccompact.launch", "--help"]),
     ("python -m sgl_speccompact serve", ["-m", "sgl_speccompact", "serve", "--help"]),
+    ("python -m sgl_speccompact wait", ["-m", "sgl_speccompact", "wait", "--help"]),
     ("python -m sgl_speccompact.emulator (the SGLang-API emulator)", ["-m", "sgl_speccompact.emulator", "--help"]),
     ("python -m sgl_speccompact.train.data", ["-m", "sgl_speccompact.train.data", "--help"]),
     ("python -m sgl_speccompact.train.sft", ["-m", "sgl_speccompact.train.sft", "--help"]),

@@ -17,6 +17,9 @@ import argparse
 import time
 
 from ..core.gpus import DEFAULT_GPU
+from ..service.logs import configure as configure_logs
+from ..service.logs import quiet_sglang
+from ..options import add_log_level_flag
 from .cost import CostModel
 from .policy import ControlledAcceptancePolicy, ScriptedPolicy
 from .server import EmulatedServer
@@ -45,6 +48,7 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
                    help="loaded adapter names (default: LoRA not enabled, a lora_path is a 400)")
     p.add_argument("--context-length", type=int, help="context window in tokens, as sglang's --context-length "
                    "(default 40960, Qwen3's; /server_info reports it only when given)")
+    add_log_level_flag(p, "info")
     return p.parse_args(argv)
 
 
@@ -65,6 +69,8 @@ def emulated_cost_model(model: str | None, gpu: str | None, speed: float = 1.0,
 def main(argv: list[str] | None = None) -> int:
     """Run the emulator until Ctrl-C."""
     args = parse_args(argv)
+    quiet_sglang()  # before the emulator's request checks import sglang
+    configure_logs(args.log_level)
     path = args.tokenizer or default_tokenizer()[0]
     policy = (ControlledAcceptancePolicy(p_accept=args.p_accept, seed=args.seed)
               if args.policy == "controlled" else ScriptedPolicy())
@@ -72,7 +78,7 @@ def main(argv: list[str] | None = None) -> int:
     srv = EmulatedServer(path, policy=policy, cost_model=cost, model_path=args.model_path,
                          lora_paths=args.lora_paths, radix_capacity_tokens=args.radix_capacity,
                          context_length=args.context_length,
-                         host=args.host, port=args.port)
+                         host=args.host, port=args.port, log_level=args.log_level)
     with srv:
         print(f"SGLang-API emulator serving on {srv.url} (tokenizer {path})", flush=True)
         try:

@@ -18,6 +18,7 @@ import time
 
 import uvicorn
 
+from ..service.logs import uvicorn_logging
 from .api import create_app
 from .cost import CostModel
 from .engine import Engine
@@ -114,13 +115,17 @@ class EmulatedServer:
         Uncached tokens per prefill batch.
     host, port
         Where to listen (port 0: a free port, bound at once).
+    log_level
+        One of :data:`~sgl_speccompact.options.LOG_LEVELS`: ``debug`` logs an
+        access line per request (:mod:`sgl_speccompact.service.logs`).  None (default):
+        uvicorn's warnings only, no access lines.
     """
 
     def __init__(self, tokenizer_path: str, policy: Policy | None = None,
                  cost_model: CostModel | None = None, *, model_path: str | None = None,
                  context_length: int | None = None, lora_paths: list[str] | None = None,
                  radix_capacity_tokens: int | None = None, max_prefill_tokens: int = 16384,
-                 host: str = "127.0.0.1", port: int = 0):
+                 host: str = "127.0.0.1", port: int = 0, log_level: str | None = None):
         preload()
         tokenizer = load_tokenizer(tokenizer_path)
         self.policy = policy if policy is not None else ControlledAcceptancePolicy()
@@ -133,6 +138,7 @@ class EmulatedServer:
         self._sock: socket.socket | None = listening_socket(host, port)
         self.host, self.port = host, self._sock.getsockname()[1]
         self.cost_model = cost_model
+        self.log_level = log_level
         self._info = self._server_info(max_prefill_tokens, radix_capacity_tokens)
         self.app = create_app(self.engine, Frontend(self.model, self.served), self.served, self._info)
         self._uvicorn: uvicorn.Server | None = None
@@ -157,8 +163,8 @@ class EmulatedServer:
         if self._sock is None:
             raise RuntimeError("an EmulatedServer starts once")
         self.engine.start()
-        config = uvicorn.Config(self.app, host=self.host, port=self.port, log_level="warning",
-                                access_log=False, lifespan="off")
+        logs = {"log_level": "warning", "access_log": False} if self.log_level is None else uvicorn_logging(self.log_level)
+        config = uvicorn.Config(self.app, host=self.host, port=self.port, lifespan="off", **logs)
         self._uvicorn = uvicorn.Server(config)
         self._thread = threading.Thread(target=self._uvicorn.run, kwargs={"sockets": [self._sock]},
                                         name="emulator-http", daemon=True)

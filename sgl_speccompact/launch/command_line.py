@@ -52,6 +52,9 @@ profile of ``--gpu`` (H200 by default) is used
 
 Without a GPU
 -------------
+``--config launch/smollm2-135m-cpu.toml`` runs a real model sized for a CPU
+(SmolLM2-135M-Instruct, converted once from a GGUF on PyPI); the error the
+launcher gives on a machine with no CUDA device points there.
 ``--device cpu`` (or ``--device cpu`` among a server's ``--target-arg`` /
 ``--drafter-arg``) starts the real SGLang servers on the CPU engine
 (:mod:`sgl_speccompact.launch.cpu`): ``SGLANG_USE_CPU_ENGINE=1``, this
@@ -95,15 +98,19 @@ import threading
 from pathlib import Path
 
 from ..errors import ConfigError
-from ..options import OneLineParser, defaults, positive_number
+from ..service.logs import quiet_sglang
+from ..options import OneLineParser, add_log_level_flag, defaults, positive_number
 from .cpu import DEFAULT_MAX_TOTAL_TOKENS
 from .deployment import format_auto
-from .packaged import convert_started
+from .packaged import convert_started, pending
 from .plan import DEFAULTS as PLAN_DEFAULTS
 from .plan import LaunchPlan, build_plan, format_dry_run, gpu_name, load_config_file  # noqa: F401  (public API)
 from .run import exit_process, run, run_emulated
 from .router_process import ROUTER_POLICIES
 from .servers import server_command
+
+
+CPU_CONFIG = "launch/smollm2-135m-cpu.toml"  # the launch config of a real model sized for a CPU
 
 
 # -------------------------------------------------------------- checks
@@ -233,6 +240,7 @@ def build_parser(prog: str = "python -m sgl_speccompact.launch") -> argparse.Arg
     g.add_argument("--health-wait", type=float, help=f"seconds to wait for each server's /health (default {S.health_wait_s:g})")
     g.add_argument("--compaction-timeout", type=float,
                    help=f"whole-compaction deadline in seconds, > 0 (default {S.compaction_timeout_s:g})")
+    add_log_level_flag(g)
     g.add_argument("--upstream-detail", action="store_true",
                    help="show upstream URLs in error bodies and /health (default: roles only)")
     g.add_argument("--session-store-mb", type=float,
@@ -277,6 +285,7 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
     """
     args = build_parser("python -m sgl_speccompact serve" if serve_only else
                         "python -m sgl_speccompact.launch").parse_args(argv)
+    quiet_sglang()  # before anything imports sglang
     if serve_only and not args.target_url:
         print("serve needs --target-url URL (and --drafter-url URL, or --no-drafter)", file=sys.stderr)
         return 2
@@ -312,6 +321,8 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
         return 2
     if args.dry_run:
         print(format_dry_run(plan, format_auto(plan) if plan.service.method == "auto" else ""))
+        for note in pending(s.model_path for s in plan.servers):  # what the start would convert, or lacks
+            print(note, file=sys.stderr)
         return 0
     try:  # a packaged model (model_path = "packaged:NAME") is converted once, before any server starts
         convert_started(s.model_path for s in plan.servers)
@@ -321,10 +332,11 @@ def main(argv: list[str] | None = None, *, serve_only: bool = False) -> int:
     on_gpu = [s for s in plan.servers if s.device != "cpu"]
     if on_gpu and not args.no_gpu_check and not cuda_available():
         roles = " and ".join(s.role for s in on_gpu) + (" servers" if len(on_gpu) > 1 else " server")
-        print(f"error: no CUDA device found, so the {roles} cannot start here. Pass --device cpu to run them "
-              "on SGLang's CPU engine, --target-url URL and --drafter-url URL (or --no-drafter) to use SGLang "
-              "servers running elsewhere, --emulate to try the whole service on this machine with emulated "
-              "servers, or --dry-run to see the commands.", file=sys.stderr)
+        print(f"error: no CUDA device found, so the {roles} cannot start here. To run a real model on this "
+              f"CPU, start the small one made for it: --config {CPU_CONFIG} (SmolLM2-135M on SGLang's CPU "
+              "engine). Or pass --target-url URL and --drafter-url URL (or --no-drafter) to use SGLang servers "
+              "running elsewhere, --emulate to try the whole service with emulated servers, or --dry-run to "
+              "see the commands.", file=sys.stderr)
         return 2
     for spec in plan.servers:
         unknown = check_server_flags(server_command(spec, plan.python))

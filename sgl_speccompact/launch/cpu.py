@@ -28,6 +28,7 @@ from __future__ import annotations
 import os
 
 from ..errors import ConfigError
+from ..service.logs import quiet_sglang_env
 from .cpu_kernels import server_env as kernel_env
 
 # launch_server flags of every CPU server, (flag, value or None for a switch); a flag the
@@ -135,10 +136,16 @@ def cpu_flags(attention_backend: str | None, max_total_tokens: int | None, extra
 
 
 def server_env(device: str | None, base: dict[str, str] | None = None) -> dict[str, str] | None:
-    """The environment a server starts with: the CPU engine's for ``device == "cpu"``, else None (inherit)."""
+    """The environment a server starts with: the CPU engine's for ``device == "cpu"``, else None (inherit).
+
+    A CPU server also ignores sglang's two warnings that AWQ and GGUF kernels need an accelerator
+    (:func:`~sgl_speccompact.service.logs.quiet_sglang_env`).
+    """
     if device != "cpu":
         return None
-    return kernel_env(dict(os.environ if base is None else base))
+    env = kernel_env(dict(os.environ if base is None else base))
+    env["PYTHONWARNINGS"] = quiet_sglang_env(env.get("PYTHONWARNINGS"))  # sglang's notes on kernels a CPU lacks
+    return env
 
 
 def env_assignments(device: str | None, base: dict[str, str] | None = None) -> list[str]:

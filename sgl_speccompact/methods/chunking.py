@@ -273,17 +273,21 @@ def add_stats(into: CompactionStats, more: CompactionStats) -> None:
 
 
 def run_blocks(blocks: list[list], previous_summary: str | None,
-               run_block: Callable[[list, str | None, bool], CompactionResult]) -> CompactionResult:
+               run_block: Callable[[list, str | None, bool], CompactionResult],
+               on_block: Callable[[CompactionStats, CompactionResult], None] | None = None) -> CompactionResult:
     """Compact ``blocks`` in order, each on the previous block's summary; the last result, with
     ``chunks`` and the stats of every block.
 
-    ``run_block(messages, previous_summary, last)`` compacts one block.
+    ``run_block(messages, previous_summary, last)`` compacts one block;
+    ``on_block(stats so far, block result)`` is called after each.
     """
     total = CompactionStats()
     result, previous = None, previous_summary
     for i, block in enumerate(blocks):
         result = run_block(block, previous, i == len(blocks) - 1)
         add_stats(total, result.stats)
+        if on_block is not None:
+            on_block(total, result)
         previous = result.summary
     if len(blocks) > 1:
         result = result.model_copy(update={"stats": total, "chunks": len(blocks)})

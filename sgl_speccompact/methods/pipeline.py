@@ -45,6 +45,7 @@ from ..programs.states import on_daemon_thread
 from ..result import CompactionResult, SlotResult, StatsRecorder
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from ..core.outputs import clean_result, cleaning_events
+from .progress import Tracker
 from .request import MethodRequest
 from .source_judge import SharedPrefix, check_labels, source_judge_result
 from ..history.untrusted import neutralise
@@ -69,6 +70,7 @@ class Job:
     layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
     redactions: dict[str, int] | None = None  # secrets replaced in turns, tools, previous summary, focus, per kind
     focus: str | None = None  # topic the summary should favour (untrusted text; prompts quote it)
+    ran_as: str | None = None  # set by a method that ran as another one (the result's ran_as)
 
     def emit(self, event: dict) -> None:
         if self.on_event is not None:
@@ -160,20 +162,27 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
         return split_request(request, target=target, cfg=cfg, slots=slots, count=target.count_tokens,
                              exact=exact, reserve=method.new_tokens(cfg) if method.new_tokens else None)
 
+    tracker: Tracker | None = None  # the progress of the blocks being run (a new plan starts it again)
+
     def one(block: MethodRequest, previous: str | None, last: bool) -> CompactionResult:
         # every sglang state of the block is made on a daemon thread (programs/states.py says why)
         return on_daemon_thread(run_block, method, replace(block, previous_summary=previous),
-                                Backends(target, drafter), cfg, slots)
+                                Backends(target, drafter), cfg, slots, tracker)
+
+    def run_planned(blocks: list[MethodRequest]) -> CompactionResult:
+        nonlocal tracker
+        tracker = Tracker(request.on_progress, len(blocks), len(slots)) if request.on_progress else None
+        return run_blocks(blocks, request.previous_summary, one, on_block=tracker.block_done if tracker else None)
     with ThreadPoolExecutor(max_workers=1) as pool:
         # the tokens pruning saved are counted beside the compaction, not before it
         saved = pool.submit(report_dict, pruned, target.count_tokens) if pruned is not None else None
         blocks = plan(exact=False)
         try:
-            result = run_blocks(blocks, request.previous_summary, one)
+            result = run_planned(blocks)
         except PromptTooLongError:
             if len(blocks) > 1 or len(blocks := plan(exact=True)) == 1:
                 raise  # already cut by exact counts, or it fits by them: nothing smaller to try
-            result = run_blocks(blocks, request.previous_summary, one)
+            result = run_planned(blocks)
         if saved is None:
             return result
         return result.model_copy(update={"pruning": saved.result(),
@@ -181,10 +190,11 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
 
 
 def run_block(method: Method, request: MethodRequest, backends: Backends, cfg: CompactConfig,
-              slots: tuple[Slot, ...]) -> CompactionResult:
-    """One compaction of ``request`` (the whole history, or one block of a chunked one)."""
+              slots: tuple[Slot, ...], tracker: Tracker | None = None) -> CompactionResult:
+    """One compaction of ``request`` (the whole history, or one block of a chunked one);
+    ``tracker`` reports its progress."""
     t0 = time.perf_counter()
-    job = start(method, request, backends, cfg, slots)
+    job = start(method, request, backends, cfg, slots, tracker)
     # the agent layout renders the messages themselves: redacted copies where a secret was found
     shown = redact_messages(request.messages) if job.redactions else request.messages
     agent = request.layout
@@ -208,7 +218,7 @@ def run_block(method: Method, request: MethodRequest, backends: Backends, cfg: C
 
 
 def start(method: Method, request: MethodRequest, backends: Backends, cfg: CompactConfig,
-          slots: tuple[Slot, ...]) -> Job:
+          slots: tuple[Slot, ...], tracker: Tracker | None = None) -> Job:
     """Redact and render once; resolve labels before any generation."""
     turns, previous_summary = request.turns, request.previous_summary
     redactions: dict[str, int] = {}
@@ -223,10 +233,12 @@ def start(method: Method, request: MethodRequest, backends: Backends, cfg: Compa
     drafter = backends.drafter.with_token_ids(cfg.send_token_ids) if method.needs_drafter else None
     if method.judges or request.source_judge:
         check_labels(target, cfg)  # a bad label fails at start-up, not mid-way
+    recorder = StatsRecorder()
+    on_event = cleaning_events(request.on_event, redact_secrets=cfg.redact_secrets)
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),
                target=target, drafter=drafter, previous_summary=previous_summary,
-               count=target.count_tokens, recorder=StatsRecorder(), redactions=redactions,
-               on_event=cleaning_events(request.on_event, redact_secrets=cfg.redact_secrets))
+               count=target.count_tokens, recorder=recorder, redactions=redactions,
+               on_event=tracker.watch(on_event, recorder) if tracker else on_event)
 
 
 def finish(job: Job, written: Written, t0: float) -> CompactionResult:
@@ -244,4 +256,4 @@ def finish(job: Job, written: Written, t0: float) -> CompactionResult:
     job.recorder.stats.total_wall_s = time.perf_counter() - t0
     return CompactionResult(method=job.method, summary=done.summary, summary_tokens=done.tokens,
                             slots=done.slots, stats=job.recorder.stats, redactions=dict(job.redactions or {}),
-                            truncated=done.truncated)
+                            truncated=done.truncated, ran_as=job.ran_as)

@@ -18,6 +18,7 @@ from typing import Any, Callable
 from ..config import CompactConfig
 from ..history.messages import Turn, parse_messages
 from ..schema import Slot
+from .progress import Progress
 
 
 @dataclass(frozen=True)
@@ -40,7 +41,8 @@ class MethodRequest:
     schema: tuple[Slot, ...] | None = None  # summary sections; None: the method's own (OpenClaw's six slots)
     source_judge: bool = False  # run Source-Judged Compaction on the summary
     layout: AgentLayout = AgentLayout()  # the target prefix's layout settings
-    on_event: Callable[[dict], None] | None = None  # progress callback
+    on_event: Callable[[dict], None] | None = None  # progress callback: each line and slot as it is written
+    on_progress: Callable[[Progress], None] | None = None  # totals so far: blocks, slots, judged lines, tokens
     turns: tuple[Turn, ...] | None = None  # ``messages`` parsed, one turn per message; None: not parsed yet
 
     def parsed(self, cfg: CompactConfig) -> "MethodRequest":

@@ -3,7 +3,8 @@
 The previous summary's lines that still hold are judged in one prefill-only
 request per slot branch and copied; the target writes only what the new
 turns add (:mod:`~sgl_speccompact.programs.delta`).  Without a previous
-summary it is Target-self: one generation per branch.
+summary it is Target-self: one generation per branch, and the result says
+so (``ran_as: "target_self"``).
 """
 
 from __future__ import annotations
@@ -17,4 +18,6 @@ from .speccompact import run_slots, slot_context
 @register("target_delta", judges=True, new_tokens=lambda cfg: cfg.max_tokens_per_slot)
 def target_delta_method(job: Job) -> list[SlotResult]:
     """Target-delta: the shared prefix, one fork per slot; carried lines judged and copied, the rest written."""
+    if not job.previous_summary:  # nothing to carry: every line is written, as Target-self writes it
+        job.ran_as = "target_self"
     return run_slots(job, target_delta_program, slot_context(job))

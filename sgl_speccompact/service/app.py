@@ -44,6 +44,10 @@ Routes
 ``GET /metrics``
     Prometheus text from a registry private to this app.
 
+Each finished compaction writes one line to the service log, and one running
+longer than a few seconds logs its progress with totals
+(:mod:`~sgl_speccompact.service.compaction_log`).
+
 Errors are typed bodies ``{"error": {"type", "message", "field"?}}`` with the
 status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
 502/504 and never carries a partial summary.  Upstreams are named by role
@@ -89,6 +93,7 @@ from ..errors import (
 )
 from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
                            request_config)
+from .compaction_log import ProgressLog, compaction_line, history_tokens
 from .keyed import KeyedPickers
 from .metrics import Metrics
 from .sessions import PrepareLimits, Sessions, cost_predictor
@@ -188,6 +193,10 @@ class ServiceOptions:
         omitted: the models the servers report (else Qwen3-8B and Qwen3-0.6B) on one
         shared H200 (:func:`~sgl_speccompact.methods.resolve.served_picker`), which the
         result's ``stats.auto.cost_model`` says.
+    clock : callable, optional
+        Seconds, read to log the progress of compactions running longer than
+        :data:`~sgl_speccompact.service.compaction_log.PROGRESS_EVERY_S`;
+        ``time.monotonic`` when omitted.
     """
 
     api_key: str | None = None  # bearer token on /v1/*; None: no auth
@@ -200,6 +209,7 @@ class ServiceOptions:
     cost_models: dict | None = None  # role -> CostFit, shown in /health and /metrics
     deployment: Any = None  # what a compact waiting on a prepare predicts with; None: auto's deployment
     auto: Any = None  # AutoPicker for method="auto"; None: the models the servers report
+    clock: Callable[[], float] | None = None  # seconds, for progress lines of long compactions; None: time.monotonic
 
 
 @dataclass(frozen=True)
@@ -295,7 +305,10 @@ class AppState:
         from ..methods.auto import held_share
 
         def run(target_backend, drafter_backend):
-            result = self.runner(p.method, request, target=target_backend, drafter=drafter_backend, config=p.cfg)
+            label = f"prepare {p.method}" if background else p.method
+            watched = replace(request, on_progress=ProgressLog(label, log, self.options.clock))
+            result = self.runner(p.method, watched, target=target_backend, drafter=drafter_backend, config=p.cfg)
+            log.info(compaction_line(p.method, history_tokens(request), result, background))
             mass = result.stats.label_mass_median  # the target's: shared by every key's picker
             self.pickers.get(scope).observe(p.method, result.stats.acceptance_rate, mass)  # what this key picks with
             estimate = self.picker.observe(p.method, result.stats.acceptance_rate)  # service-wide, for the gauge

