@@ -35,12 +35,13 @@ class Unmutated:
         self.mutated: list = []
         self._lock = threading.Lock()
 
-    def __call__(self, method, messages, **kw):
-        before = copy.deepcopy(messages)
+    def __call__(self, method, request, **kw):
+        # The runner gets a MethodRequest; its callbacks compare by identity, so only the history is compared.
+        before = copy.deepcopy(request.messages)
         try:
-            return self.run_method(method, messages, **kw)
+            return self.run_method(method, request, **kw)
         finally:
-            if messages != before:
+            if request.messages != before:
                 with self._lock:
                     self.mutated.append(before)
 
