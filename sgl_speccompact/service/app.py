@@ -33,8 +33,8 @@ Routes
     target requests carry ``ServiceSettings.prepare_priority`` when set, and
     with ``ServiceSettings.prepare_yield_s`` each waits, up to that bound, while
     the target serves foreground work (:mod:`~sgl_speccompact.service.yielding`).
-    With ``auto`` a session keeps its first pick; acceptance estimates are
-    kept per API key (:mod:`~sgl_speccompact.service.keyed`).
+    With ``auto`` a session keeps its first pick; acceptance and label-mass
+    estimates are kept per API key (:mod:`~sgl_speccompact.service.keyed`).
 ``GET /health``
     200 when every SGLang server answers its ``/health``, or is busy but
     answering (:func:`~sgl_speccompact.service.runtime.http_probe`), else 503;
@@ -89,7 +89,7 @@ from ..errors import (
 )
 from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
                            request_config)
-from .keyed import KeyedPickers
+from .keyed import KeyedPickers, operator_labels
 from .metrics import Metrics
 from .sessions import PrepareLimits, Sessions, cost_predictor
 from .stream import error_body, error_status, stream_response
@@ -224,8 +224,8 @@ class AppState:
     drafter: Any  # drafter backend, or None
     targets: RoundRobin  # target backends, one per compaction
     upstreams: Upstreams  # the backends named by role (health, error scrubbing)
-    picker: Any  # AutoPicker: service-wide acceptance (the gauge)
-    pickers: KeyedPickers  # acceptance per API key (what auto picks with)
+    picker: Any  # AutoPicker: service-wide acceptance (the gauge), the operator's labels' label mass
+    pickers: KeyedPickers  # acceptance and label mass per API key (what auto picks with)
     base_config: CompactConfig  # config every request starts from
     metrics: Metrics  # this app's Prometheus registry
     compactions: Compactions  # running compaction threads
@@ -252,7 +252,7 @@ class AppState:
         """Parse and check one body: CPU work, run on a body-parsing thread (see ``compact``)."""
         from ..methods.autopick import AUTO  # imported late, as the runner is
         from ..methods.request import Offer
-        from ..methods.resolve import resolve_method
+        from ..methods.resolve import carries_lines, resolve_method
 
         settings, names = self.settings, self.method_names + (AUTO,)
         req = parse_request(parse_json(raw, settings), settings)
@@ -272,7 +272,7 @@ class AppState:
         choice = self.sessions.auto_pick(scope, req.session,  # once per session, again after each compaction
                                          lambda held: resolve_method(AUTO, request, offer, self.pickers.get(scope),
                                                                      held)[1],
-                                         allowed=pickable)
+                                         allowed=pickable, carries=carries_lines(request, offer))
         self.metrics.auto_picks.labels(choice["method"]).inc()
         return ParsedBody(req, choice["method"], cfg, choice, request)
 
@@ -296,9 +296,10 @@ class AppState:
 
         def run(target_backend, drafter_backend):
             result = self.runner(p.method, request, target=target_backend, drafter=drafter_backend, config=p.cfg)
-            mass = result.stats.label_mass_median  # the target's: shared by every key's picker
+            mass = result.stats.label_mass_median  # with this request's label words
             self.pickers.get(scope).observe(p.method, result.stats.acceptance_rate, mass)  # what this key picks with
-            estimate = self.picker.observe(p.method, result.stats.acceptance_rate)  # service-wide, for the gauge
+            shared = mass if operator_labels(p.cfg, self.base_config) else None  # a client's words steer only itself
+            estimate = self.picker.observe(p.method, result.stats.acceptance_rate, shared)  # service-wide
             if estimate is not None:
                 self.metrics.observed_acceptance.labels(self.picker.pair).set(estimate)
             if p.choice is not None:
@@ -521,7 +522,7 @@ def app_state(target: Any, drafter: Any, options: ServiceOptions) -> AppState:
     return AppState(options=options, settings=settings, runner=runner, method_names=method_names, drafter=drafter, targets=targets,
                     upstreams=Upstreams(targets.backends, drafter, show_urls=settings.upstream_detail),
                     picker=picker,  # the models the servers report, unless the caller gave a picker
-                    pickers=KeyedPickers(picker),  # acceptance per API key: one client's eta never moves another's
+                    pickers=KeyedPickers(picker),  # per API key: one client's eta or labels never move another's
                     base_config=base_config, metrics=metrics,
                     compactions=Compactions(settings, metrics), sessions=sessions,
                     probe=options.health_probe or http_probe(timeout_s=settings.health_timeout_s))
