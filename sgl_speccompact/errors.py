@@ -24,6 +24,7 @@ class _FieldError(SpecCompactError):
     def __init__(self, message: str, *, field: str | None = None):
         super().__init__(f"{field}: {message}" if field else message)
         self.field = field  # the offending input, e.g. ``messages[3].role`` or ``config.eta``
+        self.message = message  # what is wrong with it, without the field
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "field": self.field}

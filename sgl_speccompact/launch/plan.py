@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import CompactConfig, make_config
+from ..config import CompactConfig, check_config
 from ..errors import ConfigError
 from ..core.gpus import GPUS, match_gpu
-from ..options import (DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, ServiceSettings, count, defaults,
-                       non_negative_number, port, positive_number, resolve_api_key)
+from ..options import (DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, ServiceSettings, count, defaults, flag,
+                       non_negative_number, port, positive_number, resolve_api_key, text)
 from .cpu import CPU_SERVICE_DEFAULTS, check_cpu_server, resolve_device
 from .packaged import resolve_model_path
 from .router_process import ROUTER_POLICIES, RouterSpec, router_command
@@ -50,7 +50,7 @@ SECTIONS = {
                 "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s", "calibrate", "gpu",
                 "session_store", "prepare_workers", "prepare_queue", "prepare_queue_mb", "prepare_priority",
                 "prepare_yield_s"},
-    "compact": None,  # CompactConfig fields, checked by make_config
+    "compact": None,  # CompactConfig fields, checked by check_config
 }
 
 # the servers' and the router's defaults; the [service] section's are the one table, options.DEFAULTS
@@ -86,6 +86,10 @@ SERVICE_CHECKS = {
     "prepare_queue": ("--prepare-queue", count),
     "prepare_queue_mb": ("--prepare-queue-mb", positive_number),
     "prepare_yield_s": ("--prepare-yield-s", non_negative_number),
+    "upstream_detail": ("--upstream-detail", flag),
+    "calibrate": ("--calibrate", flag),
+    "host": ("--service-host", text),
+    "method": ("--method", text),
 }
 
 
@@ -204,9 +208,9 @@ def check_service(svc: dict, from_flags: dict) -> None:
     ...
     sgl_speccompact.errors.ConfigError: [service] max_workers: must be an integer >= 1, got 0
     """
-    for key, (flag, check) in SERVICE_CHECKS.items():
+    for key, (name, check) in SERVICE_CHECKS.items():
         if key in svc:
-            check(svc[key], flag if key in from_flags else f"[service] {key}")
+            check(svc[key], name if key in from_flags else f"[service] {key}")
     store = svc.get("session_store")
     if store is not None and store != "memory" and str(store).split("://", 1)[0] not in STORE_SCHEMES:
         where = "--session-store" if "session_store" in from_flags else "[service] session_store"
@@ -332,7 +336,8 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     merged = _merge(merged, flags)
     t, d, svc = merged["target"], merged["drafter"], merged["service"]
     check_service(svc, flags["service"])
-    compact = make_config(merged.get("compact") or {})  # fail now, not on the first request; validated once
+    # fail now, not on the first request; validated once, as strictly as a request's config
+    compact = check_config(merged.get("compact") or {}, where="[compact]", sep=" ")
     target = _spec("target", t, _split_extra(args.target_arg or []))
     drafter = _spec("drafter", {**d, "priority_scheduling": False}, _split_extra(args.drafter_arg or []))
     target_urls = tuple(u.rstrip("/") for u in (t.get("urls") or []))
