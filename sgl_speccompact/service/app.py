@@ -45,7 +45,9 @@ Routes
     Prometheus text from a registry private to this app.
 
 Errors are typed bodies ``{"error": {"type", "message", "field"?}}`` with the
-status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
+status of :func:`sgl_speccompact.errors.http_status`, a route that does not
+exist (404 ``not_found``) or a wrong HTTP method (405 ``method_not_allowed``)
+included; an upstream failure is
 502/504 and never carries a partial summary.  Upstreams are named by role
 (``target``, ``drafter``), not by URL, unless the operator asks for detail.
 
@@ -72,6 +74,7 @@ from typing import Any, Callable, Sequence
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
+from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..config import CompactConfig, make_config
@@ -80,6 +83,8 @@ from ..errors import (
     CompactionCancelledError,
     ConfigError,
     InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
     RequestTooLargeError,
     ServiceBusyError,
     ServiceStoppingError,
@@ -430,6 +435,20 @@ def rejected(state: AppState, err: SpecCompactError) -> JSONResponse:
     return state.fail(err)
 
 
+def routing_error(state: AppState, request: Request, exc: Any) -> JSONResponse:
+    """Starlette's own 404 and 405 (and any other routing error) in the service's ``{"error": ...}`` shape."""
+    if exc.status_code == 404:
+        err: SpecCompactError = NotFoundError(f"no route {request.url.path}; the service serves POST /v1/compact, "
+                                              "GET /health and GET /metrics")
+    elif exc.status_code == 405:
+        err = MethodNotAllowedError(f"{request.method} is not allowed on {request.url.path}; "
+                                    f"allowed: {(exc.headers or {}).get('Allow', 'none')}")
+    else:
+        err = SpecCompactError(str(exc.detail))
+        return JSONResponse(error_body(err), status_code=exc.status_code, headers=exc.headers)
+    return JSONResponse(state.upstreams.scrub(error_body(err)), status_code=exc.status_code, headers=exc.headers)
+
+
 async def probe_within(state: AppState, backend: Any) -> dict:
     """One upstream's probe, off the event loop, answered by its total deadline whatever the probe does."""
     budget = state.settings.health_timeout_s + HEALTH_GRACE_S
@@ -489,7 +508,11 @@ def create_app(target: Any, drafter: Any, **options: Any) -> FastAPI:
     async def refused(request: Request, err: SpecCompactError) -> JSONResponse:
         return rejected(state, err)  # raised by a route's dependency: auth, content type, body size
 
+    async def routing(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+        return routing_error(state, request, exc)
+
     app.add_exception_handler(SpecCompactError, refused)
+    app.add_exception_handler(StarletteHTTPException, routing)  # 404, 405: the service's error shape too
     app.include_router(router)
     return app
 

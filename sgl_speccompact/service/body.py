@@ -147,6 +147,9 @@ def parse_json(raw: bytes, limits: ServiceSettings) -> dict:
     if len(raw) > limits.max_body_bytes:
         raise RequestTooLargeError(f"exceeds {limits.max_body_bytes} bytes", field="body")
     body = parse_json_value(raw, limits)
+    if isinstance(body, list):  # a bare message list: what a body's messages field holds
+        raise InvalidRequestError('must be a JSON object, not a list; send the messages as {"messages": [...]}',
+                                  field="body")
     if not isinstance(body, dict):
         raise InvalidRequestError("must be a JSON object", field="body")
     check_encodable(body)
