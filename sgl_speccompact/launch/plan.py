@@ -382,6 +382,34 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     )
 
 
+PORT_FLAGS = {"target": "--target-port", "drafter": "--drafter-port"}  # role -> the flag that moves its port
+
+
+def listen_ports(plan: LaunchPlan) -> list[tuple[str, int, str, str]]:
+    """``(host, port, who, flag)`` of every port the plan's processes will listen on, the service's last.
+
+    >>> listen_ports(plan_of_defaults())[-1]
+    ('127.0.0.1', 8000, 'the compaction service', '--service-port (or [service] port)')
+    """
+    out = []
+    for spec in plan.servers:
+        role = spec.role.rstrip("0123456789")
+        flag = PORT_FLAGS.get(role, "--target-port")
+        where = f"{flag} (or [{role}] port)" + (" (workers listen on it + 10 + i)" if role != spec.role else "")
+        out.append((spec.host, spec.port, f"the {spec.role} SGLang server", where))
+    if plan.router is not None:
+        out.append((plan.router.host, plan.router.port, "sglang-router", "--router-port (or [router] port)"))
+    out.append((plan.service.host, plan.service.port, "the compaction service", "--service-port (or [service] port)"))
+    return out
+
+
+def plan_of_defaults() -> LaunchPlan:
+    """The plan of no flags and no config file (what the doctests read)."""
+    from .command_line import build_parser
+
+    return build_plan(build_parser().parse_args([]))
+
+
 def chat_templates(target: str | None, drafter: str | None, servers: list[ServerSpec],
                    target_urls: tuple[str, ...], drafter_url: str | None) -> tuple[str | None, str | None]:
     """The target's and drafter's frontend chat templates: the given ones, else each started local
