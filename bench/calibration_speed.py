@@ -18,7 +18,7 @@ checks the same probe and fit on the emulator's SIMULATED clock
 Usage::
 
     python -m bench.calibration_speed                     # Qwen3-0.6B and Qwen3-8B, time scale 2 and 1
-    python -m bench.calibration_speed --models qwen3-0.6b --out bench/results/calibration-speed.json
+    python -m bench.calibration_speed --models qwen3-0.6b --out calibration-speed.json
 """
 
 from __future__ import annotations

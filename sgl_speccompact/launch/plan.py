@@ -386,11 +386,8 @@ PORT_FLAGS = {"target": "--target-port", "drafter": "--drafter-port"}  # role ->
 
 
 def listen_ports(plan: LaunchPlan) -> list[tuple[str, int, str, str]]:
-    """``(host, port, who, flag)`` of every port the plan's processes will listen on, the service's last.
-
-    >>> listen_ports(plan_of_defaults())[-1]
-    ('127.0.0.1', 8000, 'the compaction service', '--service-port (or [service] port)')
-    """
+    """``(host, port, who, flag)`` of every port the plan's processes will listen on: its servers' in start
+    order, then the router's, then the service's; ``flag`` moves the port."""
     out = []
     for spec in plan.servers:
         role = spec.role.rstrip("0123456789")
@@ -401,13 +398,6 @@ def listen_ports(plan: LaunchPlan) -> list[tuple[str, int, str, str]]:
         out.append((plan.router.host, plan.router.port, "sglang-router", "--router-port (or [router] port)"))
     out.append((plan.service.host, plan.service.port, "the compaction service", "--service-port (or [service] port)"))
     return out
-
-
-def plan_of_defaults() -> LaunchPlan:
-    """The plan of no flags and no config file (what the doctests read)."""
-    from .command_line import build_parser
-
-    return build_plan(build_parser().parse_args([]))
 
 
 def chat_templates(target: str | None, drafter: str | None, servers: list[ServerSpec],
