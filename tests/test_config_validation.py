@@ -30,10 +30,6 @@ BAD = [  # (field, JSON/TOML value, Python value, pydantic's message)
 IDS = [f"{f}={v}" for f, v, _, _ in BAD]
 
 
-def toml_value(json_value: str) -> str:
-    return json_value  # these JSON values read the same in TOML
-
-
 @pytest.mark.parametrize("field,raw,value,message", BAD, ids=IDS)
 def test_the_http_body_refuses_it(field, raw, value, message):
     client = TestClient(create_app(Backend("t"), Backend("d"), runner=FakeRunner()))
@@ -50,17 +46,22 @@ def test_set_refuses_it(field, raw, value, message):
     assert got.value.field.startswith(f"--set {field}") and got.value.message == message
 
 
-@pytest.mark.parametrize("field,raw,value,message", BAD, ids=IDS)
-def test_a_config_file_refuses_it(tmp_path, capsys, field, raw, value, message):
+def dry_run_with(tmp_path, capsys, config: str) -> str:
+    """``serve --dry-run`` with a config file holding ``config``; its stderr, once it exited non-zero."""
     path = tmp_path / "c.toml"
-    path.write_text(f"[compact]\n{field} = {toml_value(raw)}\n")
+    path.write_text(config)
     try:
         rc = launch.main(["--target-url", "http://t:1", "--drafter-url", "http://d:2", "--config", str(path),
                           "--dry-run"], serve_only=True)
     except SystemExit as exc:
         rc = exc.code
     assert rc not in (0, None)
-    err = capsys.readouterr().err
+    return capsys.readouterr().err
+
+
+@pytest.mark.parametrize("field,raw,value,message", BAD, ids=IDS)
+def test_a_config_file_refuses_it(tmp_path, capsys, field, raw, value, message):
+    err = dry_run_with(tmp_path, capsys, f"[compact]\n{field} = {raw}\n")  # each JSON value reads the same in TOML
     one_clear_line(err, f"[compact] {field}")
     assert message in err
 
@@ -93,12 +94,4 @@ def test_an_unknown_field_lists_the_valid_ones():
                                        ("upstream_detail = 1", "[service] upstream_detail"),
                                        ("host = 8000", "[service] host")])
 def test_service_switches_and_names_are_strict_too(tmp_path, capsys, line, word):
-    path = tmp_path / "c.toml"
-    path.write_text(f"[service]\n{line}\n")
-    try:
-        rc = launch.main(["--target-url", "http://t:1", "--drafter-url", "http://d:2", "--config", str(path),
-                          "--dry-run"], serve_only=True)
-    except SystemExit as exc:
-        rc = exc.code
-    assert rc not in (0, None)
-    one_clear_line(capsys.readouterr().err, word)
+    one_clear_line(dry_run_with(tmp_path, capsys, f"[service]\n{line}\n"), word)
