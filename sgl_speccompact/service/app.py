@@ -74,7 +74,6 @@ from typing import Any, Callable, Sequence
 
 from fastapi import APIRouter, Depends, FastAPI, Request
 from fastapi.responses import JSONResponse, Response
-from starlette.exceptions import HTTPException as StarletteHTTPException
 from prometheus_client import CONTENT_TYPE_LATEST, generate_latest
 
 from ..config import CompactConfig, make_config
@@ -436,17 +435,15 @@ def rejected(state: AppState, err: SpecCompactError) -> JSONResponse:
 
 
 def routing_error(state: AppState, request: Request, exc: Any) -> JSONResponse:
-    """Starlette's own 404 and 405 (and any other routing error) in the service's ``{"error": ...}`` shape."""
-    if exc.status_code == 404:
-        err: SpecCompactError = NotFoundError(f"no route {request.url.path}; the service serves POST /v1/compact, "
-                                              "GET /health and GET /metrics")
-    elif exc.status_code == 405:
-        err = MethodNotAllowedError(f"{request.method} is not allowed on {request.url.path}; "
-                                    f"allowed: {(exc.headers or {}).get('Allow', 'none')}")
+    """The router's own 404 (no such path) and 405 (a wrong HTTP method) in the service's ``{"error": ...}`` shape."""
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        err: SpecCompactError = MethodNotAllowedError(f"{request.method} is not allowed on {request.url.path}; "
+                                                      f"allowed: {(headers or {}).get('Allow', 'none')}")
     else:
-        err = SpecCompactError(str(exc.detail))
-        return JSONResponse(error_body(err), status_code=exc.status_code, headers=exc.headers)
-    return JSONResponse(state.upstreams.scrub(error_body(err)), status_code=exc.status_code, headers=exc.headers)
+        err = NotFoundError(f"no route {request.url.path}; the service serves POST /v1/compact, "
+                            "GET /health and GET /metrics")
+    return JSONResponse(state.upstreams.scrub(error_body(err)), status_code=exc.status_code, headers=headers)
 
 
 async def probe_within(state: AppState, backend: Any) -> dict:
@@ -508,11 +505,12 @@ def create_app(target: Any, drafter: Any, **options: Any) -> FastAPI:
     async def refused(request: Request, err: SpecCompactError) -> JSONResponse:
         return rejected(state, err)  # raised by a route's dependency: auth, content type, body size
 
-    async def routing(request: Request, exc: StarletteHTTPException) -> JSONResponse:
+    async def routing(request: Request, exc: Exception) -> JSONResponse:
         return routing_error(state, request, exc)
 
     app.add_exception_handler(SpecCompactError, refused)
-    app.add_exception_handler(StarletteHTTPException, routing)  # 404, 405: the service's error shape too
+    for status in (404, 405):  # the router's own answers, in the service's error shape too
+        app.add_exception_handler(status, routing)
     app.include_router(router)
     return app
 
