@@ -8,7 +8,9 @@ summary for every method.  Token counts are in the target tokenizer.
 
 from __future__ import annotations
 
-from pydantic import BaseModel, ConfigDict, Field, model_validator
+from typing import Any
+
+from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
 from .errors import ConfigError
 
@@ -61,9 +63,21 @@ DECISION_CHANGING: frozenset[str] = frozenset({
 
 
 class CompactConfig(BaseModel):
-    """Configuration of one compaction.  Unknown fields are rejected; every number has finite bounds."""
+    """Configuration of one compaction.  Unknown fields are rejected; every number has finite bounds.
 
-    model_config = ConfigDict(extra="forbid", frozen=True)
+    Types are strict, however the config is made (here, :func:`make_config`,
+    a launcher config file, ``--set``, a request body): no bool or numeric
+    string for a number, no number for a bool.  A bad value is a
+    :class:`~sgl_speccompact.errors.ConfigError` naming the field
+    (:func:`check_config`).
+
+    >>> CompactConfig(min_label_mass=True)
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: min_label_mass: Input should be a valid number
+    """
+
+    model_config = ConfigDict(extra="forbid", frozen=True, strict=True)
 
     eta: float = Field(0.7, gt=0.0, le=1.0)  # accept a line iff r >= eta (probability ratio)
     max_lines_per_slot: int = Field(12, ge=1, le=1_000)  # lines kept per slot (lines)
@@ -105,6 +119,17 @@ class CompactConfig(BaseModel):
     repair_candidates: bool = False  # drafter candidates judged in one batch before a target repair
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
 
+    def __init__(self, **values: Any):
+        try:
+            super().__init__(**values)
+        except ValidationError as exc:
+            raise config_error(exc) from None
+
+    @field_validator("empty_markers", mode="before")
+    @classmethod
+    def _list_is_a_tuple(cls, value: Any) -> Any:
+        return tuple(value) if isinstance(value, list) else value  # a JSON or TOML array
+
     @model_validator(mode="after")
     def _labels_differ(self) -> "CompactConfig":
         if self.positive_label.strip().lower() == self.negative_label.strip().lower():
@@ -112,24 +137,81 @@ class CompactConfig(BaseModel):
         return self
 
 
+def field_path(loc: tuple) -> str:
+    """A pydantic error location as a field path: ``("empty_markers", 0)`` -> ``empty_markers[0]``.
+
+    >>> field_path(("empty_markers", 0)), field_path(())
+    ('empty_markers[0]', '')
+    """
+    out = ""
+    for part in loc:
+        out = f"{out}[{part}]" if isinstance(part, int) else f"{out}.{part}" if out else str(part)
+    return out
+
+
+def error_message(error: dict, valid: Any = ()) -> str:
+    """One pydantic error as our message; an unknown field lists the ``valid`` ones.
+
+    >>> error_message({"type": "extra_forbidden", "msg": "x"}, ["eta", "max_lines_per_slot"])
+    'unknown field; valid: eta, max_lines_per_slot'
+    """
+    if error["type"] == "extra_forbidden":
+        return "unknown field" + (f"; valid: {', '.join(valid)}" if valid else "")
+    return error["msg"].removeprefix("Value error, ")
+
+
+def config_error(exc: ValidationError) -> ConfigError:
+    """The first error of a config validation, naming its field (None: the config as a whole)."""
+    e = exc.errors()[0]
+    return ConfigError(error_message(e, CompactConfig.model_fields), field=field_path(e["loc"]) or None)
+
+
+def check_config(values: dict, base: CompactConfig | None = None, *, where: str = "", sep: str = "",
+                 error: type = ConfigError) -> CompactConfig:
+    """``base`` (the defaults when None) with ``values``: the one validation of every way a config is set.
+
+    The Python API (:class:`CompactConfig`, :func:`make_config`), a launcher
+    config file's ``[compact]`` table, the ``compact`` command's ``--set`` and
+    a request body's ``config`` all come here: strict types, and the same
+    message, naming the field as that caller spells it (``where`` and
+    ``sep``: ``config`` and ``.``, ``--set`` and a space, ``[compact]`` and a
+    space); an unknown field lists the valid ones.  ``error`` is the error
+    class raised (:class:`~sgl_speccompact.errors.ConfigError` by default).
+
+    >>> check_config({"eta": "0.8"}, where="[compact]", sep=" ")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: [compact] eta: Input should be a valid number
+    """
+    merged = {**(base.model_dump() if base is not None else {}), **values}
+    try:
+        return CompactConfig(**merged)
+    except ConfigError as exc:  # CompactConfig's own, naming the field as the Python API spells it
+        if not where and error is ConfigError:
+            raise
+        field = f"{where}{sep}{exc.field}" if exc.field else where or None
+        raise error(exc.message, field=field) from None
+
+
 def make_config(config: CompactConfig | dict | None = None, **overrides) -> CompactConfig:
     """Build a config from ``None``, a dict or a config, applying overrides.
 
-    Invalid values raise :class:`~sgl_speccompact.errors.ConfigError`.  A
-    config given without overrides is returned as it is: it was validated
-    when it was made (it is frozen), so the layers below the edge that made
-    it never validate it again.
+    Invalid values raise :class:`~sgl_speccompact.errors.ConfigError` naming the
+    field (:func:`check_config`).  A config given without overrides is
+    returned as it is: it was validated when it was made (it is frozen), so
+    the layers below the edge that made it never validate it again.
 
     >>> make_config(None, eta=0.8).eta
     0.8
     >>> cfg = make_config(None); make_config(cfg) is cfg
     True
+    >>> make_config({"min_label_mass": "0.5"})
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: min_label_mass: Input should be a valid number
     """
     if isinstance(config, CompactConfig) and not overrides:
         return config
-    base = config.model_dump() if isinstance(config, CompactConfig) else dict(config or {})
-    base.update(overrides)
-    try:
-        return CompactConfig(**base)
-    except Exception as exc:  # pydantic.ValidationError -> our hierarchy
-        raise ConfigError(f"invalid config: {exc}") from exc
+    if isinstance(config, CompactConfig):
+        return check_config(overrides, config)
+    return check_config({**dict(config or {}), **overrides})

@@ -24,6 +24,7 @@ class _FieldError(SpecCompactError):
     def __init__(self, message: str, *, field: str | None = None):
         super().__init__(f"{field}: {message}" if field else message)
         self.field = field  # the offending input, e.g. ``messages[3].role`` or ``config.eta``
+        self.message = message  # what is wrong with it, without the field
 
     def to_dict(self) -> dict:
         return {**super().to_dict(), "field": self.field}
@@ -172,6 +173,18 @@ class UnauthorizedError(SpecCompactError):
     code = "unauthorized"
 
 
+class NotFoundError(SpecCompactError):
+    """No route of the service has this path."""
+
+    code = "not_found"
+
+
+class MethodNotAllowedError(SpecCompactError):
+    """The path exists, but not with this HTTP method."""
+
+    code = "method_not_allowed"
+
+
 class LaunchError(SpecCompactError):
     """An SGLang server could not be started or never became healthy."""
 
@@ -182,6 +195,8 @@ class LaunchError(SpecCompactError):
 HTTP_STATUS: dict[type[SpecCompactError], int] = {
     MalformedJSONError: 400,
     UnauthorizedError: 401,
+    NotFoundError: 404,
+    MethodNotAllowedError: 405,
     RequestTooLargeError: 413,
     UnsupportedMediaTypeError: 415,
     InvalidRequestError: 422,

@@ -89,6 +89,32 @@ def count(value: Any, field: str, minimum: int = 1, maximum: int | None = None) 
     return value
 
 
+def flag(value: Any, field: str) -> bool:
+    """``value`` as a switch: true or false only (no 0, 1 or "yes").
+
+    >>> flag("yes", "[service] calibrate")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: [service] calibrate: must be true or false, got 'yes'
+    """
+    if not isinstance(value, bool):
+        raise ConfigError(f"must be true or false, got {value!r}", field=field)
+    return value
+
+
+def text(value: Any, field: str) -> str:
+    """``value`` as a non-empty string (a host, a method name, a store URL).
+
+    >>> text(8000, "[service] host")
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.ConfigError: [service] host: must be a non-empty string, got 8000
+    """
+    if not isinstance(value, str) or not value.strip():
+        raise ConfigError(f"must be a non-empty string, got {value!r}", field=field)
+    return value
+
+
 def port(value: Any, field: str) -> int:
     """A TCP port number, 1 to 65535.
 
@@ -186,6 +212,10 @@ class ServiceSettings:
     log_level: str = "info"  # what the launcher, service and emulators log: one of LOG_LEVELS (sgl_speccompact.service.logs)
 
     def __post_init__(self) -> None:
+        for name in ("upstream_detail", "calibrate"):
+            flag(getattr(self, name), name)
+        for name in ("host", "method", "session_store"):
+            text(getattr(self, name), name)
         for name in ("max_json_depth", "max_number_digits", "max_previous_summary_chars", "max_workers",
                      "prepare_workers", "prepare_queue"):
             count(getattr(self, name), name)  # 0 workers: every request would wait forever

@@ -12,7 +12,7 @@ import statistics
 import threading
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Callable, TypeVar
+from typing import Annotated, Callable, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -31,13 +31,25 @@ class LineOrigin(str, Enum):
     CARRIED = "carried"  # previous summary's line the target judged to still hold (no drafter decode)
 
 
+@dataclass(frozen=True)
+class ReadsInPlaceOf:
+    """Field metadata: this string stands in the place of another field of its record.
+
+    A rejected draft took the place its repair now holds; output cleaning
+    (:mod:`sgl_speccompact.core.outputs`) reads the drafts among the lines
+    around them, so a secret spanning a draft and its neighbours is found.
+    """
+
+    field: str  # the field of the same record this one is read in the place of
+
+
 class SummaryLine(BaseModel):
     """One line of a slot, with where it came from."""
 
     text: str  # the line, no trailing newline
     origin: LineOrigin  # how it was produced
     score: float | None = None  # acceptance score r of this line's own verdict (None if unjudged: a repair)
-    rejected_draft: str | None = None  # the draft line a repair replaced
+    rejected_draft: Annotated[str | None, ReadsInPlaceOf("text")] = None  # the draft line a repair replaced
     rejected_score: float | None = None  # that draft's score r (None: it failed a check, or the slot was empty)
     unreliable_verdict: bool = False  # a repair written because the draft's verdict had too little label mass
 

@@ -62,7 +62,7 @@ def test_cli_fifo_does_not_hang(tmp_path, capsys, which):
 @pytest.mark.parametrize("item,words", [
     ("eta=2", ["--set eta", "less than or equal to 1"]),
     ('eta="0.8x"', ["--set eta"]),
-    ("nope=1", ["--set nope", "unknown config field"]),
+    ("nope=1", ["--set nope", "unknown field; valid: eta"]),
     ("max_new_tokens=-5", ["--set max_new_tokens"]),
     ("positive_label=negative", ["--set", "must differ"]),
 ])

@@ -35,7 +35,7 @@ import sys
 import time
 from dataclasses import replace
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable
 
 from ..core.calibration import (DEFAULT_PLAN, CostFit, Observation, ProbeShape, check_fit, fit_observations,
                                 model_preset, profile_fit)
@@ -127,11 +127,13 @@ def probe_bodies(shape: ProbeShape, rng: random.Random) -> tuple[dict | None, di
 
 
 def run_probe(client, url: str, plan=DEFAULT_PLAN, *, repeats: int = 2, headers: dict | None = None,
-              seed: int = 0) -> list[Observation]:
+              seed: int = 0, clock: Callable[[], float] = time.perf_counter) -> list[Observation]:
     """Time every shape of ``plan`` ``repeats`` times; keep each shape's fastest call.
 
     The fastest of several is the least disturbed by anything else on the
-    machine; every repeat uses fresh prompts.
+    machine; every repeat uses fresh prompts.  ``clock`` (seconds) times each
+    call: the wall clock, or a server's own clock (a timed emulator's
+    SIMULATED one).
     """
     rng = random.Random(seed)
     out = []
@@ -141,16 +143,17 @@ def run_probe(client, url: str, plan=DEFAULT_PLAN, *, repeats: int = 2, headers:
             warm, timed = probe_bodies(shape, rng)
             if warm is not None:
                 _post(client, url, warm, headers)
-            t0 = time.perf_counter()
+            t0 = clock()
             _post(client, url, timed, headers)
-            best = min(best, time.perf_counter() - t0)
+            best = min(best, clock() - t0)
         out.append(Observation(shape, best))
     return out
 
 
 def calibrate(client, url: str, *, gpu: str | None = None, plan=DEFAULT_PLAN, repeats: int = 2,
-              headers: dict | None = None, save: bool = True, tp: int = 1) -> CostFit:
-    """Probe one server, fit the cost model, save the fit (see :func:`resolve_cost_fit`)."""
+              headers: dict | None = None, save: bool = True, tp: int = 1,
+              clock: Callable[[], float] = time.perf_counter) -> CostFit:
+    """Probe one server, fit the cost model, save the fit (see :func:`resolve_cost_fit`; ``clock``: :func:`run_probe`)."""
     model, reported = server_identity(client, url, headers)
     gpu_name = gpu or reported or "unreported"
     preset = _preset(model, url)
@@ -165,10 +168,10 @@ def calibrate(client, url: str, *, gpu: str | None = None, plan=DEFAULT_PLAN, re
         except ValueError as exc:
             return None, str(exc)
 
-    obs = run_probe(client, url, plan, repeats=repeats, headers=headers)
+    obs = run_probe(client, url, plan, repeats=repeats, headers=headers, clock=clock)
     fit, problem = fit_of(obs, 1)
     if fit is None or (fit.rms_rel or 0.0) > NOISY_RMS:  # noise: once more, each shape's fastest of both rounds
-        again = run_probe(client, url, plan, repeats=repeats, headers=headers, seed=1)
+        again = run_probe(client, url, plan, repeats=repeats, headers=headers, seed=1, clock=clock)
         obs = [a if a.seconds <= b.seconds else b for a, b in zip(obs, again)]
         fit, problem = fit_of(obs, 2)
     if fit is None:

@@ -20,15 +20,27 @@ never more.
 Views (:meth:`~HttpEndpoint.with_cancel`, :meth:`~HttpEndpoint.with_routing_key`,
 :meth:`~HttpEndpoint.with_token_ids`) are shallow copies for one
 compaction: they share the connection pool and the token-id cache.
+
+A view bound to a compaction's cancel scope gives every ``/generate`` body
+``rid``s of that compaction and keeps the ones still waiting for their
+answer (:class:`InFlight`, one place for both); when the scope is
+cancelled (the client left, the deadline passed, the service stops) each is
+aborted on its server with sglang's ``POST /abort_request``, so the GPU
+stops working on a compaction nobody waits for.  A request sampling ``n >
+1`` is the exception: sglang gives its samples rids of its own, which no
+abort of ours names; it ends at its timeout.
 """
 
 from __future__ import annotations
 
 import copy
 import http.client
+import itertools
+import logging
 import socket
 import threading
 import time
+import uuid
 
 import requests
 import urllib3
@@ -43,6 +55,13 @@ from .token_ids import TokenIdCache, concatenates
 
 
 POOL_SIZE = 64  # kept-alive connections per server: six slots, each with copies in flight
+ABORT_TIMEOUT_S = 5.0  # one POST /abort_request (seconds)
+# aborts are sent again, this many times at most, for a request still waiting after the last round: one sent
+# as the compaction was cancelled may reach the server before the request it names
+ABORT_ROUNDS = 5
+ABORT_PAUSE_S = 0.2  # between rounds (seconds)
+
+log = logging.getLogger(__name__)
 
 # sglang's tokenizer_manager rejects prompts over the context window with these words
 CONTEXT_ERRORS = ("longer than the model's context length", "exceeds the model's maximum context length")
@@ -122,6 +141,76 @@ def http_error(url: str, status: int, body: str) -> SpecCompactError:
     return kind(f"{url} returned HTTP {status}: {body[:300]}")
 
 
+class InFlight:
+    """The ``/generate`` requests of one compaction's view of a server that still wait for their answer.
+
+    :meth:`start` gives a body its ``rid`` (one per prompt of a batch):
+    ``speccompact-<compaction>.<n>.``, so no rid is the start of another
+    (sglang aborts every request whose rid starts with the one named);
+    :meth:`abort` aborts every rid still waiting, from a thread of its own.
+
+    >>> class E:
+    ...     sent = []
+    ...     def abort_request(self, rid): self.sent.append(rid)
+    >>> flight = InFlight(E()); body = {"text": ["a", "b"]}; rids = flight.start(body)
+    >>> body["rid"] == rids and rids[0].endswith(".0.") and flight.waiting() == rids
+    True
+    >>> flight.abort_waiting(), E.sent == rids
+    (2, True)
+    >>> flight.end(rids); flight.waiting()
+    []
+    """
+
+    def __init__(self, endpoint):
+        self.endpoint = endpoint  # what sends the aborts: abort_request(rid)
+        self.prefix = f"speccompact-{uuid.uuid4().hex[:16]}"  # this compaction's rids start with it
+        self._n = itertools.count()  # numbers the rids
+        self._lock = threading.Lock()  # guards _rids (requests go out from many threads)
+        self._rids: dict[str, None] = {}  # rids still waiting for their answer, in order
+        self.aborted: list[str] = []  # rids an abort was sent for
+
+    def start(self, body: dict) -> list[str]:
+        """Give ``body`` its rids and count them in flight; the rids."""
+        prompt = body.get("input_ids", body.get("text"))
+        batch = isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], int)
+        rids = [f"{self.prefix}.{next(self._n)}." for _ in range(len(prompt) if batch else 1)]
+        body["rid"] = rids if batch else rids[0]
+        with self._lock:
+            self._rids.update(dict.fromkeys(rids))
+        return rids
+
+    def end(self, rids: list[str]) -> None:
+        """The answer came (or the request failed): these rids no longer run."""
+        with self._lock:
+            for rid in rids:
+                self._rids.pop(rid, None)
+
+    def waiting(self) -> list[str]:
+        with self._lock:
+            return list(self._rids)
+
+    def abort(self) -> None:
+        """Abort every request still waiting (the cancel scope's callback: returns at once)."""
+        threading.Thread(target=self.abort_rounds, name="abort-requests", daemon=True).start()
+
+    def abort_rounds(self) -> None:
+        for _ in range(ABORT_ROUNDS):
+            if not self.abort_waiting():
+                return
+            time.sleep(ABORT_PAUSE_S)
+
+    def abort_waiting(self) -> int:
+        """One ``/abort_request`` per rid still waiting; how many were sent."""
+        rids = self.waiting()
+        for rid in rids:
+            try:
+                self.endpoint.abort_request(rid)
+                self.aborted.append(rid)
+            except SpecCompactError as exc:  # best effort: the request still ends at its timeout
+                log.debug("abort of %s failed: %s", rid, exc)
+        return len(rids)
+
+
 class _TokenIds:
     """Whether a server gets ``input_ids``, and its token-id cache (shared by an endpoint's views)."""
 
@@ -148,6 +237,7 @@ class HttpEndpoint(RuntimeEndpoint):
     """
 
     cancel_scope = None  # a CancelScope checked before every request (set on views, see with_cancel)
+    in_flight: InFlight | None = None  # the bound compaction's requests waiting for an answer (see with_cancel)
     yield_gate = None  # holds each /generate while the server runs foreground work (set on views, see with_yield)
     local_tokenize = None  # (texts, add_special_tokens) -> ids: the served tokenizer in-process (no /tokenize)
 
@@ -180,10 +270,14 @@ class HttpEndpoint(RuntimeEndpoint):
 
         It shares the connection pool and caches; before each request
         it raises the scope's error once the scope is cancelled or past its
-        deadline, and caps the request's timeout by the time left.
+        deadline, and caps the request's timeout by the time left.  Its
+        ``/generate`` requests carry rids of the compaction, and those still
+        waiting when the scope is cancelled are aborted (:class:`InFlight`).
         """
         view = copy.copy(self)
         view.cancel_scope = scope
+        view.in_flight = InFlight(view)
+        scope.on_cancel(view.in_flight.abort)
         return view
 
     def with_routing_key(self, key: str | None) -> "HttpEndpoint":
@@ -282,10 +376,32 @@ class HttpEndpoint(RuntimeEndpoint):
             self._context["tokens"] = found
         return self._context["tokens"]
 
-    def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
+    def abort_request(self, rid: str) -> None:
+        """Abort the request ``rid`` on the server (sglang's ``POST /abort_request``; a rid the server does
+        not run is ignored there).  Sent whatever the cancel scope says: it is how a cancel reaches the server.
+
+        Raises
+        ------
+        BackendError
+            The server refused it or could not be reached within :data:`ABORT_TIMEOUT_S`.
+        """
+        url = self.base_url + "/abort_request"
+        try:
+            res = self._http.request("POST", url, json={"rid": rid}, headers=self._headers(),
+                                     timeout=min(ABORT_TIMEOUT_S, self.timeout_s))
+        except requests.RequestException as exc:
+            raise BackendUnavailableError(f"{url} unreachable: {exc.__class__.__name__}") from exc
+        if res.status_code != 200:
+            raise http_error(url, res.status_code, res.text)
+
+    def _headers(self) -> dict:
         headers = {"Authorization": f"Bearer {self.api_key}"} if self.api_key else {}
         if self.routing_key:  # sglang-router's manual policy pins one key to one worker
             headers[ROUTING_KEY_HEADER] = self.routing_key
+        return headers
+
+    def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
+        headers = self._headers()
         url = (base or self.base_url) + path
         timeout = self.timeout_s
         if self.cancel_scope is not None:
@@ -301,6 +417,8 @@ class HttpEndpoint(RuntimeEndpoint):
                 # the server closed a kept-alive connection (its idle timeout) as this request went out
                 res = self._http.request(method, url, json=body, headers=headers, timeout=timeout, stream=True)
             read_within(res, deadline)
+            if self.cancel_scope is not None:
+                self.cancel_scope.check()  # cancelled while it ran: an aborted answer is no answer
         except requests.Timeout as exc:
             if self.cancel_scope is not None and self.cancel_scope.cancelled:
                 raise self.cancel_scope.error() from exc
@@ -323,11 +441,17 @@ class HttpEndpoint(RuntimeEndpoint):
         if self.priority is not None:
             body["priority"] = self.priority
         gate = self.yield_gate
-        if gate is None:
-            return self._request("POST", "/generate", body)
-        gate.hold(self.cancel_scope)  # behind the server's foreground work, up to the gate's bound
-        with gate.sending(body):  # counted as the service's own while it runs
-            return self._request("POST", "/generate", body)
+        if gate is not None:
+            gate.hold(self.cancel_scope)  # behind the server's foreground work, up to the gate's bound
+        rids = self.in_flight.start(body) if self.in_flight is not None else []  # before the scope's check
+        try:
+            if gate is None:
+                return self._request("POST", "/generate", body)
+            with gate.sending(body):  # counted as the service's own while it runs
+                return self._request("POST", "/generate", body)
+        finally:
+            if self.in_flight is not None:
+                self.in_flight.end(rids)
 
     def as_token_ids(self, body: dict) -> dict:
         """``body`` with its ``text`` (one or a batch) replaced by ``input_ids``, when enabled.

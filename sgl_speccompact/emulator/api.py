@@ -17,6 +17,10 @@ Routes and response shapes follow ``sglang/srt/entrypoints/http_server.py``:
 * ``GET /get_model_info``, ``/model_info``, ``/server_info``,
   ``/get_server_info``, ``/health``, ``/health_generate``.
 * ``GET|POST /flush_cache``: plain text; HTTP 400 while requests run.
+* ``POST /abort_request``: ``AbortReq`` (``rid``, ``abort_all``; sglang's own
+  schema, unknown keys ignored), an empty 200; the scheduler's semantics
+  (:meth:`~.scheduler.Scheduler.abort`): the aborted ``/generate`` answers 200
+  with an ``abort`` finish reason; a bad body is a 400 ``ErrorResponse``.
 * ``GET /v1/loads`` (``dp_rank``, ``include`` as sglang's): one rank's
   ``LoadSnapshot.to_dict`` (sglang's own class) with the running and waiting
   requests counted; the other scalars are 0 and no section is reported.
@@ -137,6 +141,18 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
         ok = engine.flush()
         message = FLUSH_OK if ok else "Flush cache failed.\n"
         return Response(content=message, status_code=200 if ok else HTTPStatus.BAD_REQUEST)
+
+    @app.post("/abort_request")
+    async def abort_request(request: Request):
+        from pydantic import TypeAdapter, ValidationError
+        from sglang.srt.managers.io_struct import AbortReq
+
+        try:
+            obj = TypeAdapter(AbortReq).validate_python(orjson.loads(await request.body()))
+        except (orjson.JSONDecodeError, ValidationError) as exc:  # the server's 422 -> 400 ErrorResponse
+            return json_response(error_response(str(exc)), 400)
+        engine.abort(obj.rid or "", obj.abort_all)
+        return Response(status_code=200)
 
     @app.get("/v1/loads")
     async def loads(dp_rank: int | None = None, include: str | None = None):

@@ -51,6 +51,7 @@ class Engine:
                                request_overhead_s=cost.request_overhead_s if cost else 0.0)
         self._cv = threading.Condition()
         self._in_flight = 0  # jobs taken out of the queues by the current pass
+        self._passing: list = []  # the jobs of the pass under way (an abort reaches them at their next step)
         self._stop = False
         self._thread: threading.Thread | None = None
         self._sim = 0.0  # simulated clock at the end of the last forward, s
@@ -79,6 +80,13 @@ class Engine:
                 job.sim_arrival = now
             self.sched.add(jobs)
             self._cv.notify_all()
+
+    def abort(self, rid: str, abort_all: bool = False) -> int:
+        """``POST /abort_request`` (:meth:`~.scheduler.Scheduler.abort`); the requests finished at once."""
+        with self._cv:
+            done = self.sched.abort(rid, abort_all, self._passing, self._sim if self.cost is not None else None)
+            self._cv.notify_all()
+            return len(done)
 
     def idle(self) -> bool:
         """No waiting or running request (``Scheduler.is_fully_idle``)."""
@@ -135,10 +143,11 @@ class Engine:
             if batch is None:
                 return
             self._in_flight = len(batch.jobs) if batch.kind == "prefill" else 0
+            self._passing = list(batch.jobs)
         self._forward(batch.shapes)
         self.sched.run(batch)
         with self._cv:
-            self._in_flight = 0
+            self._in_flight, self._passing = 0, []
             self.sched.settle(batch, self._sim if self.cost is not None else None)
 
     def _forward(self, shapes: list[tuple[int, int]]) -> None:

@@ -65,6 +65,7 @@ class Job:
     lp: LogprobRecord = field(default_factory=LogprobRecord)  # gathered logprobs
     simulated_latency_s: float | None = None  # SIMULATED latency, when a cost model runs
     priority: int = 0  # sglang's request priority (higher first; only ordered when a caller sets one)
+    to_finish: dict | None = None  # an abort's finish reason, taken at the request's next step (``Req.to_finish``)
 
     @property
     def prefill_only(self) -> bool:
@@ -104,6 +105,10 @@ class Stats:
     cached_tokens: int = 0  # of which served from the radix cache
     completion_tokens: int = 0  # output tokens through the stop
     simulated_latency_s: float = 0.0  # sum of SIMULATED request latencies
+
+
+RUNNING_ABORT = {"type": "abort", "message": "Aborted", "status_code": None, "err_type": None}  # FINISH_ABORT()
+WAITING_ABORT = {"type": "abort", "message": "Abort in waiting queue"}  # the tokenizer manager's, for a queued one
 
 
 def abort_reason(exc: Exception) -> dict:

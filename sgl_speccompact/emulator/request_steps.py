@@ -4,9 +4,9 @@
   token; a prefill-only request (``max_new_tokens == 0``) appends one dummy
   token and finishes with ``length`` 0.
 * Finish checks run after every token in SGLang's order
-  (``Req.update_finish_state``): stop strings / stop regex on the decoded
-  tail, then stop token ids and EOS (unless ``ignore_eos``), then
-  ``max_new_tokens``.
+  (``Req.update_finish_state``): an abort's ``to_finish``, then stop strings
+  / stop regex on the decoded tail, then stop token ids and EOS (unless
+  ``ignore_eos``), then ``max_new_tokens``.
 * ``holds_stop_prefix`` is ``Req.check_match_stop_str_prefix``: a stream
   chunk that may end in a stop string is held back.
 """
@@ -31,7 +31,7 @@ class Steps:
             self._input_logprobs(job)
         if job.prefill_only:
             job.output_ids.append(0)  # the scheduler's dummy token
-            job.finished_reason, job.finished_len = {"type": "length", "length": 0}, 0
+            job.finished_reason, job.finished_len = job.to_finish or {"type": "length", "length": 0}, 0
             if job.logprobs.enabled:
                 self._prefill_only_logprobs(job)
             return
@@ -49,8 +49,11 @@ class Steps:
         self.update_finish_state(job)
 
     def update_finish_state(self, job: Job) -> None:
-        """``Req.update_finish_state`` for one new token."""
+        """``Req.update_finish_state`` for one new token; an abort's ``to_finish`` first (``check_finished``)."""
         sp, out = job.sampling, job.output_ids
+        if job.to_finish is not None:
+            job.finished_reason, job.to_finish = job.to_finish, None
+            return
         if sp.stop_strs or sp.stop_regex_strs:
             tail_len = min(max(sp.stop_str_max_len, sp.stop_regex_max_len) + 1, len(out))
             tail = self.model.decode(out[-tail_len:])

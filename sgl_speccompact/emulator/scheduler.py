@@ -49,7 +49,7 @@ import logging
 from collections import defaultdict
 from dataclasses import dataclass
 
-from .jobs import Job, Stats, abort_reason
+from .jobs import RUNNING_ABORT, WAITING_ABORT, Job, Stats, abort_reason
 from .model import EmulatedModel
 from .radix import RadixTree
 from .response import build_output
@@ -140,6 +140,37 @@ class Scheduler:
         return {"per_lora": per, "total": vars(total).copy(), **self.counters,
                 "tree_tokens": self.tree.total_size(), "running": len(self.running),
                 "waiting": len(self.waiting) + (self.chunked is not None)}
+
+    def abort(self, rid: str, abort_all: bool = False, passing: list[Job] | None = None,
+              now: float | None = None) -> list[Job]:
+        """``POST /abort_request``: the tokenizer manager's check, then ``Scheduler.abort_request``.
+
+        Without ``abort_all``, an empty ``rid`` or one no request has exactly
+        is ignored.  Otherwise every request whose rid starts with ``rid``
+        (every one with ``abort_all``) is aborted: a waiting one, or one in
+        the middle of a chunked prefill, finishes now (``Abort in waiting
+        queue``); a running one, or one in the pass under way (``passing``),
+        gets ``to_finish`` and finishes at its next step, after one more
+        token (``FINISH_ABORT``).  Returns the requests finished now.
+        """
+        passing = list(passing or [])
+        if not abort_all and (not rid or not any(j.rid == rid for j in self._queued() + passing)):
+            return []
+        hit = (lambda j: True) if abort_all else (lambda j: j.rid.startswith(rid))
+        now_done = [j for j in self.waiting if hit(j)] + ([self.chunked] if self.chunked and hit(self.chunked) else [])
+        self.waiting = [j for j in self.waiting if not hit(j)]
+        if self.chunked is not None and hit(self.chunked):
+            self.chunked = None
+        for job in now_done:
+            job.finished_reason = dict(WAITING_ABORT)
+            self._finish(job, now)
+        for job in self.running + passing:
+            if hit(job) and job.finished_reason is None and job not in now_done:
+                job.to_finish = dict(RUNNING_ABORT)
+        return now_done
+
+    def _queued(self) -> list[Job]:
+        return self.waiting + self.running + ([self.chunked] if self.chunked is not None else [])
 
     # ---------------------------------------------------------------- batches
 

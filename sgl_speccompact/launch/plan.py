@@ -25,11 +25,11 @@ from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
-from ..config import CompactConfig, make_config
+from ..config import CompactConfig, check_config
 from ..errors import ConfigError
 from ..core.gpus import GPUS, match_gpu
-from ..options import (DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, ServiceSettings, count, defaults, log_level,
-                       non_negative_number, port, positive_number, resolve_api_key)
+from ..options import (DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL, ServiceSettings, count, defaults, flag,
+                       log_level, non_negative_number, port, positive_number, resolve_api_key, text)
 from .cpu import CPU_SERVICE_DEFAULTS, check_cpu_server, resolve_device
 from .packaged import resolve_model_path
 from .router_process import ROUTER_POLICIES, RouterSpec, router_command
@@ -50,7 +50,7 @@ SECTIONS = {
                 "compaction_timeout_s", "upstream_detail", "session_store_mb", "session_ttl_s", "calibrate", "gpu",
                 "session_store", "prepare_workers", "prepare_queue", "prepare_queue_mb", "prepare_priority",
                 "prepare_yield_s", "log_level"},
-    "compact": None,  # CompactConfig fields, checked by make_config
+    "compact": None,  # CompactConfig fields, checked by check_config
 }
 
 # the servers' and the router's defaults; the [service] section's are the one table, options.DEFAULTS
@@ -87,6 +87,10 @@ SERVICE_CHECKS = {
     "prepare_queue_mb": ("--prepare-queue-mb", positive_number),
     "prepare_yield_s": ("--prepare-yield-s", non_negative_number),
     "log_level": ("--log-level", log_level),
+    "upstream_detail": ("--upstream-detail", flag),
+    "calibrate": ("--calibrate", flag),
+    "host": ("--service-host", text),
+    "method": ("--method", text),
 }
 
 
@@ -206,9 +210,9 @@ def check_service(svc: dict, from_flags: dict) -> None:
     ...
     sgl_speccompact.errors.ConfigError: [service] max_workers: must be an integer >= 1, got 0
     """
-    for key, (flag, check) in SERVICE_CHECKS.items():
+    for key, (name, check) in SERVICE_CHECKS.items():
         if key in svc:
-            check(svc[key], flag if key in from_flags else f"[service] {key}")
+            check(svc[key], name if key in from_flags else f"[service] {key}")
     store = svc.get("session_store")
     if store is not None and store != "memory" and str(store).split("://", 1)[0] not in STORE_SCHEMES:
         where = "--session-store" if "session_store" in from_flags else "[service] session_store"
@@ -334,7 +338,8 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
     merged = _merge(merged, flags)
     t, d, svc = merged["target"], merged["drafter"], merged["service"]
     check_service(svc, flags["service"])
-    compact = make_config(merged.get("compact") or {})  # fail now, not on the first request; validated once
+    # fail now, not on the first request; validated once, as strictly as a request's config
+    compact = check_config(merged.get("compact") or {}, where="[compact]", sep=" ")
     target = _spec("target", t, _split_extra(args.target_arg or []))
     drafter = _spec("drafter", {**d, "priority_scheduling": False}, _split_extra(args.drafter_arg or []))
     target_urls = tuple(u.rstrip("/") for u in (t.get("urls") or []))
@@ -377,6 +382,24 @@ def build_plan(args: argparse.Namespace) -> LaunchPlan:
         python=args.python or sys.executable, target_tokenizer=t.get("tokenizer"),
         speculative={s.role: s.speculative for s in servers},
     )
+
+
+PORT_FLAGS = {"target": "--target-port", "drafter": "--drafter-port"}  # role -> the flag that moves its port
+
+
+def listen_ports(plan: LaunchPlan) -> list[tuple[str, int, str, str]]:
+    """``(host, port, who, flag)`` of every port the plan's processes will listen on: its servers' in start
+    order, then the router's, then the service's; ``flag`` moves the port."""
+    out = []
+    for spec in plan.servers:
+        role = spec.role.rstrip("0123456789")
+        flag = PORT_FLAGS.get(role, "--target-port")
+        where = f"{flag} (or [{role}] port)" + (" (workers listen on it + 10 + i)" if role != spec.role else "")
+        out.append((spec.host, spec.port, f"the {spec.role} SGLang server", where))
+    if plan.router is not None:
+        out.append((plan.router.host, plan.router.port, "sglang-router", "--router-port (or [router] port)"))
+    out.append((plan.service.host, plan.service.port, "the compaction service", "--service-port (or [service] port)"))
+    return out
 
 
 def chat_templates(target: str | None, drafter: str | None, servers: list[ServerSpec],

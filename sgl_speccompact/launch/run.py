@@ -1,8 +1,11 @@
 """Running a :class:`~sgl_speccompact.launch.plan.LaunchPlan`: servers up, service, servers down.
 
-:func:`run` starts the plan's SGLang servers one after the other (each
-waits for the previous one's ``/health``, see "Memory on one GPU" in
-:mod:`sgl_speccompact.launch`), then the router if any, then serves the
+:func:`run` first refuses a plan whose ports are taken (naming the port and
+the flag that moves it), then starts the plan's SGLang servers one after
+the other (each waits for the previous one's ``/health``, see "Memory on
+one GPU" in :mod:`sgl_speccompact.launch`, and must be the server it
+started: its process alive, ``/get_model_info`` naming its model path),
+then the router if any, then serves the
 compaction service with uvicorn until Ctrl-C, SIGTERM or a server's death,
 and stops every child it started on the way out.  :func:`run_emulated`
 does the same on two in-process SGLang-API emulators.
@@ -12,6 +15,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import copy
 import os
 import signal
 import subprocess
@@ -27,9 +31,9 @@ from ..service.logs import configure as configure_logs
 from ..service.logs import uvicorn_logging
 from ..options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL
 from .deployment import auto_picker
-from .plan import LaunchPlan, build_plan
+from .plan import LaunchPlan, build_plan, listen_ports
 from .router_process import start_router
-from .servers import start_server, stop_servers, wait_healthy
+from .servers import check_ports, start_server, stop_servers, wait_healthy
 
 
 SHUTDOWN_GRACE_S = 3  # uvicorn's limit on draining open connections at shutdown (seconds)
@@ -205,11 +209,14 @@ def run(plan: LaunchPlan, *, log_dir: Path | None = None) -> int:
     procs: list[subprocess.Popen] = []
     old_term = signal.signal(signal.SIGTERM, _on_sigterm)
     http = httpx.Client(timeout=10.0)
+    ports = listen_ports(plan)  # the servers' first, in start order
     try:
-        for spec in plan.servers:
+        check_ports(ports)  # before anything starts: a port taken now would fail minutes later
+        for spec, (*_, flag) in zip(plan.servers, ports):
             procs.append(start_server(spec, plan.python, log_dir))
-            wait_healthy(spec.url, procs[-1], timeout_s=plan.service.health_wait_s,
-                         get=http.get, label=spec.role)
+            # the server answering must be the one just started, not one already on its port
+            wait_healthy(spec.url, procs[-1], timeout_s=plan.service.health_wait_s, get=http.get, label=spec.role,
+                         model_path=spec.model_path, flag=flag)
         if plan.router is not None:
             log = (log_dir / "router.log") if log_dir else None
             if log_dir:
@@ -252,6 +259,12 @@ EMULATE_BANNER = (
 EMULATED_MODELS = (("target", DEFAULT_TARGET_MODEL, 0), ("drafter", DEFAULT_DRAFTER_MODEL, 1))  # role, reported path, seed
 
 
+def with_urls(args: argparse.Namespace, target: str, drafter: str) -> argparse.Namespace:
+    """``args`` pointed at a running target and drafter (the emulators'), starting no server."""
+    args.target_url, args.drafter_url, args.no_drafter = [target], drafter, False
+    return args
+
+
 def run_emulated(args: argparse.Namespace) -> int:
     """``--emulate``: the service on a target and a drafter emulator started in this process."""
     from ..emulator import ControlledAcceptancePolicy, EmulatedServer, default_tokenizer
@@ -270,6 +283,14 @@ def run_emulated(args: argparse.Namespace) -> int:
               f"{costs['target'].hardware.name}, not measured on a GPU", file=sys.stderr, flush=True)
     args.drafter_lora_name = args.drafter_lora_name or "drafter"
     adapters = {"target": None, "drafter": [args.drafter_lora_name]}  # the drafter serves its LoRA by name
+    try:  # the service's port, before the emulators start: a taken port fails now, not after them
+        check_ports(listen_ports(build_plan(with_urls(copy.copy(args), "http://127.0.0.1:1", "http://127.0.0.1:2"))))
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except LaunchError as exc:
+        print(f"[launch] error: {exc}", file=sys.stderr, flush=True)
+        return 1
     with contextlib.ExitStack() as stack:
         tokenizer, name = default_tokenizer()
         urls = {role: stack.enter_context(EmulatedServer(tokenizer, policy=ControlledAcceptancePolicy(seed=seed),
@@ -278,9 +299,8 @@ def run_emulated(args: argparse.Namespace) -> int:
                 for role, path, seed in EMULATED_MODELS}
         print(f"[launch] emulated target on {urls['target']}, drafter on {urls['drafter']} ({name} tokenizer)",
               file=sys.stderr, flush=True)
-        args.target_url, args.drafter_url, args.no_drafter = [urls["target"]], urls["drafter"], False
         try:
-            plan = build_plan(args)
+            plan = build_plan(with_urls(args, urls["target"], urls["drafter"]))
         except ConfigError as exc:
             print(f"error: {exc}", file=sys.stderr)
             return 2

@@ -13,6 +13,7 @@ import ctypes
 import os
 import shlex
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -144,14 +145,69 @@ def start_server(spec: ServerSpec, python: str, log_dir: Path | None = None) -> 
         return subprocess.Popen(cmd, stdout=out, stderr=subprocess.STDOUT, **popen)
 
 
-def wait_healthy(url: str, proc: subprocess.Popen | None, *, timeout_s: float, get: Callable,
-                 label: str, poll_s: float = 2.0) -> None:
-    """Poll ``url/health`` until it answers 200.
+def port_in_use(host: str, port: int) -> bool:
+    """Whether binding ``host:port`` for listening fails now (another process listens there).
+
+    Bound as a server binds (``SO_REUSEADDR``, so a port held only by closed
+    connections is free), then closed at once.
+    """
+    family = socket.AF_INET6 if ":" in host else socket.AF_INET
+    with socket.socket(family, socket.SOCK_STREAM) as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind((host, port))
+        except OSError:
+            return True
+    return False
+
+
+def check_ports(ports: list[tuple[str, int, str, str]]) -> None:
+    """Refuse to start when a port the launch will listen on is taken: ``(host, port, who, flag)`` each.
 
     Raises
     ------
     LaunchError
-        When ``proc`` exits first or ``timeout_s`` passes.
+        Naming the port, what would listen there and the flag that moves it.
+    """
+    for host, port, who, flag in ports:
+        if port_in_use(host, port):
+            raise LaunchError(f"port {port} ({who}) is already in use on {host}: another process listens there. "
+                              f"Stop it, or pick another port with {flag}")
+
+
+def check_own(url: str, proc: subprocess.Popen, model_path: str, get: Callable, label: str, flag: str) -> None:
+    """Check that the server answering at ``url`` is the one this launch started: ``proc`` is alive and
+    ``/get_model_info`` names ``model_path``.
+
+    Raises
+    ------
+    LaunchError
+        Something else answers there (a server started earlier, another model).
+    """
+    port = url.rsplit(":", 1)[-1]
+    if proc.poll() is not None:
+        raise LaunchError(f"{label} server exited with code {proc.returncode}, yet {url} answers: another "
+                          f"process holds port {port}; stop it, or pick another port with {flag}")
+    try:
+        res = get(f"{url}/get_model_info")
+        served = res.json().get("model_path") if res.status_code == 200 else f"HTTP {res.status_code}"
+    except Exception as exc:  # noqa: BLE001 - whatever it is, it is not an SGLang server of ours
+        served = f"no model info ({exc.__class__.__name__})"
+    if served != model_path:
+        raise LaunchError(f"the server answering at {url} serves {served!r}, not the {model_path!r} this launch "
+                          f"started as {label}: another server holds port {port}; stop it, or pick another "
+                          f"port with {flag}")
+
+
+def wait_healthy(url: str, proc: subprocess.Popen | None, *, timeout_s: float, get: Callable,
+                 label: str, poll_s: float = 2.0, model_path: str | None = None, flag: str = "") -> None:
+    """Poll ``url/health`` until it answers 200; with ``model_path``, then check the server is
+    ``proc``'s own (:func:`check_own`; ``flag`` moves its port).
+
+    Raises
+    ------
+    LaunchError
+        When ``proc`` exits first, ``timeout_s`` passes, or another server answers at ``url``.
     """
     t0 = time.monotonic()
     last_note = t0
@@ -160,12 +216,15 @@ def wait_healthy(url: str, proc: subprocess.Popen | None, *, timeout_s: float, g
             raise LaunchError(f"{label} server exited with code {proc.returncode} before it became healthy "
                               "(its output is above, or in --log-dir)")
         try:
-            if get(f"{url}/health").status_code == 200:
-                print(f"[launch] {label} healthy at {url} after {time.monotonic() - t0:.0f} s",
-                      file=sys.stderr, flush=True)
-                return
+            healthy = get(f"{url}/health").status_code == 200
         except Exception:  # noqa: BLE001 - not listening yet; the loop ends at the child's exit or the timeout
-            pass
+            healthy = False
+        if healthy:
+            if proc is not None and model_path is not None:
+                check_own(url, proc, model_path, get, label, flag)
+            print(f"[launch] {label} healthy at {url} after {time.monotonic() - t0:.0f} s",
+                  file=sys.stderr, flush=True)
+            return
         now = time.monotonic()
         if now - t0 > timeout_s:
             raise LaunchError(f"{label} server at {url} not healthy after {timeout_s:g} s")

@@ -130,6 +130,37 @@ def room_left(context: int | None, prompt_tokens: int, cap: int) -> int:
     return max(1, min(cap, context - prompt_tokens - CHAT_TEMPLATE_TOKENS))
 
 
+def no_room(context: int, overhead: int, cfg: CompactConfig, previous: int, head: int,
+            reserve: int | None = None) -> HistoryTooLongError:
+    """The error for a request that leaves no block of :data:`MIN_BLOCK_TOKENS` history tokens, blaming the
+    field that takes the room (the previous summary, the system message, else the method's own needs) and
+    saying what would fit; never a negative room.
+
+    >>> print(no_room(40960, 1500, CompactConfig(), previous=150_000, head=40))
+    previous_summary: has 150000 tokens; the target's context of 40960 tokens leaves room for at most 37100 ...
+    """
+    written = default_reserve(cfg) if reserve is None else reserve
+    spare = context - overhead - written  # what the previous summary and the history share
+    need = -(-(MIN_BLOCK_TOKENS + head) // SAFETY)  # the smallest history block, the system message included
+    fit = int(spare - need)  # the longest previous summary that leaves that block
+    if previous > cfg.max_summary_tokens and fit >= cfg.max_summary_tokens:
+        return HistoryTooLongError(
+            f"has {previous} tokens; the target's context of {context} tokens leaves room for at most {fit} of "
+            f"previous summary beside the prompt, the summary written and {MIN_BLOCK_TOKENS} tokens of history: "
+            "shorten it to that, or compact without it", field="previous_summary")
+    if head and spare - cfg.max_summary_tokens - -(-MIN_BLOCK_TOKENS // SAFETY) >= 0:
+        most = int((spare - max(cfg.max_summary_tokens, previous)) * SAFETY) - MIN_BLOCK_TOKENS
+        return HistoryTooLongError(
+            f"the system message has {head} tokens; the target's context of {context} tokens leaves room for "
+            f"at most {max(0, most)} beside the prompt, the summary and {MIN_BLOCK_TOKENS} tokens of history: "
+            "shorten it", field="messages[0]")
+    return HistoryTooLongError(
+        f"the target's context of {context} tokens is too small for this method: its prompt ({overhead}), "
+        f"the summary it writes ({written}) and a previous summary ({cfg.max_summary_tokens}) leave no "
+        f"{MIN_BLOCK_TOKENS} tokens for history; serve the target with a longer context, or lower "
+        "max_summary_tokens or max_tokens_per_slot", field="messages")
+
+
 def small(messages: list, previous_summary: str | None) -> bool:
     """Whether the messages' texts and arguments and the previous summary hold at most
     :data:`SMALL_HISTORY_BYTES` bytes.
@@ -235,8 +266,7 @@ def split_request(request: MethodRequest, *, target: Backend, cfg: CompactConfig
         return [request]
     room -= sum(sizes[:head])
     if room < MIN_BLOCK_TOKENS:
-        raise HistoryTooLongError(f"the target's context of {context} tokens leaves {room} for the history; "
-                                  f"at least {MIN_BLOCK_TOKENS} are needed", field="messages")
+        raise no_room(context, overhead_tokens(slots, cfg, count), cfg, previous, sum(sizes[:head]), reserve)
     groups = [(max(a, head), b) for a, b in tool_groups(turns) if b > head]
     blocks: list[MethodRequest] = []
     group_sizes = [sum(sizes[a:b]) for a, b in groups]

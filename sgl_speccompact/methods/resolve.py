@@ -16,7 +16,10 @@ accept the request, decided by the registry's own per-method flags
   (:meth:`~.autopick.AutoPicker.low_label_mass`), unless nothing else is
   offered; the pick's ``label_mass`` and ``reason`` say so.
 
-So ``auto`` never picks a method that then refuses the request.  It
+So ``auto`` never picks a method that then refuses the request.  The share
+of the previous summary a session's last compaction kept (``held``) counts
+only for a request that can carry lines (:func:`carries_lines`): one with a
+previous summary and ``carry_previous_lines`` on.  It
 predicts for the models the servers report
 (:func:`served_picker`: ``/get_model_info``'s ``model_path``), not a
 default model name.
@@ -64,6 +67,16 @@ def accepting(request: MethodRequest, offer: Offer) -> tuple[str, ...]:
     return tuple(out)
 
 
+def carries_lines(request: MethodRequest, offer: Offer) -> bool:
+    """Whether ``request`` can carry lines of a previous summary: it has one, and the config carries them.
+
+    >>> from ..config import CompactConfig
+    >>> carries_lines(MethodRequest([], "## Goal\\n- a"), Offer(CompactConfig())), carries_lines(MethodRequest([]), Offer(CompactConfig()))
+    (True, False)
+    """
+    return bool(request.previous_summary) and offer.config.carry_previous_lines
+
+
 def as_picker(deployment: Deployment | AutoPicker | None, has_drafter: bool) -> AutoPicker:
     """The picker ``auto`` uses: the one given, one around a bare deployment, or the default."""
     if isinstance(deployment, AutoPicker):
@@ -84,7 +97,7 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
     call it.  ``offer``: the methods the caller serves, what it has to serve them and the
     compaction's effective config (the CLI's with its ``--set`` overrides, the service's with the
     body's); ``held``: the share of the previous summary the session's last compaction kept (the
-    pick predicts with it).
+    pick predicts with it when the request :func:`carries_lines`; otherwise nothing can be held).
 
     Raises
     ------
@@ -98,6 +111,8 @@ def resolve_method(name: str, request: MethodRequest, offer: Offer,
         raise ConfigError(f"auto has no method that accepts this request among "
                           f"{list(offer.offered or REGISTRY)}", field="method")
     picker = as_picker(deployment, offer.has_drafter)
+    if not carries_lines(request, offer):
+        held = None
     min_mass = offer.config.min_label_mass
     low = picker.low_label_mass(min_mass)
     judging = tuple(m for m in allowed if REGISTRY[m].judges)

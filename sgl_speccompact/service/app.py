@@ -33,8 +33,8 @@ Routes
     target requests carry ``ServiceSettings.prepare_priority`` when set, and
     with ``ServiceSettings.prepare_yield_s`` each waits, up to that bound, while
     the target serves foreground work (:mod:`~sgl_speccompact.service.yielding`).
-    With ``auto`` a session keeps its first pick; acceptance estimates are
-    kept per API key (:mod:`~sgl_speccompact.service.keyed`).
+    With ``auto`` a session keeps its first pick; acceptance and label-mass
+    estimates are kept per API key (:mod:`~sgl_speccompact.service.keyed`).
 ``GET /health``
     200 when every SGLang server answers its ``/health``, or is busy but
     answering (:func:`~sgl_speccompact.service.runtime.http_probe`), else 503;
@@ -49,7 +49,9 @@ longer than a few seconds logs its progress with totals
 (:mod:`~sgl_speccompact.service.compaction_log`).
 
 Errors are typed bodies ``{"error": {"type", "message", "field"?}}`` with the
-status of :func:`sgl_speccompact.errors.http_status`; an upstream failure is
+status of :func:`sgl_speccompact.errors.http_status`, a route that does not
+exist (404 ``not_found``) or a wrong HTTP method (405 ``method_not_allowed``)
+included; an upstream failure is
 502/504 and never carries a partial summary.  Upstreams are named by role
 (``target``, ``drafter``), not by URL, unless the operator asks for detail.
 
@@ -84,6 +86,8 @@ from ..errors import (
     CompactionCancelledError,
     ConfigError,
     InvalidRequestError,
+    MethodNotAllowedError,
+    NotFoundError,
     RequestTooLargeError,
     ServiceBusyError,
     ServiceStoppingError,
@@ -94,7 +98,7 @@ from ..errors import (
 from .body import (CompactRequest, check_content_type, openapi_body, parse_json, parse_request,
                            request_config)
 from .compaction_log import ProgressLog, compaction_line, history_tokens
-from .keyed import KeyedPickers
+from .keyed import KeyedPickers, operator_labels
 from .metrics import Metrics
 from .sessions import PrepareLimits, Sessions, cost_predictor
 from .stream import error_body, error_status, stream_response
@@ -234,8 +238,8 @@ class AppState:
     drafter: Any  # drafter backend, or None
     targets: RoundRobin  # target backends, one per compaction
     upstreams: Upstreams  # the backends named by role (health, error scrubbing)
-    picker: Any  # AutoPicker: service-wide acceptance (the gauge)
-    pickers: KeyedPickers  # acceptance per API key (what auto picks with)
+    picker: Any  # AutoPicker: service-wide acceptance (the gauge), the operator's labels' label mass
+    pickers: KeyedPickers  # acceptance and label mass per API key (what auto picks with)
     base_config: CompactConfig  # config every request starts from
     metrics: Metrics  # this app's Prometheus registry
     compactions: Compactions  # running compaction threads
@@ -262,7 +266,7 @@ class AppState:
         """Parse and check one body: CPU work, run on a body-parsing thread (see ``compact``)."""
         from ..methods.autopick import AUTO  # imported late, as the runner is
         from ..methods.request import Offer
-        from ..methods.resolve import resolve_method
+        from ..methods.resolve import carries_lines, resolve_method
 
         settings, names = self.settings, self.method_names + (AUTO,)
         req = parse_request(parse_json(raw, settings), settings)
@@ -282,7 +286,7 @@ class AppState:
         choice = self.sessions.auto_pick(scope, req.session,  # once per session, again after each compaction
                                          lambda held: resolve_method(AUTO, request, offer, self.pickers.get(scope),
                                                                      held)[1],
-                                         allowed=pickable)
+                                         allowed=pickable, carries=carries_lines(request, offer))
         self.metrics.auto_picks.labels(choice["method"]).inc()
         return ParsedBody(req, choice["method"], cfg, choice, request)
 
@@ -309,9 +313,10 @@ class AppState:
             watched = replace(request, on_progress=ProgressLog(label, log, self.options.clock))
             result = self.runner(p.method, watched, target=target_backend, drafter=drafter_backend, config=p.cfg)
             log.info(compaction_line(p.method, history_tokens(request), result, background))
-            mass = result.stats.label_mass_median  # the target's: shared by every key's picker
+            mass = result.stats.label_mass_median  # with this request's label words
             self.pickers.get(scope).observe(p.method, result.stats.acceptance_rate, mass)  # what this key picks with
-            estimate = self.picker.observe(p.method, result.stats.acceptance_rate)  # service-wide, for the gauge
+            shared = mass if operator_labels(p.cfg, self.base_config) else None  # a client's words steer only itself
+            estimate = self.picker.observe(p.method, result.stats.acceptance_rate, shared)  # service-wide
             if estimate is not None:
                 self.metrics.observed_acceptance.labels(self.picker.pair).set(estimate)
             if p.choice is not None:
@@ -442,6 +447,18 @@ def rejected(state: AppState, err: SpecCompactError) -> JSONResponse:
     return state.fail(err)
 
 
+def routing_error(state: AppState, request: Request, exc: Any) -> JSONResponse:
+    """The router's own 404 (no such path) and 405 (a wrong HTTP method) in the service's ``{"error": ...}`` shape."""
+    headers = getattr(exc, "headers", None)
+    if exc.status_code == 405:
+        err: SpecCompactError = MethodNotAllowedError(f"{request.method} is not allowed on {request.url.path}; "
+                                                      f"allowed: {(headers or {}).get('Allow', 'none')}")
+    else:
+        err = NotFoundError(f"no route {request.url.path}; the service serves POST /v1/compact, "
+                            "GET /health and GET /metrics")
+    return JSONResponse(state.upstreams.scrub(error_body(err)), status_code=exc.status_code, headers=headers)
+
+
 async def probe_within(state: AppState, backend: Any) -> dict:
     """One upstream's probe, off the event loop, answered by its total deadline whatever the probe does."""
     budget = state.settings.health_timeout_s + HEALTH_GRACE_S
@@ -501,7 +518,12 @@ def create_app(target: Any, drafter: Any, **options: Any) -> FastAPI:
     async def refused(request: Request, err: SpecCompactError) -> JSONResponse:
         return rejected(state, err)  # raised by a route's dependency: auth, content type, body size
 
+    async def routing(request: Request, exc: Exception) -> JSONResponse:
+        return routing_error(state, request, exc)
+
     app.add_exception_handler(SpecCompactError, refused)
+    for status in (404, 405):  # the router's own answers, in the service's error shape too
+        app.add_exception_handler(status, routing)
     app.include_router(router)
     return app
 
@@ -534,7 +556,7 @@ def app_state(target: Any, drafter: Any, options: ServiceOptions) -> AppState:
     return AppState(options=options, settings=settings, runner=runner, method_names=method_names, drafter=drafter, targets=targets,
                     upstreams=Upstreams(targets.backends, drafter, show_urls=settings.upstream_detail),
                     picker=picker,  # the models the servers report, unless the caller gave a picker
-                    pickers=KeyedPickers(picker),  # acceptance per API key: one client's eta never moves another's
+                    pickers=KeyedPickers(picker),  # per API key: one client's eta or labels never move another's
                     base_config=base_config, metrics=metrics,
                     compactions=Compactions(settings, metrics), sessions=sessions,
                     probe=options.health_probe or http_probe(timeout_s=settings.health_timeout_s))

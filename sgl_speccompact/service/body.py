@@ -31,7 +31,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 
 from ..backends.chat_render import TEMPLATE_KWARGS, check_template_kwargs
-from ..config import CompactConfig
+from ..config import CompactConfig, check_config, error_message, field_path
 from ..options import ServiceSettings
 from ..errors import (HistoryTooLongError, InvalidRequestError, MalformedJSONError, RequestTooLargeError,
                      UnsupportedMediaTypeError)
@@ -147,6 +147,9 @@ def parse_json(raw: bytes, limits: ServiceSettings) -> dict:
     if len(raw) > limits.max_body_bytes:
         raise RequestTooLargeError(f"exceeds {limits.max_body_bytes} bytes", field="body")
     body = parse_json_value(raw, limits)
+    if isinstance(body, list):  # a bare message list: what a body's messages field holds
+        raise InvalidRequestError('must be a JSON object, not a list; send the messages as {"messages": [...]}',
+                                  field="body")
     if not isinstance(body, dict):
         raise InvalidRequestError("must be a JSON object", field="body")
     check_encodable(body)
@@ -185,24 +188,20 @@ or other text that is not valid Unicode
             stack.extend((_path(path, i), item) for i, item in reversed(list(enumerate(v))))
 
 
-def _field(loc: tuple, prefix: str = "", sep: str = ".") -> str:
-    parts = ""
-    for p in loc:
-        parts = _path(parts, p)
-    return (prefix + sep + parts if parts else prefix) if prefix else (parts or "body")
-
-
-def _message(error: dict) -> str:
-    return "unknown field" if error["type"] == "extra_forbidden" else error["msg"].removeprefix("Value error, ")
-
-
 def parse_request(body: dict, limits: ServiceSettings) -> CompactRequest:
-    """The strict body model; the first error names its field."""
+    """The strict body model; the first error names its field (an unknown one lists the valid fields).
+
+    >>> parse_request({"messages": [{"role": "user", "content": "hi"}], "methd": "x"}, ServiceSettings())
+    Traceback (most recent call last):
+    ...
+    sgl_speccompact.errors.InvalidRequestError: methd: unknown field; valid: messages, previous_summary, method, ...
+    """
     try:
         req = CompactRequest.model_validate(body)
     except ValidationError as exc:
         e = exc.errors()[0]
-        raise InvalidRequestError(_message(e), field=_field(e["loc"])) from None
+        valid = CompactRequest.model_fields if len(e["loc"]) == 1 else ()
+        raise InvalidRequestError(error_message(e, valid), field=field_path(e["loc"]) or "body") from None
     check_template_kwargs(req.chat_template_kwargs)
     if req.mode == "prepare" and req.session is None:
         raise InvalidRequestError("a prepare needs a session", field="session")
@@ -232,6 +231,7 @@ def strict_config(base: CompactConfig, overrides: dict, *, prefix: str = "config
                   error: type = InvalidRequestError) -> CompactConfig:
     """``base`` with ``overrides`` (JSON values), validated strictly: no "0.8" or true for a number.
 
+    The one config validation (:func:`~sgl_speccompact.config.check_config`);
     ``prefix`` and ``sep`` name the field in errors (``config.eta``, ``--set eta``).
 
     >>> strict_config(CompactConfig(), {"eta": 0.8}).eta
@@ -241,16 +241,7 @@ def strict_config(base: CompactConfig, overrides: dict, *, prefix: str = "config
     ...
     sgl_speccompact.errors.InvalidRequestError: --set eta: Input should be a valid number
     """
-    unknown = sorted(set(overrides) - set(CompactConfig.model_fields))
-    if unknown:
-        raise error("unknown config field", field=f"{prefix}{sep}{unknown[0]}")
-    merged = {**base.model_dump(mode="json"), **overrides}
-    try:
-        # JSON mode: arrays are accepted for tuples; strict: no "0.8" or true for numbers
-        return CompactConfig.model_validate_json(json.dumps(merged), strict=True)
-    except ValidationError as exc:
-        e = exc.errors()[0]
-        raise error(_message(e), field=_field(e["loc"], prefix, sep)) from None
+    return check_config(overrides, base, where=prefix, sep=sep, error=error)
 
 
 def request_config(base: CompactConfig, overrides: dict | None) -> CompactConfig:

@@ -5,8 +5,10 @@ when the client goes away, when the whole-compaction deadline passes, or
 when the service stops.  Backends bound to the scope (see
 :meth:`SpecCompactEndpoint.with_cancel`) check it before every request they
 send, so every slot thread stops at its next request and no further request
-reaches a server; the request in flight ends at the latest when the
-deadline does, because its timeout is capped by the time left.
+reaches a server; the requests in flight are aborted on their servers
+(sglang's ``POST /abort_request``, registered with :meth:`CancelScope.on_cancel`),
+and end at the latest when the deadline does, because their timeout is
+capped by the time left.
 
 Nothing here is specific to HTTP: the CLI and library callers can bind a
 scope in the same way.
@@ -25,6 +27,7 @@ from __future__ import annotations
 
 import threading
 import time
+from typing import Callable
 
 from ..backends.contract import Backend
 from ..errors import CompactionCancelledError, CompactionTimeoutError, ServiceStoppingError
@@ -51,9 +54,23 @@ class CancelScope:
         self._lock = threading.Lock()  # orders cancel() against finish()
         self.reason: str | None = None  # "cancelled" | "timeout" once set
         self.finished = False  # the compaction ended before any cancel
+        self._on_cancel: list[Callable[[], None]] = []  # called once, when cancelled (see on_cancel)
+
+    def on_cancel(self, callback: Callable[[], None]) -> None:
+        """Call ``callback()`` once when the scope is cancelled (at once if it already is).
+
+        Callbacks run on the thread that cancels, which may be the event
+        loop's: they must not block (an endpoint's abort starts a thread).
+        """
+        with self._lock:
+            if not self._event.is_set():
+                self._on_cancel.append(callback)
+                return
+        callback()
 
     def cancel(self, reason: str = "cancelled") -> bool:
-        """Cancel (first reason wins); every later :meth:`check` raises.
+        """Cancel (first reason wins); every later :meth:`check` raises, and the
+        :meth:`on_cancel` callbacks run.
 
         Returns False when the compaction had already finished (or was
         already cancelled), so the caller knows its result stands.
@@ -63,7 +80,10 @@ class CancelScope:
                 return False
             self.reason = reason
             self._event.set()
-            return True
+            callbacks, self._on_cancel = self._on_cancel, []
+        for callback in callbacks:
+            callback()
+        return True
 
     def finish(self) -> bool:
         """Mark the compaction done; False if it was cancelled first."""
@@ -71,6 +91,7 @@ class CancelScope:
             if self._event.is_set():
                 return False
             self.finished = True
+            self._on_cancel = []
             return True
 
     @property

@@ -299,7 +299,10 @@ class Compactions:
             result = None  # cancelled first: the result is discarded
         if scope.reason is not None:  # the client got (or will get) the cancel/timeout answer
             err = scope.error()
-        if err is not None and not error_is_bug(err, err):
+        if isinstance(err, CompactionCancelledError) and scope.reason == "cancelled":
+            log.warning("compaction cancelled (its client left, or a newer prepare replaced it); its upstream "
+                        "requests in flight were aborted")
+        elif err is not None and not error_is_bug(err, err):
             log.warning("compaction failed: %s", err)
         self.metrics.observe(method, "ok" if err is None else outcome(err), time.perf_counter() - t0, result)
         settle(result, err)

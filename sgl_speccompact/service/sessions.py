@@ -210,10 +210,14 @@ class Sessions:
         return params_digest({"method": method, **{k: getattr(req, k) for k in SHAPING}})
 
     def auto_pick(self, scope: str, session: str | None, pick: Callable[[float | None], dict],
-                  allowed: tuple[str, ...] | None = None) -> dict:
+                  allowed: tuple[str, ...] | None = None, carries: bool = True) -> dict:
         """The ``auto`` pick of a session: made once (``pick(None)``), then the same for its later requests,
         until a compaction of the session tells what still holds: then ``pick(held)`` with the share of the
         previous summary it kept (:meth:`remember_held`), the same until the next compaction.
+
+        A request that cannot carry lines (``carries`` False: no previous
+        summary, or ``carry_previous_lines`` off) holds nothing: it gets the
+        session's first pick, and the held share waits for a request that can.
 
         A pick that changed as the history grew would change the params of
         every later request and miss every prepare.  Without a session each
@@ -223,7 +227,7 @@ class Sessions:
         """
         if session is None:
             return pick(None)
-        got = self.held.get((scope, session))
+        got = self.held.get((scope, session)) if carries else None
         if got is not None:
             if got[1] is None or (allowed is not None and got[1].get("method") not in allowed):
                 got = (got[0], pick(got[0]))

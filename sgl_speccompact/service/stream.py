@@ -79,8 +79,9 @@ async def events(start, scrub, stopping: anyio.Event, resolve):
 
     task = start(req, on_event)
     stop = asyncio.ensure_future(stopping.wait())
+    done = asyncio.ensure_future(task.wait(None))
+    getter = None
     try:
-        done = asyncio.ensure_future(task.wait(None))
         while True:
             getter = asyncio.ensure_future(queue.get())
             waiting = {getter, done} if stop.done() else {getter, done, stop}
@@ -105,5 +106,8 @@ async def events(start, scrub, stopping: anyio.Event, resolve):
             yield {"data": "[DONE]"}
             return
     finally:
-        stop.cancel()
-        task.scope.cancel("cancelled")  # the client left (or the stream ended): stop the work
+        # nobody reads these any more: cancelled, so a left client's cancel is not an error never retrieved
+        for waiter in (stop, done, getter):
+            if waiter is not None:
+                waiter.cancel()
+        task.scope.cancel("cancelled")  # the client left (or the stream ended): stop the work, abort its requests

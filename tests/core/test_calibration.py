@@ -126,33 +126,31 @@ def test_bodies_are_valid_sglang_generate_requests():
 # ---------------------------------------------------------- against timed emulators
 
 
-@pytest.mark.perf
-@pytest.mark.parametrize("model,plan,time_scale,rates", [
-    # the 8B's decode is weight-bound at these contexts: its KV share is too small to resolve through
-    # the emulator's own CPU noise, so the KV rate is checked on the 0.6B, whose decode is KV-bound
-    ("qwen3-8b", PLAN_8B, 1.0, ("pass", "prefill")),
-    ("qwen3-0.6b", PLAN_06B, 2.0, ("pass", "kv")),
+@pytest.mark.parametrize("model,plan,rates", [
+    # the 8B's decode is weight-bound at these contexts: its KV share is too small to resolve, so the KV
+    # rate is checked on the 0.6B, whose decode is KV-bound
+    ("qwen3-8b", PLAN_8B, ("pass", "prefill")),
+    ("qwen3-0.6b", PLAN_06B, ("pass", "kv")),
 ])
-def test_calibration_recovers_a_twice_slower_gpu(make_emulated_server, model, plan, time_scale, rates):
-    """Emulators delay /generate by the cost model; the fit sees the 2x from wall-clock timings alone.
+def test_calibration_recovers_a_twice_slower_gpu(make_emulated_server, model, plan, rates):
+    """Emulators answer by the cost model; the probe and the fit see the 2x from its timings alone.
 
-    Tolerance: each fitted ratio within 25% of 2 (1.5 to 2.5).  The ratio of two fits in one run, not
-    absolute times: the emulator's own CPU work adds to every answer, about equally at both speeds.
+    The probe times each call on the emulator's own SIMULATED clock (its ``clock``), so neither the
+    emulator's CPU work nor load on this machine enters a timing, and the fit recovers the 2 (to 1%).
+    Before, the wall clock timed it: 1.34 on a loaded machine, against a 1.5 bound.  The same probe on the wall clock, with the emulator's CPU work in every answer,
+    is ``bench/calibration_speed.py``: a report, since load pulls its ratios towards 1.
     """
-    for _attempt in range(2):  # the two speeds are timed one after the other: load can shift between them
-        fits = {}
-        for speed in (1.0, 0.5):
-            cm = CostModel.for_model(model, speed=speed, time_scale=time_scale)
-            srv = make_emulated_server(policy=ScriptedPolicy(), cost_model=cm, model_path=f"Qwen/{model}")
-            with httpx.Client(timeout=120) as client:
-                fits[speed] = calibrate(client, srv.url, plan=plan, repeats=2, save=False)
-            assert fits[speed].gpu == cm.hardware.name  # reported by the emulator's /server_info
-            srv.close()
-        ratio = speed_ratio(fits[0.5], fits[1.0])
-        if all(1.5 <= ratio[rate] <= 2.5 for rate in rates):
-            break
-    for rate in rates:  # a broken fit is off every time; noise is not
-        assert 1.5 <= ratio[rate] <= 2.5, (rate, ratio, fits)
+    fits = {}
+    for speed in (1.0, 0.5):
+        cm = CostModel.for_model(model, speed=speed, time_scale=0.0)
+        srv = make_emulated_server(policy=ScriptedPolicy(), cost_model=cm, model_path=f"Qwen/{model}")
+        with httpx.Client(timeout=120) as client:
+            fits[speed] = calibrate(client, srv.url, plan=plan, repeats=1, save=False, clock=srv.engine.sim_now)
+        assert fits[speed].gpu == cm.hardware.name  # reported by the emulator's /server_info
+        srv.close()
+    ratio = speed_ratio(fits[0.5], fits[1.0])
+    for rate in rates:
+        assert ratio[rate] == pytest.approx(2.0, rel=0.01), (rate, ratio, fits)
 
 
 def test_calibrate_saves_then_resolve_reuses_without_probing(make_emulated_server):

@@ -159,6 +159,7 @@ FAKE_SERVER = textwrap.dedent('''\
     argv = sys.argv[1:]
     assert argv[:2] == ["-m", "sglang.launch_server"], argv
     port = int(argv[argv.index("--port") + 1])
+    model = argv[argv.index("--model-path") + 1]
     mode = os.environ.get("FAKE_MODE_%d" % port, "ok")
     if mode == "die":
         sys.exit(3)
@@ -175,7 +176,7 @@ FAKE_SERVER = textwrap.dedent('''\
             if self.path == "/health":
                 code, body = (200 if mode == "ok" else 503), b""
             elif self.path == "/get_model_info":
-                code, body = 200, json.dumps({"model_path": "fake/Qwen3-0.6B", "model_type": "qwen3"}).encode()
+                code, body = 200, json.dumps({"model_path": model, "model_type": "qwen3"}).encode()  # as sglang
             else:
                 code, body = 404, b""
             self.send_response(code)
@@ -243,6 +244,72 @@ def test_sigterm_while_waiting_stops_every_child(fake_python, tmp_path):
         assert not pids(tmp_path, dp)  # the drafter never started: the target was not healthy
     finally:
         stop(proc, signal.SIGKILL)
+
+
+def held_port():
+    """A port another process listens on (here: a socket of the test's own)."""
+    import socket
+
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    sock.listen()
+    return sock, sock.getsockname()[1]
+
+
+@pytest.mark.parametrize("role,flag", [("target", "--target-port"), ("drafter", "--drafter-port"),
+                                       ("service", "--service-port")])
+def test_a_busy_port_is_refused_before_anything_starts(fake_python, tmp_path, role, flag):
+    # before: the servers started, the launcher waited on whatever answered, the service died late
+    sock, port = held_port()
+    with sock:
+        tp, dp, sp = free_port(), free_port(), free_port()
+        ports = {"target": tp, "drafter": dp, "service": sp, role: port}
+        cmd = [sys.executable, "-m", "sgl_speccompact.launch", "--python", str(fake_python), "--no-gpu-check",
+               "--target-port", str(ports["target"]), "--drafter-port", str(ports["drafter"]),
+               "--service-port", str(ports["service"])]
+        res = subprocess.run(cmd, cwd=REPO, env={**os.environ, "FAKE_DIR": str(tmp_path)}, capture_output=True,
+                             text=True, timeout=READY_S)
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert f"port {port}" in res.stderr and flag in res.stderr and "already in use" in res.stderr
+    assert "starting target" not in res.stderr and not list(tmp_path.glob("*.pids"))  # nothing started
+
+
+def test_the_server_waited_for_must_be_the_one_started(make_emulated_server):
+    # before: an SGLang-API server already on the port answered /health, and the launcher served it
+    import httpx
+
+    from sgl_speccompact.errors import LaunchError
+    from sgl_speccompact.launch.servers import wait_healthy as launcher_wait
+
+    foreign = make_emulated_server(model_path="someone/else")
+    port = foreign.url.rsplit(":", 1)[1]
+    mine = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
+    try:
+        with httpx.Client(timeout=10) as http:
+            with pytest.raises(LaunchError, match=rf"serves 'someone/else', not the 'Qwen/Qwen3-8B'.*port {port}"
+                                                  r".*--target-port"):
+                launcher_wait(foreign.url, mine, timeout_s=30, get=http.get, label="target",
+                              model_path="Qwen/Qwen3-8B", flag="--target-port")
+            launcher_wait(foreign.url, mine, timeout_s=30, get=http.get, label="target", model_path="someone/else",
+                          flag="--target-port")  # its own model: accepted
+            mine.kill()
+            mine.wait()
+            with pytest.raises(LaunchError, match=rf"exited with code .*another process holds port {port}"):
+                from sgl_speccompact.launch.servers import check_own
+
+                check_own(foreign.url, mine, "someone/else", http.get, "target", "--target-port")
+    finally:
+        mine.kill()
+        mine.wait()
+
+
+def test_emulate_refuses_a_busy_service_port_before_the_emulators_start():
+    sock, port = held_port()
+    with sock:
+        res = launch("--emulate", "--service-port", str(port))
+    assert res.returncode == 1, res.stderr[-2000:]
+    assert f"port {port} (the compaction service)" in res.stderr and "--service-port" in res.stderr
+    assert "emulated target on" not in res.stderr
 
 
 EMULATOR_WRAPPER = textwrap.dedent('''\

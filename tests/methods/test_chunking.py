@@ -210,3 +210,37 @@ def test_shipped_launch_configs_set_the_context_length(name):
     for spec in plan.servers:  # the drafter sees every block too: the same window
         cmd = server_command(spec)
         assert cmd[cmd.index("--context-length") + 1] == "40960"
+
+
+def words(n: int) -> str:
+    return " ".join(["w"] * n)  # n tokens for count_tokens
+
+
+def test_a_previous_summary_too_long_for_the_context_is_named_with_what_fits():
+    # before: 413 on "messages" with "leaves -131691 for the history"
+    msgs = tool_loop(3)
+    cfg = CompactConfig(**SMALL)
+
+    def split(previous_tokens: int):
+        return split_history(msgs, target=Sized(6000), cfg=cfg, slots=OPENCLAW_SLOTS,
+                             previous_summary=words(previous_tokens), count=count_tokens, exact=True)
+
+    with pytest.raises(HistoryTooLongError) as got:
+        split(200_000)
+    err = got.value
+    assert err.field == "previous_summary"
+    assert not any(w.startswith("-") and w[1:].isdigit() for w in err.message.split())  # no negative room
+    fit = int(err.message.split("at most ")[1].split()[0])
+    assert "has 200000 tokens" in err.message and "shorten it" in err.message
+    assert split(fit)  # what it says fits, fits
+    with pytest.raises(HistoryTooLongError, match="previous_summary"):
+        split(fit + 1)
+
+
+def test_a_context_too_small_for_any_history_says_so_without_a_negative_number():
+    msgs = tool_loop(3)
+    with pytest.raises(HistoryTooLongError) as got:
+        split_history(msgs, target=Sized(1200), cfg=CompactConfig(**SMALL), slots=OPENCLAW_SLOTS,
+                      previous_summary=None, count=count_tokens, exact=True)
+    assert got.value.field == "messages" and "too small for this method" in got.value.message
+    assert not any(w.startswith("-") and w[1:].isdigit() for w in got.value.message.split())

@@ -74,3 +74,84 @@ def test_whole_compaction_deadline(gated):
         finally:
             svc.close()
     pytest.fail(f"no draft request reached the gate within {DEADLINES_S[-1]:g} s")
+
+
+# ------------------------------------------------------------------ requests in flight are aborted upstream
+
+def stepped_service(make_emulated_server, **limits):
+    """The service on a target emulator and a drafter emulator whose passes run only when the test says."""
+    from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.emulator import ScriptedPolicy
+    from sgl_speccompact.service.app import ServiceSettings, create_app
+    from tests.support.gated_steps import Steps
+    from tests.support.live_service import LiveService
+
+    target_policy = ScriptedPolicy()
+    target_policy.judge(".", p_positive=0.9, regex=True)
+    target_policy.on("", "- a repaired line\n")
+    drafter_policy = ScriptedPolicy()
+    drafter_policy.on("", "- a drafted line about the parser module " * 40)  # longer than a draft may be
+    target = make_emulated_server(policy=target_policy, model_path="Qwen/Qwen3-8B")
+    drafter = make_emulated_server(policy=drafter_policy, model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"])
+    steps = Steps(drafter)
+    app = create_app(SpecCompactEndpoint(target.url, timeout_s=60),
+                     SpecCompactEndpoint(drafter.url, lora_path="drafter", timeout_s=60),
+                     settings=ServiceSettings(**limits, method="speccompact"))
+    return LiveService(app), drafter, steps
+
+
+def drafts_arrived(drafter) -> bool:
+    engine = drafter.engine
+    with engine._cv:
+        return bool(engine.sched.waiting or engine._passing or engine.sched.running)
+
+
+@pytest.mark.slow
+def test_a_dropped_stream_aborts_its_running_drafts_within_one_step(make_emulated_server, caplog):
+    # before: the drafts ran on to their last token after the client left, and the log had a traceback
+    import gc
+    import logging
+
+    from tests.support.gated_steps import all_told_to_stop, loads, steps_to_idle
+
+    caplog.set_level(logging.WARNING)
+    svc, drafter, steps = stepped_service(make_emulated_server)
+    try:
+        with httpx.stream("POST", svc.url + "/v1/compact", json={"messages": MESSAGES, "stream": True},
+                          timeout=READY_S) as res:
+            assert res.status_code == 200
+            wait_for(lambda: drafts_arrived(drafter), "the drafts to reach the drafter")
+            steps.run(3)  # their prefill and two decode steps: they run
+            assert loads(drafter)[0] >= 1
+        # the client left: every draft still running is aborted on the drafter's server
+        wait_for(lambda: all_told_to_stop(drafter), "the running drafts to be aborted")
+        assert steps_to_idle(drafter, steps) <= 1  # the step under way ends them
+        wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
+    finally:
+        steps.open()
+        svc.close()
+    gc.collect()  # an exception nobody retrieved is reported when its task is collected
+    ours = [r for r in caplog.records if r.name.startswith(("sgl_speccompact", "asyncio"))]
+    assert [r.getMessage() for r in ours if "cancelled" in r.getMessage()] != []
+    assert len(ours) == 1, [r.getMessage() for r in ours]
+    assert not any(r.exc_info for r in caplog.records), [r.getMessage() for r in caplog.records if r.exc_info]
+
+
+@pytest.mark.slow
+def test_the_deadline_aborts_the_requests_in_flight(make_emulated_server):
+    from tests.support.gated_steps import all_told_to_stop, steps_to_idle
+
+    for deadline_s in DEADLINES_S:  # doubled until a draft was in flight when the deadline passed
+        svc, drafter, steps = stepped_service(make_emulated_server, compaction_timeout_s=deadline_s)
+        try:
+            res = httpx.post(svc.url + "/v1/compact", json={"messages": MESSAGES}, timeout=READY_S)
+            assert res.status_code == 504, res.text  # no drafter pass ran: the deadline passed first
+            if not drafts_arrived(drafter):
+                continue  # the deadline passed before any draft went out: nothing was in flight
+            wait_for(lambda drafter=drafter: all_told_to_stop(drafter), "the drafts in flight to be aborted")
+            assert steps_to_idle(drafter, steps) <= 1
+            return
+        finally:
+            steps.open()
+            svc.close()
+    pytest.fail(f"no draft request reached the drafter within {DEADLINES_S[-1]:g} s")

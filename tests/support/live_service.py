@@ -35,7 +35,8 @@ class GatedServers:
         self.entered = 0  # drafter calls that reached the policy
         self.answered = 0  # of which answered (the gate opened)
         self._lock = threading.Lock()
-        self.sent = 0  # HTTP requests the endpoints sent
+        self.sent = 0  # HTTP requests the endpoints sent, aborts left out
+        self.aborts: list[str] = []  # rids the endpoints asked a server to abort (POST /abort_request)
         self.target_policy = ScriptedPolicy()
         self.target_policy.judge(".", p_positive=0.9, regex=True)
         self.target_policy.on("", "- a repaired line\n")
@@ -62,16 +63,19 @@ class GatedServers:
         return self.sent
 
     def endpoint(self, url: str, **kw):
-        """A SpecCompactEndpoint whose every HTTP request is counted when it is sent."""
+        """A SpecCompactEndpoint whose every HTTP request is counted when it is sent (an abort apart)."""
         from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
         ep = SpecCompactEndpoint(url, timeout_s=60, **kw)
         send = ep._http.request
 
-        def counted(*args, **kwargs):
+        def counted(method, url, *args, **kwargs):
             with self._lock:
-                self.sent += 1
-            return send(*args, **kwargs)
+                if url.endswith("/abort_request"):
+                    self.aborts.append(kwargs["json"]["rid"])
+                else:
+                    self.sent += 1
+            return send(method, url, *args, **kwargs)
 
         ep._http.request = counted  # views made by with_cancel share this session
         return ep
@@ -114,6 +118,8 @@ def live(gated, **limits) -> LiveService:
 def check_cancelled(svc: LiveService, gated: GatedServers, outcome: str) -> None:
     # the compaction thread is still inside its draft request: it is in flight
     assert svc.metric("speccompact_in_flight") == 1.0
+    # each draft in flight, still held at the gate, is aborted on the drafter's server
+    wait_for(lambda: gated.aborts, "the drafts in flight to be aborted")
     before = gated.calls()
     gated.gate.set()  # the in-flight drafts answer; the next request of every slot must not be sent
     wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")

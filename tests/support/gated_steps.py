@@ -1,0 +1,64 @@
+"""An emulator whose forward passes run only when a test lets them: steps counted, never seconds."""
+
+from __future__ import annotations
+
+import threading
+
+import requests
+
+
+class Steps:
+    """Gates an emulator's forward passes: each waits until the test allows it."""
+
+    def __init__(self, srv):
+        self.allowed = threading.Semaphore(0)
+        self.done = 0  # passes finished
+        self.cond = threading.Condition()
+        forward = srv.engine._forward
+
+        def gated(shapes):
+            self.allowed.acquire()
+            forward(shapes)
+            with self.cond:
+                self.done += 1
+                self.cond.notify_all()
+
+        srv.engine._forward = gated
+
+    def run(self, n: int = 1) -> None:
+        """Let ``n`` passes run and wait until they did."""
+        with self.cond:
+            target = self.done + n
+        for _ in range(n):
+            self.allowed.release()
+        with self.cond:
+            assert self.cond.wait_for(lambda: self.done >= target, timeout=60), "a pass did not run"
+
+    def open(self) -> None:
+        for _ in range(10_000):
+            self.allowed.release()
+
+
+def loads(srv) -> tuple[int, int]:
+    """``(running, waiting)`` requests of an emulator, from its ``/v1/loads`` (as sglang counts them)."""
+    got = requests.get(srv.url + "/v1/loads", params={"include": "core"}, timeout=10).json()["loads"][0]
+    return got["num_running_reqs"], got["num_waiting_reqs"]
+
+
+def all_told_to_stop(srv) -> bool:
+    """Every request the emulator holds has taken an abort: none waits, each one running will stop at its
+    next step (``to_finish``); at least one was running."""
+    engine = srv.engine
+    with engine._cv:
+        holding = engine._passing + engine.sched.running
+        return not engine.sched.waiting and bool(holding) and all(
+            j.to_finish is not None or j.finished_reason is not None for j in holding)
+
+
+def steps_to_idle(srv, steps: Steps, limit: int = 50) -> int:
+    """Run passes one at a time until the emulator holds no request; how many it took (``limit`` at most)."""
+    n = 0
+    while loads(srv) != (0, 0) and n < limit:
+        steps.run(1)
+        n += 1
+    return n
