@@ -21,7 +21,7 @@ import re
 from dataclasses import dataclass
 
 from .adequacy import CRITERIA
-from .identifiers import extract
+from sgl_speccompact.history.identifiers import extract
 from .recall import SHELL_TOOLS
 from sgl_speccompact.emulator.policy import Logprobs, Policy, seeded_unit
 

@@ -25,7 +25,7 @@ import re
 from typing import Iterable, Mapping
 
 from sgl_speccompact.history import parse_messages, render_history
-from .identifiers import KINDS, Identifier, extract
+from sgl_speccompact.history.identifiers import KINDS, Identifier, extract
 
 SHELL_TOOLS = frozenset("bash shell sh execute_bash terminal run run_command execute_command run_shell_command "
                         "exec".split())

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import adequacy, continuation, probes
-from .identifiers import extract
+from sgl_speccompact.history.identifiers import extract
 from .recall import history_text, summary_retention
 from .sjc import sjc_report
 

@@ -99,13 +99,13 @@ _ID = re.compile(
     r"|\b\d{4}-\d{2}-\d{2}\b"
     r"|(?<![\w#&])#\d+\b"
     r"|\b(?=(?:[A-Z0-9]*\d){2})(?=(?:[A-Z0-9]*[A-Z]){2})[A-Z0-9]{5,}\b"
-    r"|\b(?=(?:[\w-]*\d){2})[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+\b")
+    r"|(?P<words>\b[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+\b)")  # 2+ digits: checked in _ids
 _UNIT_ALT = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
 _NUMBER = re.compile(r"(?<![\w.$:,])(\$)?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:\s?(" + _UNIT_ALT + r"))?(?![\w%/])",
                      re.IGNORECASE)
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-_PROMPT = re.compile(r"^\s*\$ (.+)$", re.MULTILINE)
+_PROMPT = re.compile(r"^[^\S\n]*\$ (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -186,6 +186,8 @@ def _hashes(text):
 
 def _ids(text):
     for m in _ID.finditer(text):
+        if m.group("words") and sum(c.isdigit() for c in m.group("words")) < 2:
+            continue
         yield m.start(), m.end(), Identifier("id", m.group(0), m.group(0))
 
 

@@ -1,0 +1,62 @@
+"""The identifier extractor runs in linear time on adversarial inputs.
+
+The ledger runs the extractor over every message of every compaction, so a
+pattern that backtracks quadratically on some run of characters would let one
+tool output stall a compaction.  The check is a ratio of CPU times measured in
+one run (a text 8x longer must take about 8x longer, never about 64x), never a
+wall-clock limit; the texts are runs of the units each pattern scans, without
+the part that would complete a match.
+"""
+
+from __future__ import annotations
+
+import time
+
+import pytest
+
+from sgl_speccompact.history import identifiers
+
+# units repeated into adversarial texts: "a-" was quadratic in the id pattern's digit look-ahead,
+# "\n" in the "$ " prompt pattern's leading whitespace
+UNITS = ("a-", "1a-", "a_", "\n", " \n", "\n\t", "a.", "a/", "./", "A1", "a1", "0a", "a.Error", "1,", "$1",
+         "https://", " ", "aa", "AB12", "```\n", "`a", "$ ", "```x\n``", "#1", "2024-", "a@", "-",
+         "ab-cd-", "Error.", "F", "1.", "0-0-")
+SMALL, LARGE = 20_000, 160_000
+MAX_RATIO = 20.0  # linear: about 8x; quadratic: about 64x
+
+
+def _text(unit: str, size: int) -> str:
+    return (unit * (size // len(unit) + 1))[:size]
+
+
+def _seconds(text: str, min_total_s: float) -> float:
+    """CPU time of one extraction on this thread: the best of runs repeated until ``min_total_s`` passed."""
+    best, spent = float("inf"), 0.0
+    while spent < min_total_s or best == float("inf"):
+        t0 = time.thread_time()
+        identifiers.extract(text)
+        took = time.thread_time() - t0
+        best, spent = min(best, took), spent + took
+    return best
+
+
+def _ratio(unit: str, floor: float) -> float:
+    return _seconds(_text(unit, LARGE), floor * 3) / max(_seconds(_text(unit, SMALL), floor), 1e-6)
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("unit", UNITS, ids=repr)
+def test_extraction_is_linear_on_adversarial_runs(unit):
+    ratio = _ratio(unit, 0.0)
+    for _ in range(2):  # a quadratic pattern is ~64x every time; load on a shared machine is not
+        if ratio > MAX_RATIO:
+            ratio = min(ratio, _ratio(unit, 0.1))
+    assert ratio <= MAX_RATIO, f"{unit!r}: {LARGE // 1000} KB / {SMALL // 1000} KB CPU time ratio {ratio:.1f}"
+
+
+def test_the_fixed_patterns_find_what_they_found_before():
+    """The digit check moved out of the id pattern and the prompt pattern's line-local whitespace
+    keep their matches: ids with 2+ digits, "$ " lines after blank lines."""
+    found = {(i.kind, i.value) for i in identifiers.extract("see mia_li_3668 and marshmallow-1867 but not a-b-c1")}
+    assert found == {("id", "mia_li_3668"), ("id", "marshmallow-1867")}
+    assert [i.value for i in identifiers.commands("intro\n\n\n  $ git status\n")] == ["git status"]
