@@ -32,12 +32,14 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from .chunking import run_blocks, split_request
-from .assembly import Assembled, OneShot, from_slots, from_text, section_events
+from .assembly import Assembled, OneShot, from_slots, from_text, section_events, with_ledger
 from ..config import CompactConfig
 from ..backends.endpoint import connect
 from ..backends.contract import Backend, ProgramBackend
 from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
+from ..history.ledger_entries import ledger_entries
 from ..history.messages import Turn, render_history
+from ..core.ledger import LedgerSection, split_ledger
 from ..backends.layout import LayoutPlan, plan_layout
 from ..history.pruning import prune_tool_outputs, report_dict, with_stubs
 from ..history.redaction import add_counts, redact, redact_json, redact_messages, redact_turns
@@ -69,6 +71,8 @@ class Job:
     layout: LayoutPlan = LayoutPlan("classic")  # where the target's shared prefix comes from
     redactions: dict[str, int] | None = None  # secrets replaced in turns, tools, previous summary, focus, per kind
     focus: str | None = None  # topic the summary should favour (untrusted text; prompts quote it)
+    carried_ledger: LedgerSection = LedgerSection()  # the previous summary's exact ledger, read back (no model sees it)
+    indices: tuple[int, ...] | None = None  # each turn's index in the caller's messages (MethodRequest.indices)
 
     def emit(self, event: dict) -> None:
         if self.on_event is not None:
@@ -217,6 +221,8 @@ def start(method: Method, request: MethodRequest, backends: Backends, cfg: Compa
         if previous_summary:
             previous_summary, found = redact(previous_summary)
             redactions = add_counts(redactions, found)
+    # the previous ledger is carried as it was written: no model sees, judges or rewrites it
+    previous_summary, carried_ledger = split_ledger(previous_summary)
     if previous_summary:
         previous_summary = neutralise(previous_summary)  # untrusted too (render_history does the turns)
     target = backends.target.with_token_ids(cfg.send_token_ids)
@@ -226,14 +232,16 @@ def start(method: Method, request: MethodRequest, backends: Backends, cfg: Compa
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),
                target=target, drafter=drafter, previous_summary=previous_summary,
                count=target.count_tokens, recorder=StatsRecorder(), redactions=redactions,
-               on_event=cleaning_events(request.on_event, redact_secrets=cfg.redact_secrets))
+               on_event=cleaning_events(request.on_event, redact_secrets=cfg.redact_secrets),
+               carried_ledger=carried_ledger, indices=request.indices)
 
 
 def finish(job: Job, written: Written, t0: float) -> CompactionResult:
-    """Assemble what the program wrote, check the budget, time the compaction.
+    """Assemble what the program wrote, check the budget, add the exact ledger, time the compaction.
 
     A one-shot text's sections are reported as slots; its progress events
-    are sent now, after the single generation.
+    are sent now, after the single generation.  The ledger is built from the
+    redacted turns (no model) and takes the room the sections left.
     """
     if isinstance(written, OneShot):
         done: Assembled = from_text(written, job.cfg, job.count)
@@ -241,7 +249,14 @@ def finish(job: Job, written: Written, t0: float) -> CompactionResult:
             job.emit(event)
     else:
         done = from_slots(job.slots, written, job.cfg, job.count)
+    ledger = None
+    if job.cfg.ledger:
+        sections = len(done.slots)
+        done, ledger = with_ledger(done, ledger_entries(job.turns, job.indices), job.carried_ledger, job.cfg,
+                                   job.count)
+        for event in section_events(done.slots[sections:]):
+            job.emit(event)
     job.recorder.stats.total_wall_s = time.perf_counter() - t0
     return CompactionResult(method=job.method, summary=done.summary, summary_tokens=done.tokens,
                             slots=done.slots, stats=job.recorder.stats, redactions=dict(job.redactions or {}),
-                            truncated=done.truncated)
+                            truncated=done.truncated, ledger=ledger)

@@ -42,6 +42,7 @@ class MethodRequest:
     layout: AgentLayout = AgentLayout()  # the target prefix's layout settings
     on_event: Callable[[dict], None] | None = None  # progress callback
     turns: tuple[Turn, ...] | None = None  # ``messages`` parsed, one turn per message; None: not parsed yet
+    indices: tuple[int, ...] | None = None  # each message's index in the caller's messages (a chunked block's); None: 0, 1, ...
 
     def parsed(self, cfg: CompactConfig) -> "MethodRequest":
         """This request with its messages parsed and checked against ``cfg``'s limits (once)."""
