@@ -151,6 +151,8 @@ def fit(entries: list[LedgerEntry], carried: LedgerSection, budget: int, count: 
         fitted = _section(entries, carried, sorted(shown), lines, count)
         if fitted.tokens <= budget:
             return fitted
+        if not shown:
+            break  # the heading and the counts alone are over budget
         excess, drop = fitted.tokens - budget, 0
         while shown and drop < excess:  # the lowest-ranked shown entries, until their lines cover the excess
             drop += sizes[shown.pop()]
