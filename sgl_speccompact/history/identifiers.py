@@ -91,15 +91,17 @@ _PATH = re.compile(r"(?<![\w/.@+~<-])((?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+|/
                    r"|[\w@+-][\w.@+-]*\.[A-Za-z0-9]{1,5})"
                    r"(?:(?::(\d+)(?::\d+)?)|(?:\"?,? line (\d+)))?")
 _EXT = re.compile(r"\.([A-Za-z0-9]{1,5})$")
-_ERROR = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Exit|Interrupt))\b"
+_ERROR = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*+\.)*([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Exit|Interrupt))\b"
                     r"|\b(" + "|".join(ERRNO) + r")\b")
+# every error name holds one of these: a text without any has none (scanned at memory speed, before _ERROR)
+_ERROR_HINT = re.compile("Error|Exception|Warning|Exit|Interrupt|" + "|".join(ERRNO))
 _HASH = re.compile(r"(?<![\w-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![\w-])")
 _ID = re.compile(
     r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
     r"|\b\d{4}-\d{2}-\d{2}\b"
     r"|(?<![\w#&])#\d+\b"
     r"|\b(?=(?:[A-Z0-9]*\d){2})(?=(?:[A-Z0-9]*[A-Z]){2})[A-Z0-9]{5,}\b"
-    r"|(?P<words>\b[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+\b)")  # 2+ digits: checked in _ids
+    r"|(?P<words>\b[A-Za-z][A-Za-z0-9]*+(?:[_-][A-Za-z0-9]++)+\b)")  # 2+ digits: checked in _ids
 _UNIT_ALT = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
 _NUMBER = re.compile(r"(?<![\w.$:,])(\$)?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:\s?(" + _UNIT_ALT + r"))?(?![\w%/])",
                      re.IGNORECASE)
@@ -136,6 +138,8 @@ def extract(text: str) -> list[Identifier]:
 
 
 def _urls(text):
+    if "://" not in text:
+        return
     for m in _URL.finditer(text):
         url = m.group(0).rstrip(".,;:!?")
         yield m.start(), m.start() + len(url), Identifier("url", url, url)
@@ -174,6 +178,8 @@ def _paths(text):
 
 
 def _errors(text):
+    if not _ERROR_HINT.search(text):
+        return
     for m in _ERROR.finditer(text):
         name = m.group(1) or m.group(2)
         yield m.start(), m.end(), Identifier("error", name, m.group(0))

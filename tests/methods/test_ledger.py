@@ -39,7 +39,8 @@ def test_every_method_ends_with_the_ledger(method):
     led = res.slots[-1]
     assert led.name == "ledger" and led.title == TITLE and res.summary.rstrip().endswith(led.lines[-1].text)
     assert all(line.origin is LineOrigin.LEDGER for line in led.lines) and led.lines[0].text == NOTE
-    assert "wrote `/workspace/hello.py` via `write` done" in led.lines[1].text  # named again by its result: x2
+    assert [line.text for line in led.lines[1:]] == ["- m1 path `hello.py`",  # named again by its result: x2
+                                                     "- m2 x2 wrote `/workspace/hello.py` via `write` done"]
     assert res.ledger["entries"] >= 1 and res.ledger["tokens"] == led.tokens
     assert res.summary_tokens <= 2048 and res.ledger["tokens"] <= 1024
 
@@ -174,6 +175,7 @@ def test_a_session_of_five_compactions_keeps_the_first_parts_identifiers(emulate
     for name, messages in cases:
         bounds = [group_start(messages, round(len(messages) * k / SESSION_CUTS)) for k in range(SESSION_CUTS + 1)]
         parts = [messages[a:b] for a, b in zip(bounds, bounds[1:]) if b > a]  # a call stays with its results
+        assert len(parts) >= 4, name
         first = extract(source_text(parts[0]))
         summary = None
         for part in parts:
@@ -190,3 +192,27 @@ def _paired(part: list[dict]) -> list[dict]:
     calls = {c["id"] for m in part for c in m.get("tool_calls") or []}
     kept = [m for m in part if m.get("role") != "tool" or m.get("tool_call_id") in calls]
     return kept or [{"role": "user", "content": json.dumps(part)[:200]}]
+
+
+@pytest.mark.slow
+def test_the_budget_holds_on_a_2mb_history():
+    from bench.harness.ledger import TWO_MB, big_history, token_counter
+    from sgl_speccompact.config import CompactConfig
+    from sgl_speccompact.core.ledger import LedgerSection
+    from sgl_speccompact.core.ledger_budget import fit, merge
+    from sgl_speccompact.emulator.qwen3 import default_tokenizer
+    from sgl_speccompact.history.ledger_entries import ledger_entries
+    from sgl_speccompact.history.messages import parse_messages, render_history
+    from sgl_speccompact.history.redaction import redact_turns
+
+    cases = trajectories()
+    if not cases:
+        pytest.skip(f"shared trajectories not found at {TRAJECTORIES}")
+    turns = parse_messages(big_history([m for _, m in cases]), max_messages=10**7, max_chars=2**31)
+    turns = redact_turns(turns)[0]
+    assert len(render_history(turns)) >= TWO_MB
+    budget = CompactConfig().max_ledger_tokens
+    count = token_counter(default_tokenizer()[0])
+    out = fit(merge([], ledger_entries(turns)), LedgerSection(), budget, count)
+    assert 0 < out.tokens <= budget and out.tokens == count([out.text])[0]
+    assert len(out.shown) > 10 and sum(out.counted.values()) > 1000  # most of it is counted, nothing is lost
