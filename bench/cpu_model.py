@@ -65,6 +65,9 @@ def main(argv=None) -> int:
     p.add_argument("--out", default=str(RESULTS_DIR / f"cpu-model-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"))
     p.add_argument("--ledger", action="store_true", help="every shared trajectory under LEDGER_BUDGETS (the exact "
                    "ledger's figures: recall with and without it)")
+    p.add_argument("--methods", default=",".join(cpu_model.METHODS), help="methods to run, in this order "
+                   "(default: every one of the tier's)")
+    p.add_argument("--limit", type=int, help="only the first N trajectories")
     p.add_argument("--summarize", metavar="JSON", help="no runs: recompute the per-method table of a report "
                    "(one written as it went, say) and write it back into that file")
     args = p.parse_args(argv)
@@ -85,6 +88,8 @@ def main(argv=None) -> int:
         raise SystemExit("no shared/data/trajectories beside the clone")
     histories = cpu_model.every_history(folder) if args.ledger else cpu_model.load_histories(folder)
     budgets = cpu_model.LEDGER_BUDGETS if args.ledger else cpu_model.BUDGETS
+    histories = dict(list(histories.items())[:args.limit]) if args.limit else histories
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     model = str(ensure_converted(cpu_model.MODEL))
     proc = None
     url = args.url
@@ -92,9 +97,12 @@ def main(argv=None) -> int:
         url, proc = start_server(model, args.dtype, Path(args.out).with_suffix(".logs"))
     try:
         conditions = cpu_model.conditions(url, budgets, histories if args.ledger else None)
-        print("MEASURED (CPU): SmolLM2-135M-Instruct on one sglang CPU server (target and drafter); every method on "
-              f"{len(histories)} trajectories, SJC on the first.\nconditions: {conditions}", flush=True)
+        conditions["methods"] = list(methods)
+        print("MEASURED (CPU): SmolLM2-135M-Instruct on one sglang CPU server (target and drafter); "
+              f"{', '.join(methods)} on {len(histories)} trajectories, SJC on the first.\nconditions: {conditions}",
+              flush=True)
         runs = cpu_model.compact_all(url, histories, log=lambda msg: log(msg, "cpu_model"), config=budgets,
+                                     methods=methods,
                                      after_each=lambda so_far: write_json(cpu_model.report(so_far, conditions),
                                                                           args.out))
     finally:

@@ -162,21 +162,23 @@ def client_counts(result) -> dict[str, int]:
     return {k: sum(getattr(t, k) for t in totals) for k in COUNTERS}
 
 
-def plan_runs(histories: dict[str, list]) -> list[tuple[str, str, bool]]:
+def plan_runs(histories: dict[str, list], methods: tuple[str, ...] = METHODS) -> list[tuple[str, str, bool]]:
     """(method, trajectory, sjc) of every run: each method on each trajectory, SJC on the first.
 
-    >>> len(plan_runs({"a": [], "b": [], "c": []}))
-    16
+    >>> len(plan_runs({"a": [], "b": [], "c": []})), len(plan_runs({"a": [], "b": []}, ("hermes",)))
+    (16, 2)
     """
     names = list(histories)
-    runs = [(m, t, False) for t in names for m in METHODS]
-    return runs + [(m, names[0], True) for m in SJC_METHODS]
+    runs = [(m, t, False) for t in names for m in methods]
+    return runs + [(m, names[0], True) for m in SJC_METHODS if m in methods]
 
 
 def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None = None,
                 log: Callable[[str], None] = lambda msg: None,
-                after_each: Callable[[list[Run]], None] = lambda runs: None, config: dict = BUDGETS) -> list[Run]:
-    """Run :func:`plan_runs` on the server at ``url`` (target and drafter), one at a time, under ``config``.
+                after_each: Callable[[list[Run]], None] = lambda runs: None, config: dict = BUDGETS,
+                methods: tuple[str, ...] = METHODS) -> list[Run]:
+    """Run :func:`plan_runs` of ``methods`` on the server at ``url`` (target and drafter), one at a time,
+    under ``config``.
 
     ``after_each(runs so far)`` is called after every run (a report written as it goes).
     """
@@ -189,7 +191,7 @@ def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None
     target = SpecCompactEndpoint(url, chat_template=CHATML_TEMPLATE, timeout_s=timeout)
     drafter = SpecCompactEndpoint(url, chat_template=CHATML_TEMPLATE, timeout_s=timeout)
     out = []
-    for method, name, sjc in plan_runs(histories):
+    for method, name, sjc in plan_runs(histories, methods):
         messages = histories[name]
         before_msgs = copy.deepcopy(messages)
         run = Run(method, name, sjc, messages)

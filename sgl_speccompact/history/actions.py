@@ -73,7 +73,7 @@ _SENDS = re.compile(r"(?:^|\s)(?:-X[ \t]*(?:POST|PUT|PATCH|DELETE)|--data\S*|-d|
 _EXIT = re.compile(r"<returncode>[ \t]*(-?\d+)[ \t]*</returncode>"
                    r"|\b(?:exit(?:ed)?(?: with)?|return)[ _]?(?:code|status)\b[ \t]*[:=]?[ \t]*(-?\d+)", re.IGNORECASE)
 # an error named at the start of a line: a traceback's last line ("KeyError: 'x'"), a compiler's "SyntaxError: ..."
-_ERROR_LINE = re.compile(r"^[^\S\n]*(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\b", re.MULTILINE)
+ERROR_LINE = re.compile(r"^[^\S\n]*(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\b", re.MULTILINE)
 _ERROR_START = re.compile(r"[^\S\n]*(?:error|failed|failure)\b", re.IGNORECASE)  # a tool result that is an error
 _ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|.)", re.DOTALL)
 
@@ -226,7 +226,7 @@ def outcome(result: str, limit: int) -> tuple[str, str]:
     if m:
         return m.group(1) or m.group(2), ""
     last = None  # the last one: a traceback names its cause last
-    for last in _ERROR_LINE.finditer(result):  # noqa: B007 - the loop keeps the last match
+    for last in ERROR_LINE.finditer(result):  # noqa: B007 - the loop keeps the last match
         continue
     if last is not None:
         return "", last.group(1)

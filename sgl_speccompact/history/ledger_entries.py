@@ -115,7 +115,7 @@ def _locations(text: str) -> dict[str, str]:
     frames = [(m.start(), m.group(1)) for m in _TRACE.finditer(text)]
     out: dict[str, str] = {}
     k, last = 0, ""
-    for m in actions._ERROR_LINE.finditer(text):
+    for m in actions.ERROR_LINE.finditer(text):
         while k < len(frames) and frames[k][0] < m.start():
             last, k = frames[k][1], k + 1
         if last:

@@ -4,8 +4,8 @@
 
     request -> parse once -> [prune] -> blocks -> per block: redact + render -> method program
                (request.py)  (pruning)  (chunking)  (Job)                        (registered)
-            -> assemble + budget -> [SJC]        each block on the last block's summary
-               (assembly.py)        (source_judge.py)
+            -> assemble + budget + exact ledger -> [SJC]        each block on the last block's summary
+               (assembly.py)                       (source_judge.py)
 
 ``run(name, request, target, drafter, config)`` reads one
 :class:`~.request.MethodRequest`; the config is made, the schema validated
@@ -16,8 +16,10 @@ A method is a small program registered by name: it reads a :class:`Job`
 (config, schema, rendered history, connected backends, stats) and returns
 either its slot results or one generated text (:class:`~.assembly.OneShot`).
 Everything else -- argument checks, history parsing, label resolution,
-assembly, the summary budget, Source-Judged Compaction and the wall time --
-happens here, once, the same way for every method.
+assembly, the summary budget, the exact ledger (no model: it is read back
+from the previous summary here and never shown to one), Source-Judged
+Compaction and the wall time -- happens here, once, the same way for every
+method.
 
 A slot-parallel method records its shared target prefix in
 ``Job.shared_prefix``; SJC then judges on branches of that prefix (already
