@@ -140,8 +140,10 @@ def fit(entries: list[LedgerEntry], carried: LedgerSection, budget: int, count: 
     head = [HEADING, NOTE]
     ranked = rank(entries)[:max(0, budget // MIN_LINE_TOKENS)]
     lines = {p: render(entries[p]) for p in ranked}
-    sizes = dict(zip(ranked, count([lines[p] + "\n" for p in ranked]))) if ranked else {}
-    reserve = sum(count(["\n".join(head + count_lines(entries, carried)[0]) + "\n"]))
+    # one tokenizer call: every candidate line, then the heading with every count line (the reserve)
+    *measured, reserve = count([lines[p] + "\n" for p in ranked] + ["\n".join(head + count_lines(entries, carried)[0])
+                                                                     + "\n"])
+    sizes = dict(zip(ranked, measured))
     used, shown = reserve, []
     for p in ranked:
         if used + sizes[p] <= budget:
