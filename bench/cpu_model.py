@@ -17,8 +17,16 @@ server's dtype, the machine's cores and load average.  A 135M model on a
 shared 2-core CPU: the figures say nothing about GPU speed or about what an
 8B model writes.
 
+With ``--ledger`` every shared trajectory is compacted (its first messages,
+``LEDGER_HISTORY_CHARS``), every method, SJC on the first, under
+``LEDGER_BUDGETS``: the same caps on what the model writes, the summary
+budget at its default so the exact ledger gets its default room; each run
+also reports recall without the ledger, the ledger's invented identifiers and
+its share of the summary's tokens.
+
 Usage:
     python -m bench.cpu_model                       # converts, starts the server, runs, stops it
+    python -m bench.cpu_model --ledger              # every trajectory, the ledger's figures
     python -m bench.cpu_model --summarize bench/results/cpu-model-smollm2-135m.json   # its table again
     python -m bench.cpu_model --url http://127.0.0.1:30000   # a server started as the launcher does
 """
@@ -55,6 +63,11 @@ def main(argv=None) -> int:
     p.add_argument("--url", help="a running server (started as the launcher does, with --enable-metrics)")
     p.add_argument("--dtype", help="the server's --dtype (default: the launcher's choice for this CPU)")
     p.add_argument("--out", default=str(RESULTS_DIR / f"cpu-model-{time.strftime('%Y%m%dT%H%M%SZ', time.gmtime())}.json"))
+    p.add_argument("--ledger", action="store_true", help="every shared trajectory under LEDGER_BUDGETS (the exact "
+                   "ledger's figures: recall with and without it)")
+    p.add_argument("--methods", default=",".join(cpu_model.METHODS), help="methods to run, in this order "
+                   "(default: every one of the tier's)")
+    p.add_argument("--limit", type=int, help="only the first N trajectories")
     p.add_argument("--summarize", metavar="JSON", help="no runs: recompute the per-method table of a report "
                    "(one written as it went, say) and write it back into that file")
     args = p.parse_args(argv)
@@ -73,17 +86,23 @@ def main(argv=None) -> int:
     folder = cpu_model.find_trajectories()
     if folder is None:
         raise SystemExit("no shared/data/trajectories beside the clone")
-    histories = cpu_model.load_histories(folder)
+    histories = cpu_model.every_history(folder) if args.ledger else cpu_model.load_histories(folder)
+    budgets = cpu_model.LEDGER_BUDGETS if args.ledger else cpu_model.BUDGETS
+    histories = dict(list(histories.items())[:args.limit]) if args.limit else histories
+    methods = tuple(m.strip() for m in args.methods.split(",") if m.strip())
     model = str(ensure_converted(cpu_model.MODEL))
     proc = None
     url = args.url
     if url is None:
         url, proc = start_server(model, args.dtype, Path(args.out).with_suffix(".logs"))
     try:
-        conditions = cpu_model.conditions(url)
-        print("MEASURED (CPU): SmolLM2-135M-Instruct on one sglang CPU server (target and drafter); every method on "
-              f"{len(histories)} trajectories, SJC on the first.\nconditions: {conditions}", flush=True)
-        runs = cpu_model.compact_all(url, histories, log=lambda msg: log(msg, "cpu_model"),
+        conditions = cpu_model.conditions(url, budgets, histories if args.ledger else None)
+        conditions["methods"] = list(methods)
+        print("MEASURED (CPU): SmolLM2-135M-Instruct on one sglang CPU server (target and drafter); "
+              f"{', '.join(methods)} on {len(histories)} trajectories, SJC on the first.\nconditions: {conditions}",
+              flush=True)
+        runs = cpu_model.compact_all(url, histories, log=lambda msg: log(msg, "cpu_model"), config=budgets,
+                                     methods=methods,
                                      after_each=lambda so_far: write_json(cpu_model.report(so_far, conditions),
                                                                           args.out))
     finally:

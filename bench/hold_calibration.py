@@ -3,7 +3,7 @@
 
 Method: each trajectory's messages (the system prompt left out) are split in
 two halves by characters.  The facts of the first half are its identifiers
-(``bench/evaluation/identifiers.py``: paths, error names, hashes,
+(``sgl_speccompact/history/identifiers.py``: paths, error names, hashes,
 ids, numbers with units, commands, URLs), what a summary's Critical Context,
 Progress and Key Decisions slots name.  A fact still holds when the second
 half names it again (the same canonical value).  Per trajectory it prints the
@@ -53,7 +53,7 @@ def halves(messages: list[dict]) -> tuple[str, str]:
 
 def held(first: str, second: str) -> dict:
     """Facts of ``first`` and how many ``second`` names again, per kind and in all."""
-    from bench.evaluation.identifiers import extract
+    from sgl_speccompact.history.identifiers import extract
 
     later = {i for i in extract(second)}
     out: dict = {"all": [0, 0]}

@@ -151,7 +151,7 @@ def run(args) -> dict:
 
     available, runner, runner_src = runs.resolve_methods()
     methods = tuple(m.strip() for m in args.methods.split(",")) if args.methods else tuple(available)
-    missing = [m for m in methods if m not in available]
+    missing = [m for m in methods if m not in (*available, "auto")]  # auto: named only, it runs one of them
     if missing:
         raise SystemExit(f"method(s) {missing} not available; available: {list(available)} (from {runner_src})")
     measures = tuple(m.strip() for m in args.measures.split(",")) if args.measures else MEASURES
@@ -261,7 +261,7 @@ def _floats(text: str) -> list[float]:
 def build_parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description="Retention evaluation of the compaction methods (emulator by default: "
                                 "PLUMBING ONLY; real SGLang servers with --target-url/--drafter-url).")
-    p.add_argument("--methods", help="comma-separated methods (default: every available one)")
+    p.add_argument("--methods", help="comma-separated methods (default: every available one; auto too when named)")
     p.add_argument("--trajectories", nargs="+", metavar="PATH",
                    help=f"trajectory files (default: every trajectory in {runs.TRAJECTORY_DIR})")
     p.add_argument("--trial", type=int, default=0, help="conversation of multi-trial (tau2) files (default 0)")

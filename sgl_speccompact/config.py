@@ -106,6 +106,8 @@ class CompactConfig(BaseModel):
     carry_previous_lines: bool = True  # incremental: a slot's first proposals are the previous summary's lines
     max_carried_share: float = Field(1.0, ge=0.0, le=1.0)  # upper bound on the judged share carried lines may take of a slot's lines and tokens (ratio; programs/carried_batch.py)
     max_blank_lines_per_slot: int = Field(4, ge=0, le=1_000)  # blank lines (paragraph breaks) kept per slot (lines)
+    ledger: bool = True  # append the exact ledger: files, commands, errors, identifiers and side effects copied from the history, no model (docs/concepts/ledger.md)
+    max_ledger_tokens: int = Field(1024, ge=1, le=MAX_TOKENS)  # the ledger's budget, inside the room the sections leave of the summary budget (target tokens)
     # ablation switches (see OPTIMIZATIONS)
     shared_prefix: bool = True  # one target prefix for every slot
     draft_buffer: bool = False  # several lines per drafter call (the paper's 64-token buffer)

@@ -29,6 +29,7 @@ class LineOrigin(str, Enum):
     UNJUDGED = "accepted_without_judge"  # heading, empty marker or blank line
     TARGET = "target_written"  # written by the target alone (baselines)
     CARRIED = "carried"  # previous summary's line the target judged to still hold (no drafter decode)
+    LEDGER = "ledger_exact"  # exact ledger line: copied from the history (or the previous summary's ledger), no model
 
 
 @dataclass(frozen=True)
@@ -133,6 +134,7 @@ class CompactionResult(BaseModel):
     truncated: bool = False  # an incomplete summary: cut by its cap, sections missing, or a repair cut off
     chunks: int = 1  # blocks the history was compacted in, each on the last one's summary (chunking.py)
     pruning: dict | None = None  # tool-output pruning (prune_tool_outputs): messages_pruned, chars_saved, tokens_saved
+    ledger: dict | None = None  # the exact ledger (config ledger): entries shown, carried, counted per kind, tokens, budget
 
     def to_json_dict(self) -> dict:
         """JSON-ready dict including the derived acceptance rate and cache ratio."""

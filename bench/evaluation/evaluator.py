@@ -21,8 +21,8 @@ import re
 from dataclasses import dataclass
 
 from .adequacy import CRITERIA
-from .identifiers import extract
-from .recall import SHELL_TOOLS
+from sgl_speccompact.history.identifiers import extract
+from .recall import SHELL_TOOLS, ledger_split
 from sgl_speccompact.emulator.policy import Logprobs, Policy, seeded_unit
 
 PROBE_MARK = "Using only this summary, answer the question."
@@ -60,12 +60,15 @@ def read_answer(summary: str, question: str) -> str:
 
 
 def next_action(summary: str, tools: list[str]) -> str:
-    """The next action a literal reader names.
+    """The next action a literal reader names: the summary's last command, never one of its exact
+    ledger (a record of what was done, not of what comes next).
 
     >>> next_action("- ran `pytest -x tests/`", ["bash", "open"]), next_action("- ran `pytest -x`", [])
     ('bash: pytest -x tests/', 'pytest -x')
+    >>> next_action("1. run `make test`\\n\\n## Exact Ledger\\n- m1 ran `git status`", [])
+    'make test'
     """
-    ids = extract(summary)
+    ids = extract(ledger_split(summary)[0])
     cmds = [i.text for i in ids if i.kind == "command"]
     paths = [i.value for i in ids if i.kind == "path"]
     shell = next((t for t in tools if t.lower() in SHELL_TOOLS), None)

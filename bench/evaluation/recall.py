@@ -16,6 +16,11 @@
   history (the whole rendered history, system prompt and assistant prose
   included, by the same matching rules).  A made-up path or line number is
   the cheapest hallucination signal there is.
+* **With and without the exact ledger**: the ledger is part of the summary,
+  so recall counts it, found by the same extractor that finds the history's
+  identifiers (nothing else of the ledger is read).  :func:`ledger_split`
+  gives the summary without its ledger (what the models wrote) and the
+  ledger alone (whose invention must be zero).
 """
 
 from __future__ import annotations
@@ -24,12 +29,11 @@ import json
 import re
 from typing import Iterable, Mapping
 
+from sgl_speccompact.core.ledger import HEADING, strip_ledger
 from sgl_speccompact.history import parse_messages, render_history
-from .identifiers import KINDS, Identifier, extract
+from sgl_speccompact.history.actions import COMMAND_KEYS, SHELL_TOOLS
+from sgl_speccompact.history.identifiers import KINDS, Identifier, extract
 
-SHELL_TOOLS = frozenset("bash shell sh execute_bash terminal run run_command execute_command run_shell_command "
-                        "exec".split())
-COMMAND_KEYS = ("command", "cmd")  # argument holding a shell tool's command line
 
 
 def _call_text(name: str, arguments: str) -> str:
@@ -168,6 +172,17 @@ def retention(source_ids: list[Identifier], history_ids: list[Identifier], histo
     }
 
 
+def ledger_split(summary: str) -> tuple[str, str]:
+    """``(the summary without its exact ledger, the ledger section alone)``.
+
+    >>> ledger_split("## Goal\\n- a\\n\\n## Exact Ledger\\n- m1 ran `ls`\\n")
+    ('## Goal\\n- a\\n', '## Exact Ledger\\n- m1 ran `ls`\\n')
+    """
+    rest = strip_ledger(summary) or ""
+    start = summary.find(HEADING)
+    return rest, (summary[start:] if start >= 0 else "")
+
+
 def summary_retention(messages: list[dict], summary: str, slots: Mapping[str, str]) -> dict:
     """Recall and invention of a whole summary and of each slot.
 
@@ -178,7 +193,10 @@ def summary_retention(messages: list[dict], summary: str, slots: Mapping[str, st
     source_ids = extract(source_text(messages))
     history = history_text(messages)
     history_ids = extract(history)
+    without, ledger = ledger_split(summary)
     return {
         "summary": retention(source_ids, history_ids, history, summary),
+        "without_ledger": retention(source_ids, history_ids, history, without),
+        "ledger": retention(source_ids, history_ids, history, ledger) if ledger else None,
         "slots": {name: retention(source_ids, history_ids, history, text) for name, text in slots.items()},
     }

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable
 
 from . import adequacy, continuation, probes
-from .identifiers import extract
+from sgl_speccompact.history.identifiers import extract
 from .recall import history_text, summary_retention
 from .sjc import sjc_report
 
@@ -86,6 +86,8 @@ def evaluate_trajectory(messages: list[dict], settings: EvalSettings, *,
                    "summary_tokens": res.summary_tokens}
             if "recall" in on:
                 row["recall"] = summary_retention(messages, res.summary, slot_texts(res))
+                row["ledger"] = {**(res.ledger or {}), "share": (res.ledger or {}).get("tokens", 0) / max(
+                    res.summary_tokens, 1)}
             if flag:
                 row["sjc_report"] = sjc_report(res.source_judge, history_ids, history)
             if "adequacy" in on:
@@ -162,6 +164,8 @@ def aggregate(rows: list[dict]) -> dict[str, dict]:
         mine = [r for r in rows if r["label"] == label]
         ok = [r for r in mine if "error" not in r]
         rec = [r["recall"]["summary"] for r in ok if "recall" in r]
+        bare = [r["recall"]["without_ledger"] for r in ok if "without_ledger" in r.get("recall", {})]
+        ledgers = [r["recall"]["ledger"] for r in ok if r.get("recall", {}).get("ledger")]
         facts = [f for r in ok for f in r.get("probes", {}).get("facts", []) if f.get("message_index") is not None]
         conts = [c for r in ok for c in r.get("continuation", [])]
         scores = [r["adequacy"]["score"] for r in ok if "adequacy" in r]
@@ -176,6 +180,10 @@ def aggregate(rows: list[dict]) -> dict[str, dict]:
             "recall_micro": (sum(s["kept_count"] for s in rec) / sum(s["source_identifiers"] for s in rec)
                              if rec and sum(s["source_identifiers"] for s in rec) else None),
             "invented": sum(s["invented_count"] for s in rec) if rec else None,
+            "recall_macro_without_ledger": _mean(s["recall"] for s in bare),
+            "invented_without_ledger": sum(s["invented_count"] for s in bare) if bare else None,
+            "ledger_invented": sum(s["invented_count"] for s in ledgers) if ledgers else None,
+            "ledger_share": _mean(r["ledger"]["share"] for r in ok if r.get("ledger")),
             "slot_recall": {name: _mean(v) for name, v in slots.items()},
             "probe_presence": _mean(float(f["present"]) for f in facts),
             "probe_answered": _mean(float(f["answered"]) for f in facts if "answered" in f),

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from .identifiers import Identifier, extract
+from sgl_speccompact.history.identifiers import Identifier, extract
 from .recall import is_invented
 
 NEXT_STEP = re.compile(r"next\s*step|pending|plan|to\s*do|todo|remaining", re.IGNORECASE)

@@ -51,6 +51,10 @@ BUDGETS = {
     "target_context_tokens": 8192,  # chunking: the server's --context-length
     "report_cut_off": True,  # a one-shot summary its cap cut off comes back truncated, not as an error
 }
+# the exact ledger's run (bench/cpu_model.py --ledger): every shared trajectory, the same small caps on what
+# the model writes, the summary budget at its default so the ledger gets its default room
+LEDGER_BUDGETS = {**BUDGETS, "max_summary_tokens": 2048}
+LEDGER_HISTORY_CHARS = 4500  # each trajectory's first messages up to this many rendered characters (~1,100 tokens)
 CONTEXT_LENGTH = 8192  # the server's --context-length: SmolLM2's max_position_embeddings
 KV_TOKENS = 32768  # the server's KV pool (tokens)
 SERVER_ARGS = ("--enable-metrics", "--log-level", "warning")  # beyond the launcher's CPU flags
@@ -75,6 +79,28 @@ def load_histories(folder: Path) -> dict[str, list]:
     from sgl_speccompact.history.formats import load_history
 
     return {name: load_history(folder / name)[:n] for name, n in TRAJECTORIES}
+
+
+def every_history(folder: Path, max_chars: int = LEDGER_HISTORY_CHARS) -> dict[str, list]:
+    """Every trajectory in ``folder``, its first messages up to ``max_chars`` rendered characters (never
+    between a tool call and its results; at least two messages), its system prompt left out: no source of
+    identifiers, and most of a short prefix's tokens in the SWE-agent files (a prefill of minutes here)."""
+    from sgl_speccompact.errors import HistoryFormatError
+    from sgl_speccompact.history.formats import load_history
+    from sgl_speccompact.history.messages import parse_messages, render_history
+    from sgl_speccompact.history.tool_groups import group_start
+
+    out = {}
+    for path in sorted(folder.iterdir()):
+        try:
+            messages = [m for m in load_history(path) if m.get("role") not in ("system", "developer")]
+        except HistoryFormatError:
+            continue  # a task list, not a trajectory
+        n = 2
+        while n < len(messages) and len(render_history(parse_messages(messages[:n + 1]))) <= max_chars:
+            n += 1
+        out[path.name] = messages[:max(2, group_start(messages, n))]
+    return out
 
 
 def server_spec(model_path: str, port: int, host: str = "127.0.0.1"):
@@ -136,21 +162,23 @@ def client_counts(result) -> dict[str, int]:
     return {k: sum(getattr(t, k) for t in totals) for k in COUNTERS}
 
 
-def plan_runs(histories: dict[str, list]) -> list[tuple[str, str, bool]]:
+def plan_runs(histories: dict[str, list], methods: tuple[str, ...] = METHODS) -> list[tuple[str, str, bool]]:
     """(method, trajectory, sjc) of every run: each method on each trajectory, SJC on the first.
 
-    >>> len(plan_runs({"a": [], "b": [], "c": []}))
-    16
+    >>> len(plan_runs({"a": [], "b": [], "c": []})), len(plan_runs({"a": [], "b": []}, ("hermes",)))
+    (16, 2)
     """
     names = list(histories)
-    runs = [(m, t, False) for t in names for m in METHODS]
-    return runs + [(m, names[0], True) for m in SJC_METHODS]
+    runs = [(m, t, False) for t in names for m in methods]
+    return runs + [(m, names[0], True) for m in SJC_METHODS if m in methods]
 
 
 def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None = None,
                 log: Callable[[str], None] = lambda msg: None,
-                after_each: Callable[[list[Run]], None] = lambda runs: None) -> list[Run]:
-    """Run :func:`plan_runs` on the server at ``url`` (target and drafter), one at a time.
+                after_each: Callable[[list[Run]], None] = lambda runs: None, config: dict = BUDGETS,
+                methods: tuple[str, ...] = METHODS) -> list[Run]:
+    """Run :func:`plan_runs` of ``methods`` on the server at ``url`` (target and drafter), one at a time,
+    under ``config``.
 
     ``after_each(runs so far)`` is called after every run (a report written as it goes).
     """
@@ -163,14 +191,14 @@ def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None
     target = SpecCompactEndpoint(url, chat_template=CHATML_TEMPLATE, timeout_s=timeout)
     drafter = SpecCompactEndpoint(url, chat_template=CHATML_TEMPLATE, timeout_s=timeout)
     out = []
-    for method, name, sjc in plan_runs(histories):
+    for method, name, sjc in plan_runs(histories, methods):
         messages = histories[name]
         before_msgs = copy.deepcopy(messages)
         run = Run(method, name, sjc, messages)
         before = server_counters(url)
         t0 = time.perf_counter()
         try:
-            run.result = run_method(method, messages, target=target, drafter=drafter, config=BUDGETS,
+            run.result = run_method(method, messages, target=target, drafter=drafter, config=config,
                                     source_judge=sjc)
         except Exception as exc:  # noqa: BLE001 -- recorded; the tests and the page report it
             run.error = f"{type(exc).__name__}: {exc}"
@@ -187,16 +215,17 @@ def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None
 # ---------------------------------------------------------------- the MEASURED (CPU) report
 
 
-def conditions(url: str) -> dict:
-    """What the figures were measured under: model, the server's dtype, cores, load."""
+def conditions(url: str, budgets: dict = BUDGETS, histories: dict[str, list] | None = None) -> dict:
+    """What the figures were measured under: model, the server's dtype, cores, load, budgets, trajectories."""
     import httpx
 
     info = httpx.get(url.rstrip("/") + "/server_info", timeout=60).json()
+    files = [{"file": n, "messages": len(m)} for n, m in histories.items()] if histories is not None else [
+        {"file": n, "messages": k} for n, k in TRAJECTORIES]
     return {"label": "MEASURED (CPU)", "model": MODEL, "server_dtype": info.get("dtype"),
             "server_device": info.get("device"), "sleep_on_idle": info.get("sleep_on_idle"),
             "cpu_cores": os.cpu_count(), "load_average_at_start": os.getloadavg(),
-            "one_server_serves_target_and_drafter": True, "budgets": BUDGETS,
-            "trajectories": [{"file": n, "messages": k} for n, k in TRAJECTORIES]}
+            "one_server_serves_target_and_drafter": True, "budgets": budgets, "trajectories": files}
 
 
 def report(runs: list[Run], conds: dict) -> dict:
@@ -216,7 +245,8 @@ def run_row(run) -> dict:
         return row
     res, stats = run.result, run.result.stats
     slots = {s.name: "\n".join(ln.text for ln in s.lines) for s in res.slots}
-    kept = summary_retention(run.messages, res.summary, slots)["summary"]
+    retained = summary_retention(run.messages, res.summary, slots)
+    kept, bare, ledger = retained["summary"], retained["without_ledger"], retained["ledger"] or {}
     judged = stats.proposed_lines - stats.unjudged_lines
     row.update({
         "ran": res.method, "truncated": res.truncated, "summary_tokens": res.summary_tokens,
@@ -230,6 +260,9 @@ def run_row(run) -> dict:
         "unreliable_verdicts": getattr(stats, "unreliable_verdicts", None),
         "sjc_deleted": (res.source_judge or {}).get("deleted"),
         "recall": kept["recall"], "invented": kept["invented_count"], "source_identifiers": kept["source_identifiers"],
+        "recall_without_ledger": bare["recall"], "invented_without_ledger": bare["invented_count"],
+        "ledger_tokens": (res.ledger or {}).get("tokens", 0), "ledger_invented": ledger.get("invented_count", 0),
+        "ledger_share": round((res.ledger or {}).get("tokens", 0) / max(res.summary_tokens, 1), 3),
         "stop_reasons": {s.name: s.stop_reason for s in res.slots},
         "summary": res.summary,
     })
@@ -255,6 +288,10 @@ def by_method(rows: list[dict]) -> list[dict]:
         row.update({"acceptance": mean([r["acceptance"] for r in ok], 2),
                     "label_mass_min": mean([r["label_mass_min"] for r in ok], 4),
                     "recall": mean([r["recall"] for r in ok], 2), "invented": mean([r["invented"] for r in ok], 1),
+                    "recall_without_ledger": mean([r.get("recall_without_ledger") for r in ok], 2),
+                    "ledger_invented": mean([r.get("ledger_invented") for r in ok], 1),
+                    "ledger_share": mean([r.get("ledger_share") for r in ok], 2),
+                    "recall_min": min((r["recall"] for r in ok if r["recall"] is not None), default=None),
                     "truncated": sum(bool(r.get("truncated")) for r in ok),
                     "counts_match_server": all(r["client_counted"] == r["server_counted"] for r in ok)})
         out.append(row)
@@ -266,13 +303,17 @@ COLUMNS = (("method", "method"), ("runs", "runs"), ("raised", "raised"), ("wall_
            ("target_completion_tokens", "target gen tok"), ("drafter_requests", "drafter req"),
            ("drafter_prompt_tokens", "drafter prompt tok"), ("drafter_completion_tokens", "drafter gen tok"),
            ("acceptance", "acceptance"), ("label_mass_min", "label mass min"), ("recall", "id recall"),
-           ("invented", "ids invented"), ("truncated", "truncated"))
+           ("recall_min", "id recall min"), ("recall_without_ledger", "id recall w/o ledger"),
+           ("invented", "ids invented"), ("ledger_invented", "ledger ids invented"), ("ledger_share", "ledger share"),
+           ("truncated", "truncated"))
 
 
 def table(summary: list[dict]) -> str:
     """:func:`by_method` as a Markdown table (means over a method's runs that returned)."""
     def cell(v):
         return "n/a" if v is None else f"{v:g}" if isinstance(v, float) else str(v)
+
+    summary = [{k: r.get(k) for k, _ in COLUMNS} for r in summary]  # a report written before a column existed
 
     head = "| " + " | ".join(h for _, h in COLUMNS) + " |"
     rule = "|" + "---|" * len(COLUMNS)

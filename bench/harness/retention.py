@@ -19,12 +19,15 @@ def _f(x, pct=False) -> str:
 
 def format_summary(agg: dict) -> str:
     """One line per method label: the headline numbers."""
-    head = ["method", "traj", "recall", "recall micro", "invented", "facts kept", "facts answered", "adequacy",
-            "next tool", "next key", "sjc deleted", "del w/ invented", "del next-step", "errors"]
+    head = ["method", "traj", "recall", "recall micro", "invented", "w/o ledger", "w/o inv", "ledger inv",
+            "ledger share", "facts kept", "facts answered", "adequacy", "next tool", "next key", "sjc deleted",
+            "del w/ invented", "del next-step", "errors"]
     table = [head]
     for label, a in agg.items():
         table.append([label, str(a["trajectories"]), _f(a["recall_macro"], True), _f(a["recall_micro"], True),
-                      _f(a["invented"]), _f(a["probe_presence"], True), _f(a["probe_answered"], True),
+                      _f(a["invented"]), _f(a.get("recall_macro_without_ledger"), True),
+                      _f(a.get("invented_without_ledger")), _f(a.get("ledger_invented")),
+                      _f(a.get("ledger_share"), True), _f(a["probe_presence"], True), _f(a["probe_answered"], True),
                       _f(a["adequacy_mean"]), _f(a["continuation_tool"], True), _f(a["continuation_key"], True),
                       _f(a["sjc_deleted"]), _f(a["sjc_deleted_with_invented"]), _f(a["sjc_deleted_next_step"]),
                       str(a["errors"])])
@@ -42,7 +45,8 @@ def format_slots(agg: dict) -> str:
 
 def format_rows(rows: list[dict]) -> str:
     """One line per (trajectory, method label)."""
-    table = [["trajectory", "method", "recall", "kept/ids", "invented", "facts kept", "adequacy", "next tool/key"]]
+    table = [["trajectory", "method", "recall", "kept/ids", "invented", "w/o ledger", "ledger tok", "facts kept",
+              "adequacy", "next tool/key"]]
     for r in rows:
         if "error" in r:
             table.append([r["trajectory"], r["label"], "ERROR " + r["error"][:80]])
@@ -52,7 +56,9 @@ def format_rows(rows: list[dict]) -> str:
         conts = r.get("continuation") or []
         table.append([r["trajectory"], r["label"], _f(rec.get("recall"), True),
                       f"{rec.get('kept_count', '-')}/{rec.get('source_identifiers', '-')}",
-                      _f(rec.get("invented_count")), f"{sum(f['present'] for f in facts)}/{len(facts)}",
+                      _f(rec.get("invented_count")),
+                      _f(((r.get("recall") or {}).get("without_ledger") or {}).get("recall"), True),
+                      _f((r.get("ledger") or {}).get("tokens")), f"{sum(f['present'] for f in facts)}/{len(facts)}",
                       _f((r.get("adequacy") or {}).get("score")),
                       " ".join(f"{int(c.get('tool_match', 0))}/{int(c.get('key_match', 0))}" for c in conts) or "-"])
     return _align(table)

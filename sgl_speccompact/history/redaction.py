@@ -23,6 +23,7 @@ keep.  What the models write is redacted again on the way out
 
 from __future__ import annotations
 
+import json
 import re
 from collections import Counter
 from dataclasses import dataclass
@@ -215,6 +216,41 @@ def add_counts(total: dict[str, int], more: dict[str, int]) -> dict[str, int]:
     return dict(sorted(merged.items()))
 
 
+# a JSON string literal, its closing quote optional (group 1): a quote that opens one no literal closes
+# (escaped quotes all the way, ``\"\"\"...``) is read to the line's end once, not once per quote
+_JSON_STRING = re.compile(r'"(?:[^"\\\n]|\\.)*("?)')
+
+
+def redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:
+    r"""Tool-call arguments as sent (a JSON text) with every secret replaced, and the counts.
+
+    Every JSON string in the text that holds an escape sequence is decoded,
+    redacted and written back escaped: encoded, a quoted value reads
+    ``\"...\"``, a tab ``\t`` and a line break ``\n``, so a secret there
+    matches no pattern (``SECRET_KEY = \"...\"``, an AWS key between tabs, a
+    private key's lines).  Then the whole text is redacted, as :func:`redact`
+    does, for what spans strings (a key and its value).  Strings without a
+    secret keep their bytes.
+
+    >>> redact_arguments('{"command": "export SECRET_KEY=\\"r8(v+3w!=y^t[q)k@e\\""}')
+    ('{"command": "export SECRET_KEY=\\"[REDACTED:password]\\""}', {'password': 1})
+    """
+    parts, pos, counts = [], 0, {}
+    for m in _JSON_STRING.finditer(arguments) if "\\" in arguments else ():
+        if not m.group(1) or "\\" not in m.group(0):
+            continue
+        try:
+            decoded = json.loads(m.group(0))
+        except ValueError:
+            continue
+        shown, found = redact(decoded)
+        if found:
+            parts += [arguments[pos:m.start()], json.dumps(shown, ensure_ascii=False)]
+            pos, counts = m.end(), add_counts(counts, found)
+    text, more = redact("".join(parts) + arguments[pos:] if parts else arguments)
+    return text, add_counts(counts, more)
+
+
 def redact_turns(turns: Iterable) -> tuple[tuple, dict[str, int]]:
     """Parsed turns with every content, name, call id and argument redacted, and the counts.
 
@@ -228,16 +264,17 @@ def redact_turns(turns: Iterable) -> tuple[tuple, dict[str, int]]:
 
     out, total = [], {}
 
-    def red(text):
+    def red(text, how=redact):
         nonlocal total
         if not text:
             return text
-        text, counts = redact(text)
+        text, counts = how(text)
         total = add_counts(total, counts)
         return text
 
     for t in turns:
-        calls = tuple(replace(c, id=red(c.id), name=red(c.name), arguments=red(c.arguments)) for c in t.tool_calls)
+        calls = tuple(replace(c, id=red(c.id), name=red(c.name), arguments=red(c.arguments, redact_arguments))
+                      for c in t.tool_calls)
         out.append(replace(t, content=red(t.content), tool_calls=calls, tool_call_id=red(t.tool_call_id),
                            name=red(t.name)))
     return tuple(out), total
@@ -304,6 +341,7 @@ def _redact_call(call):
     fn = call.get("function")
     if isinstance(fn, dict):
         # arguments sent as a JSON object (any depth) are redacted string by string and stay an object
-        new["function"] = {k: (redact(v)[0] if isinstance(v, str) else redact_json(v)[0] if k == "arguments" else v)
+        new["function"] = {k: ((redact_arguments if k == "arguments" else redact)(v)[0] if isinstance(v, str)
+                               else redact_json(v)[0] if k == "arguments" else v)
                            if k in ("name", "arguments") else v for k, v in fn.items()}
     return new if new != call else call

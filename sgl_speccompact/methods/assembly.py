@@ -11,18 +11,22 @@ here; an over-budget or cut-off summary raises
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Callable
 
 from ..config import CompactConfig
 from ..errors import BackendError, SummaryBudgetError
 from ..core.entries import is_structure
+from ..core.ledger import TITLE, LedgerSection
+from ..core.ledger_budget import MAX_REFITS, count_lines, fit, merge
+from ..history.ledger_entries import LedgerEntry
 from ..core.lines import drop_blank_ends, is_placeholder, norm_line, placeholder_texts
 from ..core.prompts import INCOMPLETE, assemble
 from ..result import LineOrigin, SlotResult, SummaryLine
 from ..schema import Slot
 
 Counter = Callable[[list[str]], list[int]]  # texts -> length in target tokens
+LEDGER_SLOT = "ledger"  # the slot name of the exact ledger's section
 CUT_SHORT = frozenset({"repair_truncated"})  # stop reasons of a slot whose next line was cut off: incomplete
 # stop reasons of a section that is not all there (a slot cut short, a one-shot's last section cut off by
 # its cap, a section of its fixed format it never wrote): a result holding one is ``truncated``
@@ -49,6 +53,7 @@ class Assembled:
     tokens: int  # its length in target tokens
     slots: list[SlotResult]  # one per section, in summary order
     truncated: bool = False  # cut off by the generation cap (only with cfg.report_cut_off)
+    budget: int = 0  # the summary token budget it was checked against (the ledger takes the room left)
 
 
 def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactConfig,
@@ -66,7 +71,8 @@ def from_slots(slots: tuple[Slot, ...], results: list[SlotResult], cfg: CompactC
     tokens = count([summary])[0]
     if tokens > cfg.max_summary_tokens:
         raise SummaryBudgetError(tokens, cfg.max_summary_tokens)
-    return Assembled(summary, tokens, results, truncated=any(r.stop_reason in CUT_SHORT for r in results))
+    return Assembled(summary, tokens, results, truncated=any(r.stop_reason in CUT_SHORT for r in results),
+                     budget=cfg.max_summary_tokens)
 
 
 def drop_unfit(results: list[SlotResult], markers: tuple[str, ...], placeholders: frozenset[str],
@@ -145,7 +151,7 @@ def from_text(written: OneShot, cfg: CompactConfig, count: Counter) -> Assembled
                         lines=[SummaryLine(text=line, origin=LineOrigin.TARGET) for line in body])
              for (name, title, body), n, stop in zip(parts, sizes, stop_reasons(parts, written.names, cut))]
     slots += [SlotResult(name=name, title=title, stop_reason="missing") for name, title in missing]
-    return Assembled(summary, tokens, slots, truncated=cut or bool(missing))
+    return Assembled(summary, tokens, slots, truncated=cut or bool(missing), budget=budget)
 
 
 def stop_reasons(parts: list[tuple[str, str, list[str]]], names: dict[str, str] | None, cut: bool) -> list[str]:
@@ -184,6 +190,44 @@ def section_events(slots: list[SlotResult]) -> list[dict]:
         events.append({"type": "slot_done", "slot": slot.name, "stop_reason": slot.stop_reason,
                        "lines": len(content)})
     return events
+
+
+# ---------------------------------------------------------------- the exact ledger
+
+
+def with_ledger(done: Assembled, entries: list[LedgerEntry], carried: LedgerSection, cfg: CompactConfig,
+                count: Counter) -> tuple[Assembled, dict]:
+    """``done`` with the exact ledger appended, and the result's ``ledger`` report.
+
+    The ledger takes the room the sections left of the summary budget, up to
+    ``cfg.max_ledger_tokens``: the sections are never cut for it, and the
+    whole summary stays within ``done.budget`` (checked on the joined text;
+    the room shrinks by any excess and the section is fitted again).
+    ``entries`` are this history's (:func:`~sgl_speccompact.history.ledger_entries.ledger_entries`),
+    ``carried`` the previous summary's section; the section's lines are a
+    slot of their own (origin ``ledger_exact``), after every other.
+    """
+    merged = merge(carried.entries, entries)
+    room = min(cfg.max_ledger_tokens, done.budget - done.tokens)
+    report = {"entries": 0, "carried": 0, "counted": {}, "tokens": 0, "budget": max(room, 0),
+              "found": len(entries), "merged": len(merged)}
+    for _ in range(MAX_REFITS):
+        fitted = fit(merged, carried, room, count)
+        if not fitted.lines:
+            break
+        summary = done.summary + "\n" + fitted.text
+        tokens = count([summary])[0]
+        if tokens > done.budget:
+            room -= tokens - done.budget
+            continue
+        slot = SlotResult(name=LEDGER_SLOT, title=TITLE, tokens=fitted.tokens,
+                          stop_reason="ledger_budget" if fitted.counted else "complete",
+                          lines=[SummaryLine(text=line, origin=LineOrigin.LEDGER) for line in fitted.lines[1:]])
+        report.update(entries=len(fitted.shown), carried=sum(e.carried for e in fitted.shown),
+                      counted=fitted.counted, tokens=fitted.tokens, budget=room)
+        return replace(done, summary=summary, tokens=tokens, slots=[*done.slots, slot]), report
+    report["counted"] = count_lines(merged, carried)[1]  # no room: everything is only counted, and not shown
+    return done, report
 
 
 # ---------------------------------------------------------------- sections of a text (pure)

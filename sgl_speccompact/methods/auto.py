@@ -51,6 +51,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from ..core.costmodel import GPUS, Hardware, LoraCost, ModelCost, forward_s, preset
+from ..core.ledger import strip_ledger
 from ..core.specdecode import SpecDecoding, copy_tau
 from .names import METHODS  # what it predicts: every built-in method, in the registry's order
 
@@ -182,7 +183,7 @@ def _slot_phases(shape: Shape) -> list[tuple[int, int]]:
 def held_share(summary: str, previous_summary: str | None) -> float | None:
     """The share of ``previous_summary``'s content lines that ``summary`` still holds (None: no previous lines).
 
-    Headings, blanks and empty markers are not content.
+    Headings, blanks and empty markers are not content, nor is the exact ledger (copied, never judged).
 
     >>> held_share("## Goal\\n- a\\n- c", "## Goal\\n- a\\n- b\\n(none)"), held_share("- a", None)
     (0.5, None)
@@ -191,10 +192,10 @@ def held_share(summary: str, previous_summary: str | None) -> float | None:
         return [x.strip() for x in text.splitlines()
                 if x.strip() and not x.lstrip().startswith("#") and x.strip().lower() not in ("(none)", "- (none)")]
 
-    before = content(previous_summary or "")
+    before = content(strip_ledger(previous_summary) or "")
     if not before:
         return None
-    now = set(content(summary or ""))
+    now = set(content(strip_ledger(summary) or ""))
     return sum(1 for x in before if x in now) / len(before)
 
 

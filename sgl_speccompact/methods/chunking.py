@@ -278,8 +278,18 @@ def split_request(request: MethodRequest, *, target: Backend, cfg: CompactConfig
             if sum(count([_render_turn(t) for t in shown])) > room:
                 raise HistoryTooLongError(f"messages[{a}:{b}] do not fit the target's context ({room} history "
                                           f"tokens per block) even with tool outputs stubbed", field="messages")
-        blocks.append(replace(request, messages=list(messages[:head]) + part, turns=turns[:head] + shown))
+        blocks.append(replace(request, messages=list(messages[:head]) + part, turns=turns[:head] + shown,
+                              indices=_indices(request, [*range(head), *range(a, b)])))
     return blocks
+
+
+def _indices(request: MethodRequest, positions: list[int]) -> tuple[int, ...]:
+    """The caller's message indices of ``request``'s messages at ``positions`` (the ledger names them).
+
+    >>> _indices(MethodRequest([], indices=(5, 6, 7)), [0, 2]), _indices(MethodRequest([]), [0, 2])
+    ((5, 7), (0, 2))
+    """
+    return tuple(request.indices[p] for p in positions) if request.indices is not None else tuple(positions)
 
 
 def add_stats(into: CompactionStats, more: CompactionStats) -> None:

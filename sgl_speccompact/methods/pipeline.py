@@ -4,8 +4,8 @@
 
     request -> parse once -> [prune] -> blocks -> per block: redact + render -> method program
                (request.py)  (pruning)  (chunking)  (Job)                        (registered)
-            -> assemble + budget -> [SJC]        each block on the last block's summary
-               (assembly.py)        (source_judge.py)
+            -> assemble + budget + exact ledger -> [SJC]        each block on the last block's summary
+               (assembly.py)                       (source_judge.py)
 
 ``run(name, request, target, drafter, config)`` reads one
 :class:`~.request.MethodRequest`; the config is made, the schema validated
@@ -16,8 +16,10 @@ A method is a small program registered by name: it reads a :class:`Job`
 (config, schema, rendered history, connected backends, stats) and returns
 either its slot results or one generated text (:class:`~.assembly.OneShot`).
 Everything else -- argument checks, history parsing, label resolution,
-assembly, the summary budget, Source-Judged Compaction and the wall time --
-happens here, once, the same way for every method.
+assembly, the summary budget, the exact ledger (no model: it is read back
+from the previous summary here and never shown to one), Source-Judged
+Compaction and the wall time -- happens here, once, the same way for every
+method.
 
 A slot-parallel method records its shared target prefix in
 ``Job.shared_prefix``; SJC then judges on branches of that prefix (already
@@ -32,12 +34,14 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from .chunking import run_blocks, split_request
-from .assembly import Assembled, OneShot, from_slots, from_text, section_events
+from .assembly import Assembled, OneShot, from_slots, from_text, section_events, with_ledger
 from ..config import CompactConfig
 from ..backends.endpoint import connect
 from ..backends.contract import Backend, ProgramBackend
 from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
+from ..history.ledger_entries import ledger_entries
 from ..history.messages import Turn, render_history
+from ..core.ledger import LedgerSection, split_ledger
 from ..backends.layout import LayoutPlan, plan_layout
 from ..history.pruning import prune_tool_outputs, report_dict, with_stubs
 from ..history.redaction import add_counts, redact, redact_json, redact_messages, redact_turns
@@ -71,6 +75,8 @@ class Job:
     redactions: dict[str, int] | None = None  # secrets replaced in turns, tools, previous summary, focus, per kind
     focus: str | None = None  # topic the summary should favour (untrusted text; prompts quote it)
     ran_as: str | None = None  # set by a method that ran as another one (the result's ran_as)
+    carried_ledger: LedgerSection = LedgerSection()  # the previous summary's exact ledger, read back (no model sees it)
+    indices: tuple[int, ...] | None = None  # each turn's index in the caller's messages (MethodRequest.indices)
 
     def emit(self, event: dict) -> None:
         if self.on_event is not None:
@@ -227,6 +233,8 @@ def start(method: Method, request: MethodRequest, backends: Backends, cfg: Compa
         if previous_summary:
             previous_summary, found = redact(previous_summary)
             redactions = add_counts(redactions, found)
+    # the previous ledger is carried as it was written: no model sees, judges or rewrites it
+    previous_summary, carried_ledger = split_ledger(previous_summary)
     if previous_summary:
         previous_summary = neutralise(previous_summary)  # untrusted too (render_history does the turns)
     target = backends.target.with_token_ids(cfg.send_token_ids)
@@ -238,14 +246,16 @@ def start(method: Method, request: MethodRequest, backends: Backends, cfg: Compa
     return Job(method=method.name, cfg=cfg, slots=slots, turns=turns, history=render_history(turns),
                target=target, drafter=drafter, previous_summary=previous_summary,
                count=target.count_tokens, recorder=recorder, redactions=redactions,
-               on_event=tracker.watch(on_event, recorder) if tracker else on_event)
+               on_event=tracker.watch(on_event, recorder) if tracker else on_event,
+               carried_ledger=carried_ledger, indices=request.indices)
 
 
 def finish(job: Job, written: Written, t0: float) -> CompactionResult:
-    """Assemble what the program wrote, check the budget, time the compaction.
+    """Assemble what the program wrote, check the budget, add the exact ledger, time the compaction.
 
     A one-shot text's sections are reported as slots; its progress events
-    are sent now, after the single generation.
+    are sent now, after the single generation.  The ledger is built from the
+    redacted turns (no model) and takes the room the sections left.
     """
     if isinstance(written, OneShot):
         done: Assembled = from_text(written, job.cfg, job.count)
@@ -253,7 +263,14 @@ def finish(job: Job, written: Written, t0: float) -> CompactionResult:
             job.emit(event)
     else:
         done = from_slots(job.slots, written, job.cfg, job.count)
+    ledger = None
+    if job.cfg.ledger:
+        sections = len(done.slots)
+        done, ledger = with_ledger(done, ledger_entries(job.turns, job.indices), job.carried_ledger, job.cfg,
+                                   job.count)
+        for event in section_events(done.slots[sections:]):
+            job.emit(event)
     job.recorder.stats.total_wall_s = time.perf_counter() - t0
     return CompactionResult(method=job.method, summary=done.summary, summary_tokens=done.tokens,
                             slots=done.slots, stats=job.recorder.stats, redactions=dict(job.redactions or {}),
-                            truncated=done.truncated, ran_as=job.ran_as)
+                            truncated=done.truncated, ran_as=job.ran_as, ledger=ledger)

@@ -44,6 +44,7 @@ class MethodRequest:
     on_event: Callable[[dict], None] | None = None  # progress callback: each line and slot as it is written
     on_progress: Callable[[Progress], None] | None = None  # totals so far: blocks, slots, judged lines, tokens
     turns: tuple[Turn, ...] | None = None  # ``messages`` parsed, one turn per message; None: not parsed yet
+    indices: tuple[int, ...] | None = None  # each message's index in the caller's messages (a chunked block's); None: 0, 1, ...
 
     def parsed(self, cfg: CompactConfig) -> "MethodRequest":
         """This request with its messages parsed and checked against ``cfg``'s limits (once)."""

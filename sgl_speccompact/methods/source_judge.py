@@ -13,7 +13,8 @@ entry is kept, marked ``unreliable``, and counted in the report's
 
 Entries (:mod:`~sgl_speccompact.core.entries`) are list items and plain lines
 under a heading; headings, blank lines and empty markers are never judged
-or deleted, and order is kept.
+or deleted, and order is kept.  The exact ledger's lines are not judged
+either (:func:`judged_entries`): each is a copy of the history.
 
 The seed paper judges with Jev, a non-generative decision model; here the
 target's label probabilities play that role (the same exact judge as
@@ -56,6 +57,7 @@ from ..core.judge import Judgement, acted, label_choices, unreliable
 from ..programs.states import retire
 from ..programs.steps import result_of
 from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
+from ..core.ledger import TITLE as LEDGER_TITLE
 from ..core.judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context, source_judge_question
 from ..result import CompactionResult, StatsRecorder
 
@@ -271,7 +273,7 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Backend | Prog
     target = connect(target)
     recorder = recorder if recorder is not None else StatsRecorder()
     before = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
-    entries = split_entries(summary, cfg.empty_markers)
+    entries = judged_entries(summary, cfg)
     src = sources(turns, previous_summary, cfg, shared_prefix)
     judgements = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
                                recorder=recorder)
@@ -286,6 +288,16 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Backend | Prog
                               unreliable=w) for e, j, k, w in zip(entries, judgements, keep, weak)],
     )
     return drop_entries(summary, entries, keep), report
+
+
+def judged_entries(summary: str, cfg: CompactConfig) -> list[Entry]:
+    """The entries of ``summary`` SJC judges: every one but the exact ledger's, which are copies of
+    the history (or of the previous summary's ledger) by construction, so a verdict could only lose one.
+
+    >>> [e.text for e in judged_entries("## Goal\\n- a\\n\\n## Exact Ledger\\n- m1 ran `ls`\\n", CompactConfig())]
+    ['- a']
+    """
+    return [e for e in split_entries(summary, cfg.empty_markers) if e.section != LEDGER_TITLE]
 
 
 def check_labels(target: Backend, cfg: CompactConfig) -> None:
@@ -313,7 +325,7 @@ def source_judge_result(result: CompactionResult, messages_or_turns: Any, *, tar
                                     shared_prefix=shared_prefix)
     count = target.count_tokens
     if report.deleted:
-        entries = split_entries(out.summary, cfg.empty_markers)
+        entries = judged_entries(out.summary, cfg)
         gone = {i for e, v in zip(entries, report.entries) if not v.kept for i in range(e.start, e.end)}
         out.slots = prune_slots(out.slots, out.summary.split("\n"), gone, count)
         out.summary_tokens = count([filtered])[0]

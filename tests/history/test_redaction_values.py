@@ -8,7 +8,7 @@ import json
 
 import pytest
 
-from tests.support.secret_cases import SECRET_CASES, leaked
+from tests.support.secret_cases import LISTED_FORMATS, SECRET_CASES, leaked
 from sgl_speccompact.methods.request import AgentLayout, MethodRequest
 from sgl_speccompact.history.redaction import find_secrets, redact, redact_messages
 
@@ -111,3 +111,21 @@ def test_previous_summary_secrets_never_reach_the_emulated_servers(make_emulated
     prompts = [p for _, p in target_policy.calls + drafter_policy.calls]
     assert prompts and any("deploy" in p for p in prompts)
     assert not leaked(prompts)
+
+
+ESCAPED = [c for c in SECRET_CASES + [c for c in LISTED_FORMATS if c[0].startswith("sts_")]]
+
+
+@pytest.mark.parametrize("name,text,secrets", ESCAPED, ids=[c[0] for c in ESCAPED])
+def test_secrets_in_json_string_arguments_are_redacted_where_escapes_hid_them(name, text, secrets):
+    """Arguments sent as a JSON string: a quoted value reads \\"...\\" and a tab \\t there, which hid
+    SECRET_KEY = "...", a JSON password and an AWS key between tabs from every pattern (they reached the
+    rendered history, so every prompt, before this fix)."""
+    from sgl_speccompact.history.messages import parse_messages, render_history
+    from sgl_speccompact.history.redaction import redact_turns
+
+    msgs = _call_with(json.dumps({"command": text, "nested": {"env": [text]}}))
+    turns, counts = redact_turns(parse_messages(msgs))
+    assert counts and not leaked([render_history(turns)], [(name, text, secrets)])
+    shown = redact_messages(msgs)[1]["tool_calls"][0]["function"]["arguments"]
+    assert not leaked([shown], [(name, text, secrets)]) and json.loads(shown)  # still JSON

@@ -147,6 +147,63 @@ def test_engine_compacts_on_the_emulated_service_incrementally(emulated_service)
         assert e.get_status()["speccompact"]["last_compaction"]["incremental"] is True
 
 
+LEDGER_BODY = ("## Goal\n- g\n\n## Next Steps\n1. n\n\n## Exact Ledger\n"
+               "Copied verbatim from the history, no model: mN = message N; done = already carried out, do not repeat.\n"
+               "- m4 x2 ran `pytest -x` exit `1`\n- m5 hash `9fceb02`\n- +3 more paths under `src`")
+
+
+def test_the_exact_ledger_keeps_its_heading_and_lines_both_ways():
+    from sgl_speccompact.core.ledger import TITLE
+
+    assert hermes_body.LEDGER == TITLE  # the plugin imports nothing of the package: the two must agree
+    shown = hermes_body.to_hermes(LEDGER_BODY, None, None, [])
+    heads = re.findall(r"^## (.+)$", shown, re.M)
+    assert heads == [*hermes_body.HEADINGS, TITLE]  # after Hermes's sections, never inside Critical Context
+    ledger = LEDGER_BODY[LEDGER_BODY.index("## Exact Ledger"):]
+    assert shown.endswith(ledger)  # byte for byte
+    back = hermes_body.to_slots(shown)  # a Hermes-shaped summary read back for the service
+    assert back.endswith(ledger) and "## Goal\n- g" in back
+
+
+@pytest.mark.slow
+def test_an_identifier_of_the_first_compaction_is_in_the_context_after_the_fourth(emulated_service):
+    """Four compactions of one session on the service: a commit hash and a build id of the first
+    compaction's middle are still in the context Hermes continues with, in the exact ledger."""
+    first = {"commit": "7c2d9e41ab3", "build": "BLD2024X17"}
+
+    def rounds(start: int, n: int) -> list[dict]:
+        out = []
+        for i in range(start, start + n):
+            text = (f"deployed build {first['build']} at commit {first['commit']}" if i == 1
+                    else f"output {i}") + " " + "x" * 400
+            out += [{"role": "assistant", "content": "", "tool_calls": [call(f"c{i}")]},
+                    {"role": "tool", "tool_call_id": f"c{i}", "content": text},
+                    {"role": "assistant", "content": f"step {i} done"}]
+        return out
+
+    with ServiceProxy(emulated_service) as proxy:
+        e = make_engine(proxy.url, method="speccompact", timeout_s=READY_S)
+        ms = [{"role": "user", "content": "Fix the failing test in tests/test_io.py"}] + rounds(0, 6) + \
+            [{"role": "user", "content": "go on"}]
+        assert first["commit"] in json.dumps(proxy_middle(e, ms))  # the first compaction summarizes it
+        out = e.compress(ms)
+        for k in range(1, 4):
+            assert e.compression_count == k
+            out = e.compress(out + rounds(10 * k, 6)[0:] + [{"role": "user", "content": f"round {k}"}])
+        assert e.compression_count == 4 and len(proxy.bodies) == 4
+        summary = next(m for m in out if m.get(msgs.SUMMARY_KEY))["content"]
+        ledger = summary[summary.index("## Exact Ledger"):]
+        assert first["commit"] in ledger and first["build"] in ledger
+        assert sum(first["commit"] in json.dumps(m) for m in out) == 1  # only the summary holds it now
+        assert all("## Exact Ledger" in b["previous_summary"] for b in proxy.bodies[1:])  # carried each time
+
+
+def proxy_middle(e, ms) -> list[dict]:
+    """The messages the engine's next compaction of ``ms`` would send."""
+    p = e._plan(ms)
+    return msgs.middle(p.pruned, p.cut)
+
+
 def test_service_down_with_abort_keeps_messages_and_cools_down():
     e = make_engine(closed_port_url(), abort_on_summary_failure=True)
     ms = history()

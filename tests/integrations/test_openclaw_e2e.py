@@ -248,6 +248,22 @@ def session_runs(stack):
             "llm_ok": llm_ok, "llm_down": llm.requests[start_llm + len(llm_ok):]}
 
 
+FIRST_COMMIT, FIRST_BUILD = "7c2d9e41ab3", "BLD2024X17"  # identifiers of the first turn, compacted first
+
+
+@pytest.fixture(scope="module")
+def long_session(stack):
+    """Five turns of one session: the model reports a prompt near the window after each, so OpenClaw
+    compacts before each of the last four, through the engine and the service."""
+    oc, llm, proxy = stack
+    start_llm, start_bodies = len(llm.requests), len(proxy.bodies)
+    oc.edit(select_plugin(proxy.url))
+    turns = [oc.turn("s-ledger", f"Deploy build {FIRST_BUILD} at commit {FIRST_COMMIT}, then report.")]
+    turns += [oc.turn("s-ledger", f"Carry on with step {k}.") for k in range(1, 5)]
+    return {"turns": turns, "llm": llm.requests[start_llm:],
+            "bodies": [b for b in proxy.bodies[start_bodies:] if b.get("session") == "s-ledger"]}
+
+
 @pytest.fixture(scope="module")
 def loop_run(stack):
     """One turn in which the model reads more files than the window holds."""
@@ -319,6 +335,21 @@ def test_the_session_survives_the_service_being_down(session_runs):
     asked = [r for r in session_runs["llm_down"] if any("Carry on with the lexer" in text_of(m) for m in r["messages"])]
     assert asked, "the turn after the failed compaction never reached the model"
     assert len(session_runs["bodies"]) == 1  # the proxy (the working service) was not called again
+
+
+def test_an_identifier_of_the_first_compaction_is_in_the_context_after_the_fourth(long_session):
+    turns, bodies = long_session["turns"], long_session["bodies"]
+    assert all(t["rc"] == 0 for t in turns), [t["stderr"][-2000:] for t in turns if t["rc"]]
+    compactions = [b for b in bodies if b.get("mode") != "prepare"]
+    assert len(compactions) >= 4, len(compactions)
+    assert FIRST_COMMIT in json.dumps(compactions[0]["messages"])  # the first compaction summarized it
+    assert all("## Exact Ledger" in (b.get("previous_summary") or "") for b in compactions[1:])  # carried
+    later = [r for r in long_session["llm"] if any("compacted into the following summary" in text_of(m)
+                                                   for m in r["messages"])]
+    assert later, "the model never saw a compaction summary"
+    seen = next(text_of(m) for m in later[-1]["messages"] if "compacted into the following summary" in text_of(m))
+    ledger = seen[seen.index("## Exact Ledger"):]
+    assert FIRST_COMMIT in ledger and FIRST_BUILD in ledger  # in the context after the fourth, verbatim
 
 
 def test_a_long_tool_loop_stays_inside_the_window(loop_run):

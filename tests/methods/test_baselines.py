@@ -16,6 +16,7 @@ from tests.support.programs import MESSAGES
 from tests.support.methods import OPENCLAW_OUT, baseline
 
 HERMES_OUT = "\n".join(f"## {title}\n- item of {title}\n" for title, _ in HERMES_SECTIONS)
+SECTIONS_ONLY = {"ledger": False}  # tests of a method's own sections (the exact ledger: tests/methods/test_ledger.py)
 
 
 class Gen:
@@ -44,7 +45,7 @@ def requests(result):
 
 def test_hermes_is_one_generation_with_the_template_sections_in_order():
     target, gen = target_with(HERMES_OUT)
-    res = baseline("hermes", MESSAGES, target=target)
+    res = baseline("hermes", MESSAGES, target=target, config=SECTIONS_ONLY)
     assert [k for k, _ in target.requests] == ["generate"]
     assert requests(res) == {"generate": 1} and res.method == "hermes"
     prompt = target.requests[0][1]
@@ -139,7 +140,7 @@ def test_empty_monolithic_summary_is_an_error():
 def test_openclaw_is_one_generation_of_the_six_slots():
     target, gen = target_with(OPENCLAW_OUT)
     events = []
-    res = baseline("openclaw", MESSAGES, target=target, on_event=events.append)
+    res = baseline("openclaw", MESSAGES, target=target, on_event=events.append, config=SECTIONS_ONLY)
     assert [k for k, _ in target.requests] == ["generate"] and requests(res) == {"generate": 1}
     prompt = target.requests[0][1]
     assert "<conversation>\n[system]" in prompt and "</conversation>" in prompt
@@ -159,7 +160,8 @@ def test_openclaw_is_one_generation_of_the_six_slots():
 def test_openclaw_update_form_and_custom_schema():
     schema = (Slot(name="todo", title="Todo", contract="What is left.", body_format="- [item]"),)
     target, _ = target_with("## Todo\n- ship it\n")
-    res = baseline("openclaw", MESSAGES, target=target, schema=schema, previous_summary="## Todo\n- OLD-ITEM")
+    res = baseline("openclaw", MESSAGES, target=target, schema=schema, previous_summary="## Todo\n- OLD-ITEM",
+                   config=SECTIONS_ONLY)
     prompt = target.requests[0][1]
     assert "<previous_summary>\n## Todo\n- OLD-ITEM\n</previous_summary>" in prompt
     assert "## Goal" not in prompt and "## Todo\n- [item]" in prompt
@@ -198,16 +200,16 @@ def test_target_self_prefills_once_then_one_generation_per_slot():
 def test_target_self_caps_slots_at_the_line_and_token_budgets():
     many = lambda text: "".join(f"- {slot_of(text)} item {i}\n" for i in range(9))
     target, _ = target_with(many)
-    res = baseline("target_self", MESSAGES, target=target, config={"max_lines_per_slot": 3})
+    res = baseline("target_self", MESSAGES, target=target, config={"max_lines_per_slot": 3, **SECTIONS_ONLY})
     assert all(len(s.lines) == 3 and s.stop_reason == "line_budget" for s in res.slots)
-    res = baseline("target_self", MESSAGES, target=target, config={"max_tokens_per_slot": 10})
+    res = baseline("target_self", MESSAGES, target=target, config={"max_tokens_per_slot": 10, **SECTIONS_ONLY})
     # "- <slot> item N\n" is 5 scripted tokens: two fit in 10
     assert all(s.tokens == 10 and len(s.lines) == 2 and s.stop_reason == "token_budget" for s in res.slots)
 
 
 def test_target_self_drops_the_line_cut_by_the_generation_cap():
     target, _ = target_with(lambda text: f"- {slot_of(text)} one\n- two\n- thr", finish="length")
-    res = baseline("target_self", MESSAGES, target=target)
+    res = baseline("target_self", MESSAGES, target=target, config=SECTIONS_ONLY)
     assert all([l.text for l in s.lines] == [f"- {s.name} one", "- two"] for s in res.slots[:1])
     # "- two" is in every slot: the first keeps it, the later copies are removed at assembly
     assert all([l.text for l in s.lines] == [f"- {s.name} one"] and s.removed_duplicates == ["- two"]
@@ -218,7 +220,8 @@ def test_target_self_drops_the_line_cut_by_the_generation_cap():
 def test_target_self_previous_summary_in_the_shared_prefix_events_and_budget():
     target, _ = target_with(slot_answer)
     events = []
-    baseline("target_self", MESSAGES, target=target, previous_summary="## Goal\n- PREVIOUS-7", on_event=events.append)
+    baseline("target_self", MESSAGES, target=target, previous_summary="## Goal\n- PREVIOUS-7", on_event=events.append,
+             config=SECTIONS_ONLY)
     assert "<previous_summary>\n## Goal\n- PREVIOUS-7" in target.kinds("prefill")[0]
     assert sorted(e["slot"] for e in events if e["type"] == "slot_done") == sorted(s.name for s in OPENCLAW_SLOTS)
     lines = [e for e in events if e["type"] == "line"]

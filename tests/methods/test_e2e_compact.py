@@ -10,6 +10,7 @@ from tests.support.summary_checks import assert_summary_clean
 
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+from sgl_speccompact.core.ledger import HEADING
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 from sgl_speccompact.emulator import ScriptedPolicy
@@ -40,7 +41,7 @@ def test_speccompact_over_http_one_request_judge(servers, name):
     assert_summary_clean(res)
 
     heads = [line for line in res.summary.splitlines() if line.startswith("## ")]
-    assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS]
+    assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS] + [HEADING]  # the exact ledger last
     nxt = {s.name: s for s in res.slots}["next_steps"]
     assert [l.text for l in nxt.lines] == ["1. Run the program", "2. Check the output matches", "3. Report back"]
     assert nxt.lines[1].origin is LineOrigin.REPAIRED and "INVENTED" in nxt.lines[1].rejected_draft

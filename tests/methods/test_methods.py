@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from sgl_speccompact.core.ledger import strip_ledger
 from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.errors import ConfigError, UnknownMethodError
 from sgl_speccompact.methods.registry import METHODS, run_method
@@ -104,7 +105,8 @@ def test_source_judge_flag_on_every_method():
         report = res.source_judge
         assert report is not None and kinds(res)["judge"] == report["requests"] >= 1, method
         assert report["deleted"] == sum(not e["kept"] for e in report["entries"])
-        assert "/workspace/hello.py" not in res.summary, method
+        assert "/workspace/hello.py" not in strip_ledger(res.summary), method  # deleted from the sections
+        assert "`/workspace/hello.py`" in res.summary, method  # the exact ledger is never judged
         assert "## Goal" in res.summary
 
 
@@ -112,10 +114,10 @@ def test_schema_reaches_slot_methods():
     schema = (Slot(name="goal", title="Goal", contract="The goal.", body_format="- goal"),)
     target = baseline_target()
     res = run_method("target_self", MethodRequest(MESSAGES, schema=schema), target=target)
-    assert [s.name for s in res.slots] == ["goal"] and len(target.kinds("generate")) == 1
+    assert [s.name for s in res.slots] == ["goal", "ledger"] and len(target.kinds("generate")) == 1
     target, drafter = backends()
     res = run_method("speccompact", MethodRequest(MESSAGES, schema=schema), target=target, drafter=drafter)
-    assert [s.name for s in res.slots] == ["goal"]
+    assert [s.name for s in res.slots] == ["goal", "ledger"]  # the schema's slots, then the exact ledger
 
 
 def test_progress_events_for_every_method():

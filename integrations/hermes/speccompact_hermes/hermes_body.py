@@ -18,8 +18,14 @@ Progress / ### Done                     Completed Actions
 Progress / ### In Progress              Historical In-Progress State
 Progress / ### Blocked                  Blocked
 Next Steps                              Historical Remaining Work
+Exact Ledger                            itself, last, byte for byte
 any other section                       a ``### title`` block in Critical Context
 ======================================  =====================================
+
+The exact ledger (the service's files, commands, identifiers and side
+effects, copied from the history) keeps its own heading and lines, after
+Hermes's sections, in both directions: the service reads it back from the
+next compaction's previous summary by that heading, and no model rewrites it.
 
 As the built-in does, the task snapshot is written locally from the newest
 real user turn among the compacted messages (kept from the previous summary
@@ -53,6 +59,7 @@ SYNTHETIC_FLAGS = ("_todo_snapshot_synthetic", "_empty_recovery_synthetic", "_ve
                    "_pre_verify_synthetic")  # Hermes's markers of user-role scaffolding
 SYNTHETIC_PREFIXES = ("[System: ", "[Your active task list was preserved", "[IMPORTANT: Background process ")
 NONE = "None."  # body of a section with nothing in it
+LEDGER = "Exact Ledger"  # the service's exact ledger section (its heading is "## Exact Ledger"): kept as written
 
 
 def real_user_turns(messages: list[dict], is_summary) -> list[str]:
@@ -153,8 +160,11 @@ def to_hermes(body: str, snapshot: str | None, previous: str | None, files: list
     """
     got: dict[str, list[str]] = {h: [] for h in HEADINGS}
     extra: list[str] = []
+    ledger: list[str] = []
     for title, lines in parse(body).items():
-        if title in got:
+        if title == LEDGER:
+            ledger = lines
+        elif title in got:
             got[title] += lines
         elif title == "Progress":
             for sub, sub_lines in _subsections(lines):
@@ -169,7 +179,8 @@ def to_hermes(body: str, snapshot: str | None, previous: str | None, files: list
     got["Historical Task Snapshot"] = [snapshot] if snapshot else (got["Historical Task Snapshot"] or old or [])
     if not got["Relevant Files"] and files:
         got["Relevant Files"] = [f"- {p}" for p in files]
-    return "\n\n".join(f"## {h}\n" + ("\n".join(got[h]) if got[h] else NONE) for h in HEADINGS)
+    out = "\n\n".join(f"## {h}\n" + ("\n".join(got[h]) if got[h] else NONE) for h in HEADINGS)
+    return out + (f"\n\n## {LEDGER}\n" + "\n".join(ledger) if ledger else "")
 
 
 def is_hermes_shaped(body: str) -> bool:
@@ -184,9 +195,12 @@ def to_slots(body: str) -> str:
     ...          "## Historical Remaining Work\\n1. n")
     '## Goal\\n- g\\n\\n## Progress\\n### Done\\n1. a\\n\\n## Next Steps\\n1. n'
     """
-    slots: dict[str, list[str]] = {t: [] for t in SLOT_ORDER}
+    slots: dict[str, list[str]] = {t: [] for t in (*SLOT_ORDER, LEDGER)}
     progress: dict[str, list[str]] = {"Done": [], "In Progress": [], "Blocked": []}
     for title, lines in parse(body).items():
+        if title == LEDGER:
+            slots[LEDGER] = lines
+            continue
         lines = [line for line in lines if line.strip() != NONE]
         slot, sub = HERMES_TO_SLOT.get(title, (title if title in slots else "Critical Context", None))
         if not lines or slot is None:

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from bench.evaluation.identifiers import extract
+from sgl_speccompact.history.identifiers import extract
 from bench.evaluation.recall import history_text, retention, source_text, summary_retention
 from sgl_speccompact.history.formats import load_history
 

@@ -87,25 +87,30 @@ PROGRAMS = frozenset((
 MAX_COMMAND = 160  # characters kept of a command
 
 _URL = re.compile(r"https?://[^\s<>()\[\]{}\"'`]+")
-_PATH = re.compile(r"(?<![\w/.@+~<-])((?:~|\.{1,2})?/?(?:[\w.@+-]+/)+[\w.@+-]+|/[\w.@+-]*[A-Za-z_][\w.@+-]*"
+_PATH = re.compile(r"(?<![\w/.@+~<-])((?:~|\.{1,2})?/?(?:[\w.@+-]++/)+[\w.@+-]++|/[\w.@+-]*[A-Za-z_][\w.@+-]*"
                    r"|[\w@+-][\w.@+-]*\.[A-Za-z0-9]{1,5})"
                    r"(?:(?::(\d+)(?::\d+)?)|(?:\"?,? line (\d+)))?")
 _EXT = re.compile(r"\.([A-Za-z0-9]{1,5})$")
-_ERROR = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*\.)*([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Exit|Interrupt))\b"
+_ERROR = re.compile(r"(?<![\w.])(?:[A-Za-z_]\w*+\.)*([A-Z][A-Za-z0-9]*(?:Error|Exception|Warning|Exit|Interrupt))\b"
                     r"|\b(" + "|".join(ERRNO) + r")\b")
-_HASH = re.compile(r"(?<![\w-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![\w-])")
+# every error name holds one of these: a text without any has none (scanned at memory speed, before _ERROR)
+_ERROR_HINT = re.compile("Error|Exception|Warning|Exit|Interrupt|" + "|".join(ERRNO))
+_HASH = re.compile(r"(?=[0-9a-f])(?<![\w-])(?=[0-9a-f]*[0-9])(?=[0-9a-f]*[a-f])[0-9a-f]{7,}(?![\w-])")
+# ``#123`` first: it starts with "#", the others at a word start, so no position can match both and
+# the word-start check is made once per position for the rest (in their order: uuid, date, code, words)
 _ID = re.compile(
-    r"\b[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
-    r"|\b\d{4}-\d{2}-\d{2}\b"
-    r"|(?<![\w#&])#\d+\b"
-    r"|\b(?=(?:[A-Z0-9]*\d){2})(?=(?:[A-Z0-9]*[A-Z]){2})[A-Z0-9]{5,}\b"
-    r"|\b(?=(?:[\w-]*\d){2})[A-Za-z][A-Za-z0-9]*(?:[_-][A-Za-z0-9]+)+\b")
+    r"(?<![\w#&])#\d+\b"
+    r"|\b(?:[0-9a-fA-F]{8}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{4}-[0-9a-fA-F]{12}\b"
+    r"|\d{4}-\d{2}-\d{2}\b"
+    r"|(?=(?:[A-Z0-9]*\d){2})(?=(?:[A-Z0-9]*[A-Z]){2})[A-Z0-9]{5,}\b"
+    r"|(?P<words>[A-Za-z][A-Za-z0-9]*+(?:[_-][A-Za-z0-9]++)+\b))")  # 2+ digits: checked in _ids
 _UNIT_ALT = "|".join(sorted((re.escape(u) for u in UNITS), key=len, reverse=True))
-_NUMBER = re.compile(r"(?<![\w.$:,])(\$)?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:\s?(" + _UNIT_ALT + r"))?(?![\w%/])",
-                     re.IGNORECASE)
+# every match starts with a digit or "$": that cheap test comes first, the look-behind after it
+_NUMBER = re.compile(r"(?=[\d$])(?<![\w.$:,])(\$)?(\d{1,3}(?:,\d{3})+|\d+)(?:\.(\d+))?(?:\s?(" + _UNIT_ALT
+                     + r"))?(?![\w%/])", re.IGNORECASE)
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _INLINE = re.compile(r"(?<!`)`([^`\n]+)`(?!`)")
-_PROMPT = re.compile(r"^\s*\$ (.+)$", re.MULTILINE)
+_PROMPT = re.compile(r"^[^\S\n]*\$ (.+)$", re.MULTILINE)
 
 
 @dataclass(frozen=True)
@@ -136,6 +141,8 @@ def extract(text: str) -> list[Identifier]:
 
 
 def _urls(text):
+    if "://" not in text:
+        return
     for m in _URL.finditer(text):
         url = m.group(0).rstrip(".,;:!?")
         yield m.start(), m.start() + len(url), Identifier("url", url, url)
@@ -174,6 +181,8 @@ def _paths(text):
 
 
 def _errors(text):
+    if not _ERROR_HINT.search(text):
+        return
     for m in _ERROR.finditer(text):
         name = m.group(1) or m.group(2)
         yield m.start(), m.end(), Identifier("error", name, m.group(0))
@@ -186,6 +195,8 @@ def _hashes(text):
 
 def _ids(text):
     for m in _ID.finditer(text):
+        if m.group("words") and sum(c.isdigit() for c in m.group("words")) < 2:
+            continue
         yield m.start(), m.end(), Identifier("id", m.group(0), m.group(0))
 
 
