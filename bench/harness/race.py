@@ -222,6 +222,18 @@ def crossover(report: dict, delta: str, errors: tuple[float, float] = (0.0, 0.0)
     return out
 
 
+def short(label: str, spec: str) -> str:
+    """A race row's short name.
+
+    >>> short("target_self", "ngram-copy-h"), short("target_delta", "eagle3")
+    ('Target-self (NGRAM copy)', 'Target-delta (EAGLE3)')
+    """
+    names = {"speccompact": "SpecCompact", "target_self": "Target-self", "target_delta": "Target-delta",
+             "hermes@2048": "Hermes-style @2048", "openclaw": "OpenClaw-style"}
+    specs = {"eagle3": "EAGLE3", "ngram-copy-h": "NGRAM copy", "ngram": "NGRAM, no copy"}
+    return f"{names.get(label, label)} ({specs.get(spec, spec)})"
+
+
 def first_win(table: dict, delta: str) -> str:
     """The h from which ``delta`` has the fewest device-seconds, in words, from a :func:`crossover` table."""
     wins = [h for h, x in table.items() if x["fewest"][0] == delta]
@@ -302,19 +314,37 @@ def judge_tables(report: dict) -> str:
                 if any(row):
                     out.append(f"| {name} | never judges | " + " | ".join(cell(c) if c else "-" for c in row) + " |")
         out.append("")
-    out += [f"**{who}: Target-delta (EAGLE3) over the best other method, median [per-seed min-max], by judge "
-            f"errors; {seeds_label(report)}** (SIMULATED)", "",
+    out += [f"**{who}: the fewest device-seconds per compaction by judge errors, and Target-delta's (EAGLE3) "
+            f"beside the best other method's; {seeds_label(report)}** (SIMULATED)", "",
             "| judge errors (false accept, false reject) | " + " | ".join(f"h = {h:g}" for h in holds)
             + " | crossover: Target-delta | crossover: SpecCompact |", "|---|" + "---|" * (len(holds) + 2)]
+    ratios = []
     for e in pairs:
-        table = crossover(report, "target_delta", e)
+        table, got = crossover(report, "target_delta", e), cells(report, e)
         row = []
         for h in holds:
             x = table.get(h)
-            row.append("-" if x is None or x["ratio"] is None else
-                       f"{x['ratio']:.2f}x [{_s(x['ratio_min'])}-{_s(x['ratio_max'])}] vs {x['rival'][0]} "
-                       f"({x['rival'][1]})")
+            if x is None or x["rival"] is None:
+                row.append("-")
+                continue
+            med = {k: _s(got[(*k, h)]["device_s_per_compaction_median"])
+                   for k in (x["fewest"], x["rival"], ("target_delta", "eagle3"))}
+            row.append(f"{short(*x['fewest'])} {med[x['fewest']]}; Target-delta {med[('target_delta', 'eagle3')]}"
+                       f" vs {short(*x['rival'])} {med[x['rival']]}")
         spec = crossover(report, "speccompact", e)
         out.append(f"| {e[0]:g}, {e[1]:g} | " + " | ".join(row) + f" | {first_win(table, 'target_delta')} | "
                    f"{first_win(spec, 'speccompact') if spec else '-'} |")
+        ratios.append(f"- judge errors {e[0]:g}, {e[1]:g}: Target-delta over the best other method, median "
+                      "[per-seed min-max]: " + "; ".join(
+                          f"h = {h:g}: {x['ratio']:.2f}x [{_s(x['ratio_min'])}-{_s(x['ratio_max'])}] vs "
+                          f"{short(*x['rival'])}" for h, x in table.items() if x["ratio"] is not None))
+        here = {h: min(c["device_s_per_compaction_median"] for k, c in got.items() if k[2] == h) for h in holds}
+        autos = auto_race(report, e)
+        ratios.append(f"- judge errors {e[0]:g}, {e[1]:g}: auto on the share it observed at the previous compaction, "
+                      "EAGLE3 target: " + "; ".join(
+                          f"h = {h:g}: {_s(statistics.median(a['per_compaction']))} = "
+                          f"{statistics.median(a['per_compaction']) / here[h]:.2f}x the fewest ("
+                          + ", ".join(f"{m} x{n}" for m, n in sorted(a["picks"].items())) + ")"
+                          for h in holds if (a := autos.get((h, "eagle3"), {})).get("per_compaction")))
+    out += [""] + ratios
     return "\n".join(out)
