@@ -352,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or list(RUNS)
     print("Method: rerun each quoted benchmark from today's code, one at a time (SIMULATED: one-clock simulator, "
           "H200 cost model; not a GPU measurement)")
-    print(f"Conditions: runs {', '.join(names)}; {'one cheap cell each, compared' if args.check else 'full'}; "
+    print(f"Conditions: runs {', '.join(names)}; {'cheap cells of each, every method, compared' if args.check else 'full'}; "
           f"python {sys.version.split()[0]}")
     t0, failed = time.perf_counter(), []
     for name in names:

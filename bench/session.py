@@ -38,8 +38,9 @@ The judge and the writers are perfect unless told otherwise
 (comma lists, paired in order, each pair a cell) give the judge stated error
 rates per judged line, ``--held-positions drawn`` puts the lines that still
 hold at drawn places in their slot, and ``--repeat`` makes a writer that
-starts after a slot's carried lines write each of them again at that rate;
-the extra decoding is charged as it happens.  Only SpecCompact and
+passes a carried line on its way through the slot (one that sits among the
+new lines) write it again at that rate; the extra decoding is charged as it
+happens.  Only SpecCompact and
 Target-delta judge: the other methods run once per cell and their rows are
 reused for every judge error pair (``reused_from``).  Beside the stall and
 device-seconds every row reports what of the true summary each compaction
@@ -217,7 +218,7 @@ def run(args) -> dict:
           f"{args.seed + args.seeds - 1}; tool time from {len(times)} recorded SWE-agent steps; drafter LoRA "
           f"{'merged' if args.merged_lora else 'served (per fused layer)'}; judge errors (false accept, false "
           f"reject) {', '.join(f'({a:g}, {r:g})' for a, r in errors)}, held lines {args.held_positions} in their "
-          f"slot, a writer repeats a carried line at rate {args.repeat:g}; NGRAM copy at plain speed where "
+          f"slot, a writer repeats a carried line it passes at rate {args.repeat:g}; NGRAM copy at plain speed where "
           "there is no previous summary")
     servers, rows, alone, done, sessions = Servers(args, tokenizer), [], {}, {}, {}
     config = {"agent_context_tokens": args.window}
@@ -355,8 +356,8 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--held-positions", choices=["first", "drawn"], default="first",
                    help="where the lines that still hold sit in their slot: first, or at drawn places among the new ones")
     p.add_argument("--repeat", type=float, default=0.0,
-                   help="a writer that starts right after a slot's carried lines writes each again with this "
-                        "probability (the method pays for it and drops or repairs the duplicate)")
+                   help="a writer that passes a carried line (held lines at drawn places) writes it again with "
+                        "this probability (the method pays for it and drops or repairs the duplicate)")
     p.add_argument("--window", type=int, default=64_000, help="the agent's context window (Hermes's minimum: 64000)")
     p.add_argument("--session-tokens", type=int, default=90_000, help="tokens one session adds in all")
     p.add_argument("--prepare-ratio", type=float, default=0.8, help="prepare at this share of the trigger")

@@ -56,7 +56,7 @@ class Mistakes:
     false_accept: float = 0.0  # P(the judge accepts a judged line that does not hold), per line
     false_reject: float = 0.0  # P(the judge rejects a judged line that holds), per line
     held_positions: str = "first"  # "first": held lines open their (sub-)section; "drawn": at drawn places
-    repeat: float = 0.0  # P(a writer starting right after the carried lines writes one of them again), per line
+    repeat: float = 0.0  # P(a writer passing a carried line writes it again), per line (drawn positions only)
 
     def __post_init__(self):
         for name in ("false_accept", "false_reject", "repeat"):
