@@ -11,16 +11,20 @@ fair field).
 Every figure is SIMULATED (one-clock simulator, H200 cost model), never a
 GPU measurement.
 
-``--check`` reruns one cheap cell of each run instead (its first seed, two
-methods) and fails when a committed row no longer matches what the code
+``--check`` reruns a few cheap cells of each run instead (its first seed;
+together the cells cover every method and speculative decoding the run's rows
+hold) and fails when a committed row no longer matches what the code
 produces for the recorded conditions and seed (the staleness check that
-``tests/bench/test_bench_regenerate.py`` runs).
+``tests/bench/test_bench_regenerate.py`` runs).  Both also cover the
+documentation's figures (``bench/figures.py``): a full run renders them again
+from the JSONs it wrote, ``--check`` re-renders them into a temporary folder
+and fails on a figure that differs from its committed PNG.
 
 Usage::
 
     python -m bench.regenerate            # every quoted run (about 15-20 min on 2 busy cores)
     python -m bench.regenerate --only single-compaction
-    python -m bench.regenerate --check    # one cheap cell per run, compared with the committed JSON
+    python -m bench.regenerate --check    # a few cheap cells per run and every figure, compared with what is committed
     python -m bench.regenerate --tables   # the pages' tables, from the committed JSONs
 """
 
@@ -107,6 +111,29 @@ AHEAD_SHARDS = [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}
 # Target-delta copies the held lines itself and decodes only new text: EAGLE3, and plain NGRAM (nothing to copy)
 TARGET_DELTA = {"--speculative": "eagle3,ngram", "--methods": "target_delta"}
 
+# the delta race without the simulator's favours: a judge with stated error rates (false accept = false reject =
+# 0, 0.05, 0.15, 0.3), held lines at drawn places in their slot and a writer that repeats a carried line it passes
+# at rate 0.1 (bench/sim/mistakes.py): the judging methods on EAGLE3 per error rate, and Target-self (EAGLE3 and
+# NGRAM copy), which never judges, once
+JUDGE_RATES = ("0", "0.05", "0.15", "0.3")
+JUDGE = ["--deployments", "two-gpu-equal", "--modes", "sync", "--hold", "0,0.3,0.6,0.9", "--session-tokens", "180000",
+         "--hermes-tokens", "2048", "--seeds", "8", "--speculative", "eagle3", "--methods", "speccompact,target_delta",
+         "--false-accept", ",".join(JUDGE_RATES), "--false-reject", ",".join(JUDGE_RATES), "--held-positions", "drawn",
+         "--repeat", "0.1", "--local-tokenizer", "--no-plots"]
+RUNS.update({
+    "session-evolving-judge": ("session-evolving-judge.json", "session.py",
+                               ["--model-pairs", "qwen3-8b:qwen3-0.6b", *JUDGE]),
+    "session-evolving-judge-32b": ("session-evolving-judge-32b.json", "session.py",
+                                   ["--model-pairs", "qwen3-32b:qwen3-0.6b", *JUDGE]),
+})
+# seeds in pairs, seed-major (``--shards 9`` is the whole run on seeds 0-1): per pair, Target-self once, then each
+# judging method at each error rate
+JUDGE_SHARDS = [shard for k in (0, 2, 4, 6) for shard in (
+    [{"--seed": str(k), "--seeds": "2", "--methods": "target_self", "--speculative": "eagle3,ngram-copy-h",
+      "--false-accept": "0", "--false-reject": "0"}]
+    + [{"--seed": str(k), "--seeds": "2", "--methods": m, "--false-accept": e, "--false-reject": e}
+       for e in JUDGE_RATES for m in ("speccompact", "target_delta")])]
+
 # runs split into shards (of seeds, or of methods), each command under 10 minutes, merged into the one JSON
 SHARDS = {"session-evolving": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", "--seeds": "4"}, SINGLE_DELTA,
                                TARGET_DELTA],
@@ -115,40 +142,50 @@ SHARDS = {"session-evolving": [{"--seed": "0", "--seeds": "4"}, {"--seed": "4", 
           "session-evolving-ahead": AHEAD_SHARDS,
           "session": [{"--seed": str(k), "--seeds": "2"} for k in (0, 2, 4, 6)],
           "session-yield": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)],
-          "session-yield-32b": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)]}
+          "session-yield-32b": [{"--seed": str(k), "--seeds": "4"} for k in (0, 4)],
+          "session-evolving-judge": JUDGE_SHARDS, "session-evolving-judge-32b": JUDGE_SHARDS}
 
-# the cheap cell of --check: arguments replaced, and the row fields that must match the committed rows
-CELL = {"--methods": "target_self,speccompact", "--seeds": "1", "--deployments": "two-gpu-equal"}
+# the cheap cells of --check: arguments replaced (one command per cell), and the row fields that must match the
+# committed rows.  Together a run's cells cover every method and speculative decoding its rows hold.  A cell starts
+# where its run (or shard) starts: the client's token-id cache is shared by the cells of one process, so the first
+# cell's charge depends on what ran before it (by microseconds); the cells after it do not
+CELL = {"--seeds": "1", "--deployments": "two-gpu-equal"}
 # rows are matched by the trajectory's file name: its absolute path differs from one checkout to another
 SESSION_KEY = (("label", "mode", "priority", "deployment", "model_pair", "speculative", "seed", "trajectory"),
                ("stalls_s", "device_s"))
 SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "trajectory"), ("e2e_s", "decisions"))
 FAIR_KEY = (("method", "deployment", "model_pair", "speculative", "p_accept", "seed", "draw", "trajectory"),
             ("e2e_s", "decisions"))
+EVOLVE_KEY = (SESSION_KEY[0] + ("hold",), SESSION_KEY[1] + ("retention", "carried_share"))
+JUDGE_KEY = (EVOLVE_KEY[0] + ("false_accept", "false_reject"),
+             EVOLVE_KEY[1] + ("truth_retention", "staleness"))
+FAIR_CELL = {**CELL, "--deployments": "one-gpu", "--p-accept": "0.5"}  # every speculative decoding, "none" first
+# an evolving run's shards: SpecCompact's first, the single-model methods under both targets, Target-delta's
+# (from h = 0, where each shard starts)
+EVOLVE_CELLS = [{**CELL, "--methods": "speccompact", "--hold": "0"}, {**CELL, **SINGLE_DELTA, "--hold": "0,0.6"},
+                {**CELL, **TARGET_DELTA, "--hold": "0,0.6"}]
+JUDGE_CELLS = [{**CELL, **JUDGE_SHARDS[i], "--seeds": "1", "--hold": "0,0.6"}
+               for i in (0, 5, 6)]  # Target-self; SpecCompact and Target-delta at false accept = reject = 0.15
 CHECKS = {
-    # the run's first cell: the client's token-id cache is shared by the cells of one process, so a
-    # later cell's charge depends on the cells before it (by microseconds)
-    "fair-8b": ({**CELL, "--deployments": "one-gpu", "--p-accept": "0.5", "--speculative": "none"}, *FAIR_KEY),
-    "fair-32b": ({**CELL, "--deployments": "one-gpu", "--p-accept": "0.5", "--speculative": "none"}, *FAIR_KEY),
-    "single-compaction-8b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
-    "single-compaction-32b": ({**CELL, "--hermes-tokens": "2048"}, *SINGLE_KEY),
-    "session": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
-    "session-32b": ({**CELL, "--modes": "sync"}, *SESSION_KEY),
-    "session-speculative": ({**CELL, "--methods": "target_self", "--speculative": "dflash"}, *SESSION_KEY),
+    "fair-8b": ([FAIR_CELL], *FAIR_KEY),
+    "fair-32b": ([FAIR_CELL], *FAIR_KEY),
+    "single-compaction-8b": ([{**CELL, "--hermes-tokens": "2048"}], *SINGLE_KEY),
+    "single-compaction-32b": ([{**CELL, "--hermes-tokens": "2048"}], *SINGLE_KEY),
+    "session": ([{**CELL, "--modes": "sync"}], *SESSION_KEY),
+    "session-32b": ([{**CELL, "--modes": "sync"}], *SESSION_KEY),
+    "session-speculative": ([CELL], *SESSION_KEY),
     # ahead of time, one bound: the rows are told apart by their yield bound too
-    "session-yield": ({**CELL, "--methods": "target_self", "--prepare-yield-s": "2"},
-                      SESSION_KEY[0] + ("yield_s",), SESSION_KEY[1] + ("agent_slowdowns",)),
-    "session-yield-32b": ({**CELL, "--methods": "target_self", "--prepare-yield-s": "2"},
-                          SESSION_KEY[0] + ("yield_s",), SESSION_KEY[1] + ("agent_slowdowns",)),
-    # the first shard's first cell (SpecCompact, seed 0, h = 0: every later summary's lines judged stale in
-    # one batch per slot); the rows are told apart by h too
-    "session-evolving": ({**CELL, "--methods": "speccompact", "--hold": "0"}, SESSION_KEY[0] + ("hold",),
-                         SESSION_KEY[1] + ("retention", "carried_share")),
-    "session-evolving-32b": ({**CELL, "--methods": "speccompact", "--hold": "0"}, SESSION_KEY[0] + ("hold",),
-                             SESSION_KEY[1] + ("retention", "carried_share")),
-    # Target-self at h = 0.9, seed 0: a prepare evolved from the one before, beside the agent's turns
-    "session-evolving-ahead": ({**CELL, "--methods": "target_self", "--hold": "0.9"}, SESSION_KEY[0] + ("hold",),
-                               SESSION_KEY[1] + ("agent_slowdowns", "carried_share")),
+    "session-yield": ([{**CELL, "--prepare-yield-s": "2"}], SESSION_KEY[0] + ("yield_s",),
+                      SESSION_KEY[1] + ("agent_slowdowns",)),
+    "session-yield-32b": ([{**CELL, "--prepare-yield-s": "2"}], SESSION_KEY[0] + ("yield_s",),
+                          SESSION_KEY[1] + ("agent_slowdowns",)),
+    "session-evolving": (EVOLVE_CELLS, *EVOLVE_KEY),
+    "session-evolving-32b": (EVOLVE_CELLS, *EVOLVE_KEY),
+    # h = 0.9, seed 0: a prepare evolved from the one before, beside the agent's turns
+    "session-evolving-ahead": ([{**CELL, "--hold": "0.9"}, {**CELL, **AHEAD_SHARDS[2], "--hold": "0.9"}],
+                               EVOLVE_KEY[0], EVOLVE_KEY[1] + ("agent_slowdowns",)),
+    "session-evolving-judge": (JUDGE_CELLS, *JUDGE_KEY),
+    "session-evolving-judge-32b": (JUDGE_CELLS, *JUDGE_KEY),
 }
 
 
@@ -184,8 +221,10 @@ def merge(parts: list[dict]) -> dict:
     rows = [r for p in parts for r in p["rows"]]
     seeds = sorted({r["seed"] for r in rows})
     cond = {**parts[0]["conditions"], "seed": seeds[0], "seeds": len(seeds)}
-    for k in ("speculative", "methods"):  # shards of methods: every one's
-        cond[k] = list(dict.fromkeys(x for p in parts for x in p["conditions"].get(k) or []))
+    for k in ("speculative", "methods", "false_accept", "false_reject", "judge_errors"):  # shards of these: all
+        got = dict.fromkeys(tuple(x) if isinstance(x, list) else x for p in parts for x in p["conditions"].get(k) or [])
+        if got:
+            cond[k] = [list(x) if isinstance(x, tuple) else x for x in got]
     return {**parts[0], "conditions": cond, "rows": rows, "summary": summarize(rows),
             "runtime_s": round(sum(p.get("runtime_s") or 0 for p in parts), 1),
             "shards": [p["conditions"].get("seed") for p in parts]}
@@ -227,18 +266,19 @@ def stale_rows(committed: dict, fresh: dict, key: tuple, fields: tuple) -> list[
 
 
 def check(name: str) -> list[str]:
-    """Rerun the cheap cell of ``name``; what no longer matches its committed JSON (empty: current)."""
-    replace, key, fields = CHECKS[name]
+    """Rerun the cheap cells of ``name``; what no longer matches its committed JSON (empty: current)."""
+    cells, key, fields = CHECKS[name]
     committed = json.loads((RESULTS / RUNS[name][0]).read_text())
-    with tempfile.TemporaryDirectory() as tmp:
-        out = Path(tmp) / "cell.json"
-        run(command(name, out, replace))
-        fresh = json.loads(out.read_text())
-    methods = set(replace["--methods"].split(","))  # latency.py adds its references (hermes) to any list
-    fresh["rows"] = [r for r in fresh["rows"] if r.get("method") in methods]
-    if not fresh["rows"]:
-        return [f"{name}: the cheap cell produced no rows"]
-    return [f"{name} {line}" for line in stale_rows(committed, fresh, key, fields)]
+    out = []
+    for i, replace in enumerate(cells):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = Path(tmp) / "cell.json"
+            run(command(name, path, replace))
+            fresh = json.loads(path.read_text())
+        if not fresh["rows"]:
+            out.append(f"{name}: cheap cell {i} produced no rows")
+        out += [f"{name} {line}" for line in stale_rows(committed, fresh, key, fields)]
+    return out
 
 
 NAMES = {"target_self": "Target-self", "speccompact": "SpecCompact", "openclaw": "OpenClaw-style", "auto": "auto"}
@@ -277,7 +317,8 @@ def single_table(reports: list[dict]) -> str:
 
 def tables() -> str:
     """Every page table from the committed JSONs (what the pages under docs/benchmarks/ show)."""
-    from bench.harness.session import ahead_tables, format_summary, race_tables
+    from bench.harness.race import ahead_tables, judge_tables, race_tables
+    from bench.harness.session import format_summary
 
     single = [json.loads((RESULTS / RUNS[n][0]).read_text()) for n in RUNS if n.startswith("single-compaction")]
     out = [f"## single compaction ({single[0]['timestamp']})\n\n{single_table(single)}"]
@@ -290,6 +331,9 @@ def tables() -> str:
     for name in ("session-evolving-ahead",):  # ... ahead of time
         report = json.loads((RESULTS / RUNS[name][0]).read_text())
         out.append(f"## {name} ({report['timestamp']})\n\n{ahead_tables(report)}")
+    for name in ("session-evolving-judge", "session-evolving-judge-32b"):  # ... with a judge that errs
+        report = json.loads((RESULTS / RUNS[name][0]).read_text())
+        out.append(f"## {name} ({report['timestamp']})\n\n{judge_tables(report)}")
     return "\n\n".join(out)
 
 
@@ -299,6 +343,8 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--check", action="store_true", help="one cheap cell per run, compared with the committed JSON")
     p.add_argument("--tables", action="store_true", help="print the pages' tables from the committed JSONs")
     p.add_argument("--shards", type=int, help="of a run split into seed shards, only the first N (fewer seeds)")
+    p.add_argument("--no-figures", dest="figures", action="store_false",
+                   help="leave the documentation's figures (bench/figures.py) alone: not rendered, not checked")
     args = p.parse_args(argv)
     if args.tables:
         print(tables())
@@ -306,7 +352,7 @@ def main(argv: list[str] | None = None) -> int:
     names = args.only or list(RUNS)
     print("Method: rerun each quoted benchmark from today's code, one at a time (SIMULATED: one-clock simulator, "
           "H200 cost model; not a GPU measurement)")
-    print(f"Conditions: runs {', '.join(names)}; {'one cheap cell each, compared' if args.check else 'full'}; "
+    print(f"Conditions: runs {', '.join(names)}; {'cheap cells of each, every method, compared' if args.check else 'full'}; "
           f"python {sys.version.split()[0]}")
     t0, failed = time.perf_counter(), []
     for name in names:
@@ -314,6 +360,14 @@ def main(argv: list[str] | None = None) -> int:
             failed += check(name)
         else:
             print(f"{name}: {regenerate(name, args.shards):.0f} s", flush=True)
+    if args.figures:  # the documentation's figures, from the JSONs as they are now
+        from bench import figures
+
+        if args.check:
+            failed += figures.check()
+        else:
+            for path in figures.render_all():
+                print(f"wrote {path}")
     print(f"runtime {time.perf_counter() - t0:.0f} s")
     for line in failed:
         print(f"STALE {line}")

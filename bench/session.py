@@ -33,11 +33,32 @@ to the agent between requests (the service's ``--prepare-yield-s``: each
 target request of the prepare waits while an agent request runs, at most
 that long; ``0`` is the run without).
 
+The judge and the writers are perfect unless told otherwise
+(``bench/sim/mistakes.py``): ``--false-accept`` and ``--false-reject``
+(comma lists, paired in order, each pair a cell) give the judge stated error
+rates per judged line, ``--held-positions drawn`` puts the lines that still
+hold at drawn places in their slot, and ``--repeat`` makes a writer that
+passes a carried line on its way through the slot (one that sits among the
+new lines) write it again at that rate; the extra decoding is charged as it
+happens.  Only SpecCompact and
+Target-delta judge: the other methods run once per cell and their rows are
+reused for every judge error pair (``reused_from``).  Beside the stall and
+device-seconds every row reports what of the true summary each compaction
+keeps (retention) and the lines it keeps that do not hold (staleness).
+NGRAM copy (``ngram-copy``, ``ngram-copy-h``) follows what is copyable: the
+session's first compaction has no previous summary and decodes at NGRAM's
+plain acceptance; later ones at ``ngram-copy``'s estimate, or for
+``ngram-copy-h`` at the harmonic mix by the share of the true summary's
+tokens that the previous summary holds (``copy_speed`` in
+``bench/harness/session.py``).
+
 Usage::
 
     python -m bench.session                       # 8B, two-gpu-equal + colocated, none/eagle3/ngram-copy
     python -m bench.session --seeds 2 --methods speccompact,target_self --speculative none
     python -m bench.session --hold 0,0.3,0.6,0.9 --session-tokens 200000 --speculative eagle3,ngram-copy-h
+    python -m bench.session --hold 0.6 --methods target_delta --false-accept 0,0.15 --false-reject 0,0.15 \
+        --held-positions drawn --repeat 0.1 --modes sync
 """
 
 from __future__ import annotations
@@ -53,6 +74,7 @@ from bench.harness import runs  # shared helpers: trajectories, methods, JSON
 SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (bench/sim/simulator.py), H200 "
                   "cost model (sgl_speccompact/emulator/cost.py); not a GPU measurement")
 PRIORITY = {"off": [False], "on": [True], "both": [False, True]}  # --priority: the agent's over the compaction's
+JUDGING = ("speccompact", "target_delta")  # the methods that judge lines: the only ones judge errors move
 DEFAULT_TRAJECTORIES = (  # a tool-using agent session with recorded tool times, from the shared folder
     ("princeton-nlp__SWE-agent__trajectories__demonstrations__replay__marshmallow-code__marshmallow-1867__"
      "function_calling_replace__install-1__marshmallow-code__marshmallow-1867.traj"),
@@ -108,10 +130,15 @@ class Servers:
 
         return LoraCost(merged=self.args.merged_lora)
 
-    def draw(self, sim, seed: int, hermes_tokens: int, hold: float | None = None):
+    def draw(self, sim, seed: int, hermes_tokens: int, hold: float | None = None, spec: str = "none",
+             mistakes=None):
         """``new_draw(k)``: compaction k of this session gets workload seed ``seed * 1000 + k``; with
-        ``hold``, evolved from compaction k-1's with the held share ``draw_hold(hold, seed, k)``."""
+        ``hold``, evolved from compaction k-1's with the held share ``draw_hold(hold, seed, k)``; the
+        judge and writers get wrong what ``mistakes`` states.  A copying target (``spec`` ngram-copy,
+        ngram-copy-h) is set to what compaction k can copy (:func:`~bench.harness.session.copy_speed`)."""
         from sgl_speccompact.schema import OPENCLAW_SLOTS
+        from bench.harness.session import copy_speed, retune
+        from bench.sim.mistakes import Mistakes
         from bench.sim.workload import SummaryWorkload, draw_hold
 
         last: list = []
@@ -120,14 +147,32 @@ class Servers:
             before = last[-1] if k and last and hold is not None else None
             wl = SummaryWorkload(self.lines, tuple(x.name for x in OPENCLAW_SLOTS), p_accept=self.args.p_accept,
                                  seed=seed * 1000 + k, hermes_tokens=hermes_tokens, previous=before,
-                                 hold=draw_hold(hold, seed, k) if before is not None else 0.0)
+                                 hold=draw_hold(hold, seed, k) if before is not None else 0.0,
+                                 mistakes=mistakes or Mistakes())
             last[:] = [wl]
             for srv in sim.servers.values():
                 srv.model.policy = wl
             wl.bind(sim.servers["target"].model)
+            tau = copy_speed(spec, wl, first=k == 0)
+            if tau is not None:
+                retune(sim, tau)
             return wl
 
         return new_draw
+
+
+def judge_errors(args) -> list[tuple[float, float]]:
+    """``(false accept, false reject)`` pairs of a run: the two lists zipped, a single value paired with each.
+
+    >>> from types import SimpleNamespace as N
+    >>> judge_errors(N(false_accept=[0.0, 0.05], false_reject=[0.0])), judge_errors(N(false_accept=[0.1], false_reject=[0.2]))
+    ([(0.0, 0.0), (0.05, 0.0)], [(0.1, 0.2)])
+    """
+    fa, fr = args.false_accept, args.false_reject
+    n = max(len(fa), len(fr))
+    if len(fa) not in (1, n) or len(fr) not in (1, n):
+        raise ValueError(f"--false-accept and --false-reject need as many rates, or one: {fa} and {fr}")
+    return [(fa[i if len(fa) > 1 else 0], fr[i if len(fr) > 1 else 0]) for i in range(n)]
 
 
 def labels(args) -> list[tuple[str, str, int]]:
@@ -148,6 +193,7 @@ def run(args) -> dict:
     from sgl_speccompact.emulator.qwen3 import default_tokenizer
     from bench.harness import session as hs
     from bench.sim import session_policy as sp
+    from bench.sim.mistakes import Mistakes
     from bench.sim.session_replay import Replay, ReplayHooks
 
     t_start = time.perf_counter()
@@ -159,6 +205,7 @@ def run(args) -> dict:
     policy = sp.Policy(window=args.window, prepare_ratio=args.prepare_ratio)
     tokenizer = args.tokenizer or default_tokenizer()[0]
     holds = args.hold or [None]
+    errors = judge_errors(args)
     print(f"Method: agent sessions replayed under Hermes's trigger policy (window {args.window}, trigger "
           f"{policy.trigger}, tail {policy.tail_tokens}, prepare at {args.prepare_ratio:g} of the trigger); every "
           f"method sync and ahead of time via {runner_src}; "
@@ -169,13 +216,17 @@ def run(args) -> dict:
           f"speculative decoding {','.join(args.speculative)}; acceptance {args.p_accept}; sessions of "
           f"{args.session_tokens} tokens from {len(trajs)} trajectories; seeds {args.seed}.."
           f"{args.seed + args.seeds - 1}; tool time from {len(times)} recorded SWE-agent steps; drafter LoRA "
-          f"{'merged' if args.merged_lora else 'served (per fused layer)'}")
+          f"{'merged' if args.merged_lora else 'served (per fused layer)'}; judge errors (false accept, false "
+          f"reject) {', '.join(f'({a:g}, {r:g})' for a, r in errors)}, held lines {args.held_positions} in their "
+          f"slot, a writer repeats a carried line it passes at rate {args.repeat:g}; NGRAM copy at plain speed where "
+          "there is no previous summary")
     servers, rows, alone, done, sessions = Servers(args, tokenizer), [], {}, {}, {}
     config = {"agent_context_tokens": args.window}
     for pair in args.model_pairs:
         for dep in args.deployments:
-            for spec, label, method, hermes_n, hold in [(s, *m, h) for s in args.speculative for m in labels(args)
-                                                        for h in holds]:
+            for spec, label, method, hermes_n, hold, (fa, fr) in [
+                    (s, *m, h, e) for s in args.speculative for m in labels(args) for h in holds for e in errors]:
+                mistakes = Mistakes(fa, fr, args.held_positions, args.repeat)
                 sim, target, drafter, gpus = servers.get(pair, dep, method, spec, hold)
                 model = sim.servers["target"].model
                 tokens = sp.message_tokens(lambda text, m=model: len(m.encode(text)))
@@ -190,20 +241,24 @@ def run(args) -> dict:
                         for m in args.modes for p in (PRIORITY[args.priority] if m == "ahead" else [False])
                         for y in (args.prepare_yield_s if m == "ahead" else [0.0])]:
                     hooks = ReplayHooks(tool_s=(lambda i: times[i % len(times)]) if times else None,
-                                        new_draw=servers.draw(sim, seed, hermes_n, hold), held=gpus,
+                                        new_draw=servers.draw(sim, seed, hermes_n, hold, spec, mistakes), held=gpus,
                                         alone=alone.setdefault(seed, {}), priority=prio, yield_s=ys or None)
                     replay = Replay(sim, target, compact, tokens, hooks)
                     if (id(model), traj.path) not in sessions:
                         sessions[(id(model), traj.path)] = sp.looped_session(traj.messages, args.session_tokens,
                                                                              tokens)
                     session = sessions[(id(model), traj.path)]
-                    key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio, ys, hold)
-                    if key in done:  # the same servers ran this session already (single-model)
-                        rows.append({**done[key], "deployment": dep,
-                                     "reused_from": done[key]["deployment"]})
+                    judged = (fa, fr) if method in JUDGING else None  # a method that never judges: one run for all
+                    key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio, ys, hold, judged)
+                    if key in done:  # the same servers ran this session already (single-model; never judging)
+                        old = done[key]
+                        rows.append({**old, "deployment": dep, "false_accept": fa, "false_reject": fr,
+                                     "reused_from": f"{old['deployment']} judge errors "
+                                                    f"({old['false_accept']:g}, {old['false_reject']:g})"})
                         continue
                     log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode} priority {prio}"
-                        + (f" yield {ys:g} s" if ys else "") + (f" h {hold:g}" if hold is not None else ""))
+                        + (f" yield {ys:g} s" if ys else "") + (f" h {hold:g}" if hold is not None else "")
+                        + (f" judge errors ({fa:g}, {fr:g})" if (fa, fr) != (0.0, 0.0) else ""))
                     t0 = time.perf_counter()
                     result = replay.run(session, policy, mode, method).summary()
                     done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
@@ -211,11 +266,13 @@ def run(args) -> dict:
                                  "trajectory": traj.name, "path": traj.path,
                                  "session_messages": len(session), **result,
                                  **({"hold": hold} if hold is not None else {}),
+                                 "false_accept": fa, "false_reject": fr,
                                  "real_s": round(time.perf_counter() - t0, 1)}
                     rows.append(done[key])
     return {"benchmark": "session", "latency_kind": "simulated", "simulated_note": SIMULATED_NOTE,
             "runner": runner_src, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
-            "conditions": {k: v for k, v in vars(args).items() if k not in ("out", "plots")},
+            "conditions": {**{k: v for k, v in vars(args).items() if k not in ("out", "plots")},
+                           "judge_errors": [list(e) for e in errors]},
             "policy": {**vars(policy), "trigger": policy.trigger, "tail_tokens": policy.tail_tokens,
                        "soft": policy.soft},
             "tool_times_s": times, "skipped": [{"path": a, "reason": b} for a, b in skipped], "rows": rows,
@@ -289,6 +346,18 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--hermes-tokens", type=lambda v: [int(x) for x in v.split(",")],
                    help="Hermes-style summary lengths, a comma list (default: the paper's 2048 and Hermes's own)")
     p.add_argument("--p-accept", type=float, default=0.7)
+    rates = lambda v: [float(x) for x in v.split(",")]
+    p.add_argument("--false-accept", type=rates, default=[0.0],
+                   help="the simulated judge accepts a line that does not hold (stale, wrong) with this probability; "
+                        "a comma list runs each, paired in order with --false-reject (bench/sim/mistakes.py)")
+    p.add_argument("--false-reject", type=rates, default=[0.0],
+                   help="the simulated judge rejects a line that holds with this probability; a comma list runs each, "
+                        "paired in order with --false-accept (one value pairs with every one)")
+    p.add_argument("--held-positions", choices=["first", "drawn"], default="first",
+                   help="where the lines that still hold sit in their slot: first, or at drawn places among the new ones")
+    p.add_argument("--repeat", type=float, default=0.0,
+                   help="a writer that passes a carried line (held lines at drawn places) writes it again with "
+                        "this probability (the method pays for it and drops or repairs the duplicate)")
     p.add_argument("--window", type=int, default=64_000, help="the agent's context window (Hermes's minimum: 64000)")
     p.add_argument("--session-tokens", type=int, default=90_000, help="tokens one session adds in all")
     p.add_argument("--prepare-ratio", type=float, default=0.8, help="prepare at this share of the trigger")

@@ -11,8 +11,11 @@
   every method's target work); ``ngram-copy`` is NGRAM with a higher mean
   acceptance (:data:`NGRAM_COPY_TAU`), for summaries that copy carried text
   from the prompt; ``ngram-copy-h`` is NGRAM whose mean acceptance follows
-  the held share ``h`` of an evolving summary (:func:`copy_tau`): the held
-  lines copy from the previous summary in the prompt, the new ones do not.
+  the share of an evolving summary that the previous one holds
+  (:func:`copy_tau`, the harmonic mix): the held lines copy from the previous
+  summary in the prompt, the new ones do not.  Both are set per compaction
+  (:func:`copy_speed`): a session's first compaction has no previous summary
+  to copy from and decodes at NGRAM's plain acceptance.
 * **Tool time** (:func:`tool_times`): the ``execution_time`` SWE-agent
   records per step, read from the shared trajectories; the i-th tool call
   of a session takes the i-th recorded time, cycling.
@@ -27,9 +30,9 @@ import json
 import math
 import statistics
 from pathlib import Path
-from typing import Callable
 
-from sgl_speccompact.core.specdecode import NGRAM_COPY_TAU, copy_tau
+from sgl_speccompact.core.specdecode import DEFAULTS, NGRAM_COPY_TAU, copy_tau
+
 SINGLE = ("target_self", "target_delta", "hermes", "openclaw")  # methods that use only the target
 
 
@@ -81,6 +84,38 @@ def target_spec(algorithm: str, model: str, hold: float | None = None):
     return server_spec(algorithm, model, lora=False)[0]
 
 
+def copy_speed(algorithm: str, workload, first: bool) -> float | None:
+    """NGRAM's tokens per step for one compaction on a copying target (None: ``algorithm`` does not copy).
+
+    ``first``: the session's first compaction, with no previous summary in its
+    prompt: nothing to copy, NGRAM's plain tau.  Later ones: ``ngram-copy`` at
+    its stated :data:`NGRAM_COPY_TAU`; ``ngram-copy-h`` at :func:`copy_tau` of
+    the copied share, the share of the true summary's tokens the previous one
+    holds (``workload.copied_share()``).
+
+    >>> from types import SimpleNamespace as N
+    >>> wl = N(copied_share=lambda: 0.6)
+    >>> copy_speed("eagle3", wl, False), copy_speed("ngram-copy-h", wl, True), round(copy_speed("ngram-copy-h", wl, False), 2)
+    (None, 1.8, 2.69)
+    >>> copy_speed("ngram-copy", wl, True), copy_speed("ngram-copy", wl, False)
+    (1.8, 4.0)
+    """
+    if algorithm not in ("ngram-copy", "ngram-copy-h"):
+        return None
+    if first:
+        return DEFAULTS["NGRAM"]["tau"]
+    return NGRAM_COPY_TAU if algorithm == "ngram-copy" else copy_tau(workload.copied_share())
+
+
+def retune(sim, tau: float) -> None:
+    """Set the simulated target's NGRAM acceptance to ``tau`` for the next compaction."""
+    from dataclasses import replace
+
+    srv = sim.servers["target"]
+    srv.cost = replace(srv.cost, spec=replace(srv.cost.spec, tau=tau))
+    srv.sched.spec = srv.cost.spec
+
+
 def tool_times(paths: list[str]) -> list[float]:
     """Recorded tool execution times (s) of the SWE-agent trajectories among ``paths``, in order."""
     out = []
@@ -107,14 +142,25 @@ def pct(values: list[float], q: float) -> float | None:
     return s[max(0, min(len(s) - 1, math.ceil(q * len(s)) - 1))]
 
 
-CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority", "yield_s", "hold")
+CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority", "yield_s", "hold", "false_accept",
+        "false_reject")
+UNSET = {"false_accept": 0.0, "false_reject": 0.0}  # a row written before the field existed: its value then
+
+
+def share(part: int, whole: int) -> float | None:
+    """``part / whole``, None when there is no whole.
+
+    >>> share(1, 4), share(0, 0)
+    (0.25, None)
+    """
+    return part / whole if whole else None
 
 
 def summarize(rows: list[dict]) -> list[dict]:
     """Per cell (pair, deployment, speculative decoding, method, mode): stalls, device-seconds, spread."""
     cells: dict = {}
     for r in rows:
-        cells.setdefault(tuple(r.get(k) for k in CELL), []).append(r)
+        cells.setdefault(tuple(r.get(k, UNSET.get(k)) for k in CELL), []).append(r)
     out = []
     for key, rs in cells.items():
         stalls = [s for r in rs for s in r["stalls_s"]]
@@ -129,6 +175,10 @@ def summarize(rows: list[dict]) -> list[dict]:
         later = [c for r in rs for c in r["records"][1:] if not c["aborted"]]  # compactions with a previous one
         later_lines = sum(c.get("content_lines", c["lines"]) for c in later)
         previous = sum(c.get("previous_facts", 0) for c in later)
+        done = [[c for c in r["records"] if not c["aborted"]] for r in rs]  # per session
+        truth = [share(sum(c.get("true_kept", 0) for c in d), sum(c.get("true_lines", 0) for c in d)) for d in done]
+        truth = [x for x in truth if x is not None]
+        every = [c for d in done for c in d]
         out.append({**dict(zip(CELL, key)), "sessions": len(rs), "compactions": sum(r["compactions"] for r in rs),
                     "aborted": sum(r["aborted"] for r in rs), "stall_p50_s": pct(stalls, 0.5),
                     "stall_p95_s": pct(stalls, 0.95), "seed_median_min_s": min(seed_med, default=None),
@@ -145,7 +195,14 @@ def summarize(rows: list[dict]) -> list[dict]:
                     "carried_share_later": (sum(c["carried_lines"] for c in later) / later_lines
                                             if later_lines else 0.0),  # of the content lines
                     "held_realized": sum(c.get("held_facts", 0) for c in later) / previous if previous else None,
-                    "retention": retained / facts if facts else None})
+                    "retention": retained / facts if facts else None,
+                    # of the true summary, what each compaction keeps; of its lines, those that do not hold
+                    "truth_retention": share(sum(c.get("true_kept", 0) for c in every),
+                                             sum(c.get("true_lines", 0) for c in every)),
+                    "truth_retention_min": min(truth, default=None), "truth_retention_max": max(truth, default=None),
+                    "staleness": share(sum(c.get("untrue_lines", 0) for c in every),
+                                       sum(c.get("text_lines", 0) for c in every)),
+                    "untrue_per_compaction": share(sum(c.get("untrue_lines", 0) for c in every), len(every))})
     return out
 
 
@@ -169,125 +226,4 @@ def format_summary(summary: list[dict], note: str) -> str:
                    f"{s(c['agent_slowdown_median'])} ({s(c['agent_slowdown_max'])}) |")
     out.append("agent slowdown: the agent's decode rate with no compaction running / with a prepare running, "
                "on the same turns from the same caches (ahead of time only; 1.00 = no slowdown)")
-    return "\n".join(out)
-
-
-RACE_ROWS = (  # (label, speculative, row name) of the evolving-session race, in table order
-    ("speccompact", "eagle3", "SpecCompact: carried lines judged, new ones drafted (EAGLE3 target)"),
-    ("target_self", "eagle3", "Target-self, previous summary in the prompt (EAGLE3)"),
-    ("target_self", "ngram-copy-h", "Target-self, previous summary, NGRAM copy"),
-    ("target_delta", "eagle3", "Target-delta: carried lines judged and copied, new ones written (EAGLE3)"),
-    ("target_delta", "ngram", "Target-delta, NGRAM (no copy: it decodes only new lines)"),
-    ("hermes@2048", "eagle3", "Hermes-style iterative update @2048 (EAGLE3)"),
-    ("hermes@2048", "ngram-copy-h", "Hermes-style iterative update @2048, NGRAM copy"),
-    ("openclaw", "eagle3", "OpenClaw-style, previous summary in the prompt (EAGLE3)"),
-    ("openclaw", "ngram-copy-h", "OpenClaw-style, previous summary, NGRAM copy"),
-)
-AUTO_HISTORY_TAIL = 1.5  # auto's history: the trigger prompt less this many tails (the middle the policy cuts)
-
-
-def auto_row(report: dict) -> dict:
-    """Per h and target speculative decoding: the method ``auto`` picks on the race's deployment (two GPUs,
-    equal hardware), told the held share the session's compactions realized (what the session remembers),
-    for the median trigger prompt less the tail: ``{(h, spec): {"method", "held", "history_tokens"}}``."""
-    from sgl_speccompact.methods.auto import Deployment, choose
-
-    target, drafter = report["conditions"]["model_pairs"][0].split(":")
-    tail = report["policy"]["tail_tokens"]
-    prompts = [rec["prompt_tokens"] for r in report["rows"] for rec in r["records"]]
-    history = int(statistics.median(prompts) - AUTO_HISTORY_TAIL * tail)
-    out = {}
-    for c in report["summary"]:
-        if c["label"] != "speccompact":
-            continue
-        held = c.get("held_realized") if c["hold"] else None
-        for spec, algo in (("eagle3", "eagle3"), ("ngram-copy-h", "ngram")):
-            dep = Deployment.named(target=target, drafter=drafter, gpus=2, speculative=algo, equal_hardware=True)
-            pick = choose(dep, history, report["conditions"]["p_accept"], held=held)
-            out[(c["hold"], spec)] = {"method": pick.method, "held": held, "history_tokens": history}
-    return out
-
-
-def _s(x) -> str:
-    """Seconds or a ratio for a race table (three digits under 1).
-
-    >>> _s(None), _s(0.5834), _s(1.2449)
-    ('-', '0.583', '1.24')
-    """
-    return "-" if x is None else (f"{x:.3f}" if abs(x) < 1 else f"{x:.2f}")
-
-
-DEVICE_S = ("device-seconds per compaction, median of the 8 seeds' session means [min-max]",
-            lambda c: f"{_s(c['device_s_per_compaction_median'])} [{_s(c['device_s_per_compaction_min'])}-"
-                      f"{_s(c['device_s_per_compaction_max'])}]")  # a race table: its title and its cell
-
-
-def by_hold(report: dict, tables: list[tuple[str, Callable[[dict], str]]]) -> list[str]:
-    """Markdown tables of one model pair's cells: one row per :data:`RACE_ROWS` method, one column per h."""
-    cells = {(c["label"], c["speculative"], c["hold"]): c for c in report["summary"]}
-    holds = sorted({c["hold"] for c in report["summary"]})
-    pair = report["conditions"]["model_pairs"][0].split(":")[0]
-    out = []
-    for title, cell in tables:
-        out += [f"**{pair}: {title}** (SIMULATED)", "", "| method | " + " | ".join(f"h = {h:g}" for h in holds)
-                + " |", "|---|" + "---|" * len(holds)]
-        for label, spec, name in RACE_ROWS:
-            row = [cells.get((label, spec, h)) for h in holds]
-            if any(row):
-                out.append(f"| {name} | " + " | ".join(cell(c) if c else "-" for c in row) + " |")
-        out.append("")
-    return out
-
-
-def ahead_tables(report: dict) -> str:
-    """The evolving-session race ahead of time (Markdown, SIMULATED): per h, device-seconds per compaction,
-    the stall at the trigger and the agent's slowdown while a prepare runs."""
-    return "\n".join(by_hold(report, [
-        DEVICE_S,
-        ("stall s at the trigger, p50 over every compaction [seed medians min-max]",
-         lambda c: f"{_s(c['stall_p50_s'])} [{_s(c['seed_median_min_s'])}-{_s(c['seed_median_max_s'])}]"),
-        ("agent slowdown while a prepare runs, median (max) / carried share of later compactions' content lines",
-         lambda c: f"{_s(c['agent_slowdown_median'])} ({_s(c['agent_slowdown_max'])}) / "
-                   f"{c['carried_share_later']:.2f}"),
-    ])).rstrip("\n")
-
-
-def race_tables(report: dict) -> str:
-    """The evolving-session race of one model pair (Markdown, SIMULATED): per h, every method's device-seconds
-    per compaction, sync stall, carried share and retention, the crossover and auto's pick."""
-    cells = {(c["label"], c["speculative"], c["hold"]): c for c in report["summary"]}
-    holds = sorted({c["hold"] for c in report["summary"]})
-    out = by_hold(report, [
-        DEVICE_S,
-        ("sync stall s, p50 over every compaction [seed medians min-max]",
-         lambda c: f"{_s(c['stall_p50_s'])} [{_s(c['seed_median_min_s'])}-{_s(c['seed_median_max_s'])}]"),
-        ("held share realized / carried share of later compactions' content lines / retention of what held",
-         lambda c: ("-" if c.get("held_realized") is None else f"{c['held_realized']:.2f}")
-         + f" / {c['carried_share_later']:.2f} / "
-         + ("not modelled" if c["label"].startswith("hermes") or c["retention"] is None else f"{c['retention']:.2f}")),
-    ])
-    best, picks = {}, auto_row(report)
-    for h in holds:
-        got = {(lab, sp): cells[(lab, sp, h)]["device_s_per_compaction_median"] for lab, sp, _ in RACE_ROWS
-               if (lab, sp, h) in cells}
-        best[h] = min(got, key=got.get)
-        spec = got.get(("speccompact", "eagle3"))
-        rival = min(v for k, v in got.items() if k[0] != "speccompact")
-        autos = []
-        for algo in ("eagle3", "ngram-copy-h"):
-            pick = picks.get((h, algo), {})
-            label = {"hermes": "hermes@2048"}.get(pick.get("method"), pick.get("method"))
-            # on the NGRAM target Target-delta decodes no copied text (plain NGRAM); SpecCompact raced on EAGLE3 only
-            mine = got.get((label, algo)) or got.get((label, "ngram" if algo != "eagle3" else algo)) \
-                or got.get((label, "eagle3"))
-            autos.append(f"on the {algo} target {pick.get('method')}, {_s(mine)} = {mine / got[best[h]]:.2f}x")
-        held = picks.get((h, "eagle3"), {}).get("held")
-        out.append(f"- h = {h:g}: fewest device-seconds {best[h][0]} ({best[h][1]}) {_s(got[best[h]])}; SpecCompact "
-                   f"{_s(spec)} = {spec / rival:.2f}x the best competitor's {_s(rival)}; auto (told held share "
-                   f"{_s(held)}) picks " + "; ".join(autos) + " the fewest")
-    for name, label in (("SpecCompact", "speccompact"), ("Target-delta", "target_delta")):  # the delta methods
-        wins = [h for h in holds if best[h][0] == label]
-        out.append(f"- crossover (the h from which {name} has the fewest device-seconds per compaction): "
-                   f"{f'h = {wins[0]:g}' if wins else 'none in 0-0.9'}"
-                   + (f" (fewest at h = {', '.join(f'{h:g}' for h in wins)})" if wins else ""))
     return "\n".join(out)

@@ -55,7 +55,11 @@ over the requests in each pass, the agent's own excluded), device-seconds
 the previous summary (origin ``carried``) are recorded; with a draw that
 evolves from the one before (``new_draw`` returns a workload with
 ``held_lines``), also how many of the previous summary's facts still held,
-how many of them the summary kept (retention) and its content lines.  Only the agent
+how many of them the summary kept (retention) and its content lines; with a
+draw that knows its truth (``truth_kept``), what of the whole true summary it
+keeps and which of its lines the truth does not hold (staleness); and always
+the share of the previous summary the new one keeps (``observed_held``: what
+the service observes and ``auto`` predicts the next compaction with).  Only the agent
 turns that overlap a prepare are simulated; the others do not change these
 numbers.
 """
@@ -70,6 +74,7 @@ from dataclasses import asdict, dataclass, field
 from typing import Any, Callable
 
 from sgl_speccompact.emulator.cost import CLIENT_S_PER_REQUEST, CLIENT_S_PER_TOKEN, STORE_LOOKUP_S_PER_BYTE
+from sgl_speccompact.methods.auto import held_share
 from . import session_policy as sp
 from .servers import TOOL_PATH
 
@@ -101,6 +106,11 @@ class Compaction:
     previous_facts: int = 0  # content lines of the previous true summary (an evolving workload's draw)
     held_facts: int = 0  # of which still held
     retained_facts: int = 0  # of which the summary holds
+    true_lines: int = 0  # content lines of this compaction's true summary (a draw with ``truth_kept``)
+    true_kept: int = 0  # of which the summary keeps (retention of the truth)
+    text_lines: int = 0  # content lines of the summary's text
+    untrue_lines: int = 0  # of which the truth does not hold (stale lines kept, wrong drafts accepted)
+    observed_held: float | None = None  # share of the previous summary's content lines this one keeps (auto sees it)
 
 
 @dataclass
@@ -369,6 +379,10 @@ class Replay:
                 rec.carried_lines, rec.lines = carried(result)
                 rec.held_facts, rec.retained_facts = retention(getattr(self.drawn, "held_lines", ()), result)
                 rec.previous_facts, rec.content_lines = getattr(self.drawn, "previous_facts", 0), content(result)
+                if hasattr(self.drawn, "truth_kept"):
+                    rec.true_lines, rec.true_kept, rec.text_lines, rec.untrue_lines = \
+                        self.drawn.truth_kept(result.summary)
+                rec.observed_held = held_share(result.summary, step.previous)
                 if rec.applied:
                     step.end = step.start + len(prepared.prefix)
                 ctx, first = sp.assemble(step, result.summary), False

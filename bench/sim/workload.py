@@ -19,12 +19,14 @@ drafter of one compaction with a fixed "true" summary drawn from a seed:
   (a two-state Markov chain with the same mean, where a rejection is
   followed by another with probability ``burst``).  A correct draft is the
   true line; a wrong one is another real line, and the judge rejects
-  exactly the wrong ones.
+  exactly the wrong ones (unless ``mistakes`` states error rates,
+  :mod:`.mistakes`).
 * **Repair candidates** (``n`` > 1 drafter samples): sample ``k`` at a place
   is the true line with probability ``p_accept``, independently of the
   first draft and of the other samples, else a wrong line.
 * **Who writes what**: the drafter writes the slot's lines from where its
-  turn stands (correct or wrong per the draws); a repair writes the true
+  turn stands (correct or wrong per the draws: the true lines its turn does
+  not cover yet, :func:`~.mistakes.remaining`); a repair writes the next true
   line; Target-self writes the true slot; Hermes-style writes about
   ``hermes_tokens`` tokens (default 2,000; its prompt sets no length, and
   1,200 is the conservative low end); OpenClaw-style writes the true slots.
@@ -35,7 +37,9 @@ keeps the previous true summary's shape.  Each of its content lines still
 holds with probability ``hold``, independently, and stays where it was
 relative to the other held lines; every line that does not hold is stale
 (the judge rejects it as a carried line) and is replaced by a new line,
-written after the held ones of its slot or sub-section.  A session draws
+written after the held ones of its slot or sub-section (or with
+``mistakes.held_positions="drawn"``, the held ones at drawn places among
+the new ones).  A session draws
 ``hold`` per compaction from :func:`draw_hold`: Beta with mean ``h`` (the
 swept share) and concentration :data:`HOLD_CONCENTRATION`, so the realized
 held share scatters around ``h`` as real sessions do.
@@ -63,6 +67,7 @@ import re
 from dataclasses import dataclass, field
 
 from sgl_speccompact.emulator.policy import ControlledAcceptancePolicy, label_logprobs, seeded_unit
+from .mistakes import Mistakes, arrange, flips, remaining, repeats, truth_kept, write_order
 
 SLOT_LINE_CHOICES = (2, 3, 4, 6, 8, 10, 12)  # lines per slot, drawn uniformly
 SECTION_LINE_CHOICES = (1, 2, 3)  # lines per sub-section, drawn uniformly
@@ -122,23 +127,6 @@ def written_lines(turn: str) -> list[str]:
     return body.split("\n")[:-1]
 
 
-def place(items: list[str], written: list[str]) -> int:
-    """Index in ``items`` (a slot's flat lines) of the next line after ``written``.
-
-    The place is counted from the last ``###`` heading written, so a
-    sub-section branch (whose turn starts at its heading) and the whole
-    slot in one turn agree.
-
-    >>> items = ["### Done", "- a", "", "### Blocked", "- b"]
-    >>> place(items, ["### Blocked"]), place(items, ["### Done", "- a", "", "### Blocked"]), place(items, [])
-    (4, 4, 0)
-    """
-    heads = [i for i, line in enumerate(written) if line.startswith("### ")]
-    if heads and written[heads[-1]] in items:
-        return items.index(written[heads[-1]]) + len(written) - heads[-1]
-    return len(written)
-
-
 @dataclass
 class SummaryWorkload:
     """The policy described in the module doc (thread-safe: read-only after construction)."""
@@ -156,6 +144,7 @@ class SummaryWorkload:
     model: object = None  # EmulatedModel, for token counts (bind())
     previous: "SummaryWorkload | None" = None  # the compaction before (None: a fresh summary)
     hold: float = 0.0  # with previous: probability that each of its content lines still holds
+    mistakes: Mistakes = field(default_factory=Mistakes)  # what the judge and writers get wrong (none by default)
 
     def __post_init__(self):
         if self.sections is None:
@@ -177,6 +166,7 @@ class SummaryWorkload:
             return f"- {source.pop()}"
 
         truth: dict[str, list[tuple[str | None, list[str]]]] = {}
+        places = random.Random(f"{self.seed}-positions")  # where held lines sit (its own draws: the rest unmoved)
         self.held_lines: list[str] = []  # lines of the previous true summary that still hold
         self.previous_facts = 0  # content lines of the previous true summary (what could have held)
         for slot in self.slots:  # the true summary first: the same for every acceptance rate
@@ -187,7 +177,7 @@ class SummaryWorkload:
                     held = [ln for ln in lines if ln != EMPTY_SECTION and rng.random() < self.hold]
                     self.previous_facts += sum(1 for ln in lines if ln != EMPTY_SECTION)
                     fresh = [take(short if title else pool) for _ in range(len(lines) - len(held))]
-                    truth[slot].append((title, held + fresh))
+                    truth[slot].append((title, arrange(held, fresh, self.mistakes.held_positions, places)))
                     self.held_lines += held
             elif titles and self.section_sizes:
                 sizes = rng.choice(self.section_sizes)
@@ -211,10 +201,13 @@ class SummaryWorkload:
             self.wrong.update(d for d, t in zip(self.drafted[slot], self.true[slot]) if d != t)
         self.candidate_pool = [f"- {ln}" for ln in short if ln not in used]  # wrong repair candidates
         self.wrong.update(self.candidate_pool)
-        if self.previous is not None:  # stale: the previous summary's lines that no longer hold
+        self.earlier: set[str] = set()  # lines of the session's earlier compactions that no longer hold
+        if self.previous is not None:  # stale: the earlier summaries' lines (or accepted wrong ones) that no longer hold
             now = {ln for v in self.true.values() for ln in v}
-            self.wrong.update(ln for v in self.previous.true.values() for ln in v
-                              if ln.startswith("- ") and ln not in now)
+            before = {ln for v in self.previous.true.values() for ln in v if ln.startswith("- ")}
+            self.earlier = {ln for ln in before | self.previous.earlier | self.previous.wrong if ln not in now}
+            self.wrong.update(self.earlier)
+        self.carried_lines = self.earlier | set(self.held_lines)  # what a previous summary can carry into this one
 
     def _acceptance(self, rng: random.Random, n: int) -> list[bool]:
         if not self.clustered:
@@ -238,6 +231,30 @@ class SummaryWorkload:
         """Fraction of drafted content lines that are correct (the realized rate)."""
         drafted = [d for v in self.drafted.values() for d in v if d.strip() and not d.startswith("#")]
         return 1 - sum(d in self.wrong for d in drafted) / max(len(drafted), 1)
+
+    def copied_share(self) -> float:
+        """The share of this compaction's true content tokens that the previous true summary holds (0: none).
+
+        What NGRAM can copy from the previous summary in a writer's prompt
+        (``bench/harness/session.py`` ``copy_speed``); tokens counted with the
+        bound model, else characters.
+        """
+        if self.previous is None:
+            return 0.0
+        count = (lambda t: len(self.model.encode(t))) if self.model is not None else len
+        held = set(self.held_lines)
+        lines = [ln for v in self.true.values() for ln in v if ln.startswith("- ") and ln != EMPTY_SECTION]
+        total = sum(count(ln) for ln in lines)
+        return sum(count(ln) for ln in lines if ln in held) / total if total else 0.0
+
+    def truth_kept(self, summary: str) -> tuple[int, int, int, int]:
+        """:func:`~.mistakes.truth_kept` of ``summary`` against this compaction's true summary."""
+        return truth_kept([ln for v in self.true.values() for ln in v], summary)
+
+    def holds(self, lines: list[str]) -> bool:
+        """The judge's verdict on ``lines``: whether they hold, wrong at the stated rates (:mod:`.mistakes`)."""
+        bad = any(line in self.wrong for line in lines)
+        return bad if flips(self.mistakes, self.seed, lines, bad) else not bad
 
     def candidate(self, slot: str, index: int, sample: int) -> str:
         """Repair candidate ``sample`` at line ``index`` of ``slot``: the true line or a wrong one."""
@@ -266,12 +283,11 @@ class SummaryWorkload:
     # ---------------------------------------------------------------- policy
 
     def next_token_logprobs(self, prompt: str, prompt_ids: list[int], params: dict):
-        """Judges reject exactly the wrong drafts; everything else is supported."""
+        """Judges reject the lines that do not hold and accept the rest (but for the stated mistakes)."""
         found = self.judged(prompt)
         if found is None:
             return {}
-        bad = any(line in self.wrong for line in found)
-        return label_logprobs(self.judge.positive, self.judge.negative, 0.05 if bad else 0.95)
+        return label_logprobs(self.judge.positive, self.judge.negative, 0.95 if self.holds(found) else 0.05)
 
     def generate(self, prompt: str, prompt_ids: list[int], params: dict) -> str:
         if self.judged(prompt) is not None:
@@ -284,15 +300,17 @@ class SummaryWorkload:
         slot = self._slot(request)
         if slot is None:  # a slot this workload has no lines for
             return ""
-        at = place(self.true[slot], written_lines(turn))
+        written, true = written_lines(turn), self.true[slot]
+        rest = remaining(true, written, self.drafted[slot])
+        order = write_order(true, written, self.drafted[slot], self.carried_lines, repeats(self.mistakes, self.seed))
         stops = (params.get("sampling_params") or {}).get("stop_strs") or []
-        if params.get("lora_path") is not None:  # the drafter: its lines from here on
-            if (params.get("n") or 1) > 1 and at < len(self.true[slot]):  # repair candidates
-                return self.candidate(slot, at, int(params.get("sample") or 0)) + "\n"
-            return "".join(line + "\n" for line in self.drafted[slot][at:])
+        if params.get("lora_path") is not None:  # the drafter: its lines from here on (a repeat as carried)
+            if (params.get("n") or 1) > 1 and rest:  # repair candidates
+                return self.candidate(slot, rest[0], int(params.get("sample") or 0)) + "\n"
+            return "".join((true[i] if again else self.drafted[slot][i]) + "\n" for i, again in order)
         if "\n" in stops:  # a repair: the true line
-            return self.true[slot][at] + "\n" if at < len(self.true[slot]) else ""
-        return "".join(line + "\n" for line in self.true[slot][at:])  # Target-self
+            return true[rest[0]] + "\n" if rest else ""
+        return "".join(true[i] + "\n" for i, _ in order)  # Target-self, Target-delta
 
     def _monolithic(self, head: str) -> str:
         """Hermes-style: ``hermes_tokens`` tokens under its headings; OpenClaw-style: the true slots."""

@@ -74,15 +74,19 @@ NGRAM_COPY_TAU = 4.0  # NGRAM tokens per verify step on text copied from the pro
 def copy_tau(held: float | None) -> float:
     """NGRAM tokens per verify step when a share ``held`` of the output copies from the prompt (est.).
 
-    Linear between NGRAM's default on fresh text and :data:`NGRAM_COPY_TAU`
-    on copied text: an update that keeps most of the previous summary (in its
-    prompt) copies those lines.
+    Time per token is what adds up: a copied token takes ``1 / NGRAM_COPY_TAU``
+    of a step, a fresh one ``1 / tau`` of NGRAM's default, so the mix decodes
+    at the harmonic mean of the two, weighted by the copied share.  With no
+    previous summary in the prompt (``held`` None or 0) nothing copies: NGRAM's
+    plain tau.
 
-    >>> copy_tau(0.0), copy_tau(1.0), round(copy_tau(0.5), 2)
-    (1.8, 4.0, 2.9)
+    >>> copy_tau(None), copy_tau(0.0), copy_tau(1.0), round(copy_tau(0.6), 2)
+    (1.8, 1.8, 4.0, 2.69)
     """
-    fresh = DEFAULTS["NGRAM"]["tau"]
-    return fresh + (NGRAM_COPY_TAU - fresh) * min(max(held or 0.0, 0.0), 1.0)
+    fresh, share = DEFAULTS["NGRAM"]["tau"], held or 0.0
+    if share <= 0.0 or share >= 1.0:  # all fresh, all copied: exactly the one speed
+        return fresh if share <= 0.0 else NGRAM_COPY_TAU
+    return 1.0 / (share / NGRAM_COPY_TAU + (1.0 - share) / fresh)
 
 
 class SpecRefused(ValueError):

@@ -107,7 +107,7 @@ def test_an_evolving_session_carries_what_still_holds(evolving):
 
 
 def test_the_race_names_each_delta_methods_crossover_and_where_auto_is_measured():
-    from bench.harness.session import RACE_ROWS, race_tables
+    from bench.harness.race import RACE_ROWS, race_tables
 
     def cell(label, spec, hold, dev):
         return {"label": label, "speculative": spec, "hold": hold, "device_s_per_compaction_median": dev,
@@ -115,12 +115,19 @@ def test_the_race_names_each_delta_methods_crossover_and_where_auto_is_measured(
                 "seed_median_min_s": dev / 2, "seed_median_max_s": dev / 2, "held_realized": hold or None,
                 "carried_share_later": 0.0, "retention": None}
 
+    def row(label, spec, hold, dev):  # one seed's session: three compactions, auto sees the true share after one
+        seen = [None, hold or None, hold or None]
+        return {"label": label, "speculative": spec, "hold": hold, "seed": 0, "mode": "sync", "compactions": 3,
+                "device_s": 3 * dev, "records": [{"device_s": dev, "observed_held": o, "prompt_tokens": 60_000}
+                                                 for o in seen]}
+
     dev = {  # device-seconds per compaction: Target-delta has the fewest from h = 0.6 on
         ("speccompact", "eagle3"): (3.0, 2.0), ("target_self", "eagle3"): (1.5, 1.5),
         ("target_self", "ngram-copy-h"): (1.8, 1.2), ("target_delta", "eagle3"): (1.7, 1.0),
         ("target_delta", "ngram"): (1.9, 1.1)}
     report = {"conditions": {"model_pairs": ["qwen3-8b:qwen3-0.6b"], "p_accept": 0.7},
-              "policy": {"tail_tokens": 10_880}, "rows": [{"records": [{"prompt_tokens": 60_000}]}],
+              "policy": {"tail_tokens": 10_880},
+              "rows": [row(lab, sp, h, v[i]) for (lab, sp), v in dev.items() for i, h in enumerate((0.0, 0.9))],
               "summary": [cell(lab, sp, h, v[i]) for (lab, sp), v in dev.items() for i, h in enumerate((0.0, 0.9))]}
     text = race_tables(report)
     assert sum(1 for lab, sp, _ in RACE_ROWS if (lab, sp) in dev) == 5
@@ -130,6 +137,7 @@ def test_the_race_names_each_delta_methods_crossover_and_where_auto_is_measured(
     assert "(the h from which SpecCompact has the fewest device-seconds per compaction): none in 0-0.9" in text
     line = next(x for x in text.splitlines() if x.startswith("- h = 0.9:"))
     assert "fewest device-seconds target_delta (eagle3) 1.00" in line
-    # on the NGRAM target a Target-delta pick is measured on its NGRAM row (no copy), not the EAGLE3 one
-    assert "on the ngram-copy-h target target_delta, 1.10 = 1.10x" in line
-    assert "on the eagle3 target target_delta, 1.00 = 1.00x" in line
+    # auto picks Target-self twice (nothing observed yet), then Target-delta; on the NGRAM target a Target-delta
+    # pick is priced from its NGRAM row (no copy), not the EAGLE3 one
+    assert "on the eagle3 target 1.33 [1.33-1.33] = 1.33x (target_delta x1, target_self x2)" in line
+    assert "on the ngram-copy-h target 1.17 [1.17-1.17] = 1.17x (target_delta x1, target_self x2)" in line

@@ -102,3 +102,30 @@ def test_what_still_holds_makes_speccompact_cheaper_and_ngram_copy_faster():
         choose(ngram, 40000, 0.7).predicted_s["target_self"]
     assert "held share 0.90" in mostly.reason
     assert held_share("## Goal\n- a\n- c", "## Goal\n- a\n- b") == 0.5
+
+
+def test_copied_and_fresh_tokens_add_their_times_so_the_copy_speed_is_the_harmonic_mix():
+    from sgl_speccompact.core.specdecode import DEFAULTS, NGRAM_COPY_TAU, copy_tau
+
+    fresh = DEFAULTS["NGRAM"]["tau"]
+    for share in (0.0, 0.3, 0.6, 0.9, 1.0):
+        tokens = 1000.0
+        steps = share * tokens / NGRAM_COPY_TAU + (1 - share) * tokens / fresh  # each token's share of a step
+        assert tokens / copy_tau(share) == pytest.approx(steps)
+    assert copy_tau(0.6) == pytest.approx(2.687, abs=1e-3)  # a linear mix would say 3.12
+    assert copy_tau(None) == copy_tau(0.0) == fresh  # nothing to copy: NGRAM's plain speed
+
+
+def test_on_an_ngram_target_auto_prices_target_self_at_the_harmonic_copy_speed():
+    from dataclasses import replace
+
+    from sgl_speccompact.core.specdecode import copy_tau
+    from sgl_speccompact.methods.auto import Deployment, choose, predict
+
+    ngram = Deployment.named(target="qwen3-8b", gpus=2, speculative="ngram")
+    at = replace(ngram, target_spec=replace(ngram.target_spec, tau=copy_tau(0.6)))
+    assert predict("target_self", ngram, 30000, 0.7, held=0.6) == pytest.approx(predict("target_self", at, 30000, 0.7))
+    # with a share of 0.2 held the copied tokens save Target-self less than the carried lines save
+    # Target-delta (the linear mix, 2.24 tokens a step instead of 2.07, picked Target-self here)
+    assert choose(ngram, 30000, 0.7, held=0.2).method == "target_delta"
+    assert choose(ngram, 30000, 0.7).method == "target_self"  # no previous summary: nothing held, nothing copied
