@@ -322,12 +322,18 @@ class HttpEndpoint(RuntimeEndpoint):
             body["lora_path"] = [self.lora_path] * n if n else self.lora_path
         if self.priority is not None:
             body["priority"] = self.priority
+        return self._post_gated("/generate", body, body)
+
+    def _post_gated(self, path: str, body: dict, counted: dict):
+        """POST ``body``; on a view with a yield gate, behind the server's foreground work, up to the
+        gate's bound, and counted as the service's own while it runs (``counted``: the requests it
+        becomes, as a ``/generate`` body)."""
         gate = self.yield_gate
         if gate is None:
-            return self._request("POST", "/generate", body)
-        gate.hold(self.cancel_scope)  # behind the server's foreground work, up to the gate's bound
-        with gate.sending(body):  # counted as the service's own while it runs
-            return self._request("POST", "/generate", body)
+            return self._request("POST", path, body)
+        gate.hold(self.cancel_scope)
+        with gate.sending(counted):
+            return self._request("POST", path, body)
 
     def as_token_ids(self, body: dict) -> dict:
         """``body`` with its ``text`` (one or a batch) replaced by ``input_ids``, when enabled.
