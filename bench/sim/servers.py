@@ -158,7 +158,7 @@ class Requests:
 
         srv = ticket.server
         try:
-            req = decisions.parse(ticket.body)
+            req = decisions.parse(ticket.body, srv.model.tokenizer)
             encoded = decisions.encode(req, srv.model.tokenizer, srv.served.context_length)
         except BadRequest as exc:
             raise http_error(url, 400, json.dumps(exc.body)) from exc

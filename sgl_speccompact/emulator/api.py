@@ -97,7 +97,7 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
     @app.post("/v1/decisions")
     async def v1_decisions(request: Request):
         try:
-            req = decisions.parse(orjson.loads(await request.body()))
+            req = decisions.parse(orjson.loads(await request.body()), frontend.model.tokenizer)
             encoded = decisions.encode(req, frontend.model.tokenizer, served.context_length)
             obj = parse_generate(decisions.scoring_body(encoded))
         except orjson.JSONDecodeError as exc:

@@ -6,8 +6,9 @@ without generation.  The emulator serves it with the server's semantics:
 
 1. the body is validated by sglang's own ``DecisionRequest``; a request the
    server refuses before rendering (images on a text-only model, another
-   ``prompt_format_version``, reasoning turned on in ``chat_template_kwargs``)
-   is refused with the same words;
+   ``prompt_format_version``, reasoning turned on in ``chat_template_kwargs``
+   where the template has the ``enable_thinking`` toggle) is refused with the
+   same words;
 2. each question is worded by sglang's own ``render_question``
    (``PROMPT_FORMAT_VERSION`` 1) and rendered with the model's chat template
    as one user turn, generation prompt on, reasoning off; a template that
@@ -31,8 +32,8 @@ import math
 
 from .frontend import BadRequest, error_response
 
-REASONING = ("<think>", "</think>")  # the Qwen3-style markers of a reasoning block
-TOGGLE = "enable_thinking"  # the template kwarg that turns reasoning on and off
+REASONING = ("<think>", "</think>")  # the Qwen3-style markers of a reasoning block (checked where the template has them)
+TOGGLE = "enable_thinking"  # the template kwarg that turns reasoning on and off (where the template reads it)
 
 
 @functools.cache
@@ -44,27 +45,35 @@ def _sglang():
     return route, DecisionRequest, DecisionAnswer, DecisionResponse, UsageInfo
 
 
-def parse(body) -> object:
+def parse(body, tokenizer) -> object:
     """sglang's ``DecisionRequest`` for ``body``, and the refusals before rendering; :class:`BadRequest`."""
     route, request_class, *_ = _sglang()
     try:
         req = request_class.model_validate(body)
     except Exception as exc:  # pydantic.ValidationError: the server's handler makes it a 400
         raise BadRequest(error_response(str(exc)), str(exc)) from exc
-    refusal = _refusal(req, route.PROMPT_FORMAT_VERSION)
+    refusal = _refusal(req, route.PROMPT_FORMAT_VERSION, _toggle(tokenizer))
     if refusal is not None:
         raise BadRequest(error_response(refusal, err_type="BadRequestError"), refusal)
     return req
 
 
-def _refusal(req, version: int) -> str | None:
+def _toggle(tokenizer) -> str | None:
+    """The reasoning toggle: ``enable_thinking`` for a template that reads it or writes reasoning markers
+    (a Qwen3-style parser's toggle, as the server's reasoning parser names it); None for a template
+    with no reasoning to turn off."""
+    template = getattr(tokenizer, "chat_template", None) or ""
+    return TOGGLE if TOGGLE in template or REASONING[0] in template else None
+
+
+def _refusal(req, version: int, toggle: str | None) -> str | None:
     if req.images:
         return "/v1/decisions images require a model served with multimodal input, and some vision models need " \
                "--enable-multimodal"
     if req.prompt_format_version is not None and req.prompt_format_version != version:
         return f"prompt_format_version {req.prompt_format_version} is not served, this server uses version {version}"
-    if TOGGLE in req.chat_template_kwargs and req.chat_template_kwargs[TOGGLE] is not False:
-        return f"chat_template_kwargs sets {TOGGLE!r} to {req.chat_template_kwargs[TOGGLE]!r}, but decisions need " \
+    if toggle is not None and toggle in req.chat_template_kwargs and req.chat_template_kwargs[toggle] is not False:
+        return f"chat_template_kwargs sets {toggle!r} to {req.chat_template_kwargs[toggle]!r}, but decisions need " \
                "it false or unset"
     return None
 
@@ -73,7 +82,9 @@ def encode(req, tokenizer, context_length: int) -> list[tuple[list[int], list[in
     """``(prompt ids, label ids, view)`` per question, in order; a :class:`BadRequest` naming the question."""
     route = _sglang()[0]
     text = route.render_text(req.input)
-    kwargs = {TOGGLE: False, **req.chat_template_kwargs}
+    toggle = _toggle(tokenizer)
+    kwargs = {**({toggle: False} if toggle else {}), **req.chat_template_kwargs}
+    markers = REASONING[0] in (getattr(tokenizer, "chat_template", None) or "")
     added = {i: t for t, i in tokenizer.get_added_vocab().items()}
     out = []
     for q in req.questions:
@@ -81,7 +92,7 @@ def encode(req, tokenizer, context_length: int) -> list[tuple[list[int], list[in
         labels = route.default_labels(view)
         try:
             out.append((*_encode_question(route, tokenizer, route.render_question(text=text, view=view, labels=labels),
-                                          labels, kwargs, added, context_length), view))
+                                          labels, kwargs, added, context_length, markers), view))
         except ValueError as exc:
             msg = f"question {q.id!r}: {exc}"
             raise BadRequest(error_response(msg, err_type="BadRequest"), msg) from exc
@@ -89,13 +100,13 @@ def encode(req, tokenizer, context_length: int) -> list[tuple[list[int], list[in
 
 
 def _encode_question(route, tokenizer, content: str, labels: list[str], kwargs: dict, added: dict,
-                     context_length: int) -> tuple[list[int], list[int]]:
+                     context_length: int, markers: bool) -> tuple[list[int], list[int]]:
     prompt = tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                            add_generation_prompt=True, **kwargs)
     closing = content.rsplit("\n", 1)[-1]  # the message's fixed last line: what follows it is the answer's opening
     cut = prompt.rfind(closing)
     opening = prompt if cut < 0 else prompt[cut + len(closing):]
-    if opening.rfind(REASONING[0]) > opening.rfind(REASONING[1]):
+    if markers and opening.rfind(REASONING[0]) > opening.rfind(REASONING[1]):
         raise ValueError("the chat template leaves a reasoning block open at the answer position, so this model "
                          "is not supported with these chat_template_kwargs")
     ids = tokenizer.encode(prompt, add_special_tokens=False)

@@ -112,3 +112,46 @@ def test_the_response_validates_with_sglangs_own_class(server):
 
     srv, _ = server
     DecisionResponse.model_validate(post(srv, yes_no("The tests passed.")).json())
+
+
+# ---------------------------------------------------------------- held to the real server's recorded answers
+
+FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "decisions"  # real sglang 0.5.23 exchanges (README.md)
+
+
+@pytest.fixture(scope="module")
+def smollm2_tokenizer(tmp_path_factory) -> dict[str, str]:
+    """SmolLM2's tokenizer as the recorded servers had it: its own template ("plain"), and think.jinja ("reasoning")."""
+    from sgl_speccompact.launch.packaged import checkpoint_dir, is_converted
+
+    folder = checkpoint_dir("smollm2-135m-instruct")
+    if not is_converted(folder):
+        pytest.skip(f"SmolLM2 is not converted at {folder}: python -m sgl_speccompact.launch.packaged")
+    plain = tmp_path_factory.mktemp("smollm2-plain")
+    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
+        if (folder / name).is_file():
+            shutil.copy(folder / name, plain / name)
+    thinking = Path(shutil.copytree(plain, tmp_path_factory.mktemp("smollm2") / "reasoning"))
+    (thinking / "chat_template.jinja").write_text((FIXTURES / "think.jinja").read_text())
+    return {"plain": str(plain), "reasoning": str(thinking)}
+
+
+@pytest.mark.parametrize("name", sorted(p.stem for p in FIXTURES.glob("*.json")))
+def test_the_emulator_answers_the_recorded_real_exchanges_alike(smollm2_tokenizer, name):
+    from sgl_speccompact.emulator import EmulatedServer
+
+    recorded = json.loads((FIXTURES / f"{name}.json").read_text())
+    with EmulatedServer(smollm2_tokenizer[recorded["server"]], policy=ScriptedPolicy(), context_length=8192) as srv:
+        res = post(srv, recorded["request"])
+    assert res.status_code == recorded["status"], res.text
+    real, got = recorded["response"], res.json()
+    if res.status_code != 200:
+        if "validation error" not in real["message"]:  # the route's own words (pydantic's are formatted by FastAPI)
+            assert got["message"] == real["message"]
+        return
+    assert got["usage"] == real["usage"] and set(got["answers"]) == set(real["answers"])
+    for qid, answer in real["answers"].items():
+        mine = got["answers"][qid]
+        assert mine["type"] == answer["type"] and set(mine["probabilities"]) == set(answer["probabilities"])
+        for key in ("prompt_token_ids", "label_token_ids"):  # the exact prompt and labels the server scored
+            assert mine.get(key) == answer.get(key), (qid, key)
