@@ -7,7 +7,6 @@ import pytest
 
 from sgl_speccompact.core import carried
 from sgl_speccompact.core.carried import previous_lines
-from sgl_speccompact.methods.registry import run_method
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
