@@ -12,8 +12,8 @@ What a judge carries depends on the prompt it is asked, not only on the
 label words, so the probe asks each judge the engine's own question: the
 first drafted line of the first slot of a small history, on the slot
 program's own shared prefix and slot opening
-(:func:`~sgl_speccompact.programs.judges.first_line`), exactly as a
-compaction asks it.  It measures both judges (:data:`~sgl_speccompact.config.JUDGES`):
+(:func:`~sgl_speccompact.programs.judges.first_line`, :func:`first_line_verdict`),
+exactly as a compaction asks it.  It measures both judges (:data:`~sgl_speccompact.config.JUDGES`):
 the label-logprob program judge and sglang's ``POST /v1/decisions``, one
 request each, and :func:`pick_judge` picks the one whose labels carry the
 mass: the configured one (the program judge by default: the paper's
@@ -28,7 +28,7 @@ from typing import Any
 
 from ..backends.endpoint import connect
 from ..config import JUDGES, CompactConfig, make_config
-from ..errors import SpecCompactError
+from ..errors import ConfigError, SpecCompactError
 from ..programs.context import SPECCOMPACT
 from ..programs.judges import first_line
 from ..programs.states import on_daemon_thread, retire
@@ -65,26 +65,30 @@ class JudgeProbe:
         return self.masses.get(self.pick)
 
 
-def probe_verdict(target: Any, cfg: CompactConfig):
-    """The verdict ``cfg.judge`` gives :data:`PROBE_LINE` as the first Goal line of a compaction of
-    :data:`PROBE_MESSAGES`: the engine's own prompt, one target request.  ``(verdict, meta)``.
+def first_line_verdict(target: Any, cfg: CompactConfig, messages: list[dict] | tuple = PROBE_MESSAGES,
+                       line: str = PROBE_LINE, slot: str | None = None):
+    """The verdict ``cfg.judge`` gives ``line`` as the first line of ``slot`` (the first slot by default)
+    in a compaction of ``messages``: the engine's own prompt, one target request.  ``(verdict, meta)``.
 
     Raises
     ------
     BackendError, LabelTokenError, ConfigError
         The target failed or refused, or a label word is no single token in its vocabulary.
     """
-    return on_daemon_thread(_probe_verdict, connect(target), cfg)
+    return on_daemon_thread(_first_line_verdict, connect(target), cfg, list(messages), line, slot)
 
 
-def _probe_verdict(target, cfg: CompactConfig):
-    request = MethodRequest(list(PROBE_MESSAGES)).parsed(cfg)
+def _first_line_verdict(target, cfg: CompactConfig, messages: list[dict], line: str, slot: str | None):
+    request = MethodRequest(messages).parsed(cfg)
     probe = Method("probe", program=lambda job: [], judges=True)  # a judging method: its labels are checked
     job = start(probe, request, Backends(target), cfg, OPENCLAW_SLOTS)
     job.layout = plan_layout(None, list(request.messages), target=job.target)
     ctx = slot_context(job, SPECCOMPACT)
     shared, _, _ = shared_text(job)
-    state = first_line.run(shared=shared, ctx=ctx, line=PROBE_LINE, backend=job.target)
+    asked = next((s for s in job.slots if s.name == slot), None) if slot is not None else None
+    if slot is not None and asked is None:
+        raise ConfigError(f"no slot {slot!r} in the schema", field="slot")
+    state = first_line.run(shared=shared, ctx=ctx, line=line, slot=asked, backend=job.target)
     try:
         err = state.error()
     finally:
@@ -96,7 +100,7 @@ def _probe_verdict(target, cfg: CompactConfig):
 
 def probe_label_mass(target: Any, cfg: CompactConfig) -> float:
     """The label mass (p+ + p-) of ``cfg.judge``'s verdict on the engine's own question; one request."""
-    v, _ = probe_verdict(target, cfg)
+    v, _ = first_line_verdict(target, cfg)
     return v.label_mass
 
 

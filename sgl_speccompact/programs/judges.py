@@ -193,16 +193,17 @@ class CarriedQuestions(BranchQuestions):
 
 
 @sgl.function
-def first_line(s, shared, ctx, line):
-    """The engine's question about ``line`` as the first line of the first slot, asked of ``ctx.judge``.
+def first_line(s, shared, ctx, line, slot=None):
+    """The engine's question about ``line`` as the first line of ``slot`` (the first slot by default),
+    asked of ``ctx.judge``.
 
-    The launcher's probe: the shared prefix and the slot's opening are the
-    slot program's own (:func:`~.steps.fork_slots`, :func:`~.steps.open_slot`),
-    so the judge is asked exactly what a compaction asks it.  A fork of one
-    sends no prefill; the decision judge sends no program text at all.
-    Returns ``(verdict, meta)``.
+    The launcher's probe and the judge benchmark: the shared prefix and the
+    slot's opening are the slot program's own (:func:`~.steps.fork_slots`,
+    :func:`~.steps.open_slot`), so the judge is asked exactly what a
+    compaction asks it.  A fork of one sends no prefill; the decision judge
+    sends no program text at all.  Returns ``(verdict, meta)``.
     """
-    slot = ctx.slots[0]
+    slot = slot or ctx.slots[0]
     if ctx.judge.name != "program":
         (v,), meta = ctx.judge.judge(LineQuestions(None, slot, (line,), ctx))
         return v, meta
