@@ -67,10 +67,11 @@ TIMEOUT_S = 1800.0  # per request: a cold 3K-token prefill on a loaded 2-core CP
 def judge_cases(url: str, cases: list[JudgeCase], overrides: dict, get, post, history=history_of) -> dict:
     """One judge over every case, one at a time, on a flushed cache: per-case rows and the cost."""
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+    from sgl_speccompact.launch.templates import CHATML_TEMPLATE
     from sgl_speccompact.methods.judge_probe import first_line_verdict
 
     cfg = make_config(overrides)
-    target = SpecCompactEndpoint(url, timeout_s=TIMEOUT_S)
+    target = SpecCompactEndpoint(url, chat_template=CHATML_TEMPLATE, timeout_s=TIMEOUT_S)  # SmolLM2's ChatML
     post(url + "/flush_cache")
     before = server_tokens(url, get)
     rows, requests, prompt_tokens, walls = [], 0, 0, []

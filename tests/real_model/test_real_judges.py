@@ -19,6 +19,7 @@ from bench import judge_bench
 from bench.evaluation.judge_set import history_of, load_judge_set, trajectory_dir
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.config import CompactConfig
+from sgl_speccompact.launch.templates import CHATML_TEMPLATE
 from sgl_speccompact.methods.judge_probe import pick_judge, probe_judges
 from tests.real_model.conftest import TIER
 from tests.support.procs import unavailable
@@ -61,7 +62,7 @@ def test_the_decision_route_accepts_the_engines_requests_and_scores_yes_and_no(j
 
 
 def test_the_probe_picks_the_judge_whose_labels_carry_the_mass(smol_server):
-    target = SpecCompactEndpoint(smol_server, timeout_s=judge_bench.TIMEOUT_S)
+    target = SpecCompactEndpoint(smol_server, chat_template=CHATML_TEMPLATE, timeout_s=judge_bench.TIMEOUT_S)
     probe = probe_judges(target, CompactConfig())
     assert not probe.errors and set(probe.masses) == {"program", "decisions"}
     assert (probe.pick, probe.reason) == pick_judge(probe.masses, CompactConfig())
