@@ -146,14 +146,24 @@ def run(url: str, cases: list[JudgeCase], get, post, history=history_of, judges:
     return out
 
 
+def percent(p: float) -> str:
+    """A probability as a percentage the page prints: two decimals, four below 1%.
+
+    >>> percent(5.117e-05), percent(0.0696)
+    ('0.0051%', '6.96%')
+    """
+    return f"{100 * p:.4f}%" if p < 0.01 else f"{100 * p:.2f}%"
+
+
 def table(report: dict) -> str:
-    """The page's table: one row per judge."""
+    """The page's table: one row per judge (label masses as percentages of the next-token probability)."""
     rows = ["| judge | label mass min / median / max | AUC (r) | AUC (p+) | verdicts reliable | requests | "
             "prompt tokens | cached tokens | wall s (median per line) |", "|" + " --- |" * 9]
     for name, j in report["judges"].items():
         s, c = j["summary"], j["cost"]
         m = s["label_mass"]
-        rows.append(f"| `{name}` | {m['min']:.2g} / {m['median']:.2g} / {m['max']:.2g} | {s['auc_r']:.2f} | "
+        rows.append(f"| `{name}` | {percent(m['min'])} / {percent(m['median'])} / {percent(m['max'])} | "
+                    f"{s['auc_r']:.2f} | "
                     f"{s['auc_p_pos']:.2f} | {s['reliable_share']:.0%} | {c['requests']} | "
                     f"{c['server_prompt_tokens']:.0f} | {c['server_cached_tokens']:.0f} | "
                     f"{c['wall_s']:.0f} ({c['wall_s_median_per_case']:.2f}) |")

@@ -19,7 +19,7 @@ import sglang as sgl
 from ..backends.endpoint import connect
 from ..core.lines import SlotBudget
 from ..core.sections import SlotLines, join_parts
-from ..result import SlotResult, StopReason
+from ..result import LineOrigin, SlotResult, StopReason
 from ..schema import Slot
 from .branch import Branch
 from .context import SlotContext, SlotRun
@@ -81,6 +81,9 @@ def run_slot(forks: list, slot: Slot, run: SlotRun) -> SlotResult:
     else:
         parts = run_concurrently([lambda b=b: write_branch(b) for b in branches], run.cancel)
         out = join_sections(slot, parts, branches, ctx)
+        if not (ctx.proposers.carried or ctx.proposers.drafter):  # the target alone writes the slot, as one
+            for line in out.lines:  # branch would: its headings and separators too
+                line.origin = LineOrigin.TARGET
     ctx.emit(type="slot_done", slot=slot.name, stop_reason=StopReason(out.stop_reason).value,
              lines=sum(1 for line in out.lines if line.text.strip()))
     return out
