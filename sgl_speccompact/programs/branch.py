@@ -78,7 +78,7 @@ class Branch:
         if self.section is not None:
             heading = HEADING.format(self.section)
             self.count([heading])
-            self.accept(heading, LineOrigin.UNJUDGED)
+            self.accept(heading, LineOrigin.TARGET if self.ctx.proposers.target_only else LineOrigin.UNJUDGED)
 
     # ------------------------------------------------------------ the one admission
 

@@ -81,8 +81,8 @@ def run_slot(forks: list, slot: Slot, run: SlotRun) -> SlotResult:
     else:
         parts = run_concurrently([lambda b=b: write_branch(b) for b in branches], run.cancel)
         out = join_sections(slot, parts, branches, ctx)
-        if not (ctx.proposers.carried or ctx.proposers.drafter):  # the target alone writes the slot, as one
-            for line in out.lines:  # branch would: its headings and separators too
+        if ctx.proposers.target_only:  # the separators the join adds, as one branch's target wrote them
+            for line in out.lines:
                 line.origin = LineOrigin.TARGET
     ctx.emit(type="slot_done", slot=slot.name, stop_reason=StopReason(out.stop_reason).value,
              lines=sum(1 for line in out.lines if line.text.strip()))
