@@ -78,6 +78,7 @@ class CarriedLines:
         self.queue = list(lines)  # still to propose, in the previous summary's order
         self.verdicts: dict[str, Verdict] = {}  # norm_line -> verdict, for every line judged
         self.held = 0  # lines judged to still hold
+        self.judged_tokens = 0  # tokens of the lines judged (their mean sizes the new lines' room)
         self.cap: CarriedCap | None = None  # how much of the budget carried lines may take (after a batch)
         self.section_written = False  # the writer wrote the section before the next carried heading
         cfg = branch.ctx.cfg
@@ -153,9 +154,10 @@ class CarriedLines:
         ctx.recorder.verdicts(verdicts)
         self.verdicts.update((norm_line(x), v) for x, v in zip(batch, verdicts))
         self.held += sum(v.accepted for v in verdicts)
-        mean = sum(branch.tokens[x] for x in batch) / len(batch)
-        self.cap = carried_cap(self.held, len(self.verdicts), branch.budget.max_lines, branch.budget.max_tokens,
-                               mean, ctx.cfg.max_carried_share)
+        self.judged_tokens += sum(branch.tokens[x] for x in batch)
+        judged = len(self.verdicts)
+        self.cap = carried_cap(self.held, judged, branch.budget.max_lines, branch.budget.max_tokens,
+                               self.judged_tokens / judged, ctx.cfg.max_carried_share)
 
     def fits(self, branch: Branch, line: str) -> bool:
         """Whether keeping ``line`` stays within the cap."""
