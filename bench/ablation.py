@@ -3,8 +3,8 @@
 The switches are ``sgl_speccompact.config.OPTIMIZATIONS`` (CompactConfig bool
 field -> description); every switch registered there is swept.  A switch
 that is on by default is an **optimization** (the engine as shipped has
-it); one that is off by default (``draft_buffer``, ``repair_candidates``)
-is an **alternative** the defaults decided against.  Variants:
+it); one that is off by default (``source_judge_on_prefix``,
+``sub_slot_branches``) is an **alternative** the defaults decided against.  Variants:
 
 * ``none``: every optimization off (alternatives off too);
 * ``only X``: ``none`` plus optimization X;

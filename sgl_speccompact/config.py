@@ -8,7 +8,7 @@ summary for every method.  Token counts are in the target tokenizer.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
 
@@ -19,8 +19,6 @@ from .errors import ConfigError
 OPTIMIZATIONS: dict[str, str] = {
     "shared_prefix": "target requests start with one prefix (history + all slot contracts) shared "
                      "by every slot; off: each slot puts its request before the history",
-    "draft_buffer": "the drafter writes up to max_new_tokens (several lines) per call and unused "
-                    "complete lines are buffered; off: one line per drafter call",
     "pipelined_drafting": "the drafter drafts the next line while the target judges the current one "
                           "(assuming it is accepted; dropped if it is rejected)",
     "line_aware_stopping": "repairs stop at the newline; off: a repair decodes up to max_new_tokens "
@@ -36,8 +34,6 @@ OPTIMIZATIONS: dict[str, str] = {
     "sub_slot_branches": "a slot with sub-sections (Progress: Done / In Progress / Blocked) runs one "
                          "forked branch per sub-section, in SpecCompact and Target-self; the slot's "
                          "budget is shared, in order",
-    "repair_candidates": "on a rejection the drafter samples repair_samples lines in one request and "
-                         "the target judges them in one batch; the target repairs only if all fail",
     "send_token_ids": "SpecCompactEndpoint sends prompts as input_ids, so the server tokenizes the "
                       "history once per compaction; off: every request carries text the server tokenizes",
 }
@@ -58,8 +54,8 @@ PROMPT_CHANGING: frozenset[str] = frozenset({
 })
 DECISION_CHANGING: frozenset[str] = frozenset({
     "sub_slot_branches",  # what each branch is asked, and its budget
-    "repair_candidates",  # a drafter candidate may replace a rejected line instead of the target
 })
+JUDGES = ("program", "decisions")  # config.judge: who turns a question into a verdict (programs/judges.py)
 
 
 class CompactConfig(BaseModel):
@@ -86,6 +82,10 @@ class CompactConfig(BaseModel):
     max_summary_tokens: int = Field(2048, ge=1, le=MAX_TOKENS)  # assembled summary budget (target tokens)
     max_line_chars: int = Field(400, ge=8, le=1_000_000)  # longer lines skip the judge and go to repair (chars)
     min_label_mass: float = Field(0.1, ge=0.0, le=1.0)  # p+ + p- below this: an unreliable verdict, acting on nothing (probability)
+    # who judges: "program" reads the label words' logprobs after the program's own question (the paper's
+    # protocol, sharing the slot's radix prefix); "decisions" asks sglang's POST /v1/decisions (yes/no, the
+    # server's wording and chat template).  The launcher's probe may pick "decisions" (methods/judge_probe.py)
+    judge: Literal[JUDGES] = "program"  # type: ignore[valid-type] - Literal of the JUDGES tuple
     positive_label: str = Field("positive", min_length=1)  # judge word meaning "supported"
     negative_label: str = Field("negative", min_length=1)  # judge word meaning "unsupported"
     empty_markers: tuple[str, ...] = ("(none)", "none", "(n/a)", "n/a", "- (none)")  # accepted unjudged
@@ -98,19 +98,16 @@ class CompactConfig(BaseModel):
     source_judge_threshold: float = Field(0.5, gt=0.0, le=1.0)  # SJC keeps entries with p >= this
     max_history_messages: int = Field(10_000, ge=1, le=10_000_000)  # longer histories are refused (messages)
     max_history_chars: int = Field(4_000_000, ge=1, le=2**31)  # longer rendered histories are refused (chars)
-    repair_samples: int = Field(4, ge=2, le=16)  # drafter candidates per rejection (lines)
-    candidate_temperature: float = Field(1.0, ge=0.0, le=MAX_TEMPERATURE)  # drafter temperature of those candidates
     prune_tool_outputs: bool = False  # replace old tool outputs by one-line stubs before compacting (pruning.py)
     keep_tool_outputs: int = Field(4, ge=0, le=1_000_000)  # with prune_tool_outputs: the newest tool outputs kept whole (messages)
     target_context_tokens: int | None = Field(None, ge=1, le=2**24)  # target's context window for chunking; None: ask the server
     carry_previous_lines: bool = True  # incremental: a slot's first proposals are the previous summary's lines
-    max_carried_share: float = Field(1.0, ge=0.0, le=1.0)  # upper bound on the judged share carried lines may take of a slot's lines and tokens (ratio; programs/carried_batch.py)
+    max_carried_share: float = Field(1.0, ge=0.0, le=1.0)  # upper bound on the judged share carried lines may take of a slot's lines and tokens; 0: nothing carried, nothing judged (ratio; core/carried.py)
     max_blank_lines_per_slot: int = Field(4, ge=0, le=1_000)  # blank lines (paragraph breaks) kept per slot (lines)
     ledger: bool = True  # append the exact ledger: files, commands, errors, identifiers and side effects copied from the history, no model (docs/concepts/ledger.md)
     max_ledger_tokens: int = Field(1024, ge=1, le=MAX_TOKENS)  # the ledger's budget, inside the room the sections leave of the summary budget (target tokens)
     # ablation switches (see OPTIMIZATIONS)
     shared_prefix: bool = True  # one target prefix for every slot
-    draft_buffer: bool = False  # several lines per drafter call (the paper's 64-token buffer)
     pipelined_drafting: bool = True  # draft line j+1 while line j is judged
     line_aware_stopping: bool = True  # repairs stop at the newline
     one_request_judging: bool = True  # one prefill-only request per judgement
@@ -118,7 +115,6 @@ class CompactConfig(BaseModel):
     source_judge_on_prefix: bool = False  # SJC after a slot method reuses the compaction's prefix (shows prose)
     short_judge_suffix: bool = True  # judge rubric in the shared prefix; per-judgement suffix = line + tags
     sub_slot_branches: bool = False  # one branch per sub-section of a slot (off until a real-model retention check)
-    repair_candidates: bool = False  # drafter candidates judged in one batch before a target repair
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
 
     def __init__(self, **values: Any):

@@ -25,7 +25,6 @@ class LineOrigin(str, Enum):
 
     DRAFTED = "drafted_accepted"  # drafter line the target judged positive
     REPAIRED = "repaired"  # target-written replacement of a rejected line
-    CANDIDATE = "drafted_candidate"  # drafter repair candidate the target judged positive
     UNJUDGED = "accepted_without_judge"  # heading, empty marker or blank line
     TARGET = "target_written"  # written by the target alone (baselines)
     CARRIED = "carried"  # previous summary's line the target judged to still hold (no drafter decode)
@@ -42,6 +41,29 @@ class ReadsInPlaceOf:
     """
 
     field: str  # the field of the same record this one is read in the place of
+
+
+class StopReason(str, Enum):
+    """Why a slot ended; serialized as its value (``"complete"``, ...) in results, events and JSON."""
+
+    COMPLETE = "complete"  # the writer had nothing more to write
+    LINE_BUDGET = "line_budget"  # the slot holds max_lines_per_slot lines
+    TOKEN_BUDGET = "token_budget"  # the next line would not fit the slot's tokens
+    BLANK_BUDGET = "blank_budget"  # the next blank line would exceed max_blank_lines_per_slot
+    REPAIR_TRUNCATED = "repair_truncated"  # a repair was cut off by its token limit: the slot is incomplete
+    REPAIR_FAILED = "repair_failed"  # a repair failed its checks or lost its claim
+    EMPTY_REPAIR = "empty_repair"  # a second blank repair in a row
+    TARGET_ENDED = "target_ended"  # the target ended its answer instead of writing a line
+    CANCELLED = "cancelled"  # another branch failed: the program stops
+    MISSING = "missing"  # a one-shot summary lacks the section
+    CUT_OFF = "cut_off"  # a one-shot summary was cut off inside the section
+    OUTSIDE_SECTIONS = "outside_sections"  # a one-shot summary's text outside the schema's sections
+
+    def __str__(self) -> str:
+        """The value, as every earlier release wrote a stop reason: ``str(StopReason.COMPLETE) == "complete"``."""
+        return self.value
+
+    __format__ = str.__format__  # f"{reason}" is the value too
 
 
 class SummaryLine(BaseModel):
@@ -61,7 +83,7 @@ class SlotResult(BaseModel):
     name: str  # slot name from the schema
     title: str  # section heading
     lines: list[SummaryLine] = Field(default_factory=list)  # accepted lines, in order
-    stop_reason: str = ""  # why the slot ended: complete | line_budget | token_budget | repair_truncated | missing | ...
+    stop_reason: StopReason = StopReason.COMPLETE  # why the slot ended
     removed_duplicates: list[str] = Field(default_factory=list)  # lines dropped at assembly: an earlier slot has them
     removed_placeholders: list[str] = Field(default_factory=list)  # lines dropped at assembly: template text
     tokens: int = 0  # target tokens the slot's lines use
@@ -83,11 +105,10 @@ class CompactionStats(BaseModel):
     proposed_lines: int = 0  # drafted lines sent to the judge
     accepted_lines: int = 0  # of which judged positive
     repaired_lines: int = 0  # replacements written by the target
-    candidate_lines: int = 0  # replacements chosen among drafter candidates
     unjudged_lines: int = 0  # non-blank lines accepted without a judge call
     dropped_drafts: int = 0  # speculative drafts dropped because their line was rejected
-    carried_proposed: int = 0  # previous summary's lines proposed again (incremental compaction)
-    carried_lines: int = 0  # of which judged to still hold and kept
+    carried_proposed: int = 0  # previous summary's lines the target judged (incremental compaction)
+    carried_lines: int = 0  # carried lines kept in the summary
     label_mass_min: float | None = None  # smallest p+ + p- of any judge verdict, SJC's included (None: no verdict)
     label_mass_median: float | None = None  # median p+ + p- of those verdicts (None: no verdict)
     unreliable_verdicts: int = 0  # verdicts whose label mass was below config min_label_mass (acted on as none)
@@ -182,27 +203,26 @@ class StatsRecorder:
             self.stats.accepted_lines += bool(accepted)
 
     def line(self, origin: LineOrigin, text: str = "-") -> None:
-        """Count one line that entered the summary without a direct positive verdict.
+        """Count one line that entered the summary without a verdict of its own on a drafted line.
 
         Blank lines are formatting, not unjudged content.
         """
         with self._lock:
             self.stats.repaired_lines += origin is LineOrigin.REPAIRED
-            self.stats.candidate_lines += origin is LineOrigin.CANDIDATE
+            self.stats.carried_lines += origin is LineOrigin.CARRIED
             self.stats.unjudged_lines += origin is LineOrigin.UNJUDGED and bool(text.strip())
 
-    def carried(self, accepted: bool) -> None:
-        """Count one judged line carried from the previous summary."""
+    def carried(self, n: int) -> None:
+        """Count ``n`` lines carried from the previous summary that the target judged."""
         with self._lock:
-            self.stats.carried_proposed += 1
-            self.stats.carried_lines += bool(accepted)
+            self.stats.carried_proposed += n
 
-    def verdict(self, judgement: dict) -> None:
-        """Count one verdict's label mass and whether it was too low to act on (``core.judge.acted``'s
-        dict; ``{}``: no verdict)."""
-        if judgement:
+    def verdicts(self, verdicts) -> None:
+        """Count verdicts' label masses and how many were unreliable (``core.judge.Verdict``)."""
+        verdicts = list(verdicts)
+        if verdicts:
             with self._lock:
-                note_masses(self.stats, [judgement["label_mass"]], int(judgement["unreliable"]))
+                note_masses(self.stats, [v.label_mass for v in verdicts], sum(not v.reliable for v in verdicts))
 
     def dropped(self) -> None:
         """Count one speculative draft dropped after its line was rejected."""

@@ -43,7 +43,6 @@ BUDGETS = {
     "max_lines_per_slot": 2,  # lines per slot
     "max_tokens_per_slot": 48,  # tokens per slot
     "max_new_tokens": 24,  # tokens per draft or repair request
-    "repair_samples": 2,  # drafter candidates per rejected line
     "max_summary_tokens": 384,  # the assembled summary
     "monolithic_max_tokens": 160,  # OpenClaw's one generation
     "hermes_cap_ratio": 0.08,  # Hermes's cap: 160 tokens of its 2,000-token target

@@ -29,7 +29,7 @@ from .timeline import RequestRecord
 TOOL_PATH = "/sim/tool"  # not an SGLang route: a client thread waits ``seconds`` of virtual time (a tool call)
 LOCAL_TOKENIZE_PATH = "/sim/local_tokenize"  # not an SGLang route: the client's own tokenizer (see _admit_local)
 YIELD_PATH = "/sim/yield"  # not an SGLang route: a background request's wait for foreground work (see SimYieldGate)
-SERVED = ("/generate", "/v1/chat/completions")  # paths that become scheduler work (foreground load when not background)
+SERVED = ("/generate", "/v1/chat/completions", "/v1/decisions")  # paths that become scheduler work (foreground load when not background)
 
 
 class SimServer:
@@ -72,6 +72,7 @@ class Ticket:
     ready: bool = False  # answered by its server (delivered once its whole bundle is)
     done: bool = False  # delivered to the client
     chat_model: str | None = None  # set for /v1/chat/completions: the answer is a chat.completion
+    decision: tuple | None = None  # set for /v1/decisions: (request, encoded questions); the answer is its response
     cond: threading.Condition | None = None  # the client waits on it (over the simulation's lock)
     background: bool = False  # sent by a yielding (background) view: not foreground load for other requests
     waited: float = 0.0  # YIELD_PATH: virtual seconds held so far
@@ -103,6 +104,8 @@ class Requests:
             self._prepare_chat(ticket, url)
         elif path == "/generate":
             self._prepare_generate(ticket, url)
+        elif path == "/v1/decisions":  # the decision route: render and check, then one scoring batch
+            self._prepare_decisions(ticket, url)
         elif path != "/tokenize":
             raise EmulatorError(f"the simulator does not serve {method} {path}")
         with self._lock:
@@ -148,6 +151,23 @@ class Requests:
         ticket.jobs, ticket.single, ticket.results, ticket.left = chat.jobs, True, chat.results, chat.left
         for i, job in enumerate(ticket.jobs):
             job.on_update = self._sink(ticket, i)
+
+    def _prepare_decisions(self, ticket: Ticket, url: str) -> None:
+        from sgl_speccompact.backends.http import http_error
+        from sgl_speccompact.emulator import decisions
+
+        srv = ticket.server
+        try:
+            req = decisions.parse(ticket.body, srv.model.tokenizer)
+            encoded = decisions.encode(req, srv.model.tokenizer, srv.served.context_length)
+        except BadRequest as exc:
+            raise http_error(url, 400, json.dumps(exc.body)) from exc
+        scoring = Ticket(srv, ticket.path, decisions.scoring_body(encoded))
+        self._prepare_generate(scoring, url)
+        ticket.jobs, ticket.single, ticket.results, ticket.left = scoring.jobs, False, scoring.results, scoring.left
+        ticket.decision = (req, encoded)
+        for i, (job, (_, label_ids, _)) in enumerate(zip(ticket.jobs, encoded)):
+            job.on_update, job.labels = self._sink(ticket, i), tuple(label_ids)
 
     def _sink(self, ticket: Ticket, index: int):
         def update(out: dict, finished: bool) -> None:
@@ -238,6 +258,10 @@ class Requests:
             from sgl_speccompact.emulator.chat import chat_response
 
             ticket.response = chat_response(ticket.response, ticket.chat_model)
+        if ticket.decision is not None and ticket.error is None:
+            from sgl_speccompact.emulator import decisions
+
+            ticket.response = decisions.response(*ticket.decision, ticket.results)
         self._deliver(ticket)
 
     def _deliver(self, ticket: Ticket) -> None:
@@ -302,7 +326,7 @@ def _kind(ticket: Ticket) -> str:
     if ticket.path in ("/tokenize", TOOL_PATH):
         return "tokenize" if ticket.path == "/tokenize" else "tool"
     body = ticket.body
-    if "token_ids_logprob" in body:
+    if "token_ids_logprob" in body or ticket.path == "/v1/decisions":
         return "judge"
     params = body.get("sampling_params") or {}
     params = params[0] if isinstance(params, list) and params else params

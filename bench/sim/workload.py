@@ -52,8 +52,8 @@ the slot request or the judge rubric sit in the prompt.  A judge prompt is
 told apart from a repair by its last user turn: a judgement's turn quotes
 the line (``<line>`` or ``<entry>`` tags) and holds no slot request.  So
 every switch that changes only the layout or the request pattern
-(shared prefix, short judge suffix, draft buffering, pipelining, line-aware
-stopping, one-request judging, sub-slot branches, the agent layout) makes
+(shared prefix, short judge suffix, pipelining, line-aware stopping,
+one-request judging, sub-slot branches, the agent layout) makes
 the same decisions for the same drafted lines.
 
 Every choice is a function of the seed and the prompt, so a simulated run is
@@ -62,6 +62,7 @@ reproducible.
 
 from __future__ import annotations
 
+import math
 import random
 import re
 from dataclasses import dataclass, field
@@ -287,7 +288,11 @@ class SummaryWorkload:
         found = self.judged(prompt)
         if found is None:
             return {}
-        return label_logprobs(self.judge.positive, self.judge.negative, 0.95 if self.holds(found) else 0.05)
+        p = 0.95 if self.holds(found) else 0.05
+        labels = params.get("labels")
+        if labels:  # a /v1/decisions question: its own labels (yes, no), the same verdict
+            return {labels[0]: math.log(0.95 * p), labels[1]: math.log(0.95 * (1 - p))}
+        return label_logprobs(self.judge.positive, self.judge.negative, p)
 
     def generate(self, prompt: str, prompt_ids: list[int], params: dict) -> str:
         if self.judged(prompt) is not None:
@@ -337,18 +342,12 @@ def last_user(text: str, marker: str) -> str:
     return tail if found else text
 
 
-DECISION = {"drafted_accepted": "accepted", "repaired": "replaced", "drafted_candidate": "replaced",
-            "accepted_without_judge": "unjudged", "target_written": "written"}  # origin -> decision
+DECISION = {"drafted_accepted": "accepted", "repaired": "replaced", "accepted_without_judge": "unjudged",
+            "target_written": "written", "carried": "carried"}  # origin -> decision
 
 
 def decisions(result) -> dict[str, list[tuple[str, str]]]:
-    """What a slot method decided, per slot: ``(line, accepted | replaced | unjudged)``.
-
-    A replacement is one decision whether a drafter candidate or the target
-    wrote it, so rows that differ only in how a rejected line is replaced
-    (``repair_candidates``) compare equal when the workload's candidates
-    and repairs agree on the line.
-    """
+    """What a slot method decided, per slot: ``(line, accepted | replaced | unjudged | written | carried)``."""
     return {s.name: [(ln.text, DECISION.get(ln.origin.value, ln.origin.value)) for ln in s.lines]
             for s in result.slots}
 

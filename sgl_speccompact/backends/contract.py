@@ -7,13 +7,13 @@ Two protocols, one on the other:
   prefill of a fork, the cache hint, the chat template).
 * :class:`Backend` adds what SpecCompact asks of a backend directly: the
   assistant prefix, what the server says of itself, token counts, the
-  judge's label words, one-request judging and sampling, and the
+  judge's label words, one-request judging, sglang's decision route, and the
   request-scoped views the service makes of a backend.
 
 Every member is offered by every backend: where a capability means nothing
 for a backend it is a no-op (a view that returns the backend itself, a
 context window of ``None``), and where a backend cannot do a thing in one
-request it declines by returning ``None`` (``judge_batch``, ``sample_n``),
+request it declines by returning ``None`` (``judge_batch``, ``decide``),
 so the caller takes its own way round or reports what it needs.  Nothing
 probes a backend for a member.
 
@@ -33,12 +33,10 @@ from typing import Mapping, Protocol, runtime_checkable
 import requests
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 
-from ..core.judge import Judgement, LabelTokens
+from ..core.judge import LabelTokens
+from ..core.judging import Judged
 from ..errors import BackendUnavailableError
-from .http import approx_token_count
-
-Samples = tuple[list[tuple[str, "dict | None"]], dict]  # each sample's text and finish reason; summed meta
-Judged = tuple[list[Judgement], dict]  # one judgement per text, in order; summed meta
+from .http import approx_token_count, http_error
 
 
 @runtime_checkable
@@ -90,8 +88,8 @@ class Backend(ProgramBackend, Protocol):
         a program's ``select``.
         """
 
-    def sample_n(self, text: str, sampling_params: dict) -> Samples | None:
-        """``sampling_params["n"]`` samples of one prompt in ONE request; None when the backend cannot."""
+    def decide(self, body: dict) -> dict | None:
+        """sglang's ``POST /v1/decisions`` with ``body``: the server's answer; None when the backend cannot."""
 
     def with_token_ids(self, on: bool) -> "Backend":
         """A view sending prompts as token ids (``on``) or text; itself when it sends text only."""
@@ -113,7 +111,7 @@ PROGRAM_MEMBERS = ("chat_template", "get_chat_template", "commit_lazy_operations
                    "select")  # what ProgramBackend declares
 BACKEND_MEMBERS = PROGRAM_MEMBERS + (
     "assistant_prefix", "model_info", "base_url", "count_tokens", "context_length", "label_tokens",
-    "judge_batch", "sample_n", "with_token_ids", "with_routing_key", "with_priority", "with_yield",
+    "judge_batch", "decide", "with_token_ids", "with_routing_key", "with_priority", "with_yield",
     "with_cancel")  # what Backend declares
 
 
@@ -140,8 +138,8 @@ class BackendDefaults:
         """Declined: judged one prompt at a time."""
         return None
 
-    def sample_n(self, text: str, sampling_params: dict) -> Samples | None:
-        """Declined."""
+    def decide(self, body: dict) -> dict | None:
+        """Declined: no decision route."""
         return None
 
     def with_token_ids(self, on: bool) -> "BackendDefaults":
@@ -205,15 +203,23 @@ class PlainBackend(BackendDefaults):
         """The server's ``/tokenize`` counts for a ``RuntimeEndpoint``; else an estimate."""
         if not texts or not isinstance(self.endpoint, RuntimeEndpoint):
             return approx_token_count(texts)
-        url = self.endpoint.base_url.rstrip("/") + "/tokenize"
+        return [int(c) for c in self._post("/tokenize", {"prompt": list(texts), "add_special_tokens": False})["count"]]
+
+    def decide(self, body: dict) -> dict | None:
+        """A ``RuntimeEndpoint``'s ``POST /v1/decisions``; None for any other backend."""
+        return self._post("/v1/decisions", body) if isinstance(self.endpoint, RuntimeEndpoint) else None
+
+    def _post(self, path: str, body: dict) -> dict:
+        url = self.endpoint.base_url.rstrip("/") + path
         key = self.endpoint.api_key
         try:
-            res = requests.post(url, json={"prompt": list(texts), "add_special_tokens": False},
-                                headers={"Authorization": f"Bearer {key}"} if key else {}, timeout=60)
-            res.raise_for_status()
+            res = requests.post(url, json=body, headers={"Authorization": f"Bearer {key}"} if key else {},
+                                timeout=60)
         except requests.RequestException as exc:
             raise BackendUnavailableError(f"{url}: {exc}") from exc
-        return [int(c) for c in res.json()["count"]]
+        if res.status_code != 200:
+            raise http_error(url, res.status_code, res.text)
+        return res.json()
 
 
 def runs_on(backend: Backend) -> ProgramBackend:

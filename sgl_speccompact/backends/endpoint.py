@@ -17,8 +17,9 @@ single-token variant per label, r = p+/(p+ + p-); a label the server
 returned no logprob for is filled in from the top-k by the paper's
 missing-label rule, and with no top-k either the judgement is a
 ``LabelLogprobError`` (a server that ignores ``token_ids_logprob``).  It also judges many
-prompts in one batch request, draws n samples of one prompt in one request,
-and picks the chat template (Qwen3 thinking disabled).
+prompts in one batch request, asks sglang's ``POST /v1/decisions``
+(:meth:`SpecCompactEndpoint.decide`, the decision judge's route), and picks
+the chat template (Qwen3 thinking disabled).
 
 The transport under it (pooled connections, timeouts, typed errors,
 ``lora_path``, ``/tokenize``, prompts as ``input_ids``) is
@@ -27,7 +28,6 @@ The transport under it (pooled connections, timeouts, typed errors,
 
 from __future__ import annotations
 
-import sys
 import time
 from dataclasses import asdict
 
@@ -38,10 +38,10 @@ from sglang.lang.global_config import global_config
 from .chat_format import ChatFormat, decide
 from .contract import Backend, PlainBackend, ProgramBackend
 from .http import HttpEndpoint, http_error  # noqa: F401 - public here too
-from ..errors import BackendError, ConfigError
-from ..core.judge import (Judgement, LabelTokens, choice_logprobs, judge_next_token, label_choices,
-                          label_variants, resolve_label_tokens)
-from .plain_select import choice_entries, plain_select, select_caller
+from ..errors import BackendError
+from ..core.judge import (LabelTokens, Verdict, choice_logprobs, judge_next_token, label_choices, label_variants,
+                          resolve_label_tokens)
+from .plain_select import plain_select
 from ..core.prompts import THINK_OFF
 
 
@@ -51,51 +51,40 @@ JUDGE_TOP_K = 5  # top-k logprobs asked with each judgement: the missing-label r
 class LabelJudgement(ChoicesSamplingMethod):
     """``choices_method`` for the judge select: r = p+/(p+ + p-) >= eta.
 
-    The verdict is the engine's whatever choices a pipeline passes: its
-    positive label is ``choices[0]``, its negative ``choices[n_positive]``,
-    and every variant of both (:func:`~sgl_speccompact.core.judge.label_choices`)
-    is read.  On a plain ``RuntimeEndpoint`` (and with ``one_request`` off)
-    each variant is scored by its own next-token logprob after the prompt;
-    variants the select did not pass are scored with one more prefill and
-    batch, the same requests sglang's select sends
-    (:func:`~.plain_select.choice_entries`).  A label's probability is its
-    best single-token variant's: the rule the one-request path of
-    :class:`SpecCompactEndpoint` applies to exact logprobs of the same
-    variants.  So ``sgl.select("verdict", choices=["positive", "negative"],
-    choices_method=LabelJudgement(0.7))`` judges as the engine does; passing
-    ``label_choices(...)`` saves the extra requests.
+    The positive label's variants are ``choices[:n_positive]``, the
+    negative label's the rest.  On a plain ``RuntimeEndpoint`` (and with
+    ``one_request`` off) each choice is scored by its own next-token logprob
+    after the prompt, and a label's probability is its best choice's;
+    :class:`SpecCompactEndpoint` asks exact next-token logprobs of every
+    single-token variant of both label words (``Positive``, `` positive``,
+    ...) in one request, and its two-request select scores every variant too.
+    On sglang's own ``RuntimeEndpoint`` pass every variant
+    (``choices=label_choices("positive", "negative")[0]`` with
+    ``n_positive=6``, :func:`~sgl_speccompact.core.judge.label_choices`) and
+    it reads the same variants: the verdict is then the engine's.
+    A verdict whose labels carry less than ``min_label_mass`` is unreliable
+    and accepts nothing (:func:`~sgl_speccompact.core.judge.gate`).
     """
 
-    def __init__(self, eta: float, one_request: bool = True, n_positive: int = 1):
+    def __init__(self, eta: float, one_request: bool = True, n_positive: int = 1, min_label_mass: float = 0.0):
         self.eta = eta  # acceptance threshold on r
         self.one_request = one_request  # False: SpecCompactEndpoint uses sglang's plain select too
         self.n_positive = n_positive  # choices[:n_positive] are the positive label's variants
-
-    def labels(self, n_choices: int) -> LabelTokens:
-        """The choices' indices as label "tokens"."""
-        return LabelTokens(tuple(range(self.n_positive)), tuple(range(self.n_positive, n_choices)))
+        self.min_label_mass = min_label_mass  # below this p+ + p- the verdict is unreliable
 
     def __call__(self, *, choices, normalized_prompt_logprobs, input_token_logprobs,
                  output_token_logprobs, unconditional_token_logprobs=None) -> ChoicesDecision:
-        want, n_want = label_choices(choices[0], choices[self.n_positive])
-        entries = dict(zip(choices, input_token_logprobs))
-        missing = [c for c in want if c not in entries]
-        if missing:  # the pipeline passed fewer variants than the engine reads: score the rest too
-            caller = select_caller(sys._getframe(1))
-            if caller is None:
-                raise ConfigError("LabelJudgement cannot score the label variants the select lacks; pass "
-                                  f"choices=label_choices({choices[0].strip()!r}, {choices[self.n_positive].strip()!r})[0]")
-            entries.update(zip(missing, choice_entries(*caller, missing)[0]))
-        lps = choice_logprobs([entries[c] for c in want])
-        labels = LabelTokens(tuple(range(n_want)), tuple(range(n_want, len(want))))
-        j = judge_next_token(dict(enumerate(lps)), None, labels, self.eta)
-        # the plain endpoint's select is a prefill plus one scoring request (twice with missing variants)
-        return decision(choices, j, {"requests": 4 if missing else 2}, self.n_positive)
+        lps = choice_logprobs(input_token_logprobs)
+        labels = LabelTokens(tuple(range(self.n_positive)), tuple(range(self.n_positive, len(choices))))
+        v = judge_next_token(dict(enumerate(lps)), None, labels, self.eta, self.min_label_mass)
+        # the plain endpoint's select is a prefill plus one scoring request
+        return decision(choices, v, {"requests": 2}, self.n_positive)
 
 
-def decision(choices: list[str], j: Judgement, meta: dict, n_positive: int = 1) -> ChoicesDecision:
-    """The select result for a judgement: the positive label if accepted, else the negative one."""
-    return ChoicesDecision(choices[0] if j.accepted else choices[n_positive], {**meta, "judgement": asdict(j)})
+def decision(choices: list[str], v: Verdict, meta: dict, n_positive: int = 1) -> ChoicesDecision:
+    """The select result for a verdict: the positive label if accepted, else the negative one;
+    ``meta["verdict"]`` holds the :class:`~sgl_speccompact.core.judge.Verdict` as a dict."""
+    return ChoicesDecision(choices[0] if v.accepted else choices[n_positive], {**meta, "verdict": asdict(v)})
 
 
 def next_token_logprobs(meta: dict, what: str) -> dict[int, float]:
@@ -118,10 +107,10 @@ def top_logprobs(meta: dict) -> list[tuple[int, float]]:
     return [(int(tok), lp) for lp, tok, *_ in (positions[0] or [])] if positions else []
 
 
-def judge_meta(meta: dict, labels: LabelTokens, eta: float, what: str) -> Judgement:
+def judge_meta(meta: dict, labels: LabelTokens, eta: float, what: str, min_label_mass: float = 0.0) -> Verdict:
     """The verdict of one judge answer; ``LabelLogprobError`` if it carries no label logprobs."""
     try:
-        return judge_next_token(next_token_logprobs(meta, what), top_logprobs(meta), labels, eta)
+        return judge_next_token(next_token_logprobs(meta, what), top_logprobs(meta), labels, eta, min_label_mass)
     except BackendError as exc:
         raise type(exc)(f"{what}: {exc} (does the server honour token_ids_logprob?)") from None
 
@@ -219,23 +208,37 @@ class SpecCompactEndpoint(HttpEndpoint):
         raise NotImplementedError("SpecCompactEndpoint does not stream; use generate")
 
     def select(self, s, choices, temperature, choices_method=None):
-        if not isinstance(choices_method, LabelJudgement) or not choices_method.one_request:
+        if not isinstance(choices_method, LabelJudgement):
             return plain_select(self, s, choices, temperature, choices_method)  # sglang's two requests
+        if not choices_method.one_request:
+            return self.select_every_variant(s, choices, temperature, choices_method)
         n = choices_method.n_positive
         labels = self.label_tokens(choices[0], choices[n])
         meta = self._generate(judge_body(s.text_, labels))["meta_info"]
-        j = judge_meta(meta, labels, choices_method.eta, "judge request")
+        v = judge_meta(meta, labels, choices_method.eta, "judge request", choices_method.min_label_mass)
         # the server's own counts: a judgement that decoded anything shows it in the stats
         keep = {k: int(meta.get(k) or 0) for k in ("prompt_tokens", "cached_tokens", "completion_tokens")}
-        return decision(choices, j, {**keep, "requests": 1}, n)
+        return decision(choices, v, {**keep, "requests": 1}, n)
+
+    def select_every_variant(self, s, choices, temperature, method: LabelJudgement) -> ChoicesDecision:
+        """sglang's two-request select over every variant of both label words, whichever the program
+        named: the verdict reads the variants the one-request judge reads."""
+        n = method.n_positive
+        every, n_every = label_choices(choices[0], choices[n])
+        wide = LabelJudgement(method.eta, one_request=False, n_positive=n_every, min_label_mass=method.min_label_mass)
+        d = plain_select(self, s, every, temperature, wide)
+        v = d.meta_info["verdict"]
+        return decision(choices, Verdict(**{**v, "substituted": tuple(v["substituted"])}),
+                        {k: x for k, x in d.meta_info.items() if k != "verdict"}, n)
 
     def judge_batch(self, texts: list[str], positive: str, negative: str,
-                    eta: float) -> tuple[list[Judgement], dict]:
-        """Judge many complete prompts with ONE prefill-only ``/generate`` batch.
+                    eta: float) -> tuple[list[Verdict], dict]:
+        """Judge many complete prompts with ONE prefill-only ``/generate`` request.
 
         Each text must end where the label word would be generated.  The
         server schedules the items together, and items sharing a prefix
-        share it in the radix cache.
+        share it in the radix cache.  One text goes as one prompt, not a
+        batch of one: the body of the one-request select.
 
         Parameters
         ----------
@@ -248,8 +251,8 @@ class SpecCompactEndpoint(HttpEndpoint):
 
         Returns
         -------
-        judgements : list of Judgement
-            One per text, in order.
+        verdicts : list of Verdict
+            One per text, in order (not gated: the caller applies ``min_label_mass``).
         meta : dict
             ``prompt_tokens`` and ``cached_tokens`` summed over the items,
             ``completion_tokens`` as the server reports them (0: prefill only), ``requests`` 1 (0 for no texts).
@@ -258,45 +261,32 @@ class SpecCompactEndpoint(HttpEndpoint):
         if not texts:
             return [], meta
         labels = self.label_tokens(positive, negative)
-        out = self._generate(judge_body(list(texts), labels))
+        out = self._generate(judge_body(texts[0] if len(texts) == 1 else list(texts), labels))
+        if len(texts) == 1 and isinstance(out, dict):
+            out = [out]
         if not isinstance(out, list) or len(out) != len(texts):
             raise BackendError(f"batch judge: expected {len(texts)} results, got {type(out).__name__}")
         meta["requests"] = 1
-        judgements = []
+        verdicts = []
         for i, item in enumerate(out):
             info = item.get("meta_info") or {}
-            judgements.append(judge_meta(info, labels, eta, f"batch judge item {i}"))
+            verdicts.append(judge_meta(info, labels, eta, f"batch judge item {i}"))
             for k in ("prompt_tokens", "cached_tokens", "completion_tokens"):
                 meta[k] += int(info.get(k) or 0)
-        return judgements, meta
+        return verdicts, meta
 
-    def sample_n(self, text: str, sampling_params: dict) -> tuple[list[tuple[str, dict | None]], dict]:
-        """``sampling_params["n"]`` samples of one prompt with ONE ``/generate`` request.
+    def decide(self, body: dict) -> dict:
+        """``POST /v1/decisions`` (sglang 0.5.23's decision route): its answer, as the server sends it.
 
-        sglang's parallel sampling: ``SamplingParams.n``, which
-        ``GenerateReqInput._handle_parallel_sampling`` (sglang 0.5.23
-        ``srt/managers/io_struct.py``) turns into ``parallel_sample_num``
-        copies of the prompt sharing one prefill; the answer is a list of n
-        results.
-
-        Returns
-        -------
-        samples : list of (str, dict)
-            Each sample's text and ``meta_info.finish_reason``.
-        meta : dict
-            Token counts summed over the samples, ``requests`` 1.
+        The server renders ``body["input"]`` and each question with the
+        model's chat template (reasoning off), scores every question's label
+        tokens in one call and answers ``probabilities`` and ``label_mass``
+        per question; a template that leaves a reasoning block open, or a
+        server with a built-in (not Jinja) template, is refused with HTTP
+        400 (:class:`~sgl_speccompact.errors.BackendError`).
         """
-        n = int(sampling_params.get("n", 1))
-        out = self._generate({"text": text, "sampling_params": dict(sampling_params)})
-        items = out if isinstance(out, list) else [out]
-        if len(items) != n:
-            raise BackendError(f"parallel sampling: expected {n} results, got {len(items)}")
-        meta = {"prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "requests": 1}
-        for item in items:
-            info = item.get("meta_info") or {}
-            for k in ("prompt_tokens", "cached_tokens", "completion_tokens"):
-                meta[k] += int(info.get(k) or 0)
-        return [(item.get("text", ""), (item.get("meta_info") or {}).get("finish_reason")) for item in items], meta
+        # the server scores one request per question: the yield gate counts them so
+        return self._post_gated("/v1/decisions", body, {"text": [q.get("id") for q in body.get("questions", [])]})
 
     # ------------------------------------------------------------------ label words
 

@@ -440,17 +440,25 @@ class HttpEndpoint(RuntimeEndpoint):
             body["lora_path"] = [self.lora_path] * n if n else self.lora_path
         if self.priority is not None:
             body["priority"] = self.priority
+        return self._post_gated("/generate", body, body)
+
+    def _post_gated(self, path: str, body: dict, counted: dict):
+        """POST ``body``; on a view with a yield gate, behind the server's foreground work, up to the
+        gate's bound, and counted as the service's own while it runs (``counted``: the requests it
+        becomes, as a ``/generate`` body)."""
         gate = self.yield_gate
         if gate is not None:
             gate.hold(self.cancel_scope)  # behind the server's foreground work, up to the gate's bound
-        rids = self.in_flight.start(body) if self.in_flight is not None else []  # before the scope's check
+        # before the scope's check; only /generate takes rids (a decision request has none to abort)
+        tracked = self.in_flight is not None and path == "/generate"
+        rids = self.in_flight.start(body) if tracked else []
         try:
             if gate is None:
-                return self._request("POST", "/generate", body)
-            with gate.sending(body):  # counted as the service's own while it runs
-                return self._request("POST", "/generate", body)
+                return self._request("POST", path, body)
+            with gate.sending(counted):  # counted as the service's own while it runs
+                return self._request("POST", path, body)
         finally:
-            if self.in_flight is not None:
+            if tracked:
                 self.in_flight.end(rids)
 
     def as_token_ids(self, body: dict) -> dict:

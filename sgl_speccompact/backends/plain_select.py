@@ -61,28 +61,6 @@ def choice_entries(endpoint, s, choices: list[str]) -> tuple[list[list], list[li
             [r["meta_info"]["output_token_logprobs"] for r in obj])
 
 
-def select_caller(frame, depth: int = 4):
-    """``(endpoint, state)`` of the ``select`` that called a choices method, found in the frames
-    above ``frame``, or None.
-
-    sglang hands a choices method only the scores of the choices the program
-    passed, never its backend, so a method that must score more choices
-    (:class:`~.endpoint.LabelJudgement`: every label variant) finds them
-    here: the state has ``text_``, the endpoint ``_generate_http_request``
-    (``RuntimeEndpoint.select``'s ``self`` and ``s``, :func:`plain_select`'s
-    ``endpoint`` and ``s``).
-    """
-    for _ in range(depth):
-        if frame is None:
-            return None
-        local = frame.f_locals
-        s, endpoint = local.get("s"), local.get("endpoint", local.get("self"))
-        if isinstance(getattr(s, "text_", None), str) and callable(getattr(endpoint, "_generate_http_request", None)):
-            return endpoint, s
-        frame = frame.f_back
-    return None
-
-
 def plain_select(endpoint, s, choices: list[str], temperature: float,
                  choices_method: ChoicesSamplingMethod) -> ChoicesDecision:
     """``RuntimeEndpoint.select`` with the same requests, safe for the ``None`` first entry.

@@ -8,10 +8,21 @@ STILL HOLDS after the turns since that summary
 origin, not evidence for it).  An accepted line costs no drafter decode
 (origin ``carried``); a rejected one -- a step the new turns completed or
 abandoned, a fact they contradicted -- is dropped, not repaired: what the new
-turns established is drafted after the carried lines.  A slot's carried
-lines are judged together in one target request and take the share of its
-budget their judged share allows, always leaving new information room
-(``programs/carried_batch.py``, docs/concepts/incremental-compaction.md).
+turns established is drafted after the carried lines.
+
+**Judged only up to what the slot can keep.**  A slot keeps at most
+:func:`carried_bound` carried lines, so no more are judged: a slot branch
+judges its next lines in one bounded batch (:mod:`~sgl_speccompact.programs.proposers`),
+each question the criterion first and the line last, the part every
+question shares prefilled once.  A previous summary of 2,000 lines in one
+section costs a dozen judge prompts, not 2,000.
+
+**The evidence rule** (replacing a fixed share): the judged share ``j``
+(lines judged to still hold over lines judged) is the evidence of how much
+of the slot is unchanged, so carried lines may take ``j`` of the slot's
+lines and tokens (at most ``max_carried_share``), and always leave one line
+and one mean carried line's tokens for what the new turns add
+(:func:`carried_cap`).  See docs/concepts/incremental-compaction.md.
 
 The previous summary is untrusted text.  Its lines pass the checks a
 drafted line passes (:func:`~.lines.classify_line`), and more strictly:
@@ -29,12 +40,49 @@ could confirm), nor is a line of a section the schema does not have.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Iterable
 
 from ..schema import Slot
 from .lines import split_breaks
 
 Key = tuple[str, "str | None"]  # (slot name, sub-section or None for the whole slot)
+
+
+@dataclass(frozen=True)
+class CarriedCap:
+    """How much of a slot branch's budget its carried lines may take."""
+
+    lines: int  # carried lines kept, at most
+    tokens: int  # their tokens, at most
+    share: float  # the judged share j the cap follows (lines still holding / lines judged)
+
+
+def carried_bound(max_lines: int, max_share: float) -> int:
+    """The most carried lines a slot can keep, whatever the verdicts: no more are ever judged.
+
+    >>> carried_bound(12, 1.0), carried_bound(12, 0.5), carried_bound(12, 0.0), carried_bound(1, 1.0)
+    (11, 6, 0, 0)
+    """
+    return min(int(max_lines * max_share), max(max_lines - 1, 0))
+
+
+def carried_cap(held: int, judged: int, max_lines: int, max_tokens: int, mean_tokens: float,
+                max_share: float = 1.0) -> CarriedCap:
+    """The evidence rule: carried lines take the judged share of the budget, leaving one new line's room.
+
+    >>> carried_cap(9, 10, 12, 320, 20)
+    CarriedCap(lines=10, tokens=288, share=0.9)
+    >>> carried_cap(13, 13, 12, 320, 20).lines, carried_cap(3, 6, 12, 320, 20).lines
+    (11, 6)
+    >>> carried_cap(5, 5, 12, 320, 20, max_share=0.5).lines, carried_cap(0, 0, 12, 320, 20).lines
+    (6, 0)
+    """
+    share = held / judged if judged else 0.0
+    use = min(share, max_share)
+    lines = min(int(max_lines * use), max(max_lines - 1, 0))
+    tokens = min(int(max_tokens * use), max(max_tokens - int(round(mean_tokens)), 0))
+    return CarriedCap(lines, tokens, share)
 
 
 def section_heading(line: str, slot: Slot) -> str | None:

@@ -15,13 +15,17 @@ silent default.
 
 This is the ONE verdict rule: the one-request judge (exact next-token
 logprobs of every variant), the plain two-request select (each variant
-scored as a choice) and the batch judge all call :func:`judge_next_token`.
+scored as a choice) and the batch judge all call :func:`judge_next_token`;
+sglang's ``/v1/decisions`` answers are read into the same :class:`Verdict`
+by :func:`verdict` too.  A verdict whose labels carry less than
+``min_label_mass`` of the next-token probability is not *reliable*
+(:func:`gate`): it accepts, keeps and deletes nothing, whatever r says.
 """
 
 from __future__ import annotations
 
 import math
-from dataclasses import asdict, dataclass  # noqa: F401 - asdict: the doctests use it
+from dataclasses import dataclass, replace
 from typing import Callable, Hashable, Iterable, Mapping
 
 from ..errors import LabelLogprobError, LabelTokenError
@@ -41,13 +45,14 @@ class LabelTokens:
 
 
 @dataclass(frozen=True)
-class Judgement:
-    """The target's verdict on one proposed line."""
+class Verdict:
+    """The target's verdict on one proposed line or entry: the one verdict type, end to end."""
 
     p_pos: float  # probability of the best positive variant (possibly substituted)
     p_neg: float  # probability of the best negative variant (possibly substituted)
     score: float  # r = p_pos / (p_pos + p_neg), 0.0 when both are 0
-    accepted: bool  # score >= eta
+    accepted: bool  # score >= eta, and the verdict is reliable
+    reliable: bool = True  # label_mass >= min_label_mass: the verdict may act (see gate)
     substituted: tuple[str, ...] = ()  # labels filled in by the missing-label rule
 
     @property
@@ -57,38 +62,28 @@ class Judgement:
         A judge that answers the question puts most of its probability on a
         label; a low mass means it meant to write something else (a wrong chat
         template, an opened thinking block, label words it does not use), and
-        ``score`` is then noise (:func:`unreliable`).
+        ``score`` is then noise (:func:`gate`).
 
-        >>> round(Judgement(0.003, 0.002, 0.6, False).label_mass, 4)
+        >>> round(Verdict(0.003, 0.002, 0.6, False).label_mass, 4)
         0.005
         """
         return self.p_pos + self.p_neg
 
 
-def unreliable(j: Judgement, min_label_mass: float) -> bool:
-    """Whether verdict ``j`` is too weak to act on: its label mass is below ``min_label_mass``.
+def gate(v: Verdict, min_label_mass: float) -> Verdict:
+    """``v`` with the health gate applied: below ``min_label_mass`` it is unreliable and accepts nothing.
 
     SpecCompact accepts no line on such a verdict (the target writes the line
-    instead), and Source-Judged Compaction deletes no entry on one.
+    instead), no carried line is kept or marked stale on one, and
+    Source-Judged Compaction deletes no entry on one.
 
-    >>> unreliable(verdict(0.004, 0.001, eta=0.7), 0.05), unreliable(verdict(0.6, 0.3, eta=0.7), 0.05)
-    (True, False)
+    >>> gate(verdict(0.004, 0.001, eta=0.7), 0.05)
+    Verdict(p_pos=0.004, p_neg=0.001, score=0.8, accepted=False, reliable=False, substituted=())
+    >>> gate(verdict(0.6, 0.3, eta=0.7), 0.05).accepted
+    False
     """
-    return j.label_mass < min_label_mass
-
-
-def acted(judgement: dict, min_label_mass: float) -> dict:
-    """A verdict (``asdict`` of a :class:`Judgement`, ``{}`` for none) as the engine acts on it: with its
-    ``label_mass`` and whether it is ``unreliable``, which accepts nothing.
-
-    >>> acted(asdict(verdict(0.0045, 0.0005, eta=0.7)), 0.1)["accepted"], acted({}, 0.1)
-    (False, {})
-    """
-    if not judgement:
-        return judgement
-    j = Judgement(**{k: v for k, v in judgement.items() if k in Judgement.__dataclass_fields__})
-    bad = unreliable(j, min_label_mass)
-    return {**judgement, "accepted": j.accepted and not bad, "unreliable": bad, "label_mass": j.label_mass}
+    ok = v.label_mass >= min_label_mass
+    return replace(v, accepted=v.accepted and ok, reliable=v.reliable and ok)
 
 
 def label_variants(word: str) -> list[str]:
@@ -187,19 +182,19 @@ def acceptance_score(p_pos: float, p_neg: float) -> float:
     return p_pos / total if total > 0 else 0.0
 
 
-def verdict(p_pos: float, p_neg: float, eta: float, substituted=()) -> Judgement:
-    """Judgement from two label probabilities.
+def verdict(p_pos: float, p_neg: float, eta: float, substituted=(), min_label_mass: float = 0.0) -> Verdict:
+    """The verdict from two label probabilities, gated at ``min_label_mass`` (:func:`gate`).
 
-    >>> verdict(0.2, 0.6, eta=0.7).accepted
-    False
+    >>> verdict(0.2, 0.6, eta=0.7).accepted, verdict(0.02, 0.006, eta=0.7, min_label_mass=0.1).reliable
+    (False, False)
     """
     r = acceptance_score(p_pos, p_neg)
-    return Judgement(p_pos, p_neg, r, r >= eta, tuple(substituted))
+    return gate(Verdict(p_pos, p_neg, r, r >= eta, substituted=tuple(substituted)), min_label_mass)
 
 
 def judge_next_token(exact: Mapping[Hashable, float | None] | None,
                      top: Iterable[tuple[Hashable, float | None]] | None,
-                     labels: LabelTokens, eta: float) -> Judgement:
+                     labels: LabelTokens, eta: float, min_label_mass: float = 0.0) -> Verdict:
     """The verdict rule: best variant per label, the missing-label rule from top-k.
 
     Parameters
@@ -212,6 +207,8 @@ def judge_next_token(exact: Mapping[Hashable, float | None] | None,
         Both labels' variants.
     eta : float
         Acceptance threshold on r.
+    min_label_mass : float
+        Below this p+ + p- the verdict is unreliable (:func:`gate`).
 
     Raises
     ------
@@ -239,7 +236,7 @@ def judge_next_token(exact: Mapping[Hashable, float | None] | None,
                                     "top-k logprobs to apply the missing-label rule")
         p[name] = missing_label_substitute(top_probs.values())
         missing.append(name)
-    return verdict(p["positive"], p["negative"], eta, missing)
+    return verdict(p["positive"], p["negative"], eta, missing, min_label_mass)
 
 
 def missing_label_substitute(returned_probs: Iterable[float]) -> float:

@@ -1,4 +1,4 @@
-"""Judge prompt texts: the short-suffix rubric and Source-Judged Compaction.
+"""Judge prompt texts: the short-suffix rubric, Source-Judged Compaction and the decision route's claims.
 
 SpecCompact's line judge (``prompts.VERIFY_*``) and SJC's entry judge share
 one idea: everything that is the same for every judgement sits in a cached
@@ -117,3 +117,56 @@ def judge_rubric(positive: str, negative: str, has_previous: bool = False) -> st
     labels = dict(positive=positive, negative=negative, or_previous=_or_previous(has_previous))
     entry = SOURCE_CRITERION_IN_CONVERSATION.format(**labels)
     return JUDGE_RUBRIC.format(entry_criterion=entry, **labels)
+
+
+# ---------------------------------------------------------------- sglang's /v1/decisions
+# The decision route owns its wording: it renders ``input``, a blank line, then
+# "Is the following true? <question>" and "Answer with yes or no only." in one
+# user turn of the model's chat template.  So each judging path states its
+# criterion as a claim about one line; the input is the record the claim is
+# about, first, so every request of one compaction shares it as a radix prefix.
+
+DECISION_LINE = (
+    "The line below is the right next line of the {title} section: the conversation{or_previous} "
+    "supports it, and it is consistent with the section's lines so far.\n<line>\n{line}\n</line>"
+)
+DECISION_CARRIED = (
+    "The line below, from the earlier summary's {title} section, still holds after the conversation: "
+    "the conversation does not contradict it or make it obsolete, and did not complete or abandon a step "
+    "it names.\n<line>\n{line}\n</line>"
+)
+DECISION_SOURCE = (
+    "The entry below, from the section \"{section}\" of a summary of this session, has a source: the "
+    "record{or_previous} states or directly shows what it says, including its names, paths, values and "
+    "outcomes.\n<entry>\n{entry}\n</entry>"
+)
+DECISION_SECTION = "The {title} section so far:\n<section>\n{lines}\n</section>"
+
+
+def decision_line_claim(title: str, line: str, has_previous: bool = False) -> str:
+    """The yes/no claim about a proposed next line of a section.
+
+    >>> decision_line_claim("Goal", "- fix a.py").endswith("<line>\\n- fix a.py\\n</line>")
+    True
+    """
+    return DECISION_LINE.format(title=title, line=line, or_previous=_or_previous(has_previous))
+
+
+def decision_carried_claim(title: str, line: str) -> str:
+    """The yes/no claim about a line carried from the earlier summary (does it still hold?)."""
+    return DECISION_CARRIED.format(title=title, line=line)
+
+
+def decision_source_claim(section: str, entry: str, has_previous: bool = False) -> str:
+    """The yes/no claim about a summary entry (does it have a source?)."""
+    return DECISION_SOURCE.format(section=section or "(untitled)", entry=entry,
+                                  or_previous=_or_previous(has_previous))
+
+
+def decision_section(title: str, lines: tuple[str, ...] | list[str]) -> str:
+    """A section's lines so far, as the input of a next-line claim ends with them.
+
+    >>> decision_section("Goal", [])
+    'The Goal section so far:\\n<section>\\n(empty)\\n</section>'
+    """
+    return DECISION_SECTION.format(title=title, lines="\n".join(lines) or "(empty)")

@@ -4,7 +4,8 @@ These are the "Checks and termination" and "Draft buffering" rules of the
 SpecCompact paper's "Efficient Slot-Parallel Execution" section:
 
 - a line duplicating an accepted line, or longer than the character limit,
-  goes straight to repair (no judge call);
+  goes straight to repair (no judge call); duplicates are compared without
+  their list markers and numbering (``1. X`` repeats ``2. X`` and ``- X``);
 - a ``#`` or ``##`` heading would duplicate the summary's own section
   headings and goes to repair as a duplicate;
 - a sub-heading (``###...``) or an empty-slot marker such as ``(none)`` is
@@ -23,6 +24,7 @@ from enum import Enum
 from functools import lru_cache
 
 from ..config import CompactConfig
+from ..result import StopReason
 
 
 class LineKind(str, Enum):
@@ -40,16 +42,31 @@ class LineKind(str, Enum):
 _SECTION_HEADING = re.compile(r"#{1,2}(?!#)")
 
 
+# a list marker or a number opening a line: "- ", "* ", "+ ", "1. ", "12) ", "(3) " (repeated: "- 1. x")
+_LIST_MARKER = re.compile(r"^(?:[-*+\u2022]\s+|\(?\d+[.)]\s+)+")
+
+
+def _fold(text: str) -> str:
+    """Whitespace collapsed, lower case."""
+    return " ".join(text.split()).lower()
+
+
 def norm_line(line: str) -> str:
-    """A line as the duplicate check compares it: whitespace collapsed, lower case.
+    """A line as the duplicate check compares it: without its list marker or number, whitespace
+    collapsed, lower case.  A model looping on one item numbers it anew each time ("1. X", "2. X"):
+    those are one line.  Checkboxes stay (``- [x] a`` is done, ``- [ ] a`` is not).
 
-    >>> norm_line("  - Fix   Bug ")
-    '- fix bug'
+    >>> norm_line("  - Fix   Bug "), norm_line("2. fix bug"), norm_line("3) - Fix bug")
+    ('fix bug', 'fix bug', 'fix bug')
+    >>> norm_line("- [x] ran it"), norm_line("1."), norm_line("### Done")
+    ('[x] ran it', '1.', '### done')
     """
-    return " ".join(line.split()).lower()
+    folded = _fold(line)
+    bare = _LIST_MARKER.sub("", folded + " ").strip()
+    return bare or folded
 
 
-_norm = norm_line
+_norm = _fold  # placeholders are compared as written: "[First next step]" holds no list marker
 
 
 def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig,
@@ -58,8 +75,8 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
     of the schema's ``placeholders`` (:func:`placeholder_texts`) is template text, not content.
 
     >>> cfg = CompactConfig()
-    >>> classify_line("- fix bug", ["- fix bug"], cfg).value
-    'duplicate'
+    >>> classify_line("- fix bug", ["- fix bug"], cfg).value, classify_line("2. X", ["1. X"], cfg).value
+    ('duplicate', 'duplicate')
     >>> classify_line("### Done", [], cfg).value, classify_line("(none)", [], cfg).value
     ('unjudged', 'unjudged')
     >>> classify_line("- read config.py", [], cfg).value
@@ -71,7 +88,7 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
     """
     if not line.strip():
         return LineKind.BLANK
-    if _norm(line) in {_norm(a) for a in accepted if a.strip()}:
+    if norm_line(line) in {norm_line(a) for a in accepted if a.strip()}:
         return LineKind.DUPLICATE
     if len(line) > cfg.max_line_chars:
         return LineKind.TOO_LONG
@@ -312,21 +329,22 @@ class SlotBudget:
     tokens: int = 0  # tokens used
     blanks: int = 0  # blank lines used
 
-    def check(self, line: str, tokens: int) -> str | None:
+    def check(self, line: str, tokens: int) -> StopReason | None:
         """Which limit adding ``line`` (``tokens`` long) would break, if any.
 
         >>> b = SlotBudget(max_lines=1, max_tokens=10, max_blank=1)
-        >>> b.check("- a", 4), b.add("- a", 4), b.check("- b", 1), b.check("", 1), b.check("", 7)
-        (None, None, 'line_budget', None, 'token_budget')
-        >>> b.add("", 1), b.check("", 1)
+        >>> [x and x.value for x in (b.check("- a", 4), b.add("- a", 4), b.check("- b", 1), b.check("", 1),
+        ...                          b.check("", 7))]
+        [None, None, 'line_budget', None, 'token_budget']
+        >>> b.add("", 1), b.check("", 1).value
         (None, 'blank_budget')
         """
         if line.strip() and self.lines + 1 > self.max_lines:
-            return "line_budget"
+            return StopReason.LINE_BUDGET
         if not line.strip() and self.blanks + 1 > self.max_blank:
-            return "blank_budget"
+            return StopReason.BLANK_BUDGET
         if self.tokens + tokens > self.max_tokens:
-            return "token_budget"
+            return StopReason.TOKEN_BUDGET
         return None
 
     def add(self, line: str, tokens: int) -> None:

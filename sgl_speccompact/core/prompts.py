@@ -117,15 +117,9 @@ CARRIED_CRITERION = (
     "{negative}."
 )
 
-# Line first (SpecCompact): the criterion follows every carried line.
-CARRIED_QUESTION = (
-    "A line of the earlier summary, proposed again for the {slot_title} section:\n<line>\n{line}\n"
-    "</line>\n\n" + CARRIED_CRITERION
-)
-
-# Criterion first (Target-delta): the same words before the line, so one slot's batch of carried
+# Criterion first, for every method: the same words before the line, so one slot's batch of carried
 # questions shares them as a cached prefix and each question adds only its line in tags.
-CARRIED_QUESTION_SHORT = (
+CARRIED_QUESTION = (
     "Each request quotes one line of the earlier summary, proposed again for the {slot_title} "
     "section, in line tags. " + CARRIED_CRITERION + "\n\n<line>\n{line}\n</line>"
 )
@@ -240,21 +234,19 @@ def verify_question(slot: Slot, line: str, positive: str, negative: str, has_pre
     )
 
 
-def carried_question(slot: Slot, line: str, positive: str, negative: str, short: bool = False) -> str:
-    """The judge question for a line carried from the previous summary (:data:`CARRIED_QUESTION`;
-    ``short``: :data:`CARRIED_QUESTION_SHORT`, the criterion before the line).
+def carried_question(slot: Slot, line: str, positive: str, negative: str) -> str:
+    """The judge question for a line carried from the previous summary (:data:`CARRIED_QUESTION`:
+    the criterion before the line, so a slot's carried questions share everything but their lines).
 
     >>> from ..schema import OPENCLAW_SLOTS
     >>> q = carried_question(OPENCLAW_SLOTS[4], "1. run the tests", "positive", "negative")
-    >>> q.splitlines()[1], "still holds" in q, "or the earlier summary" in q
-    ('<line>', True, False)
-    >>> s = carried_question(OPENCLAW_SLOTS[4], "1. run the tests", "positive", "negative", short=True)
-    >>> other = carried_question(OPENCLAW_SLOTS[4], "2. other", "positive", "negative", short=True)
-    >>> s.endswith("<line>\\n1. run the tests\\n</line>"), s.split("<line>")[0] == other.split("<line>")[0]
+    >>> other = carried_question(OPENCLAW_SLOTS[4], "2. other", "positive", "negative")
+    >>> q.endswith("<line>\\n1. run the tests\\n</line>"), q.split("<line>")[0] == other.split("<line>")[0]
     (True, True)
+    >>> "still holds" in q, "or the earlier summary" in q
+    (True, False)
     """
-    form = CARRIED_QUESTION_SHORT if short else CARRIED_QUESTION
-    return form.format(slot_title=slot.title, line=line, positive=positive, negative=negative)
+    return CARRIED_QUESTION.format(slot_title=slot.title, line=line, positive=positive, negative=negative)
 
 
 INCOMPLETE = "(incomplete)"  # the body of a slot cut short before its first line (never "(none)")

@@ -22,7 +22,7 @@ import threading
 from typing import Callable
 
 from .lines import SlotBudget, norm_line
-from ..result import LineOrigin, SlotResult, SummaryLine
+from ..result import LineOrigin, SlotResult, StopReason, SummaryLine
 
 
 def branch_lines(max_lines: int, index: int) -> int:
@@ -81,16 +81,16 @@ def join_parts(name: str, title: str, parts: list[SlotResult], count: Callable[[
     >>> b = SlotResult(name="p", title="P", stop_reason="complete",
     ...                lines=[SummaryLine(text=t, origin=LineOrigin.UNJUDGED) for t in ("### B", "- 3")])
     >>> out = join_parts("p", "P", [a, b], lambda t: 1, SlotBudget(max_lines=4, max_tokens=99))
-    >>> [l.text for l in out.lines], out.stop_reason, out.tokens
+    >>> [l.text for l in out.lines], out.stop_reason.value, out.tokens
     (['### A', '- 1', '- 2', '', '### B'], 'line_budget', 5)
     """
-    out = SlotResult(name=name, title=title, stop_reason="complete")
+    out = SlotResult(name=name, title=title, stop_reason=StopReason.COMPLETE)
     for i, part in enumerate(parts):
         lines = ([SummaryLine(text="", origin=LineOrigin.UNJUDGED)] if i and part.lines else []) + part.lines
         for line in lines:
             n = count(line.text)
             over = budget.check(line.text, n) if line.text.strip() else (
-                "token_budget" if budget.tokens + n > budget.max_tokens else None)  # separators: tokens only
+                StopReason.TOKEN_BUDGET if budget.tokens + n > budget.max_tokens else None)  # separators: tokens only
             if over:
                 while out.lines and not out.lines[-1].text.strip():
                     budget.tokens -= count(out.lines.pop().text)
@@ -98,10 +98,10 @@ def join_parts(name: str, title: str, parts: list[SlotResult], count: Callable[[
                 return out
             budget.add(line.text, n)
             out.lines.append(line)
-        if part.stop_reason != "complete":
+        if part.stop_reason != StopReason.COMPLETE:
             out.stop_reason = part.stop_reason  # one branch would have stopped here too
             break
     out.tokens = budget.tokens
-    if out.stop_reason == "complete" and budget.lines >= budget.max_lines:
-        out.stop_reason = "line_budget"  # one branch stops here too, before asking for more
+    if out.stop_reason == StopReason.COMPLETE and budget.lines >= budget.max_lines:
+        out.stop_reason = StopReason.LINE_BUDGET  # one branch stops here too, before asking for more
     return out

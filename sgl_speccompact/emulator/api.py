@@ -10,6 +10,8 @@ Routes and response shapes follow ``sglang/srt/entrypoints/http_server.py``:
 * ``POST /v1/chat/completions``: the chat template renders the messages
   and tools into prompt ids that run like a ``/generate`` request, on the
   same radix tree (:mod:`.chat`).
+* ``POST /v1/decisions``: sglang's decision route, its questions scored as
+  one prefill-only batch on the same engine (:mod:`.decisions`).
 * ``POST /tokenize``, ``/v1/tokenize``: ``TokenizeResponse``.
 * ``GET /v1/models``: a ``ModelList`` with the served model (``max_model_len``
   is the context window) and one card per loaded adapter;
@@ -38,6 +40,7 @@ import orjson
 from fastapi import FastAPI, Query, Request
 from fastapi.responses import Response, StreamingResponse
 
+from . import decisions
 from .chat import chat_response, generate_body, parse_chat
 from .engine import Engine
 from .frontend import BadRequest, Frontend, ServedModel, error_response, parse_generate
@@ -94,6 +97,25 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
         if res.status_code != 200:
             return res
         return json_response(chat_response(orjson.loads(res.body), req.model or served.served_model_name))
+
+    @app.post("/v1/decisions")
+    async def v1_decisions(request: Request):
+        try:
+            req = decisions.parse(orjson.loads(await request.body()), frontend.model.tokenizer)
+            encoded = decisions.encode(req, frontend.model.tokenizer, served.context_length)
+            obj = parse_generate(decisions.scoring_body(encoded))
+        except orjson.JSONDecodeError as exc:
+            return json_response(error_response(f"JSON decode error: {exc}"), 400)
+        except BadRequest as exc:
+            return json_response(exc.body, 400)
+        def tell_labels(jobs):  # the policy answers in the question's own labels
+            for job, (_, label_ids, _) in zip(jobs, encoded):
+                job.labels = tuple(label_ids)
+
+        results = await _run(engine, frontend, obj, tell_labels)
+        if not isinstance(results, list):
+            return results
+        return json_response(decisions.response(req, encoded, results))
 
     @app.post("/tokenize")
     @app.post("/v1/tokenize")
@@ -172,6 +194,25 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
 
 async def _serve(engine: Engine, frontend: Frontend, obj):
     """Admit ``obj``, run its jobs, answer like ``serve_generate_request``."""
+    if obj.stream:
+        loop = asyncio.get_running_loop()
+        queue: asyncio.Queue = asyncio.Queue()
+        try:
+            jobs, single = frontend.jobs(obj, lambda i: lambda out, done: loop.call_soon_threadsafe(
+                queue.put_nowait, (i, out, done)))
+        except ValueError as exc:
+            return _sse([_stream_error(exc)])
+        engine.submit(jobs)
+        return _sse(_stream(queue, len(jobs), single))
+    results = await _run(engine, frontend, obj)
+    if not isinstance(results, list):
+        return results
+    return json_response(results[0] if obj.is_single else results)
+
+
+async def _run(engine: Engine, frontend: Frontend, obj, prepare=None):
+    """Admit ``obj``, run its jobs to the end (``prepare(jobs)`` first); their outputs in order, or the
+    error response."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue = asyncio.Queue()
 
@@ -179,14 +220,12 @@ async def _serve(engine: Engine, frontend: Frontend, obj):
         return lambda out, done: loop.call_soon_threadsafe(queue.put_nowait, (index, out, done))
 
     try:
-        jobs, single = frontend.jobs(obj, sink)
+        jobs, _ = frontend.jobs(obj, sink)
     except ValueError as exc:
-        if obj.stream:
-            return _sse([_stream_error(exc)])
         return json_response({"error": {"message": str(exc)}}, 400)
+    if prepare is not None:
+        prepare(jobs)
     engine.submit(jobs)
-    if obj.stream:
-        return _sse(_stream(queue, len(jobs), single))
     results: list = [None] * len(jobs)
     for _ in jobs:
         while True:
@@ -195,9 +234,7 @@ async def _serve(engine: Engine, frontend: Frontend, obj):
                 results[index] = out
                 break
     abort = _abort(results)
-    if abort is not None:
-        return abort
-    return json_response(results[0] if single else results)
+    return abort if abort is not None else results
 
 
 def _abort(results: list) -> Response | None:

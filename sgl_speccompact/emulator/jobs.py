@@ -66,6 +66,7 @@ class Job:
     simulated_latency_s: float | None = None  # SIMULATED latency, when a cost model runs
     priority: int = 0  # sglang's request priority (higher first; only ordered when a caller sets one)
     to_finish: dict | None = None  # an abort's finish reason, taken at the request's next step (``Req.to_finish``)
+    labels: tuple[int, ...] = ()  # a /v1/decisions question's answer label ids, in candidate order (else none)
 
     @property
     def prefill_only(self) -> bool:
@@ -93,7 +94,7 @@ class Job:
         sp = self.sampling
         keys = ("max_new_tokens", "temperature", "top_p", "top_k", "stop_strs", "stop_token_ids")
         return {"sampling_params": {k: getattr(sp, k) for k in keys}, "lora_path": self.lora_path,
-                "sample": self.sample, "n": self.parallel, "judgement": self.judgement}
+                "sample": self.sample, "n": self.parallel, "judgement": self.judgement, "labels": self.labels}
 
 
 @dataclass

@@ -16,8 +16,10 @@ A policy answers two questions about a prompt:
 
 ``params`` is a dict with the request's normalized ``sampling_params``, its
 ``lora_path`` (``None`` for the base model), so one policy can play both a
-drafter (LoRA) and a target, and ``judgement``: whether the request has a
-judgement's shape (prefill-only with logprobs, :attr:`~.jobs.Job.judgement`).
+drafter (LoRA) and a target, ``judgement``: whether the request has a
+judgement's shape (prefill-only with logprobs, :attr:`~.jobs.Job.judgement`),
+and ``labels``: a ``/v1/decisions`` question's answer label ids (``yes``
+then ``no`` for a yes/no question; empty for any other request).
 A judgement is recognised by that shape, never by the prompt's words: a
 repair prompt that quotes the rubric is still a generation.
 
@@ -166,6 +168,11 @@ class ScriptedPolicy:
         lp = label_logprobs(self.positive, self.negative, p_positive, mass)
         return self.logprobs(pattern, lp, judgement_only=True, **opts)
 
+    def decide(self, pattern: str, p_yes: float, mass: float = 0.95, **opts) -> Rule:
+        """Add a ``/v1/decisions`` rule: a matching question's ``yes`` gets ``p_yes`` of ``mass``, ``no`` the rest."""
+        lp = {w: math.log(mass * p) for w, p in (("yes", p_yes), ("no", 1.0 - p_yes)) if p > 0}
+        return self.logprobs(pattern, lp, judgement_only=True, **opts)
+
     def generate(self, prompt: str, prompt_ids: list[int], params: dict) -> str:
         """See :class:`Policy`."""
         with self._lock:  # callables run outside the lock: they may block
@@ -254,6 +261,9 @@ class ControlledAcceptancePolicy:
         if not params.get("judgement"):
             return {}
         ratio = self.confident if self.accepts(prompt) else 1.0 - self.confident
+        labels = params.get("labels")
+        if labels:  # a /v1/decisions question: its own labels, the first one accepting
+            return {labels[0]: math.log(0.95 * ratio), labels[1]: math.log(0.95 * (1.0 - ratio))}
         return label_logprobs(self.positive, self.negative, ratio)
 
     def generate(self, prompt: str, prompt_ids: list[int], params: dict) -> str:

@@ -26,7 +26,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import NoReturn
 
-from ..errors import BackendError, ConfigError, LaunchError, SpecCompactError
+from ..errors import BackendError, ConfigError, LaunchError
 from ..service.logs import configure as configure_logs
 from ..service.logs import uvicorn_logging
 from ..options import DEFAULT_DRAFTER_MODEL, DEFAULT_TARGET_MODEL
@@ -68,10 +68,10 @@ def _build_app(plan: LaunchPlan, http):
     cost_models = cost_fits(plan, http)
     picker = auto_picker(plan, cost_models)
     log_auto(picker)
-    check_judge(targets[0], plan, picker)
+    compact = check_judge(targets[0], plan, picker)
     settings = replace(svc, shutdown_grace_s=THREAD_GRACE_S)  # the plan's settings, as they are, to the service
     return create_app(targets if len(targets) > 1 else targets[0], drafter, api_key=plan.api_key, settings=settings,
-                      default_config=plan.compact, health_probe=http_probe(http, settings.health_timeout_s),
+                      default_config=compact, health_probe=http_probe(http, settings.health_timeout_s),
                       chat_template=plan.target_tokenizer, cost_models=cost_models, auto=picker)
 
 
@@ -83,21 +83,26 @@ def log_auto(picker) -> None:
           f"acceptance prior {picker.acceptance.prior:g}", file=sys.stderr, flush=True)
 
 
-def check_judge(target, plan: LaunchPlan, picker) -> None:
-    """Probe the target's label mass once (one judge request); warn when it cannot judge, and let
-    ``auto`` start from what the probe saw."""
+def check_judge(target, plan: LaunchPlan, picker):
+    """Probe both judges once, with the engine's own question (one request each); say which one
+    compactions use and why, warn when neither can judge, and let ``auto`` start from what the
+    probe saw.  Returns the service's default config, with the picked judge."""
     from ..backends.calibration_probe import log
-    from ..methods.judge_probe import label_mass_warning, probe_label_mass
+    from ..config import make_config
+    from ..methods.judge_probe import label_mass_warning, probe_judges
 
     cfg = plan.compact
-    try:
-        mass = probe_label_mass(target, cfg)
-    except SpecCompactError as exc:  # a probe that fails decides nothing: compactions report their own errors
-        log(f"[launch] warning: the judge probe failed ({exc})")
-        return
-    picker.observe("probe", None, mass)
-    warning = label_mass_warning(mass, cfg)
-    log(f"[launch] warning: {warning}" if warning else f"[launch] target judges: label mass {mass:.3g}")
+    probe = probe_judges(target, cfg)
+    for name, why in probe.errors.items():  # a probe that fails decides nothing: compactions report their own
+        log(f"[launch] warning: the {name} judge probe failed ({why})")
+    if probe.mass is None:
+        return cfg
+    picker.observe("probe", None, probe.mass)
+    warning = label_mass_warning(probe.mass, cfg)
+    log(f"[launch] judge: {probe.pick} ({probe.reason})")
+    if warning:
+        log(f"[launch] warning: {warning}")
+    return make_config(cfg, judge=probe.pick) if probe.pick != cfg.judge else cfg
 
 
 def cost_fits(plan: LaunchPlan, http) -> dict:

@@ -35,7 +35,7 @@ decoding, else 1):
 **What still holds** (``held``: the share of the previous summary's lines
 the last compaction of the session kept, :func:`held_share`): SpecCompact
 judges that share of each slot's lines in one batched prefill per slot
-(carried lines, ``programs/carried_batch.py``) and drafts only the rest;
+(carried lines, judged in bounded batches, :mod:`~sgl_speccompact.core.carried`) and drafts only the rest;
 Target-delta judges them the same way and has the target write only the
 rest; the other single-model methods still write every line, faster only
 where their target runs NGRAM, which copies the held lines from the previous

@@ -9,6 +9,9 @@
 * **Target-self**: SpecCompact's slot-parallel layout -- the same shared
   prefix, prefilled once by the fork, and one branch per slot -- but the
   target writes each slot itself in one generation: no drafter, no judge.
+  It is the one slot program with one proposer, the target as writer
+  (:mod:`~sgl_speccompact.programs.slot_loop`): its lines pass the same
+  checks and budget, and a duplicate or a copied placeholder is skipped.
 
 All three return a :class:`~sgl_speccompact.result.CompactionResult`, take
 a previous summary (the monolithic ones switch to their update prompt;
@@ -31,27 +34,21 @@ events, then its ``slot_done``.
 from __future__ import annotations
 
 import time
-from typing import Callable
 
 import sglang as sgl
 
-from .assembly import OneShot, sections, slug, trim  # noqa: F401 - sections, slug: public here too
+from .assembly import OneShot, sections, slug  # noqa: F401 - sections, slug: public here too
 from .speccompact import run_slots, slot_context
 from ..config import CompactConfig
-from ..core.lines import SlotBudget, placeholder_texts, split_draft
+from ..core.lines import placeholder_texts
 from .pipeline import Job, register
 from ..core.hermes_prompt import MIN_TARGET, hermes_prompt, rough_tokens, summary_target, transcript
 from .chunking import context_tokens, room_left
-from ..core.sections import join_parts
-from ..programs.slot_stream import HEADING, SECTION_STOP
-from ..programs.slots import branches_of, per_slot
+from ..programs.context import TARGET_SELF
 from ..programs.states import retire
-from ..programs.context import SlotRun
-from ..programs.states import on_daemon_thread, run_concurrently
-from ..programs.steps import end_states, fork_slots, open_slot, result_of
+from ..programs.steps import result_of
 from ..core.prompts import SUMMARIZER_SYSTEM, openclaw_prompt
-from ..result import LineOrigin, SlotResult, SummaryLine
-from ..schema import Slot
+from ..result import SlotResult
 
 # ---------------------------------------------------------------- sampling, defined once
 
@@ -71,11 +68,6 @@ def hermes_cap(target_tokens: int, cfg: CompactConfig) -> int:
     return int(target_tokens * cfg.hermes_cap_ratio)
 
 
-
-
-def slot_sampling(cfg: CompactConfig) -> dict:
-    """``gen`` arguments of a Target-self slot: greedy, up to the slot's token budget."""
-    return {"max_tokens": cfg.max_tokens_per_slot, "temperature": 0.0}
 
 
 # ---------------------------------------------------------------- programs
@@ -104,108 +96,6 @@ def openclaw_program(s, history, slots, previous_summary, focus, assistant_prefi
     """OpenClaw-style: every slot of the schema in one generation."""
     answer(s, SUMMARIZER_SYSTEM, openclaw_prompt(history, slots, previous_summary, focus), assistant_prefix,
            sampling)
-
-
-@sgl.function
-def target_self_program(s, shared, ctx):
-    """Target-self: shared prefix, one fork per slot, one generation per slot.
-
-    With ``sub_slot_branches`` on, a slot with sub-sections (Progress: Done /
-    In Progress / Blocked) forks one branch per sub-section, as SpecCompact
-    does, and its parts are joined in order within the slot's one budget.
-    Returns the :class:`SlotResult` of every slot in schema order.  The
-    branches run on daemon threads (:func:`~sgl_speccompact.programs.states.on_daemon_thread`).
-    """
-    return on_daemon_thread(target_self_body, s, shared, ctx)
-
-
-def target_self_body(s, shared, ctx) -> list[SlotResult]:
-    """The body of :func:`target_self_program`, on a daemon thread: fork, every slot, end the forks."""
-    run = SlotRun(ctx, shared)
-    branches = fork_slots(s, run, n=sum(len(branches_of(slot, ctx)) for slot in ctx.slots))
-    try:
-        return per_slot(branches, run, write_slot)
-    finally:
-        end_states(branches)
-
-
-def write_slot(states: list, slot: Slot, run: SlotRun) -> SlotResult:
-    """The target writes one slot: one generation per branch, capped at the slot budget."""
-    ctx = run.ctx
-    subs = branches_of(slot, ctx)
-    if len(subs) == 1:
-        result = write_part(states[0], slot, run)
-    else:
-        parts = run_concurrently([lambda b=b, sec=sec: write_part(b, slot, run, sec)
-                                  for b, sec in zip(states, subs)], run.cancel)
-        texts = list(dict.fromkeys(line.text for part in parts for line in part.lines)) + [""]
-        tokens = dict(zip(texts, ctx.count_tokens([t + "\n" for t in texts])))
-        cfg = ctx.cfg
-        result = join_parts(slot.name, slot.title, parts, tokens.__getitem__,
-                            SlotBudget(cfg.max_lines_per_slot, cfg.max_tokens_per_slot, cfg.max_blank_lines_per_slot))
-        for line in result.lines:  # the target writes every line of its slots, separators included
-            line.origin = LineOrigin.TARGET
-    for line in result.lines:
-        if line.text.strip():
-            ctx.emit(type="line", slot=slot.name, text=line.text, origin=LineOrigin.TARGET.value, score=None)
-    ctx.emit(type="slot_done", slot=slot.name, stop_reason=result.stop_reason,
-             lines=sum(1 for line in result.lines if line.text.strip()))
-    return result
-
-
-def write_part(s, slot: Slot, run: SlotRun, section: str | None = None) -> SlotResult:
-    """One generation: the whole slot, or (``section``) one sub-section under its heading.
-
-    A sub-section's generation stops at the next heading, so it writes only
-    its own part.
-    """
-    ctx = run.ctx
-    open_slot(s, slot, run)
-    if run.cancel.is_set():
-        return SlotResult(name=slot.name, title=slot.title, stop_reason="cancelled")
-    head = [HEADING.format(section)] if section is not None else []
-    sampling = slot_sampling(ctx.cfg)
-    if head:
-        s += head[0] + "\n"
-        sampling = {**sampling, "stop": SECTION_STOP}
-    t0 = time.perf_counter()
-    s += sgl.gen("slot", **sampling)
-    text, meta = result_of(s, "slot")
-    ctx.recorder.time("generate", time.perf_counter() - t0)
-    ctx.recorder.request("target", "generate", meta)
-    finished = (meta.get("finish_reason") or {}).get("type") != "length"
-    lines, truncated = split_draft(text, finished)
-    result = cap_slot(slot, head + ([] if truncated else lines), ctx.count_tokens, ctx.cfg)
-    if not finished and result.stop_reason == "complete":
-        result.stop_reason = "token_budget"  # the generation itself hit the slot's token cap
-    return result
-
-
-def cap_slot(slot: Slot, lines: list[str], count: Callable[[list[str]], list[int]],
-             cfg: CompactConfig) -> SlotResult:
-    """Keep the leading lines that fit the slot's line and token budgets.
-
-    Leading and trailing blank lines are dropped; ``stop_reason`` names the
-    budget that cut the slot, or ``complete``.
-    """
-    lines = trim(lines)
-    tokens = count([line + "\n" for line in lines]) if lines else []
-    budget = SlotBudget(cfg.max_lines_per_slot, cfg.max_tokens_per_slot)
-    result = SlotResult(name=slot.name, title=slot.title, stop_reason="complete")
-    kept: list[int] = []  # tokens of each kept line
-    for line, n in zip(lines, tokens):
-        over = budget.check(line, n)
-        if over:
-            result.stop_reason = over
-            break
-        budget.add(line, n)
-        kept.append(n)
-        result.lines.append(SummaryLine(text=line, origin=LineOrigin.TARGET))
-    while result.lines and not result.lines[-1].text.strip():  # cut right after a blank line
-        result.lines.pop()
-        kept.pop()
-    result.tokens = sum(kept)
-    return result
 
 
 # ---------------------------------------------------------------- registered methods
@@ -276,4 +166,4 @@ def openclaw_method(job: Job) -> OneShot:
 @register("target_self", new_tokens=lambda cfg: cfg.max_tokens_per_slot)
 def target_self_method(job: Job) -> list[SlotResult]:
     """Target-self: the shared prefix, one fork per slot, the target writes each slot."""
-    return run_slots(job, target_self_program, slot_context(job))
+    return run_slots(job, slot_context(job, TARGET_SELF))

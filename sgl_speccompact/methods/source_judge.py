@@ -17,11 +17,13 @@ or deleted, and order is kept.  The exact ledger's lines are not judged
 either (:func:`judged_entries`): each is a copy of the history.
 
 The seed paper judges with Jev, a non-generative decision model; here the
-target's label probabilities play that role (the same exact judge as
-SpecCompact's verification), since the target is already served.  All
-entries of one compaction go to the target in ONE batched request whose
-prompts share the system turn, the environment outputs and the previous
-summary as a radix prefix.  Two forms::
+compaction's judge plays that role (the same :class:`~sgl_speccompact.core.judging.Judge`
+as SpecCompact's verification: the target's label probabilities, or
+sglang's ``/v1/decisions`` with ``config.judge="decisions"``), since the
+target is already served.  All entries of one compaction are one batch: on
+``SpecCompactEndpoint`` the sources every prompt shares (system turn,
+environment outputs, previous summary) are prefilled once, then ONE
+batched request judges every entry on that radix prefix.  Two forms::
 
     stand-alone:   system | user[ record + previous summary | entry i + question ] | assistant -> label
     on the prefix: system | user[ compaction's shared prefix | entry i + question ] | assistant -> label
@@ -41,28 +43,25 @@ is excluded by instruction only).
 from __future__ import annotations
 
 import time
-from dataclasses import asdict, dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import sglang as sgl
 from pydantic import BaseModel, Field, computed_field
-from sglang.lang.backend.base_backend import BaseBackend
-from sglang.lang.global_config import global_config
 
 from ..config import CompactConfig, make_config
-from ..backends.endpoint import LabelJudgement, connect
-from ..backends.contract import Backend, ProgramBackend, runs_on
+from ..backends.endpoint import connect
+from ..backends.contract import Backend, ProgramBackend
 from ..history.messages import Turn, environment_outputs, parse_messages
-from ..core.judge import Judgement, acted, label_choices, unreliable
+from ..core.judge import Verdict
+from ..core.judging import Decision
+from ..programs.judges import make_judge
 from ..programs.states import retire
-from ..programs.steps import result_of
 from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
 from ..core.ledger import TITLE as LEDGER_TITLE
-from ..core.judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context, source_judge_question
+from ..core.judge_prompts import (SOURCE_JUDGE_SYSTEM, decision_source_claim, source_judge_context,
+                                  source_judge_question)
 from ..result import CompactionResult, StatsRecorder
-
-# run_batch lets this many fallback judge programs run at once
-FALLBACK_THREADS = 64
 
 
 @dataclass(frozen=True)
@@ -155,53 +154,65 @@ def source_judge_prompt(s, system, context, question, assistant_prefix):
     judge_turn(s, system, context, question, assistant_prefix)
 
 
-@sgl.function
-def source_judge_entry(s, system, context, question, assistant_prefix, positive, negative, eta):
-    """One entry's judgement as a select (where the target's ``judge_batch`` declines)."""
-    judge_turn(s, system, context, question, assistant_prefix)
-    choices, n_positive = label_choices(positive, negative)
-    s += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(eta, n_positive=n_positive))
+@dataclass
+class EntryQuestions:
+    """A summary's entries as one batch of judge questions (:class:`~sgl_speccompact.core.judging.Questions`)."""
+
+    entries: list[Entry]  # the entries asked about, in summary order
+    src: Sources  # what every program prompt starts with
+    target: Backend  # builds the program prompts with its chat template (sends nothing)
+    cfg: CompactConfig  # labels, threshold
+    has_previous: bool  # a previous summary is a source too
+    record: str  # the decision route's input: the environment record and previous summary, plain text
+    _prompts: list[str] | None = field(default=None, repr=False)  # built on first use
+
+    @property
+    def eta(self) -> float:
+        return self.cfg.source_judge_threshold
+
+    def __len__(self) -> int:
+        return len(self.entries)
+
+    def questions(self) -> list[str]:
+        """Each entry's question, as the program prompts end with it."""
+        pos, neg = self.cfg.positive_label, self.cfg.negative_label
+        return [source_judge_question(e.text, e.section, pos, neg, self.has_previous, self.src.in_conversation,
+                                      self.src.short) for e in self.entries]
+
+    def prompts(self) -> list[str]:
+        if self._prompts is None:
+            common = dict(system=self.src.system, context=self.src.context,
+                          assistant_prefix=self.target.assistant_prefix)
+            self._prompts = [_text(source_judge_prompt.run(question=q, backend=self.target, **common))
+                             for q in self.questions()]
+        return self._prompts
+
+    def shared(self) -> str | None:
+        first = self.prompts()[0]
+        return first[:first.rindex(self.questions()[0])]  # system turn and sources
+
+    def decision(self) -> Decision:
+        return Decision(self.record, tuple(decision_source_claim(e.section, e.text, self.has_previous)
+                                           for e in self.entries))
 
 
 def judge_entries(entries: list[Entry], src: Sources, *, target: Backend, cfg: CompactConfig,
-                  has_previous: bool, recorder: StatsRecorder) -> list[Judgement]:
-    """Judge every entry; counts the requests in ``recorder`` (kind ``judge``).
+                  has_previous: bool, recorder: StatsRecorder, record: str = "") -> list[Verdict]:
+    """Judge every entry with the config's judge; counts the requests in ``recorder`` (kind ``judge``).
 
     On a backend whose ``judge_batch`` judges in one request
-    (``SpecCompactEndpoint``) this is ONE prefill-only ``/generate`` with all
-    prompts.  Where it declines (a plain ``RuntimeEndpoint``, a scripted
-    test backend) the target runs
-    :func:`source_judge_entry` for each entry with ``run_batch``: one select
-    per entry, concurrently (two requests each on a plain ``RuntimeEndpoint``),
-    after sglang's batch precache of the shared sources (one more request).
+    (``SpecCompactEndpoint``) this is one prefill of the shared sources and
+    ONE prefill-only ``/generate`` with all prompts.  Where it declines (a
+    plain ``RuntimeEndpoint``, a scripted test backend) each entry is one
+    select, concurrently (two requests each on a plain ``RuntimeEndpoint``),
+    after the same prefill of the shared sources (:class:`~sgl_speccompact.programs.judges.ProgramJudge`).
     """
     if not entries:
         return []
-    prefix = target.assistant_prefix
-    pos, neg, eta = cfg.positive_label, cfg.negative_label, cfg.source_judge_threshold
-    questions = [source_judge_question(e.text, e.section, pos, neg, has_previous, src.in_conversation, src.short)
-                 for e in entries]
-    common = dict(system=src.system, context=src.context, assistant_prefix=prefix)
-    texts = [_text(source_judge_prompt.run(question=q, backend=target, **common)) for q in questions]
-    judged = target.judge_batch(texts, pos, neg, eta)
-    if judged is not None:
-        judgements, meta = judged
-        recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
-        return judgements
-    program = source_judge_entry.bind(positive=pos, negative=neg, eta=eta, **common)
-    if _precaches(target, len(questions)):
-        recorder.request("target", "judge", None)
-    states = program.run_batch([{"question": q} for q in questions], backend=target,
-                               num_threads=min(FALLBACK_THREADS, len(questions)))
-    out = []
-    try:
-        for state in states:
-            _, meta = result_of(state, "verdict")
-            recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
-            out.append(Judgement(**meta["judgement"]))
-    finally:
-        retire(states)
-    return out
+    questions = EntryQuestions(entries, src, target, cfg, has_previous, record)
+    verdicts, meta = make_judge(target, cfg).judge(questions)
+    recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
+    return verdicts
 
 
 def _text(state) -> str:
@@ -210,13 +221,6 @@ def _text(state) -> str:
         return state.text()
     finally:
         retire([state])
-
-
-def _precaches(backend: Backend, n: int) -> bool:
-    # sglang's run_batch traces the program and sends its constant prefix
-    # (here: system turn and sources) once before the batch, via cache_prefix
-    return (n > 1 and global_config.enable_precache_with_tracing
-            and type(runs_on(backend)).cache_prefix is not BaseBackend.cache_prefix)
 
 
 # ---------------------------------------------------------------- entry points
@@ -275,17 +279,17 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Backend | Prog
     before = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
     entries = judged_entries(summary, cfg)
     src = sources(turns, previous_summary, cfg, shared_prefix)
-    judgements = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
-                               recorder=recorder)
-    weak = [unreliable(j, cfg.min_label_mass) for j in judgements]
-    for j in judgements:
-        recorder.verdict(acted(asdict(j), cfg.min_label_mass))
-    keep = [j.accepted or w for j, w in zip(judgements, weak)]  # an unreliable verdict deletes nothing
+    record = (source_judge_context(environment_outputs(turns), previous_summary) if cfg.judge == "decisions"
+              else "")
+    verdicts = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
+                             recorder=recorder, record=record)
+    recorder.verdicts(verdicts)
+    keep = [v.accepted or not v.reliable for v in verdicts]  # an unreliable verdict deletes nothing
     after = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
     report = SourceJudgeReport(
         threshold=cfg.source_judge_threshold, requests=after - before,
-        entries=[EntryVerdict(text=e.text, section=e.section, score=j.score, kept=k, label_mass=j.label_mass,
-                              unreliable=w) for e, j, k, w in zip(entries, judgements, keep, weak)],
+        entries=[EntryVerdict(text=e.text, section=e.section, score=v.score, kept=k, label_mass=v.label_mass,
+                              unreliable=not v.reliable) for e, v, k in zip(entries, verdicts, keep)],
     )
     return drop_entries(summary, entries, keep), report
 
@@ -301,8 +305,10 @@ def judged_entries(summary: str, cfg: CompactConfig) -> list[Entry]:
 
 
 def check_labels(target: Backend, cfg: CompactConfig) -> None:
-    """Resolve the judge labels now, so a bad label fails before any generation."""
-    target.label_tokens(cfg.positive_label, cfg.negative_label)
+    """Resolve the judge labels now, so a bad label fails before any generation (the program judge's:
+    the decision route uses its own labels)."""
+    if cfg.judge == "program":
+        target.label_tokens(cfg.positive_label, cfg.negative_label)
 
 
 def source_judge_result(result: CompactionResult, messages_or_turns: Any, *, target: Backend | ProgramBackend | str,

@@ -18,7 +18,8 @@ from ..errors import BackendError, SpecCompactError
 from ..core.judge_prompts import judge_rubric
 from .pipeline import Job, register, run
 from ..programs.states import retire
-from ..programs.context import SlotContext
+from ..programs.context import SPECCOMPACT, Proposers, SlotContext
+from ..programs.judges import make_judge
 from ..core.prompts import SUMMARIZER_SYSTEM, drafter_context, focus_block, target_shared
 from ..result import CompactionResult, SlotResult
 from ..schema import Slot
@@ -27,33 +28,44 @@ from .request import MethodRequest, as_request
 from .source_judge import SharedPrefix
 
 
-def slot_context(job: Job, drafter_text: str = "") -> SlotContext:
-    """The :class:`SlotContext` of a slot-parallel method, from the job."""
+def slot_context(job: Job, proposers: Proposers, drafter_text: str = "") -> SlotContext:
+    """The :class:`SlotContext` of a slot method (its ``proposers``), from the job."""
+    cfg = job.cfg
     return SlotContext(
-        cfg=job.cfg, slots=job.slots, drafter=job.drafter, drafter_context=drafter_text,
+        cfg=cfg, slots=job.slots, drafter=job.drafter, drafter_context=drafter_text,
         count_tokens=job.count, recorder=job.recorder, target=job.target,
         target_prefix=job.target.assistant_prefix,
         drafter_prefix=job.drafter.assistant_prefix if job.drafter is not None else "",
         has_previous=bool(job.previous_summary), on_event=job.on_event,
         chat_prefix=job.layout.chat_prefix,
-        carried=(previous_lines(job.previous_summary, job.slots, job.cfg.empty_markers)
-                 if job.cfg.carry_previous_lines else {}),
+        carried=(previous_lines(job.previous_summary, job.slots, cfg.empty_markers)
+                 if cfg.carry_previous_lines and proposers.carried else {}),
+        proposers=proposers, judge=make_judge(job.target, cfg),
+        record=(target_shared(job.history, job.slots, job.previous_summary, focus=job.focus)
+                if cfg.judge == "decisions" else ""),
     )
 
 
-def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
-    """Run a slot-parallel program on the shared prefix; record the prefix for SJC to branch from.
-
-    Only a prefix the branches really shared is recorded (``shared_prefix``),
-    and only when ``source_judge_on_prefix`` asks SJC to use it.
-    """
+def shared_text(job: Job) -> tuple[str, int | None, str]:
+    """The target text every branch of a slot method starts with: ``(shared, agent tokens, rubric)``."""
     cfg = job.cfg
     rubric = (judge_rubric(cfg.positive_label, cfg.negative_label, bool(job.previous_summary))
               if cfg.short_judge_suffix else "")
     classic = target_shared(job.history, job.slots, job.previous_summary, rubric, focus=job.focus)
     shared, agent_tokens = job.layout.prefix(classic, job.slots, job.previous_summary,
                                              focus_block(job.focus) + rubric)
-    state = program.run(shared=shared, ctx=ctx, backend=job.target)
+    return shared, agent_tokens, rubric
+
+
+def run_slots(job: Job, ctx: SlotContext) -> list[SlotResult]:
+    """Run the slot program on the shared prefix; record the prefix for SJC to branch from.
+
+    Only a prefix the branches really shared is recorded (``shared_prefix``),
+    and only when ``source_judge_on_prefix`` asks SJC to use it.
+    """
+    cfg = job.cfg
+    shared, agent_tokens, rubric = shared_text(job)
+    state = speccompact.run(shared=shared, ctx=ctx, backend=job.target)
     try:
         err = state.error()  # e.g. a failed prefix prefill, which fork() does not raise
     finally:
@@ -71,9 +83,9 @@ def run_slots(job: Job, program, ctx: SlotContext) -> list[SlotResult]:
 @register("speccompact", needs_drafter=True, judges=True,
           new_tokens=lambda cfg: cfg.max_tokens_per_slot + cfg.max_new_tokens)  # a branch's lines + one request
 def speccompact_method(job: Job) -> list[SlotResult]:
-    """SpecCompact: drafter drafts, target judges and repairs, one branch per slot."""
-    ctx = slot_context(job, drafter_context(job.history, job.slots, job.previous_summary, job.focus))
-    return run_slots(job, speccompact, ctx)
+    """SpecCompact: carried lines kept, the drafter drafts, the target judges and repairs; one branch per slot."""
+    ctx = slot_context(job, SPECCOMPACT, drafter_context(job.history, job.slots, job.previous_summary, job.focus))
+    return run_slots(job, ctx)
 
 
 def compact(messages: list[dict] | MethodRequest, *, target: Any, drafter: Any,

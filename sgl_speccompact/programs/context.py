@@ -13,11 +13,30 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..config import CompactConfig
+from ..core.judging import Judge
 from ..core.lines import placeholder_texts
 from ..result import StatsRecorder
 from ..schema import Slot
 
 Carried = Mapping[tuple[str, "str | None"], tuple[str, ...]]  # (slot, sub-section or None) -> previous summary's lines
+
+
+@dataclass(frozen=True)
+class Proposers:
+    """A slot method as a choice of proposers (:mod:`~.proposers`); the loop is the same for all."""
+
+    carried: bool  # the previous summary's lines are proposed first, judged in bounded batches
+    drafter: bool  # new lines come from the drafter, judged and repaired; else the target writes them
+
+    @property
+    def target_only(self) -> bool:
+        """The target alone writes every line of the slot (Target-self): its headings and separators too."""
+        return not (self.carried or self.drafter)
+
+
+TARGET_SELF = Proposers(carried=False, drafter=False)  # the target writes every line
+TARGET_DELTA = Proposers(carried=True, drafter=False)  # carried lines kept, the target writes the rest
+SPECCOMPACT = Proposers(carried=True, drafter=True)  # carried lines kept, the drafter drafts, the target repairs
 
 
 @dataclass(frozen=True)
@@ -41,6 +60,9 @@ class SlotContext:
     target: Any = None  # sglang backend of the target; None: the backend the program runs on
     chat_prefix: bool = False  # the shared text is chat-templated, ending inside a user turn (agent layout)
     carried: Carried = field(default_factory=dict)  # lines each branch proposes from the previous summary (carried.py)
+    proposers: Proposers = SPECCOMPACT  # the method: where the slots' lines come from
+    judge: Judge | None = None  # turns questions into verdicts; None: the config's judge on ``target`` (judges.py)
+    record: str = ""  # the plain-text context the decision judge's input starts with (judge "decisions")
 
     @property
     def placeholders(self) -> frozenset[str]:

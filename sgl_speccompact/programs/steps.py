@@ -8,17 +8,18 @@ Target side, one RadixAttention prefix::
 
 ``fork_slots`` appends the shared prefix and forks one branch per slot (the
 fork prefills the prefix once).  A branch only grows, so every later request
-of the slot reuses the cache.  On a branch: ``verify_line`` judges one line
-and ``judge_lines`` several in one batch (both on copies), ``repair_line``
-lets the target write the next line (on a copy, so a cut-off line never
-enters the branch).
+of the slot reuses the cache.  On a branch: ``ask_verdict`` asks the judge
+question about a line on a copy (the judges, :mod:`~.judges`, read its text;
+``verify_line`` is the same question as a plain ``sgl.select`` for your own
+pipelines), ``repair_line`` lets the target write the next line (on a copy,
+so a cut-off line never enters the branch).
 
 Drafter side: ``draft_slot`` is Figure 5's prompt followed by the slot's
-accepted lines and one ``gen``; ``draft`` runs it and reads the result as a
-:class:`Draft`; ``sample_candidates`` asks for n lines in one request.
-``draft_context`` prefills the drafter's shared part once.
+accepted lines and one ``gen`` of one line; ``draft`` runs it and reads the
+result as a :class:`Draft`.  ``draft_context`` prefills the drafter's shared
+part once.
 
-The slot loop that uses these is :mod:`~sgl_speccompact.programs.slot_stream`.
+The slot loop that uses these is :mod:`~sgl_speccompact.programs.slot_loop`.
 """
 
 from __future__ import annotations
@@ -31,9 +32,9 @@ import sglang as sgl
 
 from ..config import CompactConfig
 from ..backends.endpoint import LabelJudgement
-from ..errors import BackendError, ConfigError, SpecCompactError
-from ..core.judge import Judgement, label_choices
-from ..core.lines import split_draft, split_line
+from ..errors import BackendError, SpecCompactError
+from ..core.judge import label_choices
+from ..core.lines import split_line
 from ..core.prompts import (SUMMARIZER_SYSTEM, carried_question, drafter_slot_request, target_slot_request,
                             verify_question)
 from ..schema import Slot
@@ -47,30 +48,14 @@ ERROR_WAIT_S = 10.0  # longest wait for sglang's executor thread to store a requ
 
 
 def draft_sampling(cfg: CompactConfig, max_tokens: int | None = None) -> dict:
-    """``gen`` arguments of a draft: several lines (draft buffer) or one line
-    stopping at the newline; at most ``max_tokens`` (the slot's remaining
-    tokens), never more than ``max_new_tokens``.
+    """``gen`` arguments of a draft: one line, stopping at the newline; at most ``max_tokens``
+    (the slot's remaining tokens), never more than ``max_new_tokens``.
 
-    >>> draft_sampling(CompactConfig(draft_buffer=False), max_tokens=20)
+    >>> draft_sampling(CompactConfig(), max_tokens=20)
     {'max_tokens': 20, 'temperature': 0.0, 'stop': '\\n'}
     """
     cap = cfg.max_new_tokens if max_tokens is None else min(cfg.max_new_tokens, max_tokens)
-    out = {"max_tokens": cap, "temperature": cfg.draft_temperature}
-    return out if cfg.draft_buffer else {**out, "stop": "\n"}
-
-
-def candidate_sampling(cfg: CompactConfig, max_tokens: int) -> dict:
-    """``/generate`` sampling params of the repair candidates: n lines in one request.
-
-    ``n`` is sglang's parallel sampling (``SamplingParams.n``; the server's
-    ``GenerateReqInput._handle_parallel_sampling`` fans one prompt out into
-    ``n`` samples that share its prefill and returns a list of ``n`` results).
-
-    >>> candidate_sampling(CompactConfig(), 30)
-    {'max_new_tokens': 30, 'temperature': 1.0, 'stop': ['\\n'], 'n': 4}
-    """
-    return {"max_new_tokens": min(cfg.max_new_tokens, max_tokens), "temperature": cfg.candidate_temperature,
-            "stop": ["\n"], "n": cfg.repair_samples}
+    return {"max_tokens": cap, "temperature": cfg.draft_temperature, "stop": "\n"}
 
 
 def repair_sampling(cfg: CompactConfig) -> dict:
@@ -89,7 +74,7 @@ def repair_sampling(cfg: CompactConfig) -> dict:
 
 @sgl.function
 def draft_slot(s, context, slot_request, accepted, assistant_prefix, sampling):
-    """Drafter: Figure 5 prompt, then the slot's accepted lines, then up to 64 tokens.
+    """Drafter: Figure 5 prompt, then the slot's accepted lines, then one line (up to 64 tokens).
 
     ``sampling`` is ``gen`` keyword arguments, e.g. ``draft_sampling(cfg)``.
     """
@@ -98,15 +83,6 @@ def draft_slot(s, context, slot_request, accepted, assistant_prefix, sampling):
     s += sgl.assistant_begin()
     s += assistant_prefix + accepted
     s += sgl.gen("draft", **sampling)
-
-
-@sgl.function
-def draft_prompt(s, context, slot_request, accepted, assistant_prefix):
-    """Drafter: the text ``draft_slot`` sends, without the ``gen`` (sends nothing)."""
-    s += sgl.system(SUMMARIZER_SYSTEM)
-    s += sgl.user(context + slot_request)
-    s += sgl.assistant_begin()
-    s += assistant_prefix + accepted
 
 
 @sgl.function
@@ -208,13 +184,13 @@ def open_slot(s, slot: Slot, run: SlotRun) -> None:
     s += ctx.target_prefix
 
 
-def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext, carried: bool = False, short: bool = False) -> None:
+def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext, carried: bool = False) -> None:
     """Close the slot's turn on ``v`` (a copy) and ask the judge question about ``line``
-    (``carried``: whether the previous summary's line still holds; ``short``: its criterion first)."""
+    (``carried``: whether the previous summary's line still holds, its criterion first)."""
     cfg = ctx.cfg
     v += sgl.assistant_end()
     if carried:
-        v += sgl.user(carried_question(slot, line, cfg.positive_label, cfg.negative_label, short))
+        v += sgl.user(carried_question(slot, line, cfg.positive_label, cfg.negative_label))
     else:
         v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous,
                                       short=cfg.short_judge_suffix))
@@ -222,41 +198,23 @@ def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext, carried: bool = Fals
     v += ctx.target_prefix
 
 
-def verify_line(s, slot: Slot, line: str, ctx: SlotContext, carried: bool = False, short: bool = False) -> dict:
-    """Judge ``line`` on a copy of the branch; the branch itself is not changed
-    (``carried``: a previous summary's line, asked whether it still holds; ``short``: criterion first).
+def verify_line(s, slot: Slot, line: str, ctx: SlotContext, carried: bool = False) -> dict:
+    """Judge ``line`` on a copy of the branch with a plain ``sgl.select``; the branch is not changed
+    (``carried``: a previous summary's line, asked whether it still holds).
 
-    The copy is a 1-way fork, which sends no request of its own, so a
-    verification costs one target request on ``SpecCompactEndpoint``.
+    For a pipeline of your own: the engine's slots ask the same question
+    through their judge (:mod:`~.judges`).  The copy is a 1-way fork, which
+    sends no request of its own, so this costs one target request on
+    ``SpecCompactEndpoint``.  Returns the select's meta (its ``verdict``).
     """
     cfg = ctx.cfg
     choices, n_positive = label_choices(cfg.positive_label, cfg.negative_label)
     with scratch(s) as v:
-        ask_verdict(v, slot, line, ctx, carried, short)
+        ask_verdict(v, slot, line, ctx, carried)
         v += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(
-            cfg.eta, one_request=cfg.one_request_judging, n_positive=n_positive))
+            cfg.eta, one_request=cfg.one_request_judging, n_positive=n_positive, min_label_mass=cfg.min_label_mass))
         _, meta = result_of(v, "verdict")
     return meta
-
-
-def judge_lines(s, slot: Slot, lines: list[str], ctx: SlotContext) -> tuple[list[Judgement], dict]:
-    """Judge several candidate lines for the same place with ONE batched request.
-
-    Each prompt is the branch plus the judge question about one line (built
-    on copies, which send nothing); the target's ``judge_batch`` sends them
-    as one ``/generate`` batch that shares the branch's cached prefix.
-    """
-    texts = []
-    for line in lines:
-        with scratch(s) as v:
-            ask_verdict(v, slot, line, ctx)
-            texts.append(v.text())
-    cfg = ctx.cfg
-    judged = ctx.target.judge_batch(texts, cfg.positive_label, cfg.negative_label, cfg.eta)
-    if judged is None:  # the target declines: one request per line would defeat the candidates
-        raise ConfigError("repair_candidates needs a target that judges in one request (judge_batch: "
-                          "SpecCompactEndpoint)")
-    return judged
 
 
 def repair_line(s, ctx: SlotContext) -> tuple[str, dict]:
@@ -288,7 +246,11 @@ class Draft:
 
 
 def draft(slot: Slot, prefix: tuple[str, ...], ctx: SlotContext, max_tokens: int | None = None) -> Draft:
-    """One drafter call continuing ``prefix``; the caller records its request."""
+    """One drafter call continuing ``prefix``; the caller records its request.
+
+    A drafter that ignores the stop returns several lines: each is a line of
+    its own (:func:`~sgl_speccompact.core.lines.split_line`).
+    """
     sampling = draft_sampling(ctx.cfg, max_tokens)
     state = draft_slot.run(
         context=ctx.drafter_context,
@@ -302,33 +264,5 @@ def draft(slot: Slot, prefix: tuple[str, ...], ctx: SlotContext, max_tokens: int
         text, meta = result_of(state, "draft")
     finally:
         retire([state])
-    reason = meta.get("finish_reason")
-    capped = sampling["max_tokens"] < ctx.cfg.max_new_tokens
-    if not ctx.cfg.draft_buffer:
-        lines, ended, truncated = split_line(text, reason)
-    else:
-        ended = (reason or {}).get("type") != "length"
-        lines, truncated = split_draft(text, ended)
-    return Draft(prefix, lines, ended, truncated, capped, meta)
-
-
-def sample_candidates(slot: Slot, prefix: tuple[str, ...], ctx: SlotContext,
-                      max_tokens: int) -> tuple[list[tuple[str, dict]], dict]:
-    """``repair_samples`` one-line drafts continuing ``prefix``, in ONE drafter request.
-
-    Returns ``([(text, finish_reason), ...], meta)``.
-    """
-    state = draft_prompt.run(
-        context=ctx.drafter_context, slot_request=drafter_slot_request(slot, ctx.has_previous),
-        accepted="".join(line + "\n" for line in prefix), assistant_prefix=ctx.drafter_prefix,
-        backend=ctx.drafter,
-    )
-    try:
-        text = state.text()
-    finally:
-        retire([state])
-    samples = ctx.drafter.sample_n(text, candidate_sampling(ctx.cfg, max_tokens))
-    if samples is None:  # the drafter declines parallel sampling
-        raise ConfigError("repair_candidates needs a drafter that samples n lines in one request (sample_n: "
-                          "SpecCompactEndpoint)")
-    return samples
+    lines, ended, truncated = split_line(text, meta.get("finish_reason"))
+    return Draft(prefix, lines, ended, truncated, sampling["max_tokens"] < ctx.cfg.max_new_tokens, meta)

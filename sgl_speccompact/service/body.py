@@ -214,7 +214,7 @@ def parse_request(body: dict, limits: ServiceSettings) -> CompactRequest:
 
 
 # limits not named max_*: each one sets how much work or output one compaction may cause
-OTHER_LIMITS = ("hermes_cap_ratio", "repair_samples")
+OTHER_LIMITS = ("hermes_cap_ratio",)
 
 
 def limit_fields() -> tuple[str, ...]:

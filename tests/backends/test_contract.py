@@ -61,7 +61,6 @@ def test_a_plain_sglang_backend_is_held_to_the_contract():
     assert isinstance(plain, PlainBackend) and runs_on(plain) is ep and missing(plain) == []
     assert plain.base_url == "http://plain" and plain.model_info["model_path"] == "m"
     assert plain.judge_batch(["x"], "positive", "negative", 0.5) is None  # declined: judged one at a time
-    assert plain.sample_n("x", {"n": 2}) is None
     assert plain.with_cancel(object()) is plain and plain.with_priority(1) is plain
     assert plain.context_length() is None and plain.label_tokens("positive", "negative") is None
 

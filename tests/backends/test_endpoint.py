@@ -69,7 +69,6 @@ def test_plain_endpoint_select_scores_choices_by_their_tokens():
     # RuntimeEndpoint.select hands the choices method each choice's token logprobs;
     # the shared prefix token cancels in r.
     from sgl_speccompact.core.judge import label_choices
-    from sgl_speccompact.errors import ConfigError
 
     choices, n = label_choices("positive", "negative")
     single = {"positive": (math.log(0.6), 101), "negative": (math.log(0.2), 201)}
@@ -79,12 +78,13 @@ def test_plain_endpoint_select_scores_choices_by_their_tokens():
     method = LabelJudgement(eta=0.7, n_positive=n)
     d = method(choices=choices, normalized_prompt_logprobs=[0] * len(choices), input_token_logprobs=entries,
                output_token_logprobs=[[]] * len(choices))
-    assert d.decision == "positive" and d.meta_info["judgement"]["score"] == pytest.approx(0.75)
+    assert d.decision == "positive" and d.meta_info["verdict"]["score"] == pytest.approx(0.75)
     assert d.meta_info["requests"] == 2
-    # called outside a select with fewer variants than the engine reads: a clear error, not another rule
-    with pytest.raises(ConfigError, match="label_choices"):
-        LabelJudgement(eta=0.7)(choices=["positive", "negative"], normalized_prompt_logprobs=[0, 0],
-                                input_token_logprobs=[entries[0], entries[n]], output_token_logprobs=[[], []])
+    # called with the two label words alone: the same rule over the choices it was given (no caller's
+    # frames are read to score more)
+    bare = LabelJudgement(eta=0.7)(choices=["positive", "negative"], normalized_prompt_logprobs=[0, 0],
+                                   input_token_logprobs=[entries[0], entries[n]], output_token_logprobs=[[], []])
+    assert bare.meta_info["verdict"]["score"] == pytest.approx(0.75) and bare.meta_info["requests"] == 2
 
 
 def _free_port():
@@ -172,7 +172,7 @@ SPLIT = {101: 0.4, 201: 0.1, 202: 0.3}
 def judged(ep, one_request: bool):
     choices, n = label_choices("positive", "negative")
     d = ep.select(State(JUDGE_PROMPT), choices, 0.0, LabelJudgement(0.7, one_request=one_request, n_positive=n))
-    return d.decision, d.meta_info["judgement"]
+    return d.decision, d.meta_info["verdict"]
 
 
 def test_one_request_and_plain_select_agree_where_the_old_rules_differed():
@@ -185,7 +185,7 @@ def test_one_request_and_plain_select_agree_where_the_old_rules_differed():
     for one_request in (True, False):
         bare = ep.select(State(JUDGE_PROMPT), ["positive", "negative"], 0.0,
                          LabelJudgement(0.7, one_request=one_request))
-        assert bare.decision == "negative" and bare.meta_info["judgement"]["score"] == pytest.approx(j1["score"])
+        assert bare.decision == "negative" and bare.meta_info["verdict"]["score"] == pytest.approx(j1["score"])
     for b in ep.bodies:
         assert_server_accepts(b)
 

@@ -19,7 +19,7 @@ def test_variants_cover_every_registered_switch(bench):
     got = dict(bench.variants())
     on = [n for n in OPTIMIZATIONS if CompactConfig.model_fields[n].default]
     off = [n for n in OPTIMIZATIONS if n not in on]
-    assert off and on  # both kinds exist (draft_buffer and repair_candidates are off by default)
+    assert off and on  # both kinds exist (source_judge_on_prefix and sub_slot_branches are off by default)
     none = dict.fromkeys(on, False)
     assert got["none"] == none and got[bench.ALL] == {}
     for n in on:

@@ -7,7 +7,6 @@ import pytest
 
 from sgl_speccompact.core import carried
 from sgl_speccompact.core.carried import previous_lines
-from sgl_speccompact.programs import carried_batch
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
@@ -52,32 +51,38 @@ def run(previous, **config):
 
 
 def test_doctests():
-    for module in (carried, carried_batch):
-        failed, attempted = doctest.testmod(module)
-        assert failed == 0 and attempted > 0
+    failed, attempted = doctest.testmod(carried)
+    assert failed == 0 and attempted > 0
 
 
 MANY = ("## Critical Context\n" + "\n".join(f"- KEEP /repo/f{i}.py" for i in range(8))
         + "\n- STALE /repo/old.py\n- STALE /repo/gone.py\n\n## Goal\n- KEEP create /workspace/hello.py")
 
 
-def test_one_slots_carried_lines_cost_at_most_one_target_request():
+def carried_batches(target):
+    """The judge batches that asked whether carried lines still hold (the criterion before the line)."""
+    batches = [texts for kind, texts in target.requests if kind == "verify_batch"]
+    return [b for b in batches if "still holds" in b[0].rsplit("<|im_start|>user", 1)[-1]]
+
+
+def test_one_slots_carried_lines_cost_one_batch_after_their_shared_prefix():
     target = BatchJudgeBackend(judge=judge, repair=repair)
     drafter = ScriptedBackend(draft=new_lines_drafter())
     res = compact(MESSAGES, target=target, drafter=drafter, previous_summary=MANY)
-    batches = [texts for kind, texts in target.requests if kind == "verify_batch"]
-    carried_batches = [b for b in batches if "still holds" in b[0].rsplit("<line>", 1)[0][-2000:]
-                       or "earlier summary" in b[0].rsplit("<line>", 1)[0][-400:]]
     by_slot = {}
-    for b in carried_batches:
+    for b in carried_batches(target):
         by_slot.setdefault(slot_of(b[0]), []).append(len(b))
     assert by_slot == {"critical_context": [10], "goal": [1]}  # one request per slot, every carried line in it
-    assert not any("KEEP" in t.rsplit("<line>", 1)[-1] or "STALE" in t.rsplit("<line>", 1)[-1]
-                   for t in target.kinds("verify"))  # no carried line judged on its own
+    # criterion first, for SpecCompact too: a batch of two or more shares everything but its lines,
+    # prefilled once before it
+    (warm,) = target.kinds("prefill")[1:]  # after the fork's prefill of the shared prefix
+    assert slot_of(warm) == "critical_context" and "still holds" in warm.rsplit("<|im_start|>user", 1)[-1]
+    assert all(t.startswith(warm) and t[len(warm):].startswith("<line>\n") for b in carried_batches(target)
+               for t in b if slot_of(t) == "critical_context")
     context = [l.text for l in {s.name: s for s in res.slots}["critical_context"].lines
                if l.origin is LineOrigin.CARRIED]
     assert context == [f"- KEEP /repo/f{i}.py" for i in range(8)] and "STALE" not in res.summary
-    assert res.stats.requests["target"]["verify_carried"].requests == 2
+    assert res.stats.requests["target"]["verify_carried"].requests == 3  # the prefill, then one batch per slot
     assert res.stats.carried_proposed == 11 and res.stats.carried_lines == 9
 
 
@@ -121,7 +126,7 @@ def test_an_accepted_carried_line_costs_no_drafter_decode():
     assert goal and all(a[:1] == ["- KEEP create /workspace/hello.py"] for a in goal)
     verified = [t for t in target.kinds("verify") if "KEEP" in t.rsplit("<line>", 1)[-1]
                 or "STALE" in t.rsplit("<line>", 1)[-1]]
-    assert len(verified) == 5  # each carried line judged once, with the verdict every draft gets
+    assert len(verified) == 5  # each carried line judged once (one select each: this target judges no batch)
     _, _, plain = run(PREVIOUS, carry_previous_lines=False)
     assert [accepted_of(t) for t in plain.kinds("draft") if slot_of(t) == "goal"][0] == []
 

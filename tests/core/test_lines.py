@@ -73,3 +73,16 @@ def test_a_slot_heading_drafted_inside_a_slot_is_not_accepted():
     for line in ("## Next Steps", "  ## Goal", "# Summary"):
         assert classify_line(line, [], CFG) not in (LineKind.UNJUDGED, LineKind.JUDGE), line
     assert classify_line("### Done", [], CFG) is LineKind.UNJUDGED  # sub-sections stay
+
+
+def test_a_looping_models_numbered_copies_are_duplicates():
+    # before: "1. X", "2. X", "3. X" compared as raw text, so each copy was a new line
+    from sgl_speccompact.core.lines import norm_line
+
+    accepted = ["1. Run the tests"]
+    for copy in ("2. Run the tests", "3) run the  tests", "- Run the tests", "* 4. Run the tests"):
+        assert classify_line(copy, accepted, CompactConfig()) is LineKind.DUPLICATE, copy
+    assert classify_line("2. Run the linter", accepted, CompactConfig()) is LineKind.JUDGE
+    # a checkbox is content: done and not done are two lines; a version number is not a list number
+    assert norm_line("- [x] ship it") != norm_line("- [ ] ship it")
+    assert norm_line("3.5 GB free") == "3.5 gb free"

@@ -123,12 +123,15 @@ def test_one_batched_request_for_all_entries_and_valid_bodies():
     target = InProcessEndpoint(by_source)
     filtered, report = source_judge(SUMMARY, MESSAGES, target=target)
     gens = target.generates()
-    assert len(gens) == 1 and isinstance(gens[0]["text"], list) and len(gens[0]["text"]) == 6
-    body = gens[0]
+    # the sources every prompt shares, prefilled once; then one request carrying every entry's prompt
+    assert len(gens) == 2 and isinstance(gens[1]["text"], list) and len(gens[1]["text"]) == 6
+    warm, body = gens
+    assert warm["sampling_params"]["max_new_tokens"] == 0 and all(t.startswith(warm["text"]) for t in body["text"])
+    assert "</environment>" in warm["text"] and "<entry>" not in warm["text"]
     assert body["sampling_params"] == {"max_new_tokens": 0, "temperature": 0}
     assert body["return_logprob"] is True and body["token_ids_logprob"] == [11, 12, 13, 14, 21, 22, 23, 24]
     assert all(generate_contract_error(b) is None for b in gens)
-    assert report.requests == 1
+    assert report.requests == 2
     # the invented path is the one entry without a source
     assert [e.kept for e in report.entries] == [True, True, True, True, False, True]
     assert "invented" not in filtered and filtered == SUMMARY.replace(
@@ -138,7 +141,7 @@ def test_one_batched_request_for_all_entries_and_valid_bodies():
 def test_batch_prompts_share_sources_as_a_prefix_and_use_the_chat_template():
     target = InProcessEndpoint(by_source)
     source_judge(SUMMARY, MESSAGES, target=target, previous_summary="## Goal\n- EARLIER-FACT")
-    texts = target.generates()[0]["text"]
+    texts = target.generates()[-1]["text"]
     shared = os.path.commonprefix(texts)
     assert shared.startswith("<|im_start|>system\n") and "<|im_start|>user\n" in shared
     assert "</environment>" in shared and "EARLIER-FACT" in shared and "<entry>" not in shared
@@ -154,7 +157,8 @@ def test_endpoint_and_fallback_send_the_same_prompts():
     source_judge(SUMMARY, MESSAGES, target=batch)
     scripted = ScriptedBackend(source_judge=lambda entry, section: 0.9)
     source_judge(SUMMARY, MESSAGES, target=scripted)
-    assert sorted(scripted.kinds("source_judge")) == sorted(batch.generates()[0]["text"])
+    assert sorted(scripted.kinds("source_judge")) == sorted(batch.generates()[-1]["text"])
+    assert scripted.kinds("prefill") == [batch.generates()[0]["text"]]  # the same shared part, prefilled
 
 
 # ---------------------------------------------------------------- deletion rules (fallback path)
@@ -169,10 +173,10 @@ def test_deletes_exactly_the_entries_below_threshold_and_keeps_order():
     assert [e.score for e in report.entries][2:5] == pytest.approx([0.49, 0.5, 0.1])
     expected = [line for line in SUMMARY.split("\n") if line not in (ENTRIES[2], ENTRIES[4])]
     assert filtered.split("\n") == expected
-    # one select per entry plus sglang's precache of the shared sources
-    assert len(target.kinds("source_judge")) == 6 and len(target.kinds("cache_prefix")) == 1
+    # one select per entry, after one prefill of the shared sources (the same policy as a batch)
+    assert len(target.kinds("source_judge")) == 6 and len(target.kinds("prefill")) == 1
     assert recorder.stats.requests["target"]["judge"].requests == 7 == report.requests
-    assert "</environment>" in target.kinds("cache_prefix")[0]
+    assert "</environment>" in target.kinds("prefill")[0]
     json.dumps(report.model_dump(mode="json"))
 
 
@@ -211,9 +215,9 @@ def test_monolithic_method_with_source_judge_over_the_endpoint():
     target = InProcessEndpoint(by_source, summary=SUMMARY)
     res = run_method("openclaw", MESSAGES, target=target, source_judge=True)
     gens = target.generates()
-    assert len(gens) == 2 and isinstance(gens[1]["text"], list) and len(gens[1]["text"]) == 6
+    assert len(gens) == 3 and isinstance(gens[2]["text"], list) and len(gens[2]["text"]) == 6
     assert all(generate_contract_error(b) is None for b in gens)
-    assert {k: c.requests for k, c in res.stats.requests["target"].items()} == {"generate": 1, "judge": 1}
+    assert {k: c.requests for k, c in res.stats.requests["target"].items()} == {"generate": 1, "judge": 2}
     assert "invented" not in res.summary
     assert "2. Edit /etc/invented.conf to enable logging" not in [
         l.text for s in res.slots for l in s.lines]
@@ -232,7 +236,7 @@ def test_batched_and_fallback_judging_agree_on_the_emulator(make_emulated_server
     policy.judge("</entry>", p_positive=0.95, after="<entry>")
     srv = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-8B")
     filtered, report = source_judge(SUMMARY, MESSAGES, target=SpecCompactEndpoint(srv.url))
-    assert srv.stats()["total"]["requests"] == 6  # one HTTP request carrying six prompts
+    assert srv.stats()["total"]["requests"] == 1 + 6  # the shared sources' prefill, then six prompts in one request
     assert "invented" not in filtered and report.deleted == 1
     assert all(e.score == pytest.approx(0.95) for e in report.entries if e.kept)
 
@@ -262,7 +266,7 @@ def test_real_trajectory_keeps_a_real_path_and_drops_an_invented_one():
     filtered, report = source_judge(summary, messages, target=target)
     assert [e.kept for e in report.entries] == [True, False]
     assert filtered == f"## Critical Context\n- {real}\n\n## Next Steps\n(none)\n"
-    assert len(target.generates()) == 1 and generate_contract_error(target.generates()[0]) is None
+    assert len(target.generates()) == 2 and all(generate_contract_error(b) is None for b in target.generates())
 
 
 # ---------------------------------------------------------------- on the compaction's shared prefix
@@ -321,7 +325,7 @@ def test_source_judge_after_speccompact_reuses_the_cached_prefix_on_the_emulator
     assert "Finish the task" not in res.summary and res.source_judge["deleted"] == 1
     prefill, judge = (res.stats.requests["target"][k] for k in ("prefill", "judge"))
     entries = len(res.source_judge["entries"])
-    assert judge.requests == 1 and entries >= 5
+    assert judge.requests == 2 and entries >= 5  # the (cached) shared part's prefill, then one batch
     # every judge prompt finds the compaction's whole shared prefix in the radix cache
     assert judge.cached_tokens >= entries * (prefill.prompt_tokens - 1)
     branch_new = judge.prompt_tokens - judge.cached_tokens  # tokens the judging prefilled

@@ -92,22 +92,15 @@ def test_shared_prefix_off_puts_each_slot_request_before_the_history():
     assert len(firsts) > 1  # different slots start differently
 
 
-def test_draft_buffer_off_drafts_one_line_per_call():
+def test_the_drafter_drafts_one_line_per_call():
     target, drafter = backends()
-    res = compact(MESSAGES, target=target, drafter=drafter, config={"draft_buffer": False, **ONE_BRANCH})
+    res = compact(MESSAGES, target=target, drafter=drafter, config=ONE_BRANCH)
     progress = [t for t in drafter.kinds("draft") if "Generate only the progress" in t]
     # one call per line; the last line arrives with the end of the answer
     assert len(progress) == len(DRAFTS["progress"])
     # the blank line (a stop at the newline with no text) did not end the slot
     lines = [l.text for l in {s.name: s for s in res.slots}["progress"].lines]
     assert lines == DRAFTS["progress"]
-
-
-def test_draft_buffer_on_buffers_several_lines_per_call():
-    target, drafter = backends()
-    compact(MESSAGES, target=target, drafter=drafter, config={"draft_buffer": True, **ONE_BRANCH})
-    progress = [t for t in drafter.kinds("draft") if "Generate only the progress" in t]
-    assert len(progress) == 1
 
 
 @pytest.mark.parametrize("one_request", [True, False])

@@ -1,5 +1,5 @@
 """Target-delta: the previous summary's lines that still hold are judged in one batch per slot and
-copied; the target writes only the rest (``programs/delta.py``)."""
+copied; the target writes only the rest (the slot loop with ``[carried lines, target writer]``)."""
 
 from sgl_speccompact.methods.auto import Deployment, choose
 from sgl_speccompact.methods.registry import run_method
@@ -78,7 +78,7 @@ def test_one_slots_carried_lines_cost_one_batch_after_their_shared_prefix():
     assert target.kinds("verify") == []  # no carried line judged on its own, no written line judged at all
     assert sorted(len(texts) for texts in batches) == [1, 2, 2]
     # a batch of two or more shares its criterion: prefilled once before it, then each item adds its line
-    warmed = target.kinds("cache_prefix")
+    warmed = target.kinds("prefill")[1:]  # after the fork's prefill of the shared prefix
     assert len(warmed) == 2 and {slot_of(t) for t in warmed} == {"goal", "progress"}
     for texts in batches:
         if len(texts) > 1:

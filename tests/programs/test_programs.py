@@ -10,7 +10,7 @@ from sgl_speccompact.errors import BackendError, SummaryBudgetError
 from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS, Slot
 
-from tests.support.scripted import LINE_RE, ScriptedBackend, accepted_of
+from tests.support.scripted import LINE_RE, ScriptedBackend
 from tests.support.programs import DRAFTS, MESSAGES, backends, judge_bad, repair_fixed
 
 
@@ -52,29 +52,6 @@ def test_headings_empty_markers_and_blanks_skip_the_judge():
     assert origins["### Done"] is LineOrigin.UNJUDGED and origins[""] is LineOrigin.UNJUDGED
     # one target request per judged line
     assert len(judged) == res.stats.proposed_lines == res.stats.requests["target"]["verify"].requests
-
-
-BUFFER = {"draft_buffer": True, "pipelined_drafting": False}  # the paper's 64-token draft buffer
-
-
-def test_draft_buffer_reused_then_discarded_after_repair():
-    drafts = {**DRAFTS, "next_steps": ["1. a", "2. BAD b", "3. c", "4. d", "5. e"]}
-    target, drafter = backends(drafts=drafts, per_call=3)
-    res = compact(MESSAGES, target=target, drafter=drafter, config=BUFFER)
-    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the next_steps" in t]
-    # call 1 drafts a, BAD b, c: a is taken from the buffer, BAD b is repaired, and c (drafted
-    # after BAD b) is dropped: the next call continues from the repaired prefix
-    assert calls == [[], ["1. a", "2. Run pytest"]]
-    nxt = {s.name: s for s in res.slots}["next_steps"]
-    assert [l.text for l in nxt.lines] == ["1. a", "2. Run pytest", "3. c", "4. d", "5. e"]
-
-
-def test_buffered_lines_are_used_without_another_draft_call():
-    drafts = {**DRAFTS, "goal": ["- a", "- b", "- c", "- d"]}
-    target, drafter = backends(drafts=drafts, per_call=3)
-    compact(MESSAGES, target=target, drafter=drafter, config=BUFFER)
-    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the goal" in t]
-    assert calls == [[], ["- a", "- b", "- c"]]  # one call per three accepted lines
 
 
 def test_duplicates_and_overlong_lines_go_straight_to_repair():

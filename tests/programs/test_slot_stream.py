@@ -1,5 +1,5 @@
-"""The slot stream on sglang's real interpreter: pipelined drafting, sub-slot
-branches, multi-candidate repair, and the repair path's edge cases."""
+"""The slot loop on sglang's real interpreter: pipelined drafting, sub-slot
+branches, and the repair path's edge cases."""
 
 import hashlib
 import threading
@@ -7,10 +7,9 @@ import threading
 import pytest
 
 from sgl_speccompact.methods.speccompact import compact
-from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.result import LineOrigin
 
-from tests.support.scripted import BatchJudgeBackend, ScriptedBackend, accepted_of, slot_of
+from tests.support.scripted import ScriptedBackend, accepted_of, slot_of
 from tests.support.programs import DRAFTS, MESSAGES, backends, drafter_from, judge_bad, repair_fixed
 
 WAIT_S = 20  # a held verdict gives up after this long and fails the compaction
@@ -133,12 +132,10 @@ def hashing_drafter(n_lines: int = 6, per_call=None):
 def pipelining_runs(per_call):
     out = {}
     for pipelined in (True, False):
-        for buffer in (True, False):
-            target = ScriptedBackend(judge=judge_bad, repair=lambda s, acc: f"- fix {digest(s, *acc)}\n")
-            drafter = ScriptedBackend(draft=hashing_drafter(per_call=per_call))
-            res = compact(MESSAGES, target=target, drafter=drafter,
-                          config={"pipelined_drafting": pipelined, "draft_buffer": buffer})
-            out[(pipelined, buffer)] = (decisions(res), res.stats.dropped_drafts)
+        target = ScriptedBackend(judge=judge_bad, repair=lambda s, acc: f"- fix {digest(s, *acc)}\n")
+        drafter = ScriptedBackend(draft=hashing_drafter(per_call=per_call))
+        res = compact(MESSAGES, target=target, drafter=drafter, config={"pipelined_drafting": pipelined})
+        out[pipelined] = (decisions(res), res.stats.dropped_drafts)
     return out
 
 
@@ -146,29 +143,28 @@ def pipelining_runs(per_call):
 def test_same_decisions_with_and_without_pipelining(per_call):
     # test_a_stale_draft_is_caught injects a stale-draft bug and watches this comparison fail
     out = pipelining_runs(per_call)
-    assert out[(True, False)][0] == out[(False, False)][0]
-    assert out[(True, True)][0] == out[(False, True)][0]
-    lines = [l for _, _, ls in out[(True, False)][0] for l in ls]
+    assert out[True][0] == out[False][0]
+    lines = [l for _, _, ls in out[True][0] for l in ls]
     assert any(o is LineOrigin.REPAIRED for _, o, _ in lines)
-    assert out[(True, False)][1] > 0  # some prefetched drafts were dropped: the case under test happened
+    assert out[True][1] > 0  # some drafts sent ahead were dropped: the case under test happened
 
 
 def test_a_stale_draft_is_caught(monkeypatch):
-    """Injected bug: a prefetched draft is used whatever prefix it continues."""
-    from sgl_speccompact.programs.slot_stream import SlotStream
+    """Injected bug: a draft sent ahead is used whatever prefix it continues."""
+    from sgl_speccompact.programs.proposers import Drafter
 
-    def stale(self, prefix):
+    def stale(self, branch, prefix):
         pending, self.pending = self.pending, None
         if pending is None:
-            return real(self, prefix)
+            return real(self, branch, prefix)
         d = pending[1].result()
-        self.ctx.recorder.request("drafter", "draft", d.meta)
+        branch.ctx.recorder.request("drafter", "draft", d.meta)
         return d
 
-    real = SlotStream.next_draft
-    monkeypatch.setattr(SlotStream, "next_draft", stale)
+    real = Drafter.next_draft
+    monkeypatch.setattr(Drafter, "next_draft", stale)
     out = pipelining_runs(None)
-    assert out[(True, False)][0] != out[(False, False)][0]  # the hashing drafter exposes it
+    assert out[True][0] != out[False][0]  # the hashing drafter exposes it
     # a drafter whose lines depend only on their position would not
     counted = {}
     for pipelined in (True, False):
@@ -253,57 +249,6 @@ def test_the_same_line_under_two_sub_sections_is_accepted_once():
     target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=lambda s, acc: "- [ ] other work\n")
     whole = compact(MESSAGES, target=target, drafter=drafter)
     assert texts(whole, "progress").count("- ran the tests") == 1
-
-
-# ---------------------------------------------------------------- multi-candidate repair
-
-
-def candidate_backends(cands):
-    def judge(slot_name, line):
-        return {"- good y": 0.8, "- good z": 0.95}.get(line, judge_bad(slot_name, line))
-    target = BatchJudgeBackend(judge=judge, repair=lambda s, acc: "- target fix\n")
-    drafter = ScriptedBackend(draft=drafter_from({**DRAFTS, "goal": ["- a", "- BAD b", "- c"],
-                                                  "next_steps": ["1. x", "2. BAD y"]}),
-                              candidates=lambda slot_name, acc, n: cands(slot_name)[:n])
-    return target, drafter
-
-
-CONFIG = {"repair_candidates": True, "repair_samples": 4}
-
-
-def test_best_accepted_candidate_replaces_a_rejected_line():
-    target, drafter = candidate_backends(lambda s: ["- BAD x", "- good y", "- good z", "- good y"]
-                                         if s == "goal" else ["3. BAD", "- BAD w", "- BAD v", "- BAD u"])
-    res = compact(MESSAGES, target=target, drafter=drafter, config=CONFIG)
-    goal = slot(res, "goal")
-    assert [l.text for l in goal.lines] == ["- a", "- good z", "- c"]
-    line = goal.lines[1]
-    assert line.origin is LineOrigin.CANDIDATE and line.score == pytest.approx(0.95)
-    assert line.rejected_draft == "- BAD b"
-    # next_steps: every candidate rejected, so the target repairs
-    assert texts(res, "next_steps") == ["1. x", "- target fix"]
-    assert slot(res, "next_steps").lines[1].origin is LineOrigin.REPAIRED
-    # one drafter request and one target request per rejection (two rejections)
-    assert len(drafter.kinds("candidates")) == 2 and len(target.kinds("verify_batch")) == 2
-    goal_batch = next(b for b in target.kinds("verify_batch") if "write only the goal" in b[0])
-    assert len(goal_batch) == 3  # duplicates dropped
-    assert len(target.kinds("repair")) == 1
-    st = res.stats
-    assert st.candidate_lines == 1 and st.repaired_lines == 1
-    assert st.requests["drafter"]["candidates"].requests == 2
-    assert st.requests["target"]["verify_candidates"].requests == 2
-
-
-class OneAtATime(ScriptedBackend):
-    def sample_n(self, text, sampling_params):
-        return None  # declined, like a plain RuntimeEndpoint's
-
-
-def test_candidates_need_batch_capable_backends():
-    target = ScriptedBackend(judge=judge_bad, repair=repair_fixed)
-    drafter = OneAtATime(draft=drafter_from(DRAFTS))
-    with pytest.raises(ConfigError, match="repair_candidates"):
-        compact(MESSAGES, target=target, drafter=drafter, config=CONFIG)
 
 
 # ---------------------------------------------------------------- repair path
@@ -440,30 +385,6 @@ def test_stats_count_content_lines_only():
     assert blanks and res.stats.unjudged_lines == unjudged
     done = {e["slot"]: e["lines"] for e in events if e["type"] == "slot_done"}
     assert done == {s.name: sum(1 for l in s.lines if l.text.strip()) for s in res.slots}
-
-
-def test_sample_n_body_validates_with_sglang():
-    from sgl_speccompact.config import CompactConfig
-    from sgl_speccompact.programs.steps import candidate_sampling
-    from tests.support.endpoint import InProcessEndpoint, assert_server_accepts
-
-    class Sampler(InProcessEndpoint):
-        def _request(self, method, path, body=None):
-            if path == "/generate" and body["sampling_params"].get("n"):
-                self.bodies.append(body)
-                return [{"text": f"- s{i}", "meta_info": {"prompt_tokens": 5, "cached_tokens": 4,
-                                                          "completion_tokens": 2,
-                                                          "finish_reason": {"type": "stop", "matched": "\n"}}}
-                        for i in range(body["sampling_params"]["n"])]
-            return super()._request(method, path, body)
-
-    ep = Sampler(lora_path="drafter")
-    samples, meta = ep.sample_n("<|im_start|>assistant\n", candidate_sampling(CompactConfig(), 30))
-    assert [t for t, _ in samples] == ["- s0", "- s1", "- s2", "- s3"]
-    assert meta == {"prompt_tokens": 20, "cached_tokens": 16, "completion_tokens": 8, "requests": 1}
-    (body,) = ep.bodies
-    assert body["sampling_params"]["n"] == 4 and body["sampling_params"]["max_new_tokens"] == 30
-    assert_server_accepts(body)
 
 
 class IgnoresStop(ScriptedBackend):

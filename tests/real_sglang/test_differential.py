@@ -46,6 +46,15 @@ REQUESTS = {
     "over_context": ("POST", "/generate", {"input_ids": [15] * 9000, "sampling_params": {"max_new_tokens": 1}}),
     "input_plus_output_over_context": ("POST", "/generate", {"input_ids": [15] * 8000,
                                                              "sampling_params": {"max_new_tokens": 500}}),
+    "decisions": ("POST", "/v1/decisions", {"input": "The tests passed.", "return_prompt_token_ids": True,
+                                             "questions": [{"id": "q", "type": "yes_no", "question": "Tests ran."}]}),
+    "decisions_choice": ("POST", "/v1/decisions", {"input": "x", "questions": [
+        {"id": "c", "type": "choice", "question": "Which?", "options": [{"name": "a"}, {"name": "b"}]}]}),
+    "decisions_thinking_on": ("POST", "/v1/decisions", {"input": "x", "chat_template_kwargs": {"enable_thinking": True},
+                                                        "questions": [{"id": "q", "type": "yes_no", "question": "y"}]}),
+    "decisions_no_questions": ("POST", "/v1/decisions", {"input": "x", "questions": []}),
+    "decisions_version_2": ("POST", "/v1/decisions", {"input": "x", "prompt_format_version": 2,
+                                                      "questions": [{"id": "q", "type": "yes_no", "question": "y"}]}),
     "tokenize": ("POST", "/tokenize", {"prompt": "hello world"}),
     "model_info": ("GET", "/model_info", None),
     "v1_models": ("GET", "/v1/models", None),
@@ -60,6 +69,8 @@ KNOWN: dict[tuple[str, str], str] = {
     ("model_info", "emulated"): "the emulator says it is one, so its SIMULATED timings are never taken for a server's",
     ("v1_loads", "loads[0].decode_moments"): "the real scheduler's decode-step timing sums (a list once a decode "
                                              "ran); the emulator keeps no step timings (null)",
+    ("decisions_no_questions", "error text"): "pydantic's validation error as FastAPI words it; the emulator "
+                                              "validates with the same DecisionRequest and words it as pydantic does",
 }
 
 
@@ -156,6 +167,16 @@ def test_the_emulator_answers_like_the_real_server(servers, emulator):
     assert not unexplained, "emulator differs from sglang 0.5.23:\n" + "\n".join(
         f"  {k}: {v}" for k, v in sorted(unexplained.items()))
     assert not gone, f"listed differences that no longer exist (remove them from KNOWN): {gone}"
+
+
+def test_the_decision_route_renders_the_same_prompt_and_labels(servers, emulator):
+    """The emulator's /v1/decisions wording, chat template and label ids are the real server's, token for token."""
+    def asked(url):
+        body = REQUESTS["decisions"][2]
+        a = httpx.post(f"{url}/v1/decisions", json=body, timeout=300).json()["answers"]["q"]
+        return a["prompt_token_ids"], a["label_token_ids"]
+
+    assert asked(servers.target.url) == asked(emulator.url)
 
 
 def test_server_info_and_v1_models_report_the_context_length_alike(servers, emulator, qwen3_tokenizer_path):

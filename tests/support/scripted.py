@@ -76,8 +76,6 @@ class ScriptedBackend(BackendDefaults, BaseBackend):
     Every ``gen`` with ``stop="\\n"`` is cut at the first newline and
     reports ``finish_reason`` ``{"type": "stop", "matched": "\\n"}`` as
     sglang does; an answer that ends without one reports the EOS id.
-    candidates : callable(slot, accepted_lines, n) -> list of str, optional
-        Drafter answer to an n-sample request (``sample_n``; kind "candidates").
     judge_prompt : callable(text) -> float or (float, float), optional
         A judge that reads the whole prompt (every verification and SJC
         judgement): probability on the positive label, or ``(p+, p-)``.
@@ -93,10 +91,9 @@ class ScriptedBackend(BackendDefaults, BaseBackend):
     """
 
     def __init__(self, *, draft=None, judge=None, repair=None, before=None, complete=None, source_judge=None,
-                 candidates=None, judge_prompt=None):
+                 judge_prompt=None):
         super().__init__()
         self.judge_prompt = judge_prompt
-        self.candidates_fn = candidates
         self.chat_template = get_chat_template("qwen")
         self.draft_fn, self.judge_fn, self.repair_fn, self.before = draft, judge, repair, before
         self.complete_fn, self.source_judge_fn = complete, source_judge
@@ -142,43 +139,30 @@ class ScriptedBackend(BackendDefaults, BaseBackend):
             out, finish = out if isinstance(out, tuple) else (out, "stop")
         return finish_like_sglang(out, finish, sampling_params.stop, text)
 
-    def sample_n(self, text, sampling_params):
-        """n one-line samples in one request, like ``SpecCompactEndpoint.sample_n``."""
-        self._record("candidates", text)
-        n = sampling_params["n"]
-        outs = self.candidates_fn(slot_of(text), accepted_of(text), n)
-        assert len(outs) == n
-        samples = [finish_like_sglang(o, "stop", sampling_params.get("stop"), text) for o in outs]
-        return [(o, m["finish_reason"]) for o, m in samples], {"prompt_tokens": count_tokens([text])[0] * n,
-                                                               "cached_tokens": 0, "requests": 1}
+    def judged(self, text) -> tuple[str, float | tuple[float, float]]:
+        """``(kind, p)`` for a judge prompt: an SJC entry's ("source_judge") or a line's ("verify")."""
+        if (self.source_judge_fn is not None or self.judge_prompt is not None) and ENTRY_RE.search(text):
+            return "source_judge", (self.judge_prompt(text) if self.judge_prompt is not None
+                                    else self.source_judge_fn(ENTRY_RE.findall(text)[-1], SECTION_RE.findall(text)[-1]))
+        line = LINE_RE.findall(text)[-1]
+        return "verify", (self.judge_prompt(text) if self.judge_prompt is not None else self.judge_fn(slot_of(text), line))
 
     def select(self, s, choices, temperature, choices_method=None):
         text = s.text_
-        if (self.source_judge_fn is not None or self.judge_prompt is not None) and ENTRY_RE.search(text):
-            self._record("source_judge", text)
-            p = (self.judge_prompt(text) if self.judge_prompt is not None
-                 else self.source_judge_fn(ENTRY_RE.findall(text)[-1], SECTION_RE.findall(text)[-1]))
-            assert isinstance(choices_method, LabelJudgement)
-            return decision(choices, verdict(*labels(p), choices_method.eta), {"requests": 1},
-                            choices_method.n_positive)
-        self._record("verify", text)
-        line = LINE_RE.findall(text)[-1]
-        p = self.judge_prompt(text) if self.judge_prompt is not None else self.judge_fn(slot_of(text), line)
+        kind, p = self.judged(text)
+        self._record(kind, text)
         assert isinstance(choices_method, LabelJudgement)
         return decision(choices, verdict(*labels(p), choices_method.eta), {"requests": 1}, choices_method.n_positive)
 
 
 class BatchJudgeBackend(ScriptedBackend):
-    """A scripted target that also judges lines in batches, like ``SpecCompactEndpoint``."""
+    """A scripted target that also judges prompts in batches, like ``SpecCompactEndpoint``."""
 
     def judge_batch(self, texts, positive, negative, eta):
-        """Judge several verification prompts in one request (kind "verify_batch")."""
+        """Judge several judge prompts in one request (kind "verify_batch")."""
         with self.lock:
             self.requests.append(("verify_batch", texts))
         if self.before:
-            self.before("verify_batch", slot_of(texts[0]))
-        js = []
-        for text in texts:
-            p = self.judge_fn(slot_of(text), LINE_RE.findall(text)[-1])
-            js.append(verdict(*labels(p), eta))
-        return js, {"prompt_tokens": sum(count_tokens(texts)), "cached_tokens": 0, "requests": 1}
+            self.before("verify_batch", slot_of(texts[0]) if SLOT_RE.search(texts[0]) else None)
+        vs = [verdict(*labels(self.judged(text)[1]), eta) for text in texts]
+        return vs, {"prompt_tokens": sum(count_tokens(texts)), "cached_tokens": 0, "requests": 1}

@@ -152,13 +152,11 @@ def test_each_run_starts_cold_and_is_deterministic(emulator_tokenizer_path, both
     assert again["e2e_s"] == first["e2e_s"]
 
 
-def test_n_sample_repairs_go_as_ids_and_validate(emulator_tokenizer_path):
-    _, result, _, bodies = _compaction(emulator_tokenizer_path, True, "one-gpu", p_accept=0.3,
-                                       repair_candidates=True)
+def test_batched_judges_and_prefills_go_as_ids_and_validate(emulator_tokenizer_path):
+    _, result, _, bodies = _compaction(emulator_tokenizer_path, True, "one-gpu", p_accept=0.3)
     assert result.summary
-    sampled = [b for b in bodies if (b.get("sampling_params") or {}).get("n", 1) > 1]
     batched = [b for b in bodies if isinstance(b["input_ids"][0], list)]
-    assert sampled and batched  # drafter candidates in one request; batched judges (SJC, candidates)
+    assert batched  # SJC's entries in one request
     for body in bodies:
         assert "text" not in body
         assert_server_accepts(body)

@@ -28,7 +28,7 @@ SLOTS = tuple(s.name for s in OPENCLAW_SLOTS)
 GOAL = OPENCLAW_SLOTS[0]
 COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
 # switches that change only the layout or the request pattern: decisions must not move
-LAYOUT_ONLY = ("shared_prefix", "short_judge_suffix", "draft_buffer", "pipelined_drafting", "line_aware_stopping",
+LAYOUT_ONLY = ("shared_prefix", "short_judge_suffix", "pipelined_drafting", "line_aware_stopping",
                "one_request_judging", "sub_slot_branches", "source_judge_on_prefix", "send_token_ids")
 
 
@@ -104,7 +104,7 @@ def variants() -> list[tuple[str, dict]]:
     names = [n for n in LAYOUT_ONLY if n in OPTIMIZATIONS]
     flips = [(f"flip {n}", {n: not CompactConfig.model_fields[n].default}) for n in names]
     return [("defaults", {}), ("none", dict.fromkeys(names, False))] + flips + [
-        ("with repair_candidates", {"repair_candidates": True})]
+        ("the decision judge", {"judge": "decisions"})]  # the same verdicts through sglang's /v1/decisions
 
 
 @pytest.mark.slow
@@ -197,6 +197,7 @@ def test_on_the_simulator_the_held_lines_are_carried_in_one_batched_request_per_
     assert len(carried) >= 0.7 * len(now.held_lines)  # most held lines carried (the rest: the slots' token caps)
     branches = len(SCHEMA) + sum(len(s.sections) - 1 for s in SCHEMA if s.sections)  # sub-slot branches
     asked = result.stats.requests["target"]["verify_carried"].requests
-    assert 0 < asked <= branches  # at most one target request per branch, however many lines it carried
+    # per branch: one prefill of the part its questions share, then one batch, however many lines it carried
+    assert 0 < asked <= 2 * branches
     previous_lines = sum(1 for v in before.true.values() for ln in v if ln.startswith("- "))
     assert len(carried) < result.stats.carried_proposed <= previous_lines  # stale ones judged too, then dropped
