@@ -22,7 +22,8 @@ and an absent committed PNG for a figure that can be rendered is stale.
   one line per judge error rate, with the per-seed spread, and the retention
   of the true summary (``session-evolving-judge*.json``; SIMULATED);
 * ``judge-label-mass-<name>``: per judge, the label mass (p+ + p-) of every
-  judgement and the AUC, from ``bench/results/judge-<name>.json`` when it
+  judgement and the AUC, from ``bench/results/judge-bench-<name>.json`` (written
+  by ``bench/judge_bench.py``) when it
   exists; its label (``MEASURED (CPU)`` or ``SIMULATED``) comes from the
   JSON.  The schema (one file per judge benchmark run)::
 
@@ -267,10 +268,10 @@ FIGURES: dict[str, tuple[Callable[[], dict | None], Callable]] = {  # name -> (i
 
 
 def figures() -> dict[str, tuple[Callable[[], dict | None], Callable]]:
-    """:data:`FIGURES`, and one label-mass figure per ``bench/results/judge-*.json``."""
+    """:data:`FIGURES`, and one label-mass figure per ``bench/results/judge-bench-*.json``."""
     out = dict(FIGURES)
-    for path in sorted(RESULTS.glob("judge-*.json")):
-        out[f"judge-label-mass-{path.stem[len('judge-'):]}"] = (lambda p=path: label_mass_data(p), label_mass_plot)
+    for path in sorted(RESULTS.glob("judge-bench-*.json")):
+        out[f"judge-label-mass-{path.stem[len('judge-bench-'):]}"] = (lambda p=path: label_mass_data(p), label_mass_plot)
     return out
 
 

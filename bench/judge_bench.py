@@ -137,11 +137,13 @@ def run(url: str, cases: list[JudgeCase], get, post, history=history_of, judges:
     conds = conditions(url, get, len(cases))
     print(f"MEASURED (CPU): {len(cases)} judge-set lines, judges {list(judges)}, through {url}.\n"
           f"conditions: {conds}", flush=True)
-    out = {"conditions": conds, "judges": {}}
+    # benchmark, label, model and each judge's label_mass and auc: the schema bench/figures.py draws from
+    out = {"benchmark": "judge", "label": "MEASURED (CPU)", "model": Path(conds.get("model_path") or "").name or None, "conditions": conds,
+           "judges": {}}
     for name, overrides in judges.items():
         got = judge_cases(url, cases, overrides, get, post, history)
-        out["judges"][name] = got
         s = got["summary"]
+        out["judges"][name] = {"label_mass": s["label_masses"], "auc": s["auc_r"], **got}
         log(f"{name}: label mass {s['label_mass']}, AUC r {s['auc_r']:.3f}, cost {got['cost']}", "judge_bench")
     return out
 

@@ -70,10 +70,10 @@ LABEL_MASS = {"benchmark": "judge", "label": "MEASURED (CPU)", "model": "SmolLM2
 
 def test_the_label_mass_figure_is_drawn_only_when_a_judge_json_exists(fig, tmp_path, monkeypatch):
     results = _copy_results(fig, tmp_path, monkeypatch)
-    for stale in results.glob("judge-*.json"):
+    for stale in results.glob("judge-bench-*.json"):
         stale.unlink()
     assert not any(n.startswith("judge-label-mass") for n in fig.figures())
-    (results / "judge-fixture.json").write_text(json.dumps(LABEL_MASS))
+    (results / "judge-bench-fixture.json").write_text(json.dumps(LABEL_MASS))
     assert "judge-label-mass-fixture" in fig.figures()
     png = fig.render("judge-label-mass-fixture", tmp_path / "out")
     said = json.loads(fig.plotted(png))["data"]

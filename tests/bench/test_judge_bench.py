@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 
 import httpx
@@ -65,3 +66,14 @@ def test_each_judge_reads_its_own_labels(report):
 def test_the_table_prints_what_the_report_holds(report):
     table = judge_bench.table(report)
     assert table.count("\n") == 1 + len(judge_bench.JUDGES) and "`decisions` | 50.00% / 50.00% / 50.00%" in table
+
+
+def test_the_report_is_what_the_label_mass_figure_draws(report, tmp_path):
+    from bench import figures
+
+    path = tmp_path / "judge-bench-emulated.json"
+    path.write_text(json.dumps(report))
+    drawn = figures.label_mass_data(path)
+    assert drawn["label"] == "MEASURED (CPU)" and set(drawn["judges"]) == set(judge_bench.JUDGES)
+    assert drawn["judges"]["decisions"]["label_mass"] == sorted(report["judges"]["decisions"]["summary"]["label_masses"])
+    assert drawn["judges"]["program"]["auc"] == report["judges"]["program"]["summary"]["auc_r"]
