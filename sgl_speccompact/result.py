@@ -58,6 +58,7 @@ class StopReason(str, Enum):
     MISSING = "missing"  # a one-shot summary lacks the section
     CUT_OFF = "cut_off"  # a one-shot summary was cut off inside the section
     OUTSIDE_SECTIONS = "outside_sections"  # a one-shot summary's text outside the schema's sections
+    LEDGER_BUDGET = "ledger_budget"  # the exact ledger's entries past max_ledger_tokens became count lines
 
     def __str__(self) -> str:
         """The value, as every earlier release wrote a stop reason: ``str(StopReason.COMPLETE) == "complete"``."""

@@ -44,6 +44,7 @@ import random
 from dataclasses import dataclass
 from typing import Callable
 
+from sgl_speccompact.core.ledger import strip_ledger
 from sgl_speccompact.emulator.policy import seeded_unit
 
 POSITIONS = ("first", "drawn")  # where held lines sit among the new ones of their (sub-)section
@@ -198,7 +199,12 @@ def truth_kept(truth: list[str], summary: str) -> tuple[int, int, int, int]:
 
     >>> truth_kept(["- a", "- b", "- (none)", "### Done"], "## Goal\\n- a\\n- stale")
     (2, 1, 2, 1)
+
+    The exact ledger is left out: a copy of the history, no model's claim.
+
+    >>> truth_kept(["- a"], "## Goal\\n- a\\n\\n## Exact Ledger\\n- m1 ran `ls`\\n")
+    (1, 1, 1, 0)
     """
     true = set(content_lines("\n".join(truth)))
-    mine = content_lines(summary or "")
+    mine = content_lines(strip_ledger(summary) or "")
     return len(true), sum(1 for x in true if x in set(mine)), len(mine), sum(1 for x in mine if x not in true)

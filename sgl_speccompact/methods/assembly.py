@@ -22,7 +22,7 @@ from ..core.ledger_budget import MAX_REFITS, count_lines, fit, merge
 from ..history.ledger_entries import LedgerEntry
 from ..core.lines import drop_blank_ends, is_placeholder, norm_line, placeholder_texts
 from ..core.prompts import INCOMPLETE, assemble
-from ..result import LineOrigin, SlotResult, SummaryLine
+from ..result import LineOrigin, SlotResult, StopReason, SummaryLine
 from ..schema import Slot
 
 Counter = Callable[[list[str]], list[int]]  # texts -> length in target tokens
@@ -174,21 +174,23 @@ def stop_reasons(parts: list[tuple[str, str, list[str]]], names: dict[str, str] 
     return out
 
 
-def section_events(slots: list[SlotResult]) -> list[dict]:
-    """The progress events of finished sections: each one's lines, then its ``slot_done``.
+def section_events(slots: list[SlotResult], written: bool = True) -> list[dict]:
+    """The progress events of finished sections: each one's lines, then its ``slot_written`` (unless not
+    ``written``: the exact ledger is no slot of the schema, so progress does not count it).
 
     >>> s = SlotResult(name="goal", title="Goal", stop_reason="complete",
     ...                lines=[SummaryLine(text="- a", origin=LineOrigin.TARGET)])
     >>> [e["type"] for e in section_events([s])]
-    ['line', 'slot_done']
+    ['line', 'slot_written']
     """
     events = []
     for slot in slots:
         content = [line for line in slot.lines if line.text.strip()]
         events += [{"type": "line", "slot": slot.name, "text": line.text, "origin": line.origin.value,
                     "score": line.score} for line in content]
-        events.append({"type": "slot_done", "slot": slot.name, "stop_reason": slot.stop_reason,
-                       "lines": len(content)})
+        if written:
+            events.append({"type": "slot_written", "slot": slot.name, "stop_reason": slot.stop_reason,
+                           "lines": len(content)})
     return events
 
 
@@ -221,7 +223,7 @@ def with_ledger(done: Assembled, entries: list[LedgerEntry], carried: LedgerSect
             room -= tokens - done.budget
             continue
         slot = SlotResult(name=LEDGER_SLOT, title=TITLE, tokens=fitted.tokens,
-                          stop_reason="ledger_budget" if fitted.counted else "complete",
+                          stop_reason=StopReason.LEDGER_BUDGET if fitted.counted else StopReason.COMPLETE,
                           lines=[SummaryLine(text=line, origin=LineOrigin.LEDGER) for line in fitted.lines[1:]])
         report.update(entries=len(fitted.shown), carried=sum(e.carried for e in fitted.shown),
                       counted=fitted.counted, tokens=fitted.tokens, budget=room)

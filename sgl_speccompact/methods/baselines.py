@@ -28,7 +28,7 @@ A monolithic summary cut off by its cap is incomplete, so it raises
 report it instead of failing).  Its ``## `` sections are reported as slots
 (lines origin ``target_written``).  Progress events for the monolithic
 methods are sent after the single generation: each section's ``line``
-events, then its ``slot_done``.
+events, then its ``slot_written``.
 """
 
 from __future__ import annotations

@@ -34,6 +34,7 @@ from dataclasses import dataclass, replace
 from typing import Callable
 
 from .chunking import run_blocks, split_request
+from .displayed import Displayed
 from .assembly import Assembled, OneShot, from_slots, from_text, section_events, with_ledger
 from ..config import CompactConfig
 from ..backends.endpoint import connect
@@ -154,6 +155,9 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
         raise ConfigError(refused)
     cfg = config if config is not None else CompactConfig()
     request = request.parsed(cfg)  # the one parse: below here every step works on request.turns
+    shown = Displayed(request.on_event) if request.on_event is not None else None
+    if shown is not None:  # line events provisional until the result settles them (methods/displayed.py)
+        request = replace(request, on_event=shown.see)
     pruned = None
     if cfg.prune_tool_outputs:  # before anything is measured or rendered: every block sees the stubs
         # an output is redacted before its stub cuts it (a cut secret matches no pattern), the stub after
@@ -189,10 +193,12 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
             if len(blocks) > 1 or len(blocks := plan(exact=True)) == 1:
                 raise  # already cut by exact counts, or it fits by them: nothing smaller to try
             result = run_planned(blocks)
-        if saved is None:
-            return result
-        return result.model_copy(update={"pruning": saved.result(),
-                                         "redactions": add_counts(result.redactions, pruned.redactions)})
+        if saved is not None:
+            result = result.model_copy(update={"pruning": saved.result(),
+                                               "redactions": add_counts(result.redactions, pruned.redactions)})
+    if shown is not None:
+        shown.finish(result)
+    return result
 
 
 def run_block(method: Method, request: MethodRequest, backends: Backends, cfg: CompactConfig,
@@ -268,7 +274,7 @@ def finish(job: Job, written: Written, t0: float) -> CompactionResult:
         sections = len(done.slots)
         done, ledger = with_ledger(done, ledger_entries(job.turns, job.indices), job.carried_ledger, job.cfg,
                                    job.count)
-        for event in section_events(done.slots[sections:]):
+        for event in section_events(done.slots[sections:], written=False):  # not a slot of the schema
             job.emit(event)
     job.recorder.stats.total_wall_s = time.perf_counter() - t0
     return CompactionResult(method=job.method, summary=done.summary, summary_tokens=done.tokens,

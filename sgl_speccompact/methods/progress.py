@@ -1,6 +1,6 @@
 """Progress with totals: block i of n, slots done of the block's, judged lines and tokens so far.
 
-The events a compaction sends while it runs (``line`` and ``slot_done``,
+The events a compaction sends while it runs (``line`` and ``slot_written``,
 from the slot threads) say what was just written, not how far along the
 compaction is.  :class:`Tracker` turns them into :class:`Progress` reports
 for ``MethodRequest.on_progress``: one after every event, read from the
@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Callable
 
 from ..result import CompactionResult, CompactionStats, StatsRecorder
+from .assembly import LEDGER_SLOT
 
 
 @dataclass(frozen=True)
@@ -77,7 +78,7 @@ class Tracker:
             if on_event is not None:
                 on_event(event)
             with self._lock:
-                self.slots_done += event.get("type") == "slot_done"
+                self.slots_done += event.get("type") == "slot_written"
                 judged, accepted, used = recorder.read(lambda s: (s.proposed_lines, s.accepted_lines, tokens(s)))
                 done = self.finished
                 self.report(Progress(self.blocks_done + 1, self.blocks, self.slots_done,
@@ -91,6 +92,6 @@ class Tracker:
             self.finished = total.model_copy(deep=True)
             self.blocks_done += 1
             self.slots_done = 0
-            slots = len(result.slots) or self.slots
+            slots = sum(s.name != LEDGER_SLOT for s in result.slots) or self.slots  # the ledger is no slot
             self.report(Progress(self.blocks_done, self.blocks, slots, slots, total.proposed_lines,
                                  total.accepted_lines, tokens(total), block_done=True))

@@ -107,11 +107,15 @@ def run_method(method: str, messages: list[dict] | MethodRequest, *, target: Any
     - ``focus``: what the summary should favour (Hermes's
       ``/compress <focus>``); untrusted text, quoted into every method's
       prompt as a label.
-    - ``on_event``: progress events ``{"type": "line" | "slot_done",
-      "slot": ..., ...}``.  Slot-parallel methods (``speccompact``,
-      ``target_self``) send them as slots progress, from worker threads;
-      the monolithic ones send each section's events once their single
-      generation is done.  SJC sends none.
+    - ``on_event``: events ``{"type": "line" | "slot_written" | "retract"
+      | "slot_done", "slot": ..., ...}``.  Slot-parallel methods
+      (``speccompact``, ``target_self``) send ``line`` (provisional:
+      ``"final": false``) and ``slot_written`` as slots progress, from
+      worker threads; the monolithic ones send each section's once their
+      single generation is done.  When the result is ready, each slot is
+      settled: ``retract`` for every shown line the result dropped, then
+      ``slot_done`` with its final lines
+      (:mod:`~sgl_speccompact.methods.displayed`).
     - ``layout``: an :class:`~sgl_speccompact.methods.request.AgentLayout`,
       the layout of the target's shared prefix (slot-parallel methods).
       Its ``name`` ``"agent"`` renders the agent's conversation with the

@@ -117,7 +117,8 @@ def compact(messages: list[dict] | MethodRequest, *, target: Any, drafter: Any,
     previous_summary : str, optional
         Summary of earlier turns; part of the source for verification.
     on_event : callable, optional
-        Called with ``{"type": "line" | "slot_done", ...}`` as slots progress.
+        Called with ``{"type": "line" | "slot_written" | "retract" | "slot_done", ...}`` as slots
+        progress and when the result settles them (:mod:`~sgl_speccompact.methods.displayed`).
 
     A keyword given here replaces the request's own value.
 

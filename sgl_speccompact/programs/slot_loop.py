@@ -22,7 +22,8 @@ Every proposal, whatever its source, takes that order through one
 decision, :func:`~sgl_speccompact.core.admission.admit`, in
 :meth:`~.branch.Branch.offer`; :meth:`~.branch.Branch.accept` is the one
 place a line enters the summary and reports its ``line`` event, and
-:func:`~.slots.run_slot` reports ``slot_done`` when the slot ends.
+:func:`~.slots.run_slot` reports ``slot_written`` when the slot ends (progress; the
+result's ``slot_done`` comes later, :mod:`~sgl_speccompact.methods.displayed`).
 Decisions depend only on the proposals and the verdicts, so they are the
 same with and without pipelined drafting.
 

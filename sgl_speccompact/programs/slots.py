@@ -72,7 +72,7 @@ def per_slot(forks: list, run: SlotRun) -> list[SlotResult]:
 
 
 def run_slot(forks: list, slot: Slot, run: SlotRun) -> SlotResult:
-    """One slot: its branches (concurrently if several), joined; reports ``slot_done``."""
+    """One slot: its branches (concurrently if several), joined; reports ``slot_written``."""
     ctx = run.ctx
     sections, shared = branches_of(slot, ctx), SlotLines()
     branches = [Branch(b, slot, run, sec, shared=shared, index=i) for i, (b, sec) in enumerate(zip(forks, sections))]
@@ -84,7 +84,7 @@ def run_slot(forks: list, slot: Slot, run: SlotRun) -> SlotResult:
         if ctx.proposers.target_only:  # the separators the join adds, as one branch's target wrote them
             for line in out.lines:
                 line.origin = LineOrigin.TARGET
-    ctx.emit(type="slot_done", slot=slot.name, stop_reason=StopReason(out.stop_reason).value,
+    ctx.emit(type="slot_written", slot=slot.name, stop_reason=StopReason(out.stop_reason).value,
              lines=sum(1 for line in out.lines if line.text.strip()))
     return out
 

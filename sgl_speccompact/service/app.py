@@ -20,8 +20,8 @@ Routes
     (:mod:`sgl_speccompact.methods.autopick`) and the result's
     ``stats.auto`` names the pick, the predicted times and the reason.  Returns
     ``CompactionResult.to_json_dict()``, or with ``stream: true``
-    Server-Sent Events: one event per runner event (``line``, ``slot_done``),
-    then ``result``, then ``data: [DONE]``.  A failure after the stream
+    Server-Sent Events: one event per runner event (``line``, ``slot_written``,
+    ``retract``, ``slot_done``: :mod:`sgl_speccompact.methods.displayed`), then ``result``, then ``data: [DONE]``.  A failure after the stream
     started ends it with one ``error`` event and no ``result`` or ``[DONE]``;
     so does the service stopping (``service_stopping``, status 503): the
     stream then ends cleanly, not mid-chunk.

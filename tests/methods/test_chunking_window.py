@@ -12,6 +12,7 @@ from sgl_speccompact.methods.request import MethodRequest
 from sgl_speccompact.errors import PromptTooLongError
 from sgl_speccompact.methods.registry import run_method
 
+from tests.support.stream_replay import assert_stream_shows_the_result
 from tests.support.scripted import ScriptedBackend, count_tokens, slot_of
 
 WINDOW = 40_960
@@ -94,8 +95,12 @@ def test_no_method_overflows_the_window(method, tokens):
     if res.chunks > 1:
         assert sum("You are a coding agent. Keep exact paths." in t for t in prompts) >= res.chunks
     # progress from every block, not only the last one
-    done = [e for e in events if e["type"] == "slot_done"]
+    done = [e for e in events if e["type"] == "slot_written"]
     assert len(done) >= res.chunks * (6 if method in ("speccompact", "target_self") else 1)
+    # what earlier blocks showed is retracted (replaced by the next block's summary): the stream shows the result
+    assert_stream_shows_the_result(events, res.slots)
+    if res.chunks > 1:
+        assert any(e["type"] == "retract" and e["reason"] == "replaced" for e in events)
 
 
 def test_stats_add_up_over_blocks():

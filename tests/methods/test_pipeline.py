@@ -108,8 +108,10 @@ def test_a_registered_method_gets_the_whole_path(echo_method):
     assert job.method == "echo" and job.drafter is None and job.history.startswith("[system]")
     # assembled as a one-shot text: its section reported as a slot, events sent after it
     assert [s.title for s in res.slots] == ["Summary", "Exact Ledger"] and res.method == "echo"
-    assert [e["type"] for e in events][:3] == ["line", "line", "slot_done"] and events[2]["lines"] == 2
+    assert [e["type"] for e in events][:3] == ["line", "line", "slot_written"] and events[2]["lines"] == 2
     assert events[-1]["type"] == "slot_done" and events[-1]["slot"] == "ledger"  # the ledger comes last
+    retracted = [e for e in events if e["type"] == "retract"]  # the stream takes back what SJC deleted
+    assert [(e["text"], e["reason"]) for e in retracted] == [("- echo", "unsupported")]
     # then SJC: the entry naming the method has no source and is gone
     assert res.source_judge["deleted"] == 1 and "- echo" not in res.summary
     assert res.summary.startswith("## Summary\n- [system]")

@@ -5,6 +5,7 @@ import threading
 
 import pytest
 
+from sgl_speccompact.core.ledger import HEADING as LEDGER_HEADING
 from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.errors import BackendError, SummaryBudgetError
 from sgl_speccompact.result import LineOrigin
@@ -18,7 +19,7 @@ def test_summary_follows_schema_with_line_origins():
     target, drafter = backends()
     res = compact(MESSAGES, target=target, drafter=drafter)
     heads = [line for line in res.summary.splitlines() if line.startswith("## ")]
-    assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS]
+    assert heads == [f"## {s.title}" for s in OPENCLAW_SLOTS] + [LEDGER_HEADING]  # the exact ledger last
     nxt = {s.name: s for s in res.slots}["next_steps"]
     assert [l.text for l in nxt.lines] == ["1. Run python /workspace/hello.py", "2. Run pytest"]
     assert nxt.lines[1].origin is LineOrigin.REPAIRED
@@ -99,7 +100,7 @@ def test_slow_slot_does_not_hold_back_the_others():
     finished = []
 
     def on_event(ev):
-        if ev["type"] == "slot_done":
+        if ev["type"] == "slot_written":
             finished.append(ev["slot"])
             if len([s for s in finished if s != "goal"]) == 5:
                 others_done.set()
@@ -112,7 +113,7 @@ def test_slow_slot_does_not_hold_back_the_others():
     res = compact(MESSAGES, target=target, drafter=drafter, on_event=on_event)
     assert waited["goal"] is True  # the other five finished while goal's drafter was blocked
     assert finished[-1] == "goal"
-    assert [s.name for s in res.slots] == [s.name for s in OPENCLAW_SLOTS]
+    assert [s.name for s in res.slots] == [s.name for s in OPENCLAW_SLOTS] + ["ledger"]
 
 
 def test_six_slots_are_in_flight_at_once():
@@ -127,7 +128,7 @@ def test_six_slots_are_in_flight_at_once():
     target, drafter = backends(before=before)
     res = compact(MESSAGES, target=target, drafter=drafter)
     assert passed == {s.name for s in OPENCLAW_SLOTS} and not barrier.broken
-    assert len(res.slots) == 6
+    assert len(res.slots) == 6 + 1  # and the exact ledger
 
 
 def test_history_is_not_mutated_and_errors_are_typed():
@@ -147,7 +148,7 @@ def test_custom_schema_any_number_of_slots():
     schema = (Slot(name="goal", title="Goal", contract="The goal.", body_format="- goal"),)
     target, drafter = backends()
     res = compact(MESSAGES, target=target, drafter=drafter, schema=schema)
-    assert res.summary.startswith("## Goal\n- Create") and len(res.slots) == 1
+    assert res.summary.startswith("## Goal\n- Create") and [s.name for s in res.slots] == ["goal", "ledger"]
 
 
 def test_drafter_context_prefilled_once_and_shared_by_every_draft():
