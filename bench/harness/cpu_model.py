@@ -149,6 +149,7 @@ class Run:
     wall_s: float = 0.0  # measured around the call (s)
     server: dict = field(default_factory=dict)  # the server's counters: after minus before
     mutated: bool = False  # the caller's messages differ after the call
+    events: list = field(default_factory=list)  # the compaction's events (on_event), in order
 
     @property
     def key(self) -> str:
@@ -185,6 +186,7 @@ def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None
     from sgl_speccompact.launch.cpu import CPU_SERVICE_DEFAULTS
     from sgl_speccompact.launch.templates import CHATML_TEMPLATE
     from sgl_speccompact.methods.registry import run_method
+    from sgl_speccompact.methods.request import MethodRequest
 
     timeout = timeout_s or CPU_SERVICE_DEFAULTS["request_timeout_s"]
     target = SpecCompactEndpoint(url, chat_template=CHATML_TEMPLATE, timeout_s=timeout)
@@ -197,8 +199,8 @@ def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None
         before = server_counters(url)
         t0 = time.perf_counter()
         try:
-            run.result = run_method(method, messages, target=target, drafter=drafter, config=config,
-                                    source_judge=sjc)
+            run.result = run_method(method, MethodRequest(messages, on_event=run.events.append, source_judge=sjc),
+                                    target=target, drafter=drafter, config=config, source_judge=sjc)
         except Exception as exc:  # noqa: BLE001 -- recorded; the tests and the page report it
             run.error = f"{type(exc).__name__}: {exc}"
         run.wall_s = time.perf_counter() - t0

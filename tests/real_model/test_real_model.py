@@ -30,6 +30,7 @@ from sgl_speccompact.methods.assembly import INCOMPLETE_STOPS
 from sgl_speccompact.methods.baselines import hermes_cap
 from sgl_speccompact.methods.registry import METHODS
 from sgl_speccompact.schema import OPENCLAW_SLOTS
+from tests.support.stream_replay import assert_stream_shows_the_result
 
 pytestmark = pytest.mark.real_model
 
@@ -265,3 +266,10 @@ def test_verdicts_below_the_threshold_are_counted_unreliable(done):
         assert hasattr(stats, "label_mass_min"), "CompactionStats has no label_mass_min"
         assert (stats.label_mass_min < CFG.min_label_mass) == (stats.unreliable_verdicts > 0), \
             f"{run.key}: lowest mass {stats.label_mass_min}, {stats.unreliable_verdicts} unreliable verdicts"
+
+
+def test_every_stream_shows_exactly_the_result(done):
+    """Replayed as a client renders them, each compaction's events show the result's lines, slot by slot."""
+    for run in done:
+        assert run.events, run.key
+        assert_stream_shows_the_result(run.events, run.result.slots)
