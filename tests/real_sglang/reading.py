@@ -11,6 +11,7 @@ from pathlib import Path
 
 from tests.real_sglang import scripts
 from tests.real_sglang.real_servers import unavailable
+from sgl_speccompact.core.ledger import strip_ledger
 from sgl_speccompact.config import CompactConfig
 from sgl_speccompact.history.formats import load_history
 
@@ -38,6 +39,7 @@ def body_lines(summary: str) -> list[str]:
     assembly), so a slot whose scripted lines an earlier slot holds reads ``(none)``.
     """
     markers = set(CompactConfig().empty_markers)
+    summary = strip_ledger(summary)  # the exact ledger copies the history: no model wrote it
     return [ln for ln in summary.splitlines() if ln.strip() and not ln.startswith("#") and ln.strip() not in markers]
 
 

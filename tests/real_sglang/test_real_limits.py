@@ -84,5 +84,5 @@ def test_a_repair_that_never_ends_its_line_never_enters_the_summary(servers):
     nxt = {s.name: s for s in res.slots}["next_steps"]
     assert [ln.text for ln in nxt.lines] == [scripts.DRAFTS["next_steps"][0] + "."]
     assert nxt.stop_reason != "complete"
-    assert all(ln.origin is LineOrigin.DRAFTED for s in res.slots for ln in s.lines)
+    assert all(ln.origin is LineOrigin.DRAFTED for s in res.slots if s.name != "ledger" for ln in s.lines)
     assert_scripted(res.summary, scripts.drafted())

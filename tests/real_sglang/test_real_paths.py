@@ -14,6 +14,7 @@ import sys
 import pytest
 from fastapi.testclient import TestClient
 
+from tests.support.stream_replay import assert_stream_shows_the_result
 from tests.real_sglang import scripts
 from tests.support.procs import poll_until
 from tests.real_sglang.reading import OPENAI, TRAJ, Unchanged, assert_scripted, history
@@ -80,9 +81,12 @@ def test_service_stream_sends_the_lines_then_the_same_result(client):
         events = sse_events(res.read().decode())
     kinds = [k for k, _ in events]
     assert kinds[-2:] == ["result", "message"] and events[-1][1] == "[DONE]"
-    streamed = [json.loads(d)["text"] for k, d in events if k == "line"]
+    sent = [json.loads(d) for _, d in events[:-2]]
+    streamed = [e["text"] for e in sent if e["type"] == "line" and e["slot"] != "ledger"]
     assert streamed and set(streamed) == {scripts.MONOLITHIC}  # the scripted line only: no label word
-    check_repaired(json.loads(events[-2][1])["summary"])
+    result = json.loads(events[-2][1])
+    check_repaired(result["summary"])
+    assert_stream_shows_the_result(sent, result["slots"])  # a client shows exactly the result's lines
 
 
 def test_a_prepared_session_is_reused_by_the_compaction_that_follows(client):
