@@ -39,6 +39,7 @@ Usage::
     python -m bench.judge_bench                 # converts SmolLM2, starts its CPU server, runs, stops it
     python -m bench.judge_bench --url http://127.0.0.1:30000   # a server started as the launcher does
     python -m bench.judge_bench --cases 6       # the first six cases (what the real-model tier runs)
+    python -m bench.judge_bench --every 2       # every second case: 64 lines over every trajectory
 """
 
 from __future__ import annotations
@@ -148,6 +149,19 @@ def run(url: str, cases: list[JudgeCase], get, post, history=history_of, judges:
     return out
 
 
+def sample(cases: list[JudgeCase], every: int) -> list[JudgeCase]:
+    """The cases of every ``every``-th pair, pairs keyed by the id without its ``s``/``c`` label, in order.
+
+    >>> cs = [JudgeCase(id=i, file="f", upto=1, slot="goal", line="- x", supported=i.endswith("s"),
+    ...                 evidence="", why="") for i in ("a-01s", "a-01c", "a-02s", "a-02c", "a-03s")]
+    >>> [c.id for c in sample(cs, 2)]
+    ['a-01s', 'a-01c', 'a-03s']
+    """
+    pairs = list(dict.fromkeys(c.id[:-1] for c in cases))
+    kept = set(pairs[::every])
+    return [c for c in cases if c.id[:-1] in kept]
+
+
 def percent(p: float) -> str:
     """A probability as a percentage the page prints: two decimals, four below 1%.
 
@@ -177,6 +191,9 @@ def main(argv=None) -> int:
     p.add_argument("--url", help="a running server, started as the launcher does with --enable-metrics "
                                  "(else SmolLM2 is converted and its CPU server started here)")
     p.add_argument("--cases", type=int, help="only the first N cases of the judge set")
+    p.add_argument("--every", type=int, default=1, help="the cases of every K-th line pair (a supported line and "
+                                                        "its contradicted twin): a sample across every "
+                                                        "trajectory of the set, for a slow machine")
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--table", metavar="JSON", help="no runs: print the table of a report")
     args = p.parse_args(argv)
@@ -195,7 +212,8 @@ def main(argv=None) -> int:
         from sgl_speccompact.launch.packaged import ensure_converted
 
         url, proc = start_server(str(ensure_converted(cpu_model.MODEL)), None, Path(args.out).with_suffix(".logs"))
-    cases = load_judge_set()[:args.cases] if args.cases else load_judge_set()
+    cases = sample(load_judge_set(), args.every)
+    cases = cases[:args.cases] if args.cases else cases
     try:
         report = run(url.rstrip("/"), cases, client.get, client.post)
     finally:
