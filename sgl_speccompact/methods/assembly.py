@@ -249,14 +249,10 @@ def sections(summary: str, names: dict[str, str] | None = None) -> list[tuple[st
 
     ``names`` maps known titles to slot names; other titles are slugged.
     Text before the first heading is a section titled ``Preamble``; a
-    summary without headings is one section titled ``Summary``.  A title
-    that repeats gets a name of its own (``history_2``): a slot name says
-    which section a streamed line belongs to.
+    summary without headings is one section titled ``Summary``.
 
     >>> sections("## Goal\\n- a\\n\\n## Next Steps\\n1. b\\n", {"Goal": "goal"})
     [('goal', 'Goal', ['- a']), ('next_steps', 'Next Steps', ['1. b'])]
-    >>> [name for name, _, _ in sections("## History\\n- a\\n## History\\n- b\\n")]
-    ['history', 'history_2']
     """
     names = names or {}
     parts: list[tuple[str | None, list[str]]] = [(None, [])]
@@ -272,10 +268,7 @@ def sections(summary: str, names: dict[str, str] | None = None) -> list[tuple[st
             if not body:
                 continue
             title = "Summary" if len(parts) == 1 else "Preamble"
-        name = names.get(title, slug(title))
-        taken = {n for n, _, _ in out}
-        name = next(f"{name}_{k}" for k in range(2, len(out) + 3) if f"{name}_{k}" not in taken) if name in taken else name
-        out.append((name, title, body))
+        out.append((names.get(title, slug(title)), title, body))
     return out
 
 

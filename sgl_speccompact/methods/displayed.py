@@ -19,7 +19,8 @@ slot, in the result's order:
   ledger, a line redaction rewrote), with ``after``: the index it follows
   (None: first in its slot);
 * ``slot_done`` ``{slot, title, stop_reason, lines}``: the slot's final
-  content lines, in order.
+  content lines, in order (a one-shot summary's sections that share a
+  title are one slot here, :func:`by_name`).
 
 A client that applies these events shows exactly the result's lines; the
 service's ``result`` event follows with the summary.  A compaction that
@@ -57,12 +58,33 @@ class Displayed:
         deleted = {e["text"].strip() for e in report.get("entries", []) if not e["kept"]}
         with self._lock:
             shown, self.shown = self.shown, {}
-        for slot in result.slots:
+        for slot in by_name(result.slots):
             for event in settle(slot, shown.pop(slot.name, []), deleted):
                 self.on_event(event)
         for name, lines in shown.items():  # a slot the result does not have
             for index, text in lines:
                 self.on_event({"type": "retract", "slot": name, "index": index, "text": text, "reason": "replaced"})
+
+
+def by_name(slots: list[SlotResult]) -> list[SlotResult]:
+    """``slots`` with the sections that share a name joined in order, at the first one's place: events name a
+    slot, so the lines of a one-shot summary's repeated title are one slot to a client.
+
+    >>> s = [SlotResult(name=n, title=n.title(), lines=[]) for n in ("history", "goal", "history")]
+    >>> [x.name for x in by_name(s)]
+    ['history', 'goal']
+    """
+    out: dict[str, SlotResult] = {}
+    for slot in slots:
+        if slot.name not in out:
+            out[slot.name] = slot.model_copy(deep=True)
+            continue
+        joined = out[slot.name]
+        joined.lines += slot.lines
+        joined.removed_duplicates += slot.removed_duplicates
+        joined.removed_placeholders += slot.removed_placeholders
+        joined.stop_reason = slot.stop_reason  # the last section's: where the text ended
+    return list(out.values())
 
 
 def settle(slot: SlotResult, shown: list[tuple[int, str]], deleted: set[str] = frozenset()) -> list[dict]:

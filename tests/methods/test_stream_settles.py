@@ -77,3 +77,19 @@ def test_a_slot_the_result_lacks_is_retracted_whole():
 
     shown.finish(CompactionResult(method="m", summary=""))
     assert got[-1] == {"type": "retract", "slot": "gone", "index": 0, "text": "- x", "reason": "replaced"}
+
+
+def test_sections_that_share_a_title_settle_as_one_slot():
+    from sgl_speccompact.result import CompactionResult
+
+    got = []
+    shown = Displayed(got.append)
+    for text in ("- a", "- b", "- c"):
+        shown.see({"type": "line", "slot": "history", "text": text})
+    line = lambda t: SummaryLine(text=t, origin=LineOrigin.TARGET)  # noqa: E731
+    slots = [SlotResult(name="history", title="History", lines=[line("- a")]),
+             SlotResult(name="history", title="History", lines=[line("- c")])]
+    shown.finish(CompactionResult(method="hermes", summary="", slots=slots))
+    assert [(e["type"], e.get("text")) for e in got[3:]] == [("retract", "- b"), ("slot_done", None)]
+    assert got[-1]["lines"] == ["- a", "- c"]
+    assert_stream_shows_the_result(got, slots)
