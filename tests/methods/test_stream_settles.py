@@ -86,7 +86,7 @@ def test_sections_that_share_a_title_settle_as_one_slot():
     shown = Displayed(got.append)
     for text in ("- a", "- b", "- c"):
         shown.see({"type": "line", "slot": "history", "text": text})
-    line = lambda t: SummaryLine(text=t, origin=LineOrigin.TARGET)  # noqa: E731
+    line = lambda t: SummaryLine(text=t, origin=LineOrigin.TARGET)
     slots = [SlotResult(name="history", title="History", lines=[line("- a")]),
              SlotResult(name="history", title="History", lines=[line("- c")])]
     shown.finish(CompactionResult(method="hermes", summary="", slots=slots))
