@@ -87,17 +87,20 @@ def measure(messages, urls, short: bool) -> dict:
     res = run_method("speccompact", messages, target=target, drafter=SpecCompactEndpoint(urls["drafter"]),
                      source_judge=True, config={"short_judge_suffix": short, "source_judge_on_prefix": True})
     count = target.count_tokens
-    suffixes = [p[p.rindex(TURN):] for p in target.judged]
-    lines = [line_of(p) for p in target.judged]
+    before = len(target.batched)
+    # a drafted line's judgement is a batch of one on this endpoint (judge_batch), a select elsewhere
+    verified = [p for p in target.judged + target.batched if "<line>\n" in p and "<entry>\n" not in p]
+    suffixes = [p[p.rindex(TURN):] for p in verified]
+    lines = [line_of(p) for p in verified]
     suffix_n, line_n = count(suffixes), count(lines)
     verify = res.stats.requests["target"]["verify"]
     judge = res.stats.requests["target"].get("judge")
-    on_prefix = list(target.batched)
+    on_prefix = [p for p in target.batched if "<entry>\n" in p]  # SJC's batch (carried lines are batched too)
     entries = [entry_of(p) for p in on_prefix]
     alone = StatsRecorder()  # the stand-alone SJC form on the same summary, for comparison
     source_judge(res.summary, messages, target=target, config={"short_judge_suffix": short}, recorder=alone)
     stand = alone.stats.requests["target"]["judge"]
-    shown = [os.path.commonprefix(ps) if len(ps) > 1 else "" for ps in (on_prefix, target.batched[len(on_prefix):])]
+    shown = [os.path.commonprefix(ps) if len(ps) > 1 else "" for ps in (on_prefix, target.batched[before:])]
     return {
         "verifications": len(suffixes),
         "suffix": statistics.mean(suffix_n) if suffix_n else 0.0,
