@@ -153,9 +153,11 @@ CELL = {"--seeds": "1", "--deployments": "two-gpu-equal"}
 # rows are matched by the trajectory's file name: its absolute path differs from one checkout to another
 SESSION_KEY = (("label", "mode", "priority", "deployment", "model_pair", "speculative", "seed", "trajectory"),
                ("stalls_s", "device_s"))
-SINGLE_KEY = (("method", "deployment", "model_pair", "seed", "draw", "trajectory"), ("e2e_s", "decisions"))
-FAIR_KEY = (("method", "deployment", "model_pair", "speculative", "p_accept", "seed", "draw", "trajectory"),
-            ("e2e_s", "decisions"))
+# a run's Hermes rows share their method ("hermes"; @2048, @2000, @slots): its length tells them apart
+SINGLE_KEY = (("method", "hermes_tokens", "deployment", "model_pair", "seed", "draw", "trajectory"),
+              ("e2e_s", "decisions"))
+FAIR_KEY = (("method", "hermes_tokens", "deployment", "model_pair", "speculative", "p_accept", "seed", "draw",
+             "trajectory"), ("e2e_s", "decisions"))
 EVOLVE_KEY = (SESSION_KEY[0] + ("hold",), SESSION_KEY[1] + ("retention", "carried_share"))
 JUDGE_KEY = (EVOLVE_KEY[0] + ("false_accept", "false_reject"),
              EVOLVE_KEY[1] + ("truth_retention", "staleness"))
