@@ -96,9 +96,11 @@ def test_an_evolving_session_carries_what_still_holds(evolving):
     assert all(c["compactions_min"] >= 4 for c in cells.values())
     for delta in ("speccompact", "target_delta"):  # the methods that carry lines
         assert cells[(delta, 0.0)]["carried_share_later"] == 0.0  # nothing holds: nothing carried
-        # most holds, and is carried; the share's denominator holds the exact ledger's lines too (copied
-        # from the history, never carried as judged lines), so it is below the held share
-        assert cells[(delta, 0.9)]["carried_share_later"] > 0.3
+        # most holds, and is carried: carried lines against the lines that held (the content-line share's
+        # denominator also holds the exact ledger's lines, copied from the history and never carried)
+        later = [c for r in report["rows"] if r["method"] == delta and r["hold"] == 0.9
+                 for c in r["records"][1:] if not c["aborted"]]
+        assert later and sum(c["carried_lines"] for c in later) > 0.6 * sum(c["held_facts"] for c in later)
     assert cells[("target_self", 0.9)]["carried_share_later"] == 0.0  # it writes every line again
     # what held is mostly kept (a slot's token budget may still cut long lines); at h = 0 nothing held
     assert all(cells[(m, 0.9)]["retention"] > 0.8 for m in ("speccompact", "target_self", "target_delta"))
