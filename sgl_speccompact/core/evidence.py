@@ -47,7 +47,7 @@ character is one, JSON escapes are undone, whitespace runs are one space,
 punctuation the source does not have (``fields.py.``); a span may be quoted.
 A path must start and end at path boundaries (``/testbed`` is not in
 ``/repo/testbed``, ``x.py`` not in ``my-x.py``; ``missing_colon.py`` is in
-``tests/missing_colon.py``).  A hash may be the start of a longer one (a
+``repo/tests/missing_colon.py``).  A hash may be the start of a longer one (a
 short commit id).  A number is any number of the source, thousands
 separators and trailing zeros aside (``1,200.50`` is ``1200.5``).
 
