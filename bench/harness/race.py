@@ -85,8 +85,8 @@ def setting(x: dict) -> tuple[float, float, float]:
 def judge_label(errors: tuple[float, ...]) -> str:
     """A judge setting in words: the error pair, and the evidence check's catch rate when it ran.
 
-    >>> judge_label((0.15, 0.15, 0.0)), judge_label((0.15, 0.15, 20 / 62))
-    ('0.15, 0.15', '0.15, 0.15 + evidence check 0.32')
+    >>> judge_label((0.15, 0.15, 0.0)), judge_label((0.15, 0.15, 21 / 62))
+    ('0.15, 0.15', '0.15, 0.15 + evidence check 0.34')
     """
     base = f"{errors[0]:g}, {errors[1]:g}"
     return base + (f" + evidence check {errors[2]:.2f}" if len(errors) > 2 and errors[2] else "")

@@ -87,7 +87,7 @@ _WORD = re.compile(r"\w+")
 _ESCAPE = re.compile(r"\\[\"'nrt]")  # JSON and shell escapes as a rendered tool call shows them
 _QUOTES = re.compile("[\"'`\u2018\u2019\u201a\u201b\u201c\u201d\u201e\u201f\u00ab\u00bb]")
 _SPAN = re.compile(r"(?<!`)(`+)(?!`)(.+?)(?<!`)\1(?!`)")  # an inline code span: n backticks, text, n backticks
-_DIRECTORY = re.compile(r"(?<![\w./@+~-])((?:[\w.@+-]++/)++)(?![\w./@+~-])")  # possessive: linear
+_DIRECTORY = re.compile(r"(?<![\w./@+~-])((?:[\w.@+-]++/)++)(?![\w/@+~-]|\.[\w/])")  # possessive: linear
 _CODE_WORD = re.compile(r"(?<![\w./@+~#-])(_*+[A-Za-z][A-Za-z0-9]*+(?:_++[A-Za-z0-9]++)++_*+|__[A-Za-z0-9]++__)"
                         r"(?![\w/@+~-]|\.\w)")
 _NAME = re.compile(r"[A-Za-z_]")  # a directory's every segment holds one (``1/2/`` is no directory)
@@ -109,7 +109,7 @@ class Named:
 
 @dataclass(frozen=True)
 class Evidence:
-    """What the evidence check found for one line: admission records ``unsourced`` as the line's provenance."""
+    """What the evidence check found for one line: admission records ``missing`` as the line's provenance."""
 
     named: tuple[Named, ...] = ()  # every exact string the line names, in line order
     unsourced: tuple[Named, ...] = ()  # those no source shows, in line order (empty: the line passes)
@@ -257,9 +257,9 @@ def _prose(text: str) -> list[tuple[int, Named]]:
 # ---------------------------------------------------------------- the source
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, eq=False)
 class SourceIndex:
-    """A source text, normalised and indexed once, for exact lookups (read-only once built)."""
+    """A source text, normalised and indexed once, for exact lookups (read-only once built; shared by threads)."""
 
     text: str  # the normalised source (:func:`normalize` of the texts joined by newlines)
     words: dict[str, list[int]] = field(repr=False)  # each word (a \\w+ run) -> its start offsets in ``text``

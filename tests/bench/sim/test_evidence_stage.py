@@ -122,11 +122,12 @@ def test_the_judge_tables_show_each_error_pair_with_and_without_the_check():
     assert errors_of(report) == [(0.15, 0.15, 0.0), (0.15, 0.15, EVIDENCE_CATCH), (0.0, 0.0, 0.0)]
     text = judge_tables(report)
     spec = [ln for ln in text.split("\n") if ln.startswith("| SpecCompact")]
+    with_check = f"0.15, 0.15 + evidence check {EVIDENCE_CATCH:.2f}"
     assert "| 0.15, 0.15 | " in spec[2] and "0.81 [0.81-0.81] / 0.190" in spec[2]  # the retention table
-    assert "| 0.15, 0.15 + evidence check 0.32 | " in spec[3] and "0.87 [0.87-0.87] / 0.130" in spec[3]
+    assert f"| {with_check} | " in spec[3] and "0.87 [0.87-0.87] / 0.130" in spec[3]
     crossover = text.split("by judge errors")[-1].split("\n")  # the crossover table: one row per setting
     assert [ln.split(" | ")[0] for ln in crossover if ln.startswith("| 0")] == \
-        ["| 0.15, 0.15", "| 0.15, 0.15 + evidence check 0.32", "| 0, 0"]
+        ["| 0.15, 0.15", f"| {with_check}", "| 0, 0"]
 
 
 def test_a_report_from_before_the_check_reads_as_without_it():
