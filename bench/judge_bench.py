@@ -40,6 +40,8 @@ Usage::
     python -m bench.judge_bench --url http://127.0.0.1:30000   # a server started as the launcher does
     python -m bench.judge_bench --cases 6       # the first six cases (what the real-model tier runs)
     python -m bench.judge_bench --every 2       # every second case: 64 lines over every trajectory
+    python -m bench.judge_bench --judges program --out bench/results/judge-set-program-smollm2.json
+                                                # one judge on every line (the evidence check's per-line scores)
 """
 
 from __future__ import annotations
@@ -194,9 +196,15 @@ def main(argv=None) -> int:
     p.add_argument("--every", type=int, default=1, help="the cases of every K-th line pair (a supported line and "
                                                         "its contradicted twin): a sample across every "
                                                         "trajectory of the set, for a slow machine")
+    p.add_argument("--judges", default=",".join(JUDGES), help="judges to run, comma-separated, in this order "
+                                                              f"(default: every one: {','.join(JUDGES)})")
     p.add_argument("--out", default=str(OUT))
     p.add_argument("--table", metavar="JSON", help="no runs: print the table of a report")
     args = p.parse_args(argv)
+    unknown = [n for n in args.judges.split(",") if n not in JUDGES]
+    if unknown:
+        p.error(f"--judges: unknown {unknown}; known: {list(JUDGES)}")
+    judges = {n: JUDGES[n] for n in args.judges.split(",")}
     if args.table:
         import json
 
@@ -215,7 +223,7 @@ def main(argv=None) -> int:
     cases = sample(load_judge_set(), args.every)
     cases = cases[:args.cases] if args.cases else cases
     try:
-        report = run(url.rstrip("/"), cases, client.get, client.post)
+        report = run(url.rstrip("/"), cases, client.get, client.post, judges=judges)
     finally:
         if proc is not None:
             from sgl_speccompact.launch.servers import stop_servers

@@ -40,7 +40,12 @@ rates per judged line, ``--held-positions drawn`` puts the lines that still
 hold at drawn places in their slot, and ``--repeat`` makes a writer that
 passes a carried line on its way through the slot (one that sits among the
 new lines) write it again at that rate; the extra decoding is charged as it
-happens.  Only SpecCompact and
+happens.  ``--evidence-check`` (``on``, the package's default; ``off``;
+``both``, each judge error pair run with and without) puts the evidence
+check before the judge: an invented line (a wrong draft, never true) is
+refused at ``--evidence-catch``, by default the share of the judge set's
+contradicted lines the check refuses, before the judge's false-accept
+draw.  Only SpecCompact and
 Target-delta judge: the other methods run once per cell and their rows are
 reused for every judge error pair (``reused_from``).  Beside the stall and
 device-seconds every row reports what of the true summary each compaction
@@ -175,6 +180,21 @@ def judge_errors(args) -> list[tuple[float, float]]:
     return [(fa[i if len(fa) > 1 else 0], fr[i if len(fr) > 1 else 0]) for i in range(n)]
 
 
+EVIDENCE = {"on": [True], "off": [False], "both": [False, True]}  # --evidence-check: runs without / with it
+
+
+def evidence_rates(args) -> list[float]:
+    """The evidence check's catch rate per run of each judge error pair: 0 without the check.
+
+    >>> from types import SimpleNamespace as N
+    >>> evidence_rates(N(evidence_check="both", evidence_catch=0.3)), evidence_rates(N(evidence_check="on", evidence_catch=0.3))
+    ([0.0, 0.3], [0.3])
+    """
+    if not 0.0 <= args.evidence_catch <= 1.0:
+        raise ValueError(f"--evidence-catch must be in [0, 1], not {args.evidence_catch}")
+    return [args.evidence_catch if on else 0.0 for on in EVIDENCE[args.evidence_check]]
+
+
 def labels(args) -> list[tuple[str, str, int]]:
     """``(label, method, hermes tokens)`` of every method row."""
     from bench.harness.session import hermes_own_tokens
@@ -193,10 +213,12 @@ def run(args) -> dict:
     from sgl_speccompact.emulator.qwen3 import default_tokenizer
     from bench.harness import session as hs
     from bench.sim import session_policy as sp
-    from bench.sim.mistakes import Mistakes
+    from bench.sim.mistakes import EVIDENCE_CATCH, Mistakes
     from bench.sim.session_replay import Replay, ReplayHooks
 
     t_start = time.perf_counter()
+    if args.evidence_catch is None:  # the judge set's measured share
+        args.evidence_catch = EVIDENCE_CATCH
     _, runner, runner_src = runs.resolve_methods()
     paths = args.trajectories or [str(runs.TRAJECTORY_DIR / n) for n in DEFAULT_TRAJECTORIES
                                   if (runs.TRAJECTORY_DIR / n).is_file()]
@@ -205,7 +227,7 @@ def run(args) -> dict:
     policy = sp.Policy(window=args.window, prepare_ratio=args.prepare_ratio)
     tokenizer = args.tokenizer or default_tokenizer()[0]
     holds = args.hold or [None]
-    errors = judge_errors(args)
+    errors = [(fa, fr, ev) for fa, fr in judge_errors(args) for ev in evidence_rates(args)]
     print(f"Method: agent sessions replayed under Hermes's trigger policy (window {args.window}, trigger "
           f"{policy.trigger}, tail {policy.tail_tokens}, prepare at {args.prepare_ratio:g} of the trigger); every "
           f"method sync and ahead of time via {runner_src}; "
@@ -217,16 +239,18 @@ def run(args) -> dict:
           f"{args.session_tokens} tokens from {len(trajs)} trajectories; seeds {args.seed}.."
           f"{args.seed + args.seeds - 1}; tool time from {len(times)} recorded SWE-agent steps; drafter LoRA "
           f"{'merged' if args.merged_lora else 'served (per fused layer)'}; judge errors (false accept, false "
-          f"reject) {', '.join(f'({a:g}, {r:g})' for a, r in errors)}, held lines {args.held_positions} in their "
+          f"reject) {', '.join(f'({a:g}, {r:g})' for a, r in dict.fromkeys(e[:2] for e in errors))}, the evidence "
+          f"check {args.evidence_check} (an invented line refused at {args.evidence_catch:.4g} before the judge), "
+          f"held lines {args.held_positions} in their "
           f"slot, a writer repeats a carried line it passes at rate {args.repeat:g}; NGRAM copy at plain speed where "
           "there is no previous summary")
     servers, rows, alone, done, sessions = Servers(args, tokenizer), [], {}, {}, {}
     config = {"agent_context_tokens": args.window}
     for pair in args.model_pairs:
         for dep in args.deployments:
-            for spec, label, method, hermes_n, hold, (fa, fr) in [
+            for spec, label, method, hermes_n, hold, (fa, fr, ev) in [
                     (s, *m, h, e) for s in args.speculative for m in labels(args) for h in holds for e in errors]:
-                mistakes = Mistakes(fa, fr, args.held_positions, args.repeat)
+                mistakes = Mistakes(fa, fr, args.held_positions, args.repeat, evidence_catch=ev)
                 sim, target, drafter, gpus = servers.get(pair, dep, method, spec, hold)
                 model = sim.servers["target"].model
                 tokens = sp.message_tokens(lambda text, m=model: len(m.encode(text)))
@@ -248,17 +272,20 @@ def run(args) -> dict:
                         sessions[(id(model), traj.path)] = sp.looped_session(traj.messages, args.session_tokens,
                                                                              tokens)
                     session = sessions[(id(model), traj.path)]
-                    judged = (fa, fr) if method in JUDGING else None  # a method that never judges: one run for all
+                    judged = (fa, fr, ev) if method in JUDGING else None  # a method that never judges: one run for all
                     key = (pair, hs.layout(dep, method), spec, label, seed, traj.path, mode, prio, ys, hold, judged)
                     if key in done:  # the same servers ran this session already (single-model; never judging)
                         old = done[key]
                         rows.append({**old, "deployment": dep, "false_accept": fa, "false_reject": fr,
+                                     "evidence_catch": ev,
                                      "reused_from": f"{old['deployment']} judge errors "
-                                                    f"({old['false_accept']:g}, {old['false_reject']:g})"})
+                                                    f"({old['false_accept']:g}, {old['false_reject']:g}), evidence "
+                                                    f"check {old['evidence_catch']:.4g}"})
                         continue
                     log(f"{pair} {dep} {spec} {label} seed {seed} {traj.name} {mode} priority {prio}"
                         + (f" yield {ys:g} s" if ys else "") + (f" h {hold:g}" if hold is not None else "")
-                        + (f" judge errors ({fa:g}, {fr:g})" if (fa, fr) != (0.0, 0.0) else ""))
+                        + (f" judge errors ({fa:g}, {fr:g})" if (fa, fr) != (0.0, 0.0) else "")
+                        + (f" evidence check {ev:.4g}" if ev and method in JUDGING else ""))
                     t0 = time.perf_counter()
                     result = replay.run(session, policy, mode, method).summary()
                     done[key] = {"model_pair": pair, "deployment": dep, "speculative": spec,
@@ -266,13 +293,14 @@ def run(args) -> dict:
                                  "trajectory": traj.name, "path": traj.path,
                                  "session_messages": len(session), **result,
                                  **({"hold": hold} if hold is not None else {}),
-                                 "false_accept": fa, "false_reject": fr,
+                                 "false_accept": fa, "false_reject": fr, "evidence_catch": ev,
                                  "real_s": round(time.perf_counter() - t0, 1)}
                     rows.append(done[key])
     return {"benchmark": "session", "latency_kind": "simulated", "simulated_note": SIMULATED_NOTE,
             "runner": runner_src, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "conditions": {**{k: v for k, v in vars(args).items() if k not in ("out", "plots")},
-                           "judge_errors": [list(e) for e in errors]},
+                           "judge_errors": [list(e) for e in dict.fromkeys(e[:2] for e in errors)],
+                           "evidence_rates": evidence_rates(args)},
             "policy": {**vars(policy), "trigger": policy.trigger, "tail_tokens": policy.tail_tokens,
                        "soft": policy.soft},
             "tool_times_s": times, "skipped": [{"path": a, "reason": b} for a, b in skipped], "rows": rows,
@@ -353,6 +381,13 @@ def build_parser() -> argparse.ArgumentParser:
     p.add_argument("--false-reject", type=rates, default=[0.0],
                    help="the simulated judge rejects a line that holds with this probability; a comma list runs each, "
                         "paired in order with --false-accept (one value pairs with every one)")
+    p.add_argument("--evidence-check", choices=sorted(EVIDENCE), default="on",
+                   help="the evidence check before the judge (on: the package's default evidence_check): an invented "
+                        "line is refused at --evidence-catch before the judge's false-accept draw; both: each judge "
+                        "error pair without and with it (bench/sim/mistakes.py)")
+    p.add_argument("--evidence-catch", type=float, default=None,
+                   help="the share of invented lines the evidence check refuses (default: the judge set's measured "
+                        "share, bench/sim/mistakes.py EVIDENCE_CATCH)")
     p.add_argument("--held-positions", choices=["first", "drawn"], default="first",
                    help="where the lines that still hold sit in their slot: first, or at drawn places among the new ones")
     p.add_argument("--repeat", type=float, default=0.0,

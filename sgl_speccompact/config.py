@@ -106,6 +106,7 @@ class CompactConfig(BaseModel):
     max_blank_lines_per_slot: int = Field(4, ge=0, le=1_000)  # blank lines (paragraph breaks) kept per slot (lines)
     ledger: bool = True  # append the exact ledger: files, commands, errors, identifiers and side effects copied from the history, no model (docs/concepts/ledger.md)
     max_ledger_tokens: int = Field(1024, ge=1, le=MAX_TOKENS)  # the ledger's budget, inside the room the sections leave of the summary budget (target tokens)
+    evidence_check: bool = True  # a judged line naming a path, id, error, hash, URL, command, code or number its source never shows is refused before the judge is asked (core/evidence.py; docs/concepts/evidence.md)
     # ablation switches (see OPTIMIZATIONS)
     shared_prefix: bool = True  # one target prefix for every slot
     pipelined_drafting: bool = True  # draft line j+1 while line j is judged

@@ -10,10 +10,11 @@ from the committed JSONs, and ``bench/figures.py`` plots the same numbers:
   staleness; the fewest, each delta method's crossover, and ``auto`` raced
   on what the service observes (:func:`auto_race`);
 * :func:`ahead_tables`: the race ahead of time;
-* :func:`judge_tables`: the race per judge error pair: the judging methods'
-  device-seconds, retention and staleness, and Target-delta's crossover by
-  ``h`` with the seed spread of its ratio to the best other method
-  (:func:`crossover`).
+* :func:`judge_tables`: the race per judge setting (false accept, false
+  reject, and the evidence check's catch rate: 0 without it): the judging
+  methods' device-seconds, retention and staleness, and Target-delta's
+  crossover by ``h`` with the seed spread of its ratio to the best other
+  method (:func:`crossover`).
 
 Seeds are counted from the rows, so a table says what was run.
 """
@@ -69,28 +70,49 @@ def seeds_label(report: dict) -> str:
     return f"{len(got)} seed{'s' if len(got) != 1 else ''} ({span})"
 
 
-def errors_of(report: dict) -> list[tuple[float, float]]:
-    """The judge error pairs of a report's cells, in order (``(0, 0)`` for a report from before they existed)."""
-    return list(dict.fromkeys((c.get("false_accept") or 0.0, c.get("false_reject") or 0.0)
-                              for c in report["summary"]))
+NO_ERRORS = (0.0, 0.0, 0.0)  # the perfect judge, no evidence check: a report from before the settings existed
 
 
-def cells(report: dict, errors: tuple[float, float] = (0.0, 0.0)) -> dict:
-    """``{(label, speculative, h): cell}`` at one judge error pair; a method that never judges at any pair."""
+def setting(x: dict) -> tuple[float, float, float]:
+    """A row's or cell's judge setting: ``(false accept, false reject, evidence check's catch rate)``.
+
+    >>> setting({"false_accept": 0.05, "false_reject": 0.05}), setting({"evidence_catch": 0.3})
+    ((0.05, 0.05, 0.0), (0.0, 0.0, 0.3))
+    """
+    return (x.get("false_accept") or 0.0, x.get("false_reject") or 0.0, x.get("evidence_catch") or 0.0)
+
+
+def judge_label(errors: tuple[float, ...]) -> str:
+    """A judge setting in words: the error pair, and the evidence check's catch rate when it ran.
+
+    >>> judge_label((0.15, 0.15, 0.0)), judge_label((0.15, 0.15, 21 / 62))
+    ('0.15, 0.15', '0.15, 0.15 + evidence check 0.34')
+    """
+    base = f"{errors[0]:g}, {errors[1]:g}"
+    return base + (f" + evidence check {errors[2]:.2f}" if len(errors) > 2 and errors[2] else "")
+
+
+def errors_of(report: dict) -> list[tuple[float, float, float]]:
+    """The judge settings (:func:`setting`) of a report's cells, in order (:data:`NO_ERRORS` before they existed)."""
+    return list(dict.fromkeys(setting(c) for c in report["summary"]))
+
+
+def cells(report: dict, errors: tuple[float, float, float] = NO_ERRORS) -> dict:
+    """``{(label, speculative, h): cell}`` at one judge setting; a method that never judges at any setting."""
     out = {}
     for c in report["summary"]:
-        at = (c.get("false_accept") or 0.0, c.get("false_reject") or 0.0)
+        at = setting(c)
         key = (c["label"], c["speculative"], c["hold"])
         if at == errors or (c["label"] not in JUDGING and key not in out):
             out[key] = c
     return out
 
 
-def per_seed(report: dict, label: str, spec: str, hold: float, errors: tuple[float, float]) -> dict[int, float]:
-    """``{seed: device-seconds per compaction}`` of one race row (a method that never judges: any error pair)."""
+def per_seed(report: dict, label: str, spec: str, hold: float, errors: tuple[float, float, float]) -> dict[int, float]:
+    """``{seed: device-seconds per compaction}`` of one race row (a method that never judges: any setting)."""
     out = {}
     for r in report["rows"]:
-        at = (r.get("false_accept") or 0.0, r.get("false_reject") or 0.0)
+        at = setting(r)
         if (r["label"], r["speculative"], r.get("hold")) == (label, spec, hold) and r["compactions"] \
                 and (at == errors or label not in JUDGING) and r.get("mode", "sync") == "sync":
             out.setdefault(r["seed"], r["device_s"] / r["compactions"])
@@ -115,7 +137,7 @@ def truth_cell(c: dict) -> str:
 
 
 def by_hold(report: dict, tables: list[tuple[str, Callable[[dict], str]]],
-            errors: tuple[float, float] = (0.0, 0.0)) -> list[str]:
+            errors: tuple[float, float, float] = NO_ERRORS) -> list[str]:
     """Markdown tables of one model pair's cells: one row per :data:`RACE_ROWS` method, one column per h."""
     got = cells(report, errors)
     holds = sorted({c["hold"] for c in report["summary"]})
@@ -145,7 +167,7 @@ def ahead_tables(report: dict) -> str:
     ])).rstrip("\n")
 
 
-def auto_race(report: dict, errors: tuple[float, float] = (0.0, 0.0)) -> dict:
+def auto_race(report: dict, errors: tuple[float, float, float] = NO_ERRORS) -> dict:
     """``auto`` raced on what the service observes, per h and target: ``{(h, target): {...}}``.
 
     Each seed's session is walked compaction by compaction.  Compaction k is
@@ -168,7 +190,7 @@ def auto_race(report: dict, errors: tuple[float, float] = (0.0, 0.0)) -> dict:
     hermes = (report["conditions"].get("hermes_tokens") or [2048])[0]
     rows = {}
     for r in report["rows"]:
-        at = (r.get("false_accept") or 0.0, r.get("false_reject") or 0.0)
+        at = setting(r)
         if r.get("mode", "sync") == "sync" and (at == errors or r["label"] not in JUDGING):
             rows.setdefault((r["label"], r["speculative"], r.get("hold"), r["seed"]), r)
     holds = sorted({c["hold"] for c in report["summary"]})
@@ -198,7 +220,7 @@ def auto_race(report: dict, errors: tuple[float, float] = (0.0, 0.0)) -> dict:
     return out
 
 
-def crossover(report: dict, delta: str, errors: tuple[float, float] = (0.0, 0.0)) -> dict:
+def crossover(report: dict, delta: str, errors: tuple[float, float, float] = NO_ERRORS) -> dict:
     """Per h: the fewest device-seconds per compaction, and ``delta``'s (a label on EAGLE3) against the best other.
 
     Returns ``{h: {"fewest": (label, spec), "ratio": median ratio, "ratio_min", "ratio_max"}}``;
@@ -287,13 +309,15 @@ def race_tables(report: dict) -> str:
 
 
 def judge_tables(report: dict) -> str:
-    """The race per judge error pair (Markdown, SIMULATED): the judging methods' device-seconds, retention and
-    staleness per pair and h, the methods that never judge once, and the crossover by h per pair."""
+    """The race per judge setting (Markdown, SIMULATED): the judging methods' device-seconds, retention and
+    staleness per setting and h (the error pair, with and without the evidence check where both ran), the
+    methods that never judge once, and the crossover by h per setting."""
     pairs = errors_of(report)
     holds = sorted({c["hold"] for c in report["summary"]})
     who = report["conditions"]["model_pairs"][0].split(":")[0]
     cond = report["conditions"]
-    head = "| method | judge errors (false accept, false reject) | " + " | ".join(f"h = {h:g}" for h in holds) + " |"
+    head = ("| method | judge errors (false accept, false reject) [+ evidence check: share of invented lines it "
+            "refuses first] | " + " | ".join(f"h = {h:g}" for h in holds) + " |")
     rule = "|---|---|" + "---|" * len(holds)
     setting = (f"held lines {cond.get('held_positions', 'first')} in their slot, a writer repeats a carried line it "
                f"passes at rate {cond.get('repeat', 0.0):g}")
@@ -306,7 +330,7 @@ def judge_tables(report: dict) -> str:
                     got = cells(report, e)
                     row = [got.get((label, spec, h)) for h in holds]
                     if any(row):
-                        out.append(f"| {name} | {e[0]:g}, {e[1]:g} | "
+                        out.append(f"| {name} | {judge_label(e)} | "
                                    + " | ".join(cell(c) if c else "-" for c in row) + " |")
             else:
                 got = cells(report, pairs[0])
@@ -316,7 +340,8 @@ def judge_tables(report: dict) -> str:
         out.append("")
     out += [f"**{who}: the fewest device-seconds per compaction by judge errors, and Target-delta's (EAGLE3) "
             f"beside the best other method's; {seeds_label(report)}** (SIMULATED)", "",
-            "| judge errors (false accept, false reject) | " + " | ".join(f"h = {h:g}" for h in holds)
+            "| judge errors (false accept, false reject) [+ evidence check] | "
+            + " | ".join(f"h = {h:g}" for h in holds)
             + " | crossover: Target-delta | crossover: SpecCompact |", "|---|" + "---|" * (len(holds) + 2)]
     ratios = []
     for e in pairs:
@@ -332,15 +357,15 @@ def judge_tables(report: dict) -> str:
             row.append(f"{short(*x['fewest'])} {med[x['fewest']]}; Target-delta {med[('target_delta', 'eagle3')]}"
                        f" vs {short(*x['rival'])} {med[x['rival']]}")
         spec = crossover(report, "speccompact", e)
-        out.append(f"| {e[0]:g}, {e[1]:g} | " + " | ".join(row) + f" | {first_win(table, 'target_delta')} | "
+        out.append(f"| {judge_label(e)} | " + " | ".join(row) + f" | {first_win(table, 'target_delta')} | "
                    f"{first_win(spec, 'speccompact') if spec else '-'} |")
-        ratios.append(f"- judge errors {e[0]:g}, {e[1]:g}: Target-delta over the best other method, median "
+        ratios.append(f"- judge errors {judge_label(e)}: Target-delta over the best other method, median "
                       "[per-seed min-max]: " + "; ".join(
                           f"h = {h:g}: {x['ratio']:.2f}x [{_s(x['ratio_min'])}-{_s(x['ratio_max'])}] vs "
                           f"{short(*x['rival'])}" for h, x in table.items() if x["ratio"] is not None))
         here = {h: min(c["device_s_per_compaction_median"] for k, c in got.items() if k[2] == h) for h in holds}
         autos = auto_race(report, e)
-        ratios.append(f"- judge errors {e[0]:g}, {e[1]:g}: auto on the share it observed at the previous compaction, "
+        ratios.append(f"- judge errors {judge_label(e)}: auto on the share it observed at the previous compaction, "
                       "EAGLE3 target: " + "; ".join(
                           f"h = {h:g}: {_s(statistics.median(a['per_compaction']))} = "
                           f"{statistics.median(a['per_compaction']) / here[h]:.2f}x the fewest ("

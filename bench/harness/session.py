@@ -143,8 +143,8 @@ def pct(values: list[float], q: float) -> float | None:
 
 
 CELL = ("model_pair", "deployment", "speculative", "label", "mode", "priority", "yield_s", "hold", "false_accept",
-        "false_reject")
-UNSET = {"false_accept": 0.0, "false_reject": 0.0}  # a row written before the field existed: its value then
+        "false_reject", "evidence_catch")
+UNSET = {"false_accept": 0.0, "false_reject": 0.0, "evidence_catch": 0.0}  # a row written before the field existed: its value then
 
 
 def share(part: int, whole: int) -> float | None:

@@ -13,6 +13,18 @@ continues a slot after its carried lines never writes one of them again.
   seed and the judged line (:func:`flips`), so every method judging the same
   line in the same compaction gets the same verdict, and the layout of the
   prompt never moves it.
+* **The evidence check** (``evidence_catch``): before the judge is asked,
+  a judged line that does not hold and that no summary ever held (a wrong
+  draft or candidate, or such a line carried on: an invented line) is
+  refused with probability ``evidence_catch`` -- the share of the judge
+  set's contradicted lines the package's check
+  (:mod:`sgl_speccompact.core.evidence`) refuses, :data:`EVIDENCE_CATCH` --
+  and only a line it lets through gets the judge's false-accept draw.  A
+  stale line (true once, no longer) names strings its source showed, so the
+  check cannot catch it.  Lines that hold pass the check: it refused none of
+  the judge set's supported lines.  The draw is seeded like the judge's,
+  from its own hash.  Only the verdict is modelled: the refused line's judge
+  request is still sent and charged.
 * **Held lines at drawn positions** (``held_positions="drawn"``): the lines
   of the previous summary that still hold sit at drawn places among the new
   ones of their (sub-)section, in their old order (:func:`arrange`), instead
@@ -48,6 +60,9 @@ from sgl_speccompact.core.ledger import strip_ledger
 from sgl_speccompact.emulator.policy import seeded_unit
 
 POSITIONS = ("first", "drawn")  # where held lines sit among the new ones of their (sub-)section
+# the share of the judge set's contradicted lines the evidence check refuses (21 of 62; MEASURED on
+# bench/evaluation/judge_set.jsonl by bench/evidence.py, bench/results/evidence-judge-set-smollm2.json)
+EVIDENCE_CATCH = 21 / 62
 
 
 @dataclass(frozen=True)
@@ -58,9 +73,10 @@ class Mistakes:
     false_reject: float = 0.0  # P(the judge rejects a judged line that holds), per line
     held_positions: str = "first"  # "first": held lines open their (sub-)section; "drawn": at drawn places
     repeat: float = 0.0  # P(a writer passing a carried line writes it again), per line (drawn positions only)
+    evidence_catch: float = 0.0  # P(the evidence check refuses an invented judged line before the judge), per line
 
     def __post_init__(self):
-        for name in ("false_accept", "false_reject", "repeat"):
+        for name in ("false_accept", "false_reject", "repeat", "evidence_catch"):
             if not 0.0 <= getattr(self, name) <= 1.0:
                 raise ValueError(f"{name} must be in [0, 1], not {getattr(self, name)}")
         if self.held_positions not in POSITIONS:
@@ -76,16 +92,34 @@ class Mistakes:
         return self == Mistakes()
 
 
-def flips(mistakes: Mistakes, seed: int, lines: list[str], bad: bool) -> bool:
-    """Whether the judge gets the verdict on ``lines`` wrong (``bad``: the truth does not hold them).
+def flips(mistakes: Mistakes, seed: int, lines: list[str], bad: bool, invented: bool = False) -> bool:
+    """Whether the verdict on ``lines`` comes out wrong (``bad``: the truth does not hold them).
+
+    ``invented``: a bad line no summary ever held, which the evidence check
+    refuses at ``mistakes.evidence_catch`` before the judge's draw.
 
     >>> flips(Mistakes(), 1, ["- a"], True), flips(Mistakes(false_accept=1.0), 1, ["- a"], True)
     (False, True)
     >>> flips(Mistakes(false_accept=1.0), 1, ["- a"], False)  # a line that holds: only false_reject flips it
     False
+    >>> caught = Mistakes(false_accept=1.0, evidence_catch=1.0)  # refused before the judge is asked
+    >>> flips(caught, 1, ["- a"], True, invented=True), flips(caught, 1, ["- a"], True, invented=False)
+    (False, True)
     """
+    if bad and invented and caught(mistakes, seed, lines):
+        return False
     rate = mistakes.false_accept if bad else mistakes.false_reject
     return rate > 0 and seeded_unit(seed, "judge\x00" + "\x00".join(lines)) < rate
+
+
+def caught(mistakes: Mistakes, seed: int, lines: list[str]) -> bool:
+    """Whether the evidence check refuses the invented ``lines``: a seeded draw at ``mistakes.evidence_catch``.
+
+    >>> caught(Mistakes(evidence_catch=1.0), 0, ["- a"]), caught(Mistakes(), 0, ["- a"])
+    (True, False)
+    """
+    rate = mistakes.evidence_catch
+    return rate > 0 and seeded_unit(seed, "evidence\x00" + "\x00".join(lines)) < rate
 
 
 def arrange(held: list[str], fresh: list[str], positions: str, rng: random.Random) -> list[str]:

@@ -203,10 +203,12 @@ class SummaryWorkload:
         self.candidate_pool = [f"- {ln}" for ln in short if ln not in used]  # wrong repair candidates
         self.wrong.update(self.candidate_pool)
         self.earlier: set[str] = set()  # lines of the session's earlier compactions that no longer hold
+        self.stale: set[str] = set()  # of those, the ones an earlier true summary held (the rest were invented)
         if self.previous is not None:  # stale: the earlier summaries' lines (or accepted wrong ones) that no longer hold
             now = {ln for v in self.true.values() for ln in v}
             before = {ln for v in self.previous.true.values() for ln in v if ln.startswith("- ")}
             self.earlier = {ln for ln in before | self.previous.earlier | self.previous.wrong if ln not in now}
+            self.stale = {ln for ln in before | self.previous.stale if ln not in now}
             self.wrong.update(self.earlier)
         self.carried_lines = self.earlier | set(self.held_lines)  # what a previous summary can carry into this one
 
@@ -255,7 +257,8 @@ class SummaryWorkload:
     def holds(self, lines: list[str]) -> bool:
         """The judge's verdict on ``lines``: whether they hold, wrong at the stated rates (:mod:`.mistakes`)."""
         bad = any(line in self.wrong for line in lines)
-        return bad if flips(self.mistakes, self.seed, lines, bad) else not bad
+        invented = any(line in self.wrong and line not in self.stale for line in lines)  # the evidence check's
+        return bad if flips(self.mistakes, self.seed, lines, bad, invented) else not bad
 
     def candidate(self, slot: str, index: int, sample: int) -> str:
         """Repair candidate ``sample`` at line ``index`` of ``slot``: the true line or a wrong one."""
