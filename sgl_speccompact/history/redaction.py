@@ -15,6 +15,14 @@ not used: it would redact commit hashes and checksums, which summaries must
 keep.  What the models write is redacted again on the way out
 (:mod:`~sgl_speccompact.core.outputs`).
 
+A text is scanned once for every detector at a time
+(:class:`~.prefilter.Prefilter`, when hyperscan is installed); a detector
+runs only on the texts where its pattern can match at all.  Without
+hyperscan every detector runs on every text: the same spans, slower.
+Each text's redaction is kept (its redacted form and counts, never a secret)
+in a bounded cache, :data:`REDACTION_CACHE`, so a session's next compaction
+redacts only the texts of the messages it has not seen.
+
 >>> redact("key=sk-proj-abcdefghijklmnopqrstuvwx1234 and AKIAIOSFODNN7EXAMPLE")
 ('key=[REDACTED:openai_key] and [REDACTED:aws_access_key]', {'aws_access_key': 1, 'openai_key': 1})
 >>> redact("commit 3f2a9c1d4e5b6a7f8e9d0c1b2a3f4e5d6c7b8a9f is fine")[1]
@@ -23,17 +31,22 @@ keep.  What the models write is redacted again on the way out
 
 from __future__ import annotations
 
+import hashlib
 import json
 import re
-from collections import Counter
-from dataclasses import dataclass
+import threading
+from collections import Counter, OrderedDict
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
+from .prefilter import Prefilter
 from .secret_patterns import (CALL_OR_INDEX, CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS,
                               QUOTED_PLACEHOLDER)
 
 MARKER = "[REDACTED:{kind}]"
+CACHE_CHARS = 32_000_000  # what REDACTION_CACHE holds at most, in characters (least recently used out first)
+ENTRY_CHARS = 200  # what one entry of it costs besides its redacted text: digest, tuple, slot (about, in bytes)
 
 # detect-secrets plugins whose patterns are specific enough for free text (class name -> kind); the
 # JWT, npm and OpenAI plugins are left out: their patterns are quadratic on some inputs, and
@@ -64,6 +77,7 @@ class Detector:
     kind: str  # what [REDACTED:<kind>] says
     name: str  # where it comes from: the pattern text, or the detector's name
     spans: Callable[[str], Iterable[Span]]  # text -> (start, end) of each secret found
+    trigger: re.Pattern | None = None  # matches every text `spans` finds anything in (None: scan every text)
 
 
 def _regex_spans(rx: re.Pattern, checked: bool, min_group: int = 4) -> Callable[[str], Iterable[Span]]:
@@ -113,14 +127,21 @@ def detectors() -> tuple[Detector, ...]:
     """Every detector, ours first so specific kinds win overlaps."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    out = [Detector(kind, p, _regex_spans(re.compile(p), kind in CHECKED_KINDS)) for kind, p in PROVIDER_PATTERNS]
-    out.append(Detector("private_key", "pem_tail_spans", pem_tail_spans))
+    out = [Detector(kind, p, _regex_spans(rx, kind in CHECKED_KINDS), rx)
+           for kind, p in PROVIDER_PATTERNS for rx in [re.compile(p)]]
+    out.append(Detector("private_key", "pem_tail_spans", pem_tail_spans, _PEM_END))  # each span ends at an END line
     for cls in get_mapping_from_secret_type_to_class().values():
         kind = DETECT_SECRETS_PLUGINS.get(cls.__name__)
         if kind is not None:
             # their groups are often a prefix ("glpat"): only a long group is the secret itself
-            out += [Detector(kind, rx.pattern, _regex_spans(rx, False, min_group=16)) for rx in cls().denylist]
+            out += [Detector(kind, rx.pattern, _regex_spans(rx, False, min_group=16), rx) for rx in cls().denylist]
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def prefilter() -> Prefilter:
+    """One scan per text for every detector's trigger (compiled on first use, once per process)."""
+    return Prefilter([d.trigger for d in detectors()])
 
 
 def _looks_like_code(value: str, quoted: bool = False) -> bool:
@@ -147,10 +168,12 @@ def _secret_span(m: re.Match, min_group: int = 4) -> Span:
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
     """Non-overlapping ``(start, end, kind)`` spans of secrets in ``text``, in order.
 
-    Overlaps go to the earliest start, then the longest span, then the first detector.
+    Overlaps go to the earliest start, then the longest span, then the first detector.  Only the
+    detectors whose trigger the prefilter finds in ``text`` run (every one without hyperscan).
     """
-    spans = []
-    for order, det in enumerate(detectors()):
+    spans, dets = [], detectors()
+    for order in sorted(prefilter().hits(text)):
+        det = dets[order]
         for start, end in det.spans(text):
             spans.append((start, -end, order, det.kind))
     out, end = [], 0
@@ -161,10 +184,83 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
+# ---------------------------------------------------------------- what was redacted before
+
+
+class RedactionCache:
+    """Redacted texts by a digest of the text: bounded, least recently used out first, thread-safe.
+
+    It holds what a prompt shows anyway: for a text with a secret, its
+    redacted form and the count of secrets per kind; for one without, only
+    that it has none.  Never a secret, nor the text it was found in: the key
+    is a 16-byte BLAKE2b digest.
+    """
+
+    def __init__(self, max_chars: int):
+        self.max_chars = max_chars  # characters held at most (each redacted text, ENTRY_CHARS per entry)
+        self.chars = 0  # characters held now
+        self._entries: OrderedDict[bytes, tuple[Cached, int]] = OrderedDict()  # digest -> (entry, its chars)
+        self._lock = threading.Lock()  # a service runs compactions in threads
+
+    def get(self, key: bytes) -> Cached | None:
+        """The entry for ``key``, now the most recently used; None if absent."""
+        with self._lock:
+            held = self._entries.get(key)
+            if held is None:
+                return None
+            self._entries.move_to_end(key)
+            return held[0]
+
+    def put(self, key: bytes, entry: Cached) -> None:
+        """Keep ``entry``, dropping the least recently used ones beyond :attr:`max_chars`."""
+        chars = ENTRY_CHARS + len(entry[0] or "")
+        with self._lock:
+            old = self._entries.pop(key, None)
+            self.chars += chars - (old[1] if old else 0)
+            self._entries[key] = (entry, chars)
+            while self.chars > self.max_chars:
+                _, (_, dropped) = self._entries.popitem(last=False)
+                self.chars -= dropped
+
+    def __len__(self) -> int:
+        return len(self._entries)
+
+    def clear(self) -> None:
+        """Forget every entry."""
+        with self._lock:
+            self._entries.clear()
+            self.chars = 0
+
+
+# a cached redaction: the redacted text (None: it had no secret, so it is its own redaction), counts per kind
+Cached = tuple["str | None", dict[str, int]]
+REDACTION_CACHE = RedactionCache(CACHE_CHARS)  # the process's redactions, shared by all its compactions
+
+
+def _cached(tag: bytes, text: str, how: Callable[[str], tuple[str, dict[str, int]]]) -> tuple[str, dict[str, int]]:
+    """``how(text)``, or what it returned for the same ``text`` before (``tag`` names ``how``)."""
+    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16, person=tag).digest()
+    entry = REDACTION_CACHE.get(key)
+    if entry is None:
+        shown, counts = how(text)
+        entry = (shown if counts else None, counts)
+        REDACTION_CACHE.put(key, entry)
+    shown, counts = entry
+    return (text if shown is None else shown), dict(counts)
+
+
 def redact(text: str) -> tuple[str, dict[str, int]]:
-    """``text`` with every secret replaced by ``[REDACTED:<kind>]``, and the count per kind."""
+    """``text`` with every secret replaced by ``[REDACTED:<kind>]``, and the count per kind.
+
+    A text redacted before (byte for byte) comes from :data:`REDACTION_CACHE`
+    without a scan.
+    """
     if not text:
         return text, {}
+    return _cached(b"redact", text, _redact)
+
+
+def _redact(text: str) -> tuple[str, dict[str, int]]:
     spans = find_secrets(text)
     if not spans:
         return text, {}
@@ -235,6 +331,10 @@ def redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:
     >>> redact_arguments('{"command": "export SECRET_KEY=\\"r8(v+3w!=y^t[q)k@e\\""}')
     ('{"command": "export SECRET_KEY=\\"[REDACTED:password]\\""}', {'password': 1})
     """
+    return _cached(b"arguments", arguments, _redact_arguments) if arguments else (arguments, {})
+
+
+def _redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:
     parts, pos, counts = [], 0, {}
     for m in _JSON_STRING.finditer(arguments) if "\\" in arguments else ():
         if not m.group(1) or "\\" not in m.group(0):
@@ -254,29 +354,34 @@ def redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:
 def redact_turns(turns: Iterable) -> tuple[tuple, dict[str, int]]:
     """Parsed turns with every content, name, call id and argument redacted, and the counts.
 
-    A call id and the tool result naming it redact to the same text, so they still pair up.
+    A call id and the tool result naming it redact to the same text, so they
+    still pair up.  A turn without a secret is returned as it is.
 
     >>> from .messages import Turn
     >>> redact_turns((Turn("tool", "token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789", tool_call_id="c"),))[1]
     {'github_token': 1}
     """
-    from dataclasses import replace
-
     out, total = [], {}
-
-    def red(text, how=redact):
-        nonlocal total
-        if not text:
-            return text
-        text, counts = how(text)
-        total = add_counts(total, counts)
-        return text
-
     for t in turns:
+        found: dict[str, int] = {}
+
+        def red(text, how=redact):
+            nonlocal found
+            if not text:
+                return text
+            text, counts = how(text)
+            if counts:
+                found = add_counts(found, counts)
+            return text
+
         calls = tuple(replace(c, id=red(c.id), name=red(c.name), arguments=red(c.arguments, redact_arguments))
                       for c in t.tool_calls)
-        out.append(replace(t, content=red(t.content), tool_calls=calls, tool_call_id=red(t.tool_call_id),
-                           name=red(t.name)))
+        content, tool_call_id, name = red(t.content), red(t.tool_call_id), red(t.name)
+        if found:
+            out.append(replace(t, content=content, tool_calls=calls, tool_call_id=tool_call_id, name=name))
+            total = add_counts(total, found)
+        else:
+            out.append(t)  # nothing replaced: every field is the caller's own
     return tuple(out), total
 
 
