@@ -211,12 +211,13 @@ class Database:
     """hyperscan expressions compiled once per process, on first use, scanned with a scratch per thread.
 
     ``expressions`` are ``(expression, hyperscan flags)``; a match reports
-    the expression's index.  Without hyperscan, :meth:`scan` returns False
-    and the caller scans with its own patterns.
+    the expression's index plus ``first_id``.  Without hyperscan,
+    :meth:`scan` returns False and the caller scans with its own patterns.
     """
 
-    def __init__(self, expressions: Sequence[tuple[str, int]]):
+    def __init__(self, expressions: Sequence[tuple[str, int]], first_id: int = 0):
         self.expressions = tuple(expressions)  # (hyperscan expression, flags) per id
+        self.first_id = first_id  # the id the first expression reports
         self._db = None  # the compiled database, once compiled
         self._lock = threading.Lock()  # one compilation, however many threads ask first
         self._local = threading.local()  # each thread's scratch (a scan writes to it)
@@ -227,7 +228,8 @@ class Database:
                 if self._db is None:
                     db = hyperscan.Database(mode=hyperscan.HS_MODE_BLOCK)
                     db.compile(expressions=[e.encode("ascii") for e, _ in self.expressions],
-                               ids=list(range(len(self.expressions))), flags=[f for _, f in self.expressions])
+                               ids=list(range(self.first_id, self.first_id + len(self.expressions))),
+                               flags=[f for _, f in self.expressions])
                     self._db = db
         return self._db
 
