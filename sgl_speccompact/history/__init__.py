@@ -4,7 +4,10 @@
 messages into OpenAI messages, ``messages`` validates and renders them,
 ``untrusted`` keeps untrusted text data, ``redaction`` removes secrets
 (its patterns in ``secret_patterns``, each linear in its input),
-``pruning`` replaces old tool outputs by one-line stubs.
+``pruning`` replaces old tool outputs by one-line stubs, ``identifiers``
+finds the exact strings a summary must keep, ``prefilter`` scans a text
+once for many patterns (hyperscan, when installed) so redaction and the
+identifier extractor run their patterns only where they can match.
 
 May import: the vocabulary (``config``, ``errors``, ``schema``, ``result``).
 Must not import: any other layer; nothing here sends a request.

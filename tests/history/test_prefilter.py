@@ -127,6 +127,23 @@ def test_a_database_is_scanned_from_many_threads_at_once():
     assert all(got[k] == expected for k in range(4))
 
 
+@needs_hyperscan
+def test_the_prefilters_compile_and_flag_nothing_in_plain_prose():
+    """Redaction's and the extractor's databases compile (else every pattern would run, silently slower)."""
+    from sgl_speccompact.history.redaction import prefilter as redaction_prefilter
+
+    prose = "We looked at the results and wrote a short note about them."
+    assert redaction_prefilter().hits(prose) == set(redaction_prefilter().always) == set()
+    assert identifiers._starts(prose) == {kind: [] for kind in ("path", "error", "hash", "id", "number")}
+
+
+@needs_hyperscan
+def test_a_database_hyperscan_cannot_compile_leaves_every_pattern_running():
+    db = prefilter.Database([("a{0,2000000}b", 0)])
+    with pytest.warns(RuntimeWarning, match="could not compile"):
+        assert db.scan(b"ab", lambda *a: None, None) is False
+
+
 def test_without_hyperscan_every_pattern_runs():
     with plain():
         assert not prefilter.available()
