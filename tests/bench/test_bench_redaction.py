@@ -15,7 +15,7 @@ from tests.support.paths import REPO, TRAJECTORIES
 
 SMALL = "SWE-agent__mini-swe-agent__tests__test_data__local.traj.json"
 VARIANTS = ("redact_before", "redact", "redact_grown", "redact_plain", "identifiers_before", "identifiers",
-            "identifiers_plain", "ledger_before", "ledger")
+            "identifiers_plain", "ledger_before", "ledger", "ledger_no_identifiers")
 
 
 @pytest.mark.skipif(not (TRAJECTORIES / SMALL).is_file(), reason=f"shared trajectory {SMALL} not found")
