@@ -45,7 +45,8 @@ def measure(name: str, messages: list, budget: int, count, repeats: int) -> dict
     from sgl_speccompact.core.ledger import LedgerSection
     from sgl_speccompact.history.ledger_entries import ledger_entries
     from sgl_speccompact.history.messages import parse_messages, render_history
-    from sgl_speccompact.history.redaction import REDACTION_CACHE, redact_turns
+    from sgl_speccompact.history.redaction import redact_turns
+    from sgl_speccompact.history.redaction_cache import REDACTION_CACHE
 
     turns = parse_messages(messages, max_messages=10**7, max_chars=2**31)
     # a first compaction's redaction: nothing cached (bench/redaction.py times the next one too)

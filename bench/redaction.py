@@ -133,6 +133,7 @@ def measure(name: str, messages: list, old: SimpleNamespace, repeats: int) -> di
     from sgl_speccompact.history import identifiers, redaction
     from sgl_speccompact.history.ledger_entries import ledger_entries
     from sgl_speccompact.history.messages import parse_messages
+    from sgl_speccompact.history.redaction_cache import REDACTION_CACHE
 
     turns = parse_messages(messages, max_messages=10**7, max_chars=2**31)
     redacted, _ = redaction.redact_turns(turns)
@@ -143,7 +144,7 @@ def measure(name: str, messages: list, old: SimpleNamespace, repeats: int) -> di
         return lambda: [getattr(module, fn)(text) for fn, text in texts]
 
     def cold(fn):
-        return lambda: (redaction.REDACTION_CACHE.clear(), fn())
+        return lambda: (REDACTION_CACHE.clear(), fn())
 
     def plain(fn):
         def run():
@@ -164,13 +165,13 @@ def measure(name: str, messages: list, old: SimpleNamespace, repeats: int) -> di
         "ledger_no_identifiers": with_extractor(NO_IDENTIFIERS, lambda: ledger_entries(redacted)),
     }
     # what a variant's cache holds before it is timed: the messages the previous compaction saw
-    ready = {"redact_grown": lambda: (redaction.REDACTION_CACHE.clear(), redaction.redact_turns(seen))}
+    ready = {"redact_grown": lambda: (REDACTION_CACHE.clear(), redaction.redact_turns(seen))}
     best = dict.fromkeys(variants, float("inf"))
     for _ in range(repeats):
         for key, fn in variants.items():
             ready.get(key, lambda: None)()
             best[key] = min(best[key], cpu_s(fn))
-    redaction.REDACTION_CACHE.clear()
+    REDACTION_CACHE.clear()
     row = {"history": name, "messages": len(messages),
            "characters": sum(len(t.content) + sum(len(c.arguments) for c in t.tool_calls) for t in turns),
            "identifier_texts": len(texts)}

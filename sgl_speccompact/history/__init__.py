@@ -3,7 +3,8 @@
 ``formats`` reads the agent frameworks' files, ``convert`` turns their
 messages into OpenAI messages, ``messages`` validates and renders them,
 ``untrusted`` keeps untrusted text data, ``redaction`` removes secrets
-(its patterns in ``secret_patterns``, each linear in its input),
+(its patterns in ``secret_patterns``, each linear in its input; what it
+found before in ``redaction_cache``),
 ``pruning`` replaces old tool outputs by one-line stubs, ``identifiers``
 finds the exact strings a summary must keep, ``prefilter`` scans a text
 once for many patterns (hyperscan, when installed) so redaction and the

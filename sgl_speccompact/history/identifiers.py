@@ -135,6 +135,9 @@ _RUN = rf"[{_W}.@+~/-]"  # a path's characters: a path starts where a run of the
 # k), and "µ" is non-ASCII: each of those is a word character, 0x80
 _UNITS_VIEW = "|".join("".join(f"[{c}\\x80]" if c in prefilter.FOLDED_LETTERS else re.escape(c) if c.isascii()
                                else "\\x80" for c in unit) for unit in sorted(UNITS, key=len, reverse=True))
+# a letter-led word joined to the next by _ or -, after a word boundary, reported from the character before it
+# (so a_b_c is one report, not one per "_"); _starts adds the position after each, the word itself
+_WORDS = rf"(?:^|[^{_W}])[A-Za-z][A-Za-z0-9]*[_-][A-Za-z0-9]"
 STARTS: tuple[tuple[str, str], ...] = (
     # a path holds "/" or ".<alnum>" within one run, from the run's start; one report per run (at its end)
     ("path", rf"{_RUN}*(?:/|\.[A-Za-z0-9]){_RUN}*(?:[^{_W}.@+~/-]|\z)"),
@@ -143,16 +146,15 @@ STARTS: tuple[tuple[str, str], ...] = (
     ("error", "|".join(ERRNO)),
     # a hash is a whole run of lower-case hex (it is neither preceded nor followed by [\w-])
     ("hash", r"[0-9a-f]{7,}(?:[^0-9a-f]|\z)"),
-    # ids: "#" and a digit; a UUID's first group; a date; a run of 5+ capitals and digits; a letter-led
-    # word joined to the next by _ or -, after a word boundary, reported from the character before it (so
-    # a_b_c is one report, not one per "_"; _starts adds the position after each, the word itself)
+    # ids: "#" and a digit; a UUID's first group; a date; a run of 5+ capitals and digits; a joined word
     ("id", rf"#{_D}"),
     ("id", r"[0-9a-fA-F]{8}-"),
     ("id", rf"{_D}{{4}}-{_D}{{2}}-{_D}{{2}}"),
     ("id", r"[A-Z0-9]{5,}(?:[^A-Z0-9]|\z)"),
-    ("id", rf"(?:^|[^{_W}])[A-Za-z][A-Za-z0-9]*[_-][A-Za-z0-9]"),
+    ("id", _WORDS),
     # numbers worth keeping: "$" and a digit, or digits (",", "." and digits) and a unit, from the run's
-    # first digit (a bare number is dropped, and no match can start inside one, so it needs no start)
+    # first digit (a bare number is dropped, and no match can start inside one, so it needs no start);
+    # the one with a unit last: it has a database of its own
     ("number", rf"\${_D}"),
     ("number", rf"{_D}[0-9\x80,]*(?:\.{_D}+)?[\t-\r\x1c-\x20\x81]?(?i:{_UNITS_VIEW})"),
 )
@@ -160,7 +162,7 @@ STARTS: tuple[tuple[str, str], ...] = (
 # hyperscan about 1.7 s of CPU instead of 0.05 s
 _STARTS_DBS = (prefilter.Database([(e, prefilter.SOM_FLAGS) for _, e in STARTS[:-1]]),
                prefilter.Database([(STARTS[-1][1], prefilter.SOM_FLAGS)], first_id=len(STARTS) - 1))
-_WORD_STARTS = 8  # the index in STARTS of the joined words, reported one character early (but at 0)
+_WORD_STARTS = [e for _, e in STARTS].index(_WORDS)  # its reports are one character early (but at 0)
 _SCANNED = ("path", "error", "hash", "id", "number")  # the kinds whose patterns run from STARTS
 
 

@@ -20,8 +20,9 @@ A text is scanned once for every detector at a time
 runs only on the texts where its pattern can match at all.  Without
 hyperscan every detector runs on every text: the same spans, slower.
 Each text's redaction is kept (its redacted form and counts, never a secret)
-in a bounded cache, :data:`REDACTION_CACHE`, so a session's next compaction
-redacts only the texts of the messages it has not seen.
+in a bounded cache, :data:`~.redaction_cache.REDACTION_CACHE`, so a
+session's next compaction redacts only the texts of the messages it has not
+seen.
 
 >>> redact("key=sk-proj-abcdefghijklmnopqrstuvwx1234 and AKIAIOSFODNN7EXAMPLE")
 ('key=[REDACTED:openai_key] and [REDACTED:aws_access_key]', {'aws_access_key': 1, 'openai_key': 1})
@@ -31,22 +32,19 @@ redacts only the texts of the messages it has not seen.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import threading
-from collections import Counter, OrderedDict
+from collections import Counter
 from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
 from .prefilter import Prefilter
+from .redaction_cache import cached
 from .secret_patterns import (CALL_OR_INDEX, CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS,
                               QUOTED_PLACEHOLDER)
 
 MARKER = "[REDACTED:{kind}]"
-CACHE_CHARS = 32_000_000  # what REDACTION_CACHE holds at most, in characters (least recently used out first)
-ENTRY_CHARS = 200  # what one entry of it costs besides its redacted text: digest, tuple, slot (about, in bytes)
 
 # detect-secrets plugins whose patterns are specific enough for free text (class name -> kind); the
 # JWT, npm and OpenAI plugins are left out: their patterns are quadratic on some inputs, and
@@ -184,80 +182,15 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
     return out
 
 
-# ---------------------------------------------------------------- what was redacted before
-
-
-class RedactionCache:
-    """Redacted texts by a digest of the text: bounded, least recently used out first, thread-safe.
-
-    It holds what a prompt shows anyway: for a text with a secret, its
-    redacted form and the count of secrets per kind; for one without, only
-    that it has none.  Never a secret, nor the text it was found in: the key
-    is a 16-byte BLAKE2b digest.
-    """
-
-    def __init__(self, max_chars: int):
-        self.max_chars = max_chars  # characters held at most (each redacted text, ENTRY_CHARS per entry)
-        self.chars = 0  # characters held now
-        self._entries: OrderedDict[bytes, tuple[Cached, int]] = OrderedDict()  # digest -> (entry, its chars)
-        self._lock = threading.Lock()  # a service runs compactions in threads
-
-    def get(self, key: bytes) -> Cached | None:
-        """The entry for ``key``, now the most recently used; None if absent."""
-        with self._lock:
-            held = self._entries.get(key)
-            if held is None:
-                return None
-            self._entries.move_to_end(key)
-            return held[0]
-
-    def put(self, key: bytes, entry: Cached) -> None:
-        """Keep ``entry``, dropping the least recently used ones beyond :attr:`max_chars`."""
-        chars = ENTRY_CHARS + len(entry[0] or "")
-        with self._lock:
-            old = self._entries.pop(key, None)
-            self.chars += chars - (old[1] if old else 0)
-            self._entries[key] = (entry, chars)
-            while self.chars > self.max_chars:
-                _, (_, dropped) = self._entries.popitem(last=False)
-                self.chars -= dropped
-
-    def __len__(self) -> int:
-        return len(self._entries)
-
-    def clear(self) -> None:
-        """Forget every entry."""
-        with self._lock:
-            self._entries.clear()
-            self.chars = 0
-
-
-# a cached redaction: the redacted text (None: it had no secret, so it is its own redaction), counts per kind
-Cached = tuple["str | None", dict[str, int]]
-REDACTION_CACHE = RedactionCache(CACHE_CHARS)  # the process's redactions, shared by all its compactions
-
-
-def _cached(tag: bytes, text: str, how: Callable[[str], tuple[str, dict[str, int]]]) -> tuple[str, dict[str, int]]:
-    """``how(text)``, or what it returned for the same ``text`` before (``tag`` names ``how``)."""
-    key = hashlib.blake2b(text.encode("utf-8", "surrogatepass"), digest_size=16, person=tag).digest()
-    entry = REDACTION_CACHE.get(key)
-    if entry is None:
-        shown, counts = how(text)
-        entry = (shown if counts else None, counts)
-        REDACTION_CACHE.put(key, entry)
-    shown, counts = entry
-    return (text if shown is None else shown), dict(counts)
-
-
 def redact(text: str) -> tuple[str, dict[str, int]]:
     """``text`` with every secret replaced by ``[REDACTED:<kind>]``, and the count per kind.
 
-    A text redacted before (byte for byte) comes from :data:`REDACTION_CACHE`
-    without a scan.
+    A text redacted before (byte for byte) comes from
+    :data:`~.redaction_cache.REDACTION_CACHE` without a scan.
     """
     if not text:
         return text, {}
-    return _cached(b"redact", text, _redact)
+    return cached(b"redact", text, _redact)
 
 
 def _redact(text: str) -> tuple[str, dict[str, int]]:
@@ -331,7 +264,7 @@ def redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:
     >>> redact_arguments('{"command": "export SECRET_KEY=\\"r8(v+3w!=y^t[q)k@e\\""}')
     ('{"command": "export SECRET_KEY=\\"[REDACTED:password]\\""}', {'password': 1})
     """
-    return _cached(b"arguments", arguments, _redact_arguments) if arguments else (arguments, {})
+    return cached(b"arguments", arguments, _redact_arguments) if arguments else (arguments, {})
 
 
 def _redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:

@@ -16,8 +16,8 @@ from hypothesis import HealthCheck, example, given, settings
 from bench.harness import runs
 from sgl_speccompact.history import redaction
 from sgl_speccompact.history.messages import parse_messages, render_history
-from sgl_speccompact.history.redaction import (ENTRY_CHARS, REDACTION_CACHE, RedactionCache, find_secrets, redact,
-                                               redact_arguments, redact_turns)
+from sgl_speccompact.history.redaction import find_secrets, redact, redact_arguments, redact_turns
+from sgl_speccompact.history.redaction_cache import ENTRY_CHARS, REDACTION_CACHE, RedactionCache
 from tests.support.methods import baseline_target
 from tests.support.paths import TRAJECTORIES
 from tests.support.prefilter import HAS_HYPERSCAN, SECRET_PIECES, plain, texts

@@ -16,7 +16,7 @@ from typing import Iterator
 from hypothesis import strategies as st
 
 from sgl_speccompact.history import prefilter
-from sgl_speccompact.history.redaction import REDACTION_CACHE
+from sgl_speccompact.history.redaction_cache import REDACTION_CACHE
 from tests.history.test_redaction import UNITS
 from tests.support.secret_cases import SECRET_CASES
 
