@@ -95,17 +95,22 @@ def superset_expression(rx: re.Pattern) -> str:
     Raises
     ------
     Untranslatable
-        For a construct with no superset here (a conditional group).
+        For a construct with no superset here (a conditional group), or a
+        parse this module does not read (``re``'s parser is internal).
     """
-    parsed = _parser.parse(rx.pattern, rx.flags)
-    items, flags = list(parsed.data), parsed.state.flags
-    for k in range(len(items) - 1, -1, -1):
-        behind = _lookbehinds(*items[k])
-        if behind:
-            # the text just before item k matches one of them, and the rest of the pattern follows it;
-            # what comes before is not needed for a necessary condition (``name(?<=token)=`` -> ``token=``)
-            return "(?:" + "|".join(_sequence(b, flags) for b in behind) + ")" + _sequence(items[k + 1:], flags)
-    return _sequence(items, flags)
+    try:
+        parsed = _parser.parse(rx.pattern, rx.flags)
+        items, flags = list(parsed.data), parsed.state.flags
+        for k in range(len(items) - 1, -1, -1):
+            behind = _lookbehinds(*items[k])
+            if behind:
+                # the text just before item k matches one of them, and the rest of the pattern follows it;
+                # what comes before is not needed for a necessary condition (``name(?<=token)=`` -> ``token=``)
+                return "(?:" + "|".join(_sequence(b, flags) for b in behind) + ")" + _sequence(items[k + 1:], flags)
+        return _sequence(items, flags)
+    except (AttributeError, TypeError, KeyError, IndexError, re.error) as e:
+        # re's parser is internal: where another Python reads a pattern otherwise, the pattern runs everywhere
+        raise Untranslatable(f"re's parser gave what this module does not read: {e!r}") from e
 
 
 def _lookbehinds(op, av) -> list | None:

@@ -63,6 +63,15 @@ def test_a_construct_without_a_superset_runs_on_every_text():
     assert pf.hits("nothing here") >= {1, 2}
 
 
+def test_a_parse_this_module_does_not_read_runs_its_pattern_on_every_text(monkeypatch):
+    """re's parser is internal: a Python whose parser answers otherwise costs speed, never a secret."""
+    def other_parser(pattern, flags):
+        raise AttributeError("no such field in this Python")
+
+    monkeypatch.setattr(prefilter._parser, "parse", other_parser)
+    assert Prefilter([re.compile("sk-[a-z]+")]).always == [0]
+
+
 def _flags_every_match(patterns: tuple, text: str) -> None:
     hits = _prefilter(patterns).hits(text)
     missed = [rx.pattern for i, rx in enumerate(patterns) if i not in hits and rx.search(text)]
