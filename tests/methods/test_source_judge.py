@@ -353,12 +353,11 @@ def test_with_the_agent_layout_sjc_branches_from_the_agents_chat_prefix(emulator
     assert prompts[0].count("<|im_start|>assistant") == forked.count("<|im_start|>assistant") + 1
 
 
-@pytest.mark.parametrize("switch", ["source_judge_on_prefix", "shared_prefix"])
-def test_without_a_shared_prefix_or_with_the_switch_off_sjc_stands_alone(switch):
+def test_with_the_switch_off_sjc_stands_alone():
     target, drafter = backends()
     target.source_judge_fn = lambda entry, section: 0.9
     res = run_method("speccompact", MESSAGES, target=target, drafter=drafter, source_judge=True,
-                     config={**ON_PREFIX, switch: False})
+                     config={**ON_PREFIX, "source_judge_on_prefix": False})
     prompts = target.kinds("source_judge")
     assert prompts and all("<environment>" in p and "own commentary is not a source" not in p for p in prompts)
     assert res.source_judge["deleted"] == 0
