@@ -103,7 +103,7 @@ class CarriedLines:
         """``line``'s verdict, judging the next bounded batch if it has none; None past what the slot keeps."""
         key = norm_line(line)
         if key not in self.judged:
-            self.judge_batch(branch, line)
+            self.judge_next(branch, line)
         got = self.judged.get(key)
         return got[1] if got is not None else None
 
@@ -117,7 +117,7 @@ class CarriedLines:
         return carried_cap(held, len(self.judged), b.max_lines, b.max_tokens, tokens / len(self.judged),
                            branch.ctx.cfg.max_carried_share)
 
-    def judge_batch(self, branch: Branch, first: str) -> None:
+    def judge_next(self, branch: Branch, first: str) -> None:
         """Judge ``first`` and the lines after it, as many as the slot may still keep, in one batch."""
         kept, _ = branch.carried_kept()
         cap = self.cap(branch)

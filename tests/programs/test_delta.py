@@ -135,3 +135,16 @@ def test_a_generation_that_skips_the_next_carried_heading_files_nothing_under_it
     assert [t for t, _ in lines(res, "progress")] == [
         "### Done", "- KEEP wrote /workspace/hello.py", "### In Progress", "- KEEP waiting on CI",
         "### Blocked", "- x blocked item"]
+
+
+def test_the_target_writes_at_the_configured_temperature():
+    # before: the target writer sent temperature 0 whatever the config said
+    seen = []
+
+    def complete(text, sampling):
+        seen.append(sampling.temperature)
+        return writer()(text, sampling)
+
+    target = BatchJudgeBackend(judge=judge, complete=complete)
+    run_method("target_self", MESSAGES, target=target, config={"repair_temperature": 0.5})
+    assert len(seen) >= 6 and set(seen) == {0.5}
