@@ -28,11 +28,6 @@ class Proposers:
     carried: bool  # the previous summary's lines are proposed first, judged in bounded batches
     drafter: bool  # new lines come from the drafter, judged and repaired; else the target writes them
 
-    @property
-    def target_only(self) -> bool:
-        """The target alone writes every line of the slot (Target-self): its headings and separators too."""
-        return not (self.carried or self.drafter)
-
 
 TARGET_SELF = Proposers(carried=False, drafter=False)  # the target writes every line
 TARGET_DELTA = Proposers(carried=True, drafter=False)  # carried lines kept, the target writes the rest

@@ -48,11 +48,12 @@ from .steps import draft, gen_on_copy, repair_line, write_sampling
 SECTION_STOP = "\n#"
 
 
-class Proposer(Protocol):
-    """A source of proposed lines for one branch."""
+class Writer(Protocol):
+    """What the loop asks of a slot's writer of new lines (:class:`Drafter`, :class:`TargetWriter`)."""
 
-    def propose(self, branch: Branch) -> Proposal | StopReason | None:
-        """The next proposal; a stop reason when it has nothing more; None when it has no proposal this time."""
+    def propose(self, branch: Branch, heading_ahead: bool = False) -> Proposal | StopReason | None:
+        """The next new line; a stop reason when it has nothing more; None when it has no proposal (the target
+        decides).  ``heading_ahead``: a carried sub-section heading comes next."""
 
 
 # ---------------------------------------------------------------- carried lines

@@ -37,7 +37,7 @@ from ..core.admission import Admission, Proposal, Step
 from ..core.lines import is_heading
 from ..result import SlotResult, StopReason
 from .branch import Branch
-from .proposers import CarriedLines, Drafter, Repairer, TargetWriter
+from .proposers import CarriedLines, Drafter, Repairer, TargetWriter, Writer
 
 SECTION_ENDS = (StopReason.COMPLETE, StopReason.TARGET_ENDED)  # a writer that ends so has written its section
 
@@ -52,7 +52,7 @@ def write_branch(branch: Branch) -> SlotResult:
     return branch.stop(loop(branch, carried, writer, repairer))
 
 
-def loop(branch: Branch, carried: CarriedLines, writer: Drafter | TargetWriter, repairer: Repairer | None) -> StopReason:
+def loop(branch: Branch, carried: CarriedLines, writer: Writer, repairer: Repairer | None) -> StopReason:
     """Each section's carried lines, then the writer's new lines for it, until the slot stops."""
     while True:
         reason = keep_carried(branch, carried) or write(branch, writer, repairer, heading_ahead=carried.pending)
@@ -82,8 +82,7 @@ def keep_carried(branch: Branch, carried: CarriedLines) -> StopReason | None:
     return None
 
 
-def write(branch: Branch, writer: Drafter | TargetWriter, repairer: Repairer | None,
-          heading_ahead: bool) -> StopReason:
+def write(branch: Branch, writer: Writer, repairer: Repairer | None, heading_ahead: bool) -> StopReason:
     """The writer's new lines until it ends; with a carried heading ahead, a heading it writes ends the section."""
     while True:
         stop = halted(branch)
