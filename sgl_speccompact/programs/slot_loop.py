@@ -89,10 +89,10 @@ def write(branch: Branch, writer: Writer, repairer: Repairer | None, heading_ahe
         if stop is not None:
             return stop
         p = writer.propose(branch, heading_ahead)
-        if p is None and repairer is not None:  # the drafter drafted nothing for an empty branch: the target decides
+        if p is None:  # the drafter drafted nothing for an empty branch: the target decides
             stop = first_line(branch, repairer)
-        elif p is None or isinstance(p, StopReason):
-            return p or StopReason.COMPLETE
+        elif isinstance(p, StopReason):
+            return p
         elif heading_ahead and is_heading(p.text):
             return StopReason.COMPLETE  # the next heading is carried
         else:
@@ -116,10 +116,11 @@ def repair(branch: Branch, repairer: Repairer, rejected: Proposal | None, why: A
     return StopReason.TARGET_ENDED if p.last else None
 
 
-def first_line(branch: Branch, repairer: Repairer) -> StopReason | None:
+def first_line(branch: Branch, repairer: Repairer | None) -> StopReason | None:
     """The drafter wrote nothing for a branch without content: the target writes its first line as a repair
-    does.  The slot ends ``complete`` and empty only if the target writes nothing too, or an empty marker."""
-    reason = repair(branch, repairer, None, None)
+    does.  The slot ends ``complete`` and empty only if the target writes nothing too, or an empty marker
+    (or when no target repairs)."""
+    reason = repair(branch, repairer, None, None) if repairer is not None else StopReason.TARGET_ENDED
     markers = {m.lower() for m in branch.ctx.cfg.empty_markers}
     marker = reason is None and bool(branch.accepted) and branch.accepted[-1].strip().lower() in markers
     return StopReason.COMPLETE if reason is StopReason.TARGET_ENDED or marker else reason
