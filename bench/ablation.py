@@ -3,8 +3,8 @@
 The switches are ``sgl_speccompact.config.OPTIMIZATIONS`` (CompactConfig bool
 field -> description); every switch registered there is swept.  A switch
 that is on by default is an **optimization** (the engine as shipped has
-it); one that is off by default (``source_judge_on_prefix``,
-``sub_slot_branches``) is an **alternative** the defaults decided against.  Variants:
+it); one that is off by default (``source_judge_on_prefix``) is an
+**alternative** the defaults decided against.  Variants:
 
 * ``none``: every optimization off (alternatives off too);
 * ``only X``: ``none`` plus optimization X;
@@ -12,10 +12,10 @@ it); one that is off by default (``source_judge_on_prefix``,
 * ``all (defaults)``: every optimization on, alternatives off;
 * ``all + X``: the defaults plus alternative X.
 
-Dependencies (:data:`NEEDS`): a switch that cannot act under a variant's
-conditions (``source_judge_on_prefix`` needs ``shared_prefix`` and
-``--source-judge``) is not run again; the variant's row reuses the run
-with the same effective configuration and says which (``same as``).
+Dependencies (:data:`NEEDS`, :data:`SJC_ONLY`): a switch that cannot act
+under a variant's conditions (``source_judge_on_prefix`` needs
+``--source-judge``) is not run again; the variant's row reuses the run with
+the same effective configuration and says which (``same as``).
 
 Every variant runs SpecCompact on the one-clock simulator through
 bench/latency.py's ``simulate`` (same workload, deployments, cost model,
@@ -35,8 +35,7 @@ whether it made the same decisions as ``all (defaults)`` on the same history
 (``sim.workload.decisions``: which lines were accepted, replaced or
 taken unjudged).  The column follows the rule of the switch tests: only a
 variant whose flipped switches all change requests alone is checked; one
-that flips a switch of ``config.PROMPT_CHANGING`` or ``DECISION_CHANGING``
-shows ``n/a`` (the workload's judge reads only the line, so its agreement
+that flips a switch of ``config.PROMPT_CHANGING`` shows ``n/a`` (the workload's judge reads only the line, so its agreement
 would say nothing about a real model's verdicts on a different prompt).
 
 Usage:
@@ -54,7 +53,7 @@ from datetime import UTC, datetime
 from bench import latency
 from bench.harness import runs
 
-NEEDS = {"source_judge_on_prefix": ("shared_prefix",)}  # switch -> switches it needs on to act
+NEEDS: dict[str, tuple[str, ...]] = {}  # switch -> switches it needs on to act (none left)
 SJC_ONLY = ("source_judge_on_prefix",)  # switches that act only with --source-judge
 ALL = "all (defaults)"
 CRITICAL = ("drafting", "verifying", "repairing", "generating", "waiting")  # critical-path parts in the table
@@ -87,8 +86,6 @@ def variants() -> list[tuple[str, dict]]:
 def effective(overrides: dict, source_judge: bool) -> tuple[tuple, list[str]]:
     """The switches that can act under ``overrides``, and why the others cannot.
 
-    >>> effective({"shared_prefix": False}, True)[1]
-    ['source_judge_on_prefix needs shared_prefix']
     >>> effective({}, False)[1]
     ['source_judge_on_prefix needs --source-judge']
     """
@@ -109,16 +106,16 @@ def effective(overrides: dict, source_judge: bool) -> tuple[tuple, list[str]]:
 
 
 def declared_changes(overrides: dict, source_judge: bool) -> list[str]:
-    """Switches a variant flips that may change prompts or decisions (and can act).
+    """Switches a variant flips that may change prompts (and can act).
 
-    >>> declared_changes({"pipelined_drafting": False}, True), declared_changes({"shared_prefix": False}, True)
-    ([], ['shared_prefix'])
+    >>> declared_changes({"line_aware_stopping": False}, True), declared_changes({"short_judge_suffix": False}, True)
+    ([], ['short_judge_suffix'])
     """
-    from sgl_speccompact.config import DECISION_CHANGING, PROMPT_CHANGING, CompactConfig
+    from sgl_speccompact.config import PROMPT_CHANGING, CompactConfig
 
     key, _ = effective(overrides, source_judge)
     return sorted(n for n, v in key if v is not None and v != CompactConfig.model_fields[n].default
-                  and n in PROMPT_CHANGING | DECISION_CHANGING)
+                  and n in PROMPT_CHANGING)
 
 
 def plan(args) -> list[dict]:
@@ -193,26 +190,19 @@ def run(args) -> dict:
               "optimizations": dict(OPTIMIZATIONS), "variants": entries, "runner": runner_src,
               "timestamp": now.isoformat(timespec="seconds"), "conditions": vars(args), **info,
               "decisions": {f"{s}/{v}": d for (s, v), d in digests.items()},
-              "comparable": comparable(digests, entries), "rows": rows, "summary": summary}
+              "comparable": comparable(digests), "rows": rows, "summary": summary}
     path = runs.write_json(report, args.out or str(runs.RESULTS_DIR / f"ablation-{now.strftime('%Y%m%dT%H%M%SZ')}.json"))
     print(f"wrote {path}")
     return report
 
 
-def comparable(digests: dict, entries: list[dict] = ()) -> dict:
-    """Per history seed: whether every SpecCompact run on it made the same decisions.
-
-    Runs of a variant that flips a switch of ``config.DECISION_CHANGING`` (from its entry's
-    ``changes``) are left out: they may decide otherwise by design.
-    """
-    from sgl_speccompact.config import DECISION_CHANGING
-
-    other = {e["variant"] for e in entries if set(e.get("changes") or ()) & DECISION_CHANGING}
-    kept = {k: ds for k, ds in digests.items() if k[1] not in other}
+def comparable(digests: dict) -> dict:
+    """Per history seed: whether every SpecCompact run on it made the same decisions (the simulated
+    judge reads only the line, and no switch changes what is asked of it)."""
     out = {}
-    for seed in sorted({s for s, _ in kept}):
-        got = {d for (s, _), ds in kept.items() if s == seed for d in ds}
-        out[str(seed)] = {"runs": sum(len(ds) for (s, _), ds in kept.items() if s == seed),
+    for seed in sorted({s for s, _ in digests}):
+        got = {d for (s, _), ds in digests.items() if s == seed for d in ds}
+        out[str(seed)] = {"runs": sum(len(ds) for (s, _), ds in digests.items() if s == seed),
                           "distinct_decisions": len(got), "same": len(got) == 1 and None not in got}
     return out
 
@@ -271,7 +261,7 @@ def summarize(rows: list[dict], entries: list[dict], digests: dict) -> list[dict
                 "mean_drafter_requests": sum(r["drafter"]["requests"] for r in rs) / max(len(rs), 1),
                 "mean_parts_s": {k: sum(r["parts"][k] for r in rs) / max(len(rs), 1) for k in latency.PARTS}
                 if rs and rs[0].get("parts") else None,
-                "changes": e["changes"],  # declared prompt- or decision-changing switches it flips
+                "changes": e["changes"],  # declared prompt-changing switches it flips
                 "same_decisions": None if e["changes"] else same_decisions(digests, run_as),
             })
     return out
@@ -308,8 +298,8 @@ def format_tables(summary: list[dict], entries: list[dict]) -> str:
                        f"{s['mean_target_requests']:.0f} | {s['mean_drafter_requests']:.0f} | "
                        f"{_parts(s['mean_parts_s'])} | "
                        f"{NOT_CHECKED if s.get('changes') else YES[s['same_decisions']]} |")
-    out.append(f"\nsame decisions: {NOT_CHECKED} where the variant flips a switch that changes prompts or "
-               "decisions (config.PROMPT_CHANGING / DECISION_CHANGING): the simulated judge reads only the line, "
+    out.append(f"\nsame decisions: {NOT_CHECKED} where the variant flips a switch that changes prompts "
+               "(config.PROMPT_CHANGING): the simulated judge reads only the line, "
                "so agreement there says nothing about a real model")
     notes = sorted({w for e in entries for w in e["inactive"]})
     if notes:

@@ -80,10 +80,11 @@ def judge_cases(url: str, cases: list[JudgeCase], overrides: dict, get, post, hi
     rows, requests, prompt_tokens, walls = [], 0, 0, []
     for case in cases:
         t0 = time.perf_counter()
-        v, meta = first_line_verdict(target, cfg, history(case), case.line, case.slot)
+        judged = first_line_verdict(target, cfg, history(case), case.line, case.slot)
+        v = judged.verdicts[0]
         walls.append(time.perf_counter() - t0)
-        requests += int(meta.get("requests", 1))
-        prompt_tokens += int(meta.get("prompt_tokens") or 0)
+        requests += judged.requests
+        prompt_tokens += judged.prompt_tokens
         rows.append({"id": case.id, "slot": case.slot, "supported": case.supported, "p_pos": v.p_pos,
                      "p_neg": v.p_neg, "r": v.score, "label_mass": v.label_mass, "reliable": v.reliable,
                      "accepted": v.accepted, "wall_s": round(walls[-1], 3)})

@@ -16,11 +16,9 @@ from .errors import ConfigError
 
 # Ablation switches: CompactConfig bool field -> what turning it on does.  Each
 # default is the recommended setting; bench/ablation.py flips them one at a time.
+# Only switches the committed ablation keeps are here (docs/benchmarks/ablation.md
+# gives each one's figure, and what was removed and why).
 OPTIMIZATIONS: dict[str, str] = {
-    "shared_prefix": "target requests start with one prefix (history + all slot contracts) shared "
-                     "by every slot; off: each slot puts its request before the history",
-    "pipelined_drafting": "the drafter drafts the next line while the target judges the current one "
-                          "(assuming it is accepted; dropped if it is rejected)",
     "line_aware_stopping": "repairs stop at the newline; off: a repair decodes up to max_new_tokens "
                            "and keeps its first line",
     "one_request_judging": "a judgement is one prefill-only request on SpecCompactEndpoint; off: "
@@ -31,9 +29,6 @@ OPTIMIZATIONS: dict[str, str] = {
     "short_judge_suffix": "the judge rubric and label words sit once in the cached shared prefix, so a "
                           "judgement's suffix is the line (or SJC entry) in tags; off: the whole question "
                           "after every line",
-    "sub_slot_branches": "a slot with sub-sections (Progress: Done / In Progress / Blocked) runs one "
-                         "forked branch per sub-section, in SpecCompact and Target-self; the slot's "
-                         "budget is shared, in order",
     "send_token_ids": "SpecCompactEndpoint sends prompts as input_ids, so the server tokenizes the "
                       "history once per compaction; off: every request carries text the server tokenizes",
 }
@@ -42,18 +37,12 @@ OPTIMIZATIONS: dict[str, str] = {
 MAX_TOKENS = 2**20  # upper bound of every token budget: finite, above any model's context (tokens)
 MAX_TEMPERATURE = 2.0  # upper bound of every sampling temperature
 # What each switch may change besides the requests.  A switch in PROMPT_CHANGING
-# changes the text the target reads (so a real model's verdicts may differ); one in
-# DECISION_CHANGING changes what is asked or who writes a line, even for a judge that
-# reads only the line.  Every other switch changes the requests only: the same
-# prompts, so the same verdicts and the same summary (tests/methods/test_switches.py).
+# changes the text the target reads (so a real model's verdicts may differ).  Every
+# other switch changes the requests only: the same prompts, so the same verdicts and
+# the same summary (tests/methods/test_switches.py).
 PROMPT_CHANGING: frozenset[str] = frozenset({
-    "shared_prefix",  # off: the slot request comes before the history
     "short_judge_suffix",  # off: the whole judge question follows every line
     "source_judge_on_prefix",  # on: SJC reads the whole conversation, not the environment record
-    "sub_slot_branches",  # on: a branch sees only its own sub-section's lines
-})
-DECISION_CHANGING: frozenset[str] = frozenset({
-    "sub_slot_branches",  # what each branch is asked, and its budget
 })
 JUDGES = ("program", "decisions")  # config.judge: who turns a question into a verdict (programs/judges.py)
 
@@ -90,7 +79,7 @@ class CompactConfig(BaseModel):
     negative_label: str = Field("negative", min_length=1)  # judge word meaning "unsupported"
     empty_markers: tuple[str, ...] = ("(none)", "none", "(n/a)", "n/a", "- (none)")  # accepted unjudged
     draft_temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE)  # drafter sampling temperature (1 = model dist.)
-    repair_temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE)  # target sampling temperature for repairs
+    repair_temperature: float = Field(0.0, ge=0.0, le=MAX_TEMPERATURE)  # target sampling temperature for every line it writes: repairs, and Target-self's and Target-delta's slots
     monolithic_max_tokens: int = Field(2048, ge=1, le=MAX_TOKENS)  # one-shot baselines' generation cap (tokens)
     agent_context_tokens: int = Field(131_072, ge=1, le=2**24)  # the agent's context window: Hermes's summary target (tokens)
     hermes_cap_ratio: float = Field(2.0, gt=0.0, le=16.0)  # Hermes's generation cap, in multiples of its length target (< 1: below it, for slow CPU servers)
@@ -108,14 +97,11 @@ class CompactConfig(BaseModel):
     max_ledger_tokens: int = Field(1024, ge=1, le=MAX_TOKENS)  # the ledger's budget, inside the room the sections leave of the summary budget (target tokens)
     evidence_check: bool = True  # a judged line naming a path, id, error, hash, URL, command, code or number its source never shows is refused before the judge is asked (core/evidence.py; docs/concepts/evidence.md)
     # ablation switches (see OPTIMIZATIONS)
-    shared_prefix: bool = True  # one target prefix for every slot
-    pipelined_drafting: bool = True  # draft line j+1 while line j is judged
     line_aware_stopping: bool = True  # repairs stop at the newline
     one_request_judging: bool = True  # one prefill-only request per judgement
     redact_secrets: bool = True  # replace secrets in the history with [REDACTED:<kind>] before any prompt
     source_judge_on_prefix: bool = False  # SJC after a slot method reuses the compaction's prefix (shows prose)
     short_judge_suffix: bool = True  # judge rubric in the shared prefix; per-judgement suffix = line + tags
-    sub_slot_branches: bool = False  # one branch per sub-section of a slot (off until a real-model retention check)
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
 
     def __init__(self, **values: Any):

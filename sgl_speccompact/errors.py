@@ -9,9 +9,15 @@ from __future__ import annotations
 
 
 class SpecCompactError(Exception):
-    """Base class of every error raised by sgl_speccompact."""
+    """Base class of every error raised by sgl_speccompact.
+
+    A compaction runs its slots concurrently; when several fail, the first
+    (in slot order) is raised and carries the others in ``others``, each also
+    named in a note of its traceback (``programs.states.run_concurrently``).
+    """
 
     code = "speccompact_error"
+    others: tuple[BaseException, ...] = ()  # failures of the same concurrent run besides this one, in job order
 
     def to_dict(self) -> dict:
         """The typed error body the service returns."""

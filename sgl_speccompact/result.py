@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Annotated, Callable, TypeVar
 
-from pydantic import BaseModel, Field
+from pydantic import BaseModel, Field, computed_field
 
 SERVERS = ("target", "drafter")  # keys of CompactionStats.requests
 T = TypeVar("T")
@@ -67,15 +67,68 @@ class StopReason(str, Enum):
     __format__ = str.__format__  # f"{reason}" is the value too
 
 
+@dataclass(frozen=True)
+class Verdict:
+    """The judge's verdict on one line or entry: the one verdict type, from the backend to the result.
+
+    Made by the verdict rule (:mod:`sgl_speccompact.core.judge`) or read from
+    sglang's ``/v1/decisions``; a result's lines and Source-Judged
+    Compaction's entries carry it as it came.
+    """
+
+    p_pos: float  # probability of the best positive variant (possibly substituted)
+    p_neg: float  # probability of the best negative variant (possibly substituted)
+    score: float  # r = p_pos / (p_pos + p_neg), 0.0 when both are 0
+    accepted: bool  # score >= eta, and the verdict is reliable
+    reliable: bool = True  # label_mass >= min_label_mass: the verdict may act (core.judge.gate)
+    substituted: tuple[str, ...] = ()  # labels filled in by the missing-label rule
+
+    @property
+    def label_mass(self) -> float:
+        """p+ + p-: how much of the next-token probability the two labels carry.
+
+        A judge that answers the question puts most of its probability on a
+        label; a low mass means it meant to write something else (a wrong chat
+        template, an opened thinking block, label words it does not use), and
+        ``score`` is then noise (:func:`~sgl_speccompact.core.judge.gate`).
+
+        >>> round(Verdict(0.003, 0.002, 0.6, False).label_mass, 4)
+        0.005
+        """
+        return self.p_pos + self.p_neg
+
+
 class SummaryLine(BaseModel):
-    """One line of a slot, with where it came from."""
+    """One line of a slot, with where it came from and the verdicts it was decided on.
+
+    ``score``, ``rejected_score`` and ``unreliable_verdict`` are read from
+    the verdicts (and serialized with them).
+    """
 
     text: str  # the line, no trailing newline
     origin: LineOrigin  # how it was produced
-    score: float | None = None  # acceptance score r of this line's own verdict (None if unjudged: a repair)
+    verdict: Verdict | None = None  # this line's own verdict (a drafted or carried line); None: not judged
     rejected_draft: Annotated[str | None, ReadsInPlaceOf("text")] = None  # the draft line a repair replaced
-    rejected_score: float | None = None  # that draft's score r (None: it failed a check, or the slot was empty)
-    unreliable_verdict: bool = False  # a repair written because the draft's verdict had too little label mass
+    rejected_verdict: Verdict | None = None  # that draft's verdict (None: refused before any judge, or no draft)
+    refused: str | None = None  # why that draft was refused before any judge: the check it failed
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def score(self) -> float | None:
+        """Acceptance score r of this line's own verdict (None if unjudged: a repair, a target-written line)."""
+        return self.verdict.score if self.verdict is not None else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def rejected_score(self) -> float | None:
+        """The rejected draft's score r (None: it failed a check, or the slot was empty)."""
+        return self.rejected_verdict.score if self.rejected_verdict is not None else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def unreliable_verdict(self) -> bool:
+        """A repair written because the draft's verdict had too little label mass."""
+        return self.rejected_verdict is not None and not self.rejected_verdict.reliable
 
 
 class SlotResult(BaseModel):
@@ -107,7 +160,6 @@ class CompactionStats(BaseModel):
     accepted_lines: int = 0  # of which judged positive
     repaired_lines: int = 0  # replacements written by the target
     unjudged_lines: int = 0  # non-blank lines accepted without a judge call
-    dropped_drafts: int = 0  # speculative drafts dropped because their line was rejected
     carried_proposed: int = 0  # previous summary's lines the target judged (incremental compaction)
     carried_lines: int = 0  # carried lines kept in the summary
     label_mass_min: float | None = None  # smallest p+ + p- of any judge verdict, SJC's included (None: no verdict)
@@ -219,16 +271,11 @@ class StatsRecorder:
             self.stats.carried_proposed += n
 
     def verdicts(self, verdicts) -> None:
-        """Count verdicts' label masses and how many were unreliable (``core.judge.Verdict``)."""
+        """Count verdicts' label masses and how many were unreliable."""
         verdicts = list(verdicts)
         if verdicts:
             with self._lock:
                 note_masses(self.stats, [v.label_mass for v in verdicts], sum(not v.reliable for v in verdicts))
-
-    def dropped(self) -> None:
-        """Count one speculative draft dropped after its line was rejected."""
-        with self._lock:
-            self.stats.dropped_drafts += 1
 
     def agent_reuse(self, layout: str, agent_tokens: int | None) -> None:
         """Record the layout and how much of the agent's conversation the prefix prefill found cached."""

@@ -29,7 +29,6 @@ The transport under it (pooled connections, timeouts, typed errors,
 from __future__ import annotations
 
 import time
-from dataclasses import asdict
 
 from sglang.lang.chat_template import get_chat_template
 from sglang.lang.choices import ChoicesDecision, ChoicesSamplingMethod
@@ -41,6 +40,7 @@ from .http import HttpEndpoint, http_error  # noqa: F401 - public here too
 from ..errors import BackendError
 from ..core.judge import (LabelTokens, Verdict, choice_logprobs, judge_next_token, label_choices, label_variants,
                           resolve_label_tokens)
+from ..core.judging import Judged
 from .plain_select import plain_select
 from ..core.prompts import THINK_OFF
 
@@ -83,8 +83,8 @@ class LabelJudgement(ChoicesSamplingMethod):
 
 def decision(choices: list[str], v: Verdict, meta: dict, n_positive: int = 1) -> ChoicesDecision:
     """The select result for a verdict: the positive label if accepted, else the negative one;
-    ``meta["verdict"]`` holds the :class:`~sgl_speccompact.core.judge.Verdict` as a dict."""
-    return ChoicesDecision(choices[0] if v.accepted else choices[n_positive], {**meta, "verdict": asdict(v)})
+    ``meta["verdict"]`` holds the :class:`~sgl_speccompact.result.Verdict` itself."""
+    return ChoicesDecision(choices[0] if v.accepted else choices[n_positive], {**meta, "verdict": v})
 
 
 def next_token_logprobs(meta: dict, what: str) -> dict[int, float]:
@@ -227,12 +227,9 @@ class SpecCompactEndpoint(HttpEndpoint):
         every, n_every = label_choices(choices[0], choices[n])
         wide = LabelJudgement(method.eta, one_request=False, n_positive=n_every, min_label_mass=method.min_label_mass)
         d = plain_select(self, s, every, temperature, wide)
-        v = d.meta_info["verdict"]
-        return decision(choices, Verdict(**{**v, "substituted": tuple(v["substituted"])}),
-                        {k: x for k, x in d.meta_info.items() if k != "verdict"}, n)
+        return decision(choices, d.meta_info["verdict"], {k: x for k, x in d.meta_info.items() if k != "verdict"}, n)
 
-    def judge_batch(self, texts: list[str], positive: str, negative: str,
-                    eta: float) -> tuple[list[Verdict], dict]:
+    def judge_batch(self, texts: list[str], positive: str, negative: str, eta: float) -> Judged:
         """Judge many complete prompts with ONE prefill-only ``/generate`` request.
 
         Each text must end where the label word would be generated.  The
@@ -251,29 +248,25 @@ class SpecCompactEndpoint(HttpEndpoint):
 
         Returns
         -------
-        verdicts : list of Verdict
-            One per text, in order (not gated: the caller applies ``min_label_mass``).
-        meta : dict
-            ``prompt_tokens`` and ``cached_tokens`` summed over the items,
-            ``completion_tokens`` as the server reports them (0: prefill only), ``requests`` 1 (0 for no texts).
+        Judged
+            One verdict per text, in order (not gated: the caller applies
+            ``min_label_mass``); the token counts summed over the items
+            (``completion_tokens`` as the server reports them, 0: prefill
+            only), ``requests`` 1 (0 for no texts).
         """
-        meta = {"prompt_tokens": 0, "cached_tokens": 0, "completion_tokens": 0, "requests": 0}
         if not texts:
-            return [], meta
+            return Judged()
         labels = self.label_tokens(positive, negative)
         out = self._generate(judge_body(texts[0] if len(texts) == 1 else list(texts), labels))
         if len(texts) == 1 and isinstance(out, dict):
             out = [out]
         if not isinstance(out, list) or len(out) != len(texts):
             raise BackendError(f"batch judge: expected {len(texts)} results, got {type(out).__name__}")
-        meta["requests"] = 1
-        verdicts = []
+        got = Judged(requests=1)
         for i, item in enumerate(out):
             info = item.get("meta_info") or {}
-            verdicts.append(judge_meta(info, labels, eta, f"batch judge item {i}"))
-            for k in ("prompt_tokens", "cached_tokens", "completion_tokens"):
-                meta[k] += int(info.get(k) or 0)
-        return verdicts, meta
+            got = got + Judged.read((judge_meta(info, labels, eta, f"batch judge item {i}"),), info, requests=0)
+        return got
 
     def decide(self, body: dict) -> dict:
         """``POST /v1/decisions`` (sglang 0.5.23's decision route): its answer, as the server sends it.

@@ -1,31 +1,40 @@
-"""Proposals, and how one is admitted into a slot: one decision for every source of lines.
+"""Proposals, and how one is admitted into a slot: one decision for every source of lines (pure).
 
 Every method is one slot loop fed by proposers
 (:mod:`~sgl_speccompact.programs.proposers`): the previous summary's
 carried lines, the drafter, the target as writer, and the target's repair
-of a rejected line.  Each :class:`Proposal` goes through the same stages, in
-the same order::
+of a rejected line.  Each :class:`Proposal` passes the same stages, in the
+same order, each a pure function called at most once::
 
-    checks (kind) -> budget -> judge -> claim (across the slot's branches) -> accept
+    screen (the checks) -> fit (the budget) -> [a verdict, if the line needs one] -> admit
 
-:func:`admit` is that order as a pure function: given what is known so far
-about the line, it names the next step.  The branch performs the step
-(counts the line's tokens, asks the judge, claims the line in the slot's
-shared set) and asks again with the answer, until the line is accepted or
-refused.  What a refusal means depends on the source: a drafted line is
-repaired, a carried one dropped (and remembered as stale once a reliable
-verdict said it no longer holds), a repair stops the slot, and a line the
-target wrote is skipped (it is never judged either).
+:func:`screen` and :func:`fit` name what becomes of a line before any
+judge is asked (None: it goes on); :func:`needs_verdict` says whether the
+line needs the judge; :func:`admit` decides with the verdict (or None).
+The branch runs the stages, counting the line's tokens before :func:`fit`
+and asking the judge before :func:`admit`
+(:meth:`~sgl_speccompact.programs.branch.Branch.admit`).  A stage that
+refuses a line before the judge goes through :func:`refuse`, which records
+why (``Admission.refused``): a check that refuses a line is one more such
+stage.
+
+What a refusal means depends on the source: a drafted line is repaired, a
+carried one dropped (and remembered as stale once a reliable verdict said it
+no longer holds), a repair stops the slot, and a line the target wrote is
+skipped (it is never judged either).
+
+A writer's request yields several lines at once (a generation, a draft that
+ignored its stop); :class:`Continuation` proposes them one at a time while
+they still continue the branch's lines.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from enum import Enum
 
-from ..result import StopReason
-from .judge import Verdict
-from .lines import LineKind
+from ..result import LineOrigin, StopReason, Verdict
+from .lines import LineKind, is_heading
 
 FAILED_CHECK = (LineKind.DUPLICATE, LineKind.TOO_LONG, LineKind.PLACEHOLDER)  # kinds refused without a judge call
 
@@ -40,6 +49,10 @@ class Source(str, Enum):
     TARGET = "target"  # written by the target as the slot's writer: not judged, skipped when refused
 
 
+ORIGINS = {Source.DRAFT: LineOrigin.DRAFTED, Source.CARRIED: LineOrigin.CARRIED, Source.REPAIR: LineOrigin.REPAIRED,
+           Source.TARGET: LineOrigin.TARGET}  # a written or judged line's origin
+
+
 @dataclass(frozen=True)
 class Proposal:
     """One proposed line: the data that flows from a proposer into the slot's admission."""
@@ -49,14 +62,12 @@ class Proposal:
     verdict: Verdict | None = None  # judged before it was proposed (carried lines, judged in batches)
     cut: bool = False  # a token limit cut it off: not a whole line
     capped: bool = False  # that limit was the slot's remaining tokens (the slot is full), not max_new_tokens
+    last: bool = False  # the writer's answer ended after it (a repair): the slot ends once it is in
 
 
 class Step(str, Enum):
-    """What the branch does next with a proposed line."""
+    """What becomes of a proposed line."""
 
-    MEASURE = "measure"  # count its tokens and check the budget, then ask again
-    JUDGE = "judge"  # ask the judge, then ask again with the verdict
-    CLAIM = "claim"  # claim it in the slot's shared set, then ask again with the outcome
     ACCEPT = "accept"  # append it to the branch
     REPAIR = "repair"  # have it replaced (a drafted line)
     DROP = "drop"  # skip it
@@ -66,80 +77,148 @@ class Step(str, Enum):
 
 @dataclass(frozen=True)
 class Admission:
-    """The next step for one proposed line."""
+    """What became of one proposed line, and why."""
 
-    step: Step  # what the branch does next
+    step: Step  # what the branch does with it
     reason: StopReason | None = None  # with STOP: the slot's stop reason
+    origin: LineOrigin | None = None  # with ACCEPT: how the line entered the summary
+    verdict: Verdict | None = None  # the verdict it was decided on (None: decided without one)
+    refused: str | None = None  # the stage that refused it before any judge, and why (a failed check's kind)
 
 
-def admit(source: Source, kind: LineKind, over: StopReason | None | str = None, judged: bool | None = None,
-          claimed: bool | None = None, reliable: bool = True) -> Admission:
-    """The next step for a line of ``kind`` from ``source``.
+def refuse(p: Proposal, why: str) -> Admission:
+    """What a refusal before any judge makes of ``p``: a draft is repaired, a repair stops the slot,
+    anything else is dropped.  ``why`` is recorded (a failed check's kind, or another stage's reason).
 
-    ``over`` is None until the budget is checked, then the limit the line
-    breaks or ``""``; ``judged`` is None until the target judged it, then its
-    verdict (``reliable``: whether that verdict may act); ``claimed`` is None
-    until it is claimed, then whether no other branch of the slot had it.
-
-    >>> admit(Source.DRAFT, LineKind.JUDGE).step.value
-    'measure'
-    >>> admit(Source.DRAFT, LineKind.JUDGE, over="").step.value
-    'judge'
-    >>> admit(Source.DRAFT, LineKind.JUDGE, over="", judged=True).step.value
-    'claim'
-    >>> admit(Source.DRAFT, LineKind.JUDGE, over="", judged=True, claimed=False).step.value
-    'repair'
-    >>> admit(Source.REPAIR, LineKind.DUPLICATE).reason.value
-    'repair_failed'
-    >>> admit(Source.CARRIED, LineKind.JUDGE, over=StopReason.TOKEN_BUDGET).step.value
-    'drop'
-    >>> admit(Source.CARRIED, LineKind.JUDGE, over="", judged=False).step.value
-    'stale'
-    >>> admit(Source.CARRIED, LineKind.JUDGE, over="", judged=False, reliable=False).step.value
-    'drop'
-    >>> admit(Source.DRAFT, LineKind.PLACEHOLDER).step.value, admit(Source.TARGET, LineKind.PLACEHOLDER).step.value
-    ('repair', 'drop')
-    >>> admit(Source.TARGET, LineKind.DUPLICATE).step.value, admit(Source.TARGET, LineKind.JUDGE, over="").step.value
-    ('drop', 'claim')
+    >>> refuse(Proposal("- a", Source.DRAFT), "duplicate").step.value, refuse(Proposal("- a", Source.REPAIR), "x").reason
+    ('repair', <StopReason.REPAIR_FAILED: 'repair_failed'>)
     """
-    refused = _refused(source, kind)
-    if refused is not None:
-        return refused
+    if p.source is Source.DRAFT:
+        return Admission(Step.REPAIR, refused=why)
+    if p.source is Source.REPAIR:
+        return Admission(Step.STOP, StopReason.REPAIR_FAILED, refused=why)
+    return Admission(Step.DROP, refused=why)
+
+
+def screen(p: Proposal, kind: LineKind) -> Admission | None:
+    """The checks: what a line of ``kind`` may not be, for its source; None: it goes on to the budget.
+
+    A line a token limit cut off is not a whole line: too long, or (cut by
+    the slot's remaining tokens) the end of the slot.  A carried line must be
+    a plain line to be judged (a heading comes as the slot's own, ``HEADING``).
+
+    >>> screen(Proposal("- a", Source.DRAFT), LineKind.JUDGE) is None
+    True
+    >>> screen(Proposal("- a", Source.DRAFT), LineKind.PLACEHOLDER).step.value, screen(
+    ...     Proposal("- a", Source.TARGET), LineKind.PLACEHOLDER).step.value
+    ('repair', 'drop')
+    >>> screen(Proposal("- a li", Source.TARGET, cut=True, capped=True), LineKind.JUDGE).reason.value
+    'token_budget'
+    >>> screen(Proposal("### Forged", Source.CARRIED), LineKind.JUDGE).refused
+    'heading'
+    """
+    if kind is LineKind.JUDGE and p.cut:
+        if p.capped:
+            return Admission(Step.STOP, StopReason.TOKEN_BUDGET)  # it did not fit the slot's tokens
+        kind = LineKind.TOO_LONG
+    if p.source is Source.HEADING:
+        return None if kind is LineKind.UNJUDGED else refuse(p, kind.value)
+    if p.source is Source.CARRIED:
+        if kind is LineKind.JUDGE and is_heading(p.text):
+            return refuse(p, "heading")  # only the slot's own sub-section headings are carried
+        return None if kind is LineKind.JUDGE else refuse(p, kind.value)
+    return refuse(p, kind.value) if kind in FAILED_CHECK else None
+
+
+def fit(p: Proposal, over: StopReason | None) -> Admission | None:
+    """The budget: ``over`` is the limit the line would break (None: it fits).  A carried line that does
+    not fit is dropped (the writer may still write shorter lines); any other stops the slot.
+
+    >>> fit(Proposal("- a", Source.CARRIED), StopReason.TOKEN_BUDGET).step.value, fit(Proposal("- a", Source.DRAFT), None)
+    ('drop', None)
+    """
     if over is None:
-        return Admission(Step.MEASURE)
-    if over:  # a carried line does not fit what is left: the writer may still write shorter lines
-        return Admission(Step.DROP) if source in (Source.CARRIED, Source.HEADING) else Admission(Step.STOP,
-                                                                                                  StopReason(over))
-    if kind is not LineKind.JUDGE:  # a heading, a marker or a blank: accepted unjudged, never claimed
-        return Admission(Step.ACCEPT)
-    if source not in (Source.REPAIR, Source.TARGET):  # the target wrote it itself: it is not judged again
-        if judged is None:
-            return Admission(Step.JUDGE)
-        if not judged:
-            return _lost(source, reliable)
-    if claimed is None:
-        return Admission(Step.CLAIM)
-    return Admission(Step.ACCEPT) if claimed else _lost(source)
+        return None
+    return Admission(Step.DROP) if p.source in (Source.CARRIED, Source.HEADING) else Admission(Step.STOP, over)
 
 
-def _refused(source: Source, kind: LineKind) -> Admission | None:
-    """The checks: what a line of ``kind`` from ``source`` may not be (None: it may go on)."""
-    if source is Source.DRAFT:
-        return Admission(Step.REPAIR) if kind in FAILED_CHECK else None
-    if source is Source.REPAIR:
-        return Admission(Step.STOP, StopReason.REPAIR_FAILED) if kind in FAILED_CHECK else None
-    if source is Source.TARGET:
-        return Admission(Step.DROP) if kind in FAILED_CHECK else None
-    wanted = LineKind.UNJUDGED if source is Source.HEADING else LineKind.JUDGE
-    return None if kind is wanted else Admission(Step.DROP)
+def needs_verdict(p: Proposal, kind: LineKind) -> bool:
+    """Whether the judge decides ``p``: a drafted or carried line that passed the checks (headings, markers and
+    blanks are accepted unjudged; the target's own lines are never judged).
+
+    >>> needs_verdict(Proposal("- a", Source.DRAFT), LineKind.JUDGE), needs_verdict(Proposal("- a", Source.TARGET), LineKind.JUDGE)
+    (True, False)
+    """
+    return kind is LineKind.JUDGE and p.source in (Source.DRAFT, Source.CARRIED)
 
 
-def _lost(source: Source, reliable: bool = True) -> Admission:
-    """A line the target rejected, or another branch of the slot claimed first."""
-    if source is Source.DRAFT:
-        return Admission(Step.REPAIR)
-    if source is Source.CARRIED:  # only a reliable verdict says a carried line no longer holds
-        return Admission(Step.STALE if reliable else Step.DROP)
-    if source is Source.REPAIR:
-        return Admission(Step.STOP, StopReason.REPAIR_FAILED)
-    return Admission(Step.DROP)
+def admit(p: Proposal, kind: LineKind, verdict: Verdict | None) -> Admission:
+    """After the checks and the budget: accept ``p``, or what its ``verdict`` makes of it.
+
+    An unreliable verdict acts on nothing: a drafted line is repaired (the
+    target writes it), a carried one dropped but not marked stale.
+
+    >>> ok, no = Verdict(0.9, 0.1, 0.9, True), Verdict(0.1, 0.9, 0.1, False)
+    >>> admit(Proposal("- a", Source.DRAFT), LineKind.JUDGE, ok).origin.value
+    'drafted_accepted'
+    >>> admit(Proposal("- a", Source.DRAFT), LineKind.JUDGE, no).step.value
+    'repair'
+    >>> admit(Proposal("- a", Source.CARRIED), LineKind.JUDGE, no).step.value
+    'stale'
+    >>> admit(Proposal("- a", Source.CARRIED), LineKind.JUDGE, Verdict(0.001, 0.002, 0.3, False, reliable=False)).step.value
+    'drop'
+    >>> admit(Proposal("### Done", Source.HEADING), LineKind.UNJUDGED, None).origin.value
+    'accepted_without_judge'
+    """
+    if not needs_verdict(p, kind):
+        written = kind is LineKind.JUDGE or p.source in (Source.REPAIR, Source.TARGET)
+        return Admission(Step.ACCEPT, origin=ORIGINS[p.source] if written else LineOrigin.UNJUDGED)
+    if verdict is None:
+        raise ValueError(f"a {p.source.value} line is admitted only with its verdict")
+    if verdict.accepted:
+        return Admission(Step.ACCEPT, origin=ORIGINS[p.source], verdict=verdict)
+    if p.source is Source.DRAFT:
+        return Admission(Step.REPAIR, verdict=verdict)
+    # only a reliable verdict says a carried line no longer holds
+    return Admission(Step.STALE if verdict.reliable else Step.DROP, verdict=verdict)
+
+
+@dataclass
+class Continuation:
+    """The lines one writer request wrote after ``prefix``, proposed one at a time while they continue the branch.
+
+    A proposed line may be kept or skipped; if the branch's lines are then
+    anything else (a repair, carried lines), the rest was written for
+    another place and is not proposed: the writer asks anew.
+
+    >>> c = Continuation(Source.TARGET, (), ["- a", "- b"], end=StopReason.COMPLETE)
+    >>> c.next(()).text, c.next(("- a",)).text, c.next(("- a", "- b"))
+    ('- a', '- b', <StopReason.COMPLETE: 'complete'>)
+    >>> c = Continuation(Source.TARGET, (), ["### Blocked", "- x"])
+    >>> c.next(()).text, c.next(("### In Progress", "- held"))
+    ('### Blocked', None)
+    """
+
+    source: Source  # who wrote the lines (the drafter or the target)
+    prefix: tuple[str, ...] = ()  # the branch's lines when the last line was proposed
+    lines: list[str] = field(default_factory=list)  # written, not proposed yet
+    end: StopReason | None = None  # why the request ended, once its lines are used (None: ask anew)
+    cut: bool = False  # a token limit cut its last line off
+    capped: bool = False  # that limit was the slot's remaining tokens
+    taken: str | None = None  # the line proposed last
+
+    def follows(self, accepted: tuple[str, ...]) -> bool:
+        """Whether the branch still continues this request's text: the line proposed last kept or skipped."""
+        return accepted == self.prefix or (self.taken is not None and accepted == self.prefix + (self.taken,))
+
+    def next(self, accepted: tuple[str, ...]) -> Proposal | StopReason | None:
+        """The next line for a branch holding ``accepted``; once its lines are used, why the request ended;
+        None when it has nothing more for the branch (ask anew)."""
+        if not self.follows(accepted):
+            return None
+        self.prefix = accepted
+        if not self.lines:
+            return self.end
+        self.taken = self.lines.pop(0)
+        last = not self.lines
+        return Proposal(self.taken, self.source, cut=last and self.cut, capped=self.capped)

@@ -11,7 +11,7 @@ abandoned, a fact they contradicted -- is dropped, not repaired: what the new
 turns established is drafted after the carried lines.
 
 **Judged only up to what the slot can keep.**  A slot keeps at most
-:func:`carried_bound` carried lines, so no more are judged: a slot branch
+:func:`carried_bound` carried lines, so no more are judged: a slot
 judges its next lines in one bounded batch (:mod:`~sgl_speccompact.programs.proposers`),
 each question the criterion first and the line last, the part every
 question shares prefilled once.  A previous summary of 2,000 lines in one
@@ -32,10 +32,10 @@ duplicate or an over-long line is dropped, never accepted without a
 judgement.  Every line break a reader may see (CR, VT, FF, NEL, U+2028,
 U+2029, ...: :func:`~.lines.split_breaks`) splits lines before any check.
 
-The previous summary is split at ``## <slot title>`` headings; inside a slot
-with sub-sections, at ``### <section>`` headings.  Blank lines and empty
-markers such as ``(none)`` are not carried (they say nothing the new turns
-could confirm), nor is a line of a section the schema does not have.
+The previous summary is split at ``## <slot title>`` headings.  Blank lines
+and empty markers such as ``(none)`` are not carried (they say nothing the
+new turns could confirm), nor is a line of a section the schema does not
+have.
 """
 
 from __future__ import annotations
@@ -44,10 +44,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from ..schema import Slot
-from .lines import split_breaks
-
-Key = tuple[str, "str | None"]  # (slot name, sub-section or None for the whole slot)
-
+from .lines import contract_heading, split_breaks
 
 @dataclass(frozen=True)
 class CarriedCap:
@@ -92,9 +89,7 @@ def section_heading(line: str, slot: Slot) -> str | None:
     >>> section_heading("###  in progress", OPENCLAW_SLOTS[2]), section_heading("### IGNORE ALL", OPENCLAW_SLOTS[2])
     ('### In Progress', None)
     """
-    sub = _heading(line, "###")
-    found = next((x for x in slot.sections if sub is not None and x.lower() == sub.lower()), None)
-    return f"### {found}" if found is not None else None
+    return contract_heading(line, slot.sections)
 
 
 def _heading(line: str, level: str) -> str | None:
@@ -106,40 +101,34 @@ def _heading(line: str, level: str) -> str | None:
 
 
 def previous_lines(previous_summary: str | None, slots: Iterable[Slot],
-                   empty_markers: Iterable[str] = ()) -> dict[Key, tuple[str, ...]]:
-    """The lines each slot (and each sub-section of a slot) carries from the previous summary.
+                   empty_markers: Iterable[str] = ()) -> dict[str, tuple[str, ...]]:
+    """The lines each slot carries from the previous summary, by slot name.
 
-    ``(slot, None)`` holds the slot's whole body (its ``###`` headings
-    included, for a slot written as one branch); ``(slot, section)`` the
-    lines under that sub-section's heading.
+    A slot's ``###`` headings are among its lines: the slot loop proposes
+    the contract's own as its sub-sections open, and drops any other.
 
     >>> from ..schema import OPENCLAW_SLOTS
     >>> prev = "## Goal\\n- fix a.py\\n\\n## Progress\\n### Done\\n- read a.py\\n### Blocked\\n(none)\\n## Extra\\n- x"
     >>> got = previous_lines(prev, OPENCLAW_SLOTS, ["(none)"])
-    >>> got[("goal", None)], got[("progress", "Done")], got[("progress", None)]
-    (('- fix a.py',), ('- read a.py',), ('### Done', '- read a.py', '### Blocked'))
-    >>> ("progress", "Blocked") in got, previous_lines(None, OPENCLAW_SLOTS)
-    (False, {})
-    >>> previous_lines("## Goal\\n- a\\u2028## Next Steps\\r1. b", OPENCLAW_SLOTS)[("next_steps", None)]
+    >>> got["goal"], got["progress"], sorted(got)
+    (('- fix a.py',), ('### Done', '- read a.py', '### Blocked'), ['goal', 'progress'])
+    >>> previous_lines(None, OPENCLAW_SLOTS)
+    {}
+    >>> previous_lines("## Goal\\n- a\\u2028## Next Steps\\r1. b", OPENCLAW_SLOTS)["next_steps"]
     ('1. b',)
     """
     if not previous_summary:
         return {}
     by_title = {s.title.strip().lower(): s for s in slots}
     markers = {m.strip().lower() for m in empty_markers}
-    out: dict[Key, list[str]] = {}
-    slot, section = None, None
+    out: dict[str, list[str]] = {}
+    slot = None
     for line in split_breaks(previous_summary):
         title = _heading(line, "##")
         if title is not None:
-            slot, section = by_title.get(title.lower()), None
+            slot = by_title.get(title.lower())
             continue
         if slot is None or not line.strip() or line.strip().lower() in markers:
             continue
-        out.setdefault((slot.name, None), []).append(line.rstrip())
-        sub = _heading(line, "###")
-        if sub is not None:
-            section = next((x for x in slot.sections if x.lower() == sub.lower()), None)
-        elif section is not None:
-            out.setdefault((slot.name, section), []).append(line.rstrip())
+        out.setdefault(slot.name, []).append(line.rstrip())
     return {k: tuple(v) for k, v in out.items()}

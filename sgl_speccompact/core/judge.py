@@ -16,8 +16,9 @@ silent default.
 This is the ONE verdict rule: the one-request judge (exact next-token
 logprobs of every variant), the plain two-request select (each variant
 scored as a choice) and the batch judge all call :func:`judge_next_token`;
-sglang's ``/v1/decisions`` answers are read into the same :class:`Verdict`
-by :func:`verdict` too.  A verdict whose labels carry less than
+sglang's ``/v1/decisions`` answers are read into the same
+:class:`~sgl_speccompact.result.Verdict` by :func:`verdict` too, and that
+object travels unchanged to the result's lines and SJC's entries.  A verdict whose labels carry less than
 ``min_label_mass`` of the next-token probability is not *reliable*
 (:func:`gate`): it accepts, keeps and deletes nothing, whatever r says.
 """
@@ -29,6 +30,7 @@ from dataclasses import dataclass, replace
 from typing import Callable, Hashable, Iterable, Mapping
 
 from ..errors import LabelLogprobError, LabelTokenError
+from ..result import Verdict  # the one verdict type: made here, held by the vocabulary for the result
 
 
 @dataclass(frozen=True)
@@ -42,32 +44,6 @@ class LabelTokens:
     def all_ids(self) -> list:
         """Every variant, positive first: the ``token_ids_logprob`` list."""
         return [*self.positive, *self.negative]
-
-
-@dataclass(frozen=True)
-class Verdict:
-    """The target's verdict on one proposed line or entry: the one verdict type, end to end."""
-
-    p_pos: float  # probability of the best positive variant (possibly substituted)
-    p_neg: float  # probability of the best negative variant (possibly substituted)
-    score: float  # r = p_pos / (p_pos + p_neg), 0.0 when both are 0
-    accepted: bool  # score >= eta, and the verdict is reliable
-    reliable: bool = True  # label_mass >= min_label_mass: the verdict may act (see gate)
-    substituted: tuple[str, ...] = ()  # labels filled in by the missing-label rule
-
-    @property
-    def label_mass(self) -> float:
-        """p+ + p-: how much of the next-token probability the two labels carry.
-
-        A judge that answers the question puts most of its probability on a
-        label; a low mass means it meant to write something else (a wrong chat
-        template, an opened thinking block, label words it does not use), and
-        ``score`` is then noise (:func:`gate`).
-
-        >>> round(Verdict(0.003, 0.002, 0.6, False).label_mass, 4)
-        0.005
-        """
-        return self.p_pos + self.p_neg
 
 
 def gate(v: Verdict, min_label_mass: float) -> Verdict:

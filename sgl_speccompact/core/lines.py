@@ -1,17 +1,18 @@
-"""Line checks, the draft buffer and slot budgets (pure).
+"""Line checks and slot budgets (pure).
 
-These are the "Checks and termination" and "Draft buffering" rules of the
-SpecCompact paper's "Efficient Slot-Parallel Execution" section:
+These are the "Checks and termination" rules of the SpecCompact paper's
+"Efficient Slot-Parallel Execution" section:
 
 - a line duplicating an accepted line, or longer than the character limit,
   goes straight to repair (no judge call); duplicates are compared without
   their list markers and numbering (``1. X`` repeats ``2. X`` and ``- X``);
 - a ``#`` or ``##`` heading would duplicate the summary's own section
   headings and goes to repair as a duplicate;
-- a sub-heading (``###...``) or an empty-slot marker such as ``(none)`` is
-  accepted without a judge call; blank lines are kept as formatting;
-- a buffered draft line is used only while the accepted prefix is the one it
-  was drafted from;
+- the slot contract's own sub-section headings (``### Done`` for Progress:
+  :func:`contract_heading`) and empty-slot markers such as ``(none)`` are
+  accepted without a judge call; blank lines are kept as formatting.  Any
+  other heading is a claim like any line (``### Deleted the prod database``)
+  and is judged;
 - a slot stops when a proposed addition would exceed its line or token budget,
   or its small budget of blank lines (``max_blank_lines_per_slot``).
 """
@@ -19,9 +20,10 @@ SpecCompact paper's "Efficient Slot-Parallel Execution" section:
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from enum import Enum
 from functools import lru_cache
+from typing import Callable, Iterable
 
 from ..config import CompactConfig
 from ..result import StopReason
@@ -33,7 +35,7 @@ class LineKind(str, Enum):
     BLANK = "blank"  # kept as formatting, never judged
     DUPLICATE = "duplicate"  # same as an accepted line -> repair
     TOO_LONG = "too_long"  # over max_line_chars -> repair
-    UNJUDGED = "unjudged"  # heading or empty marker -> accept without judge
+    UNJUDGED = "unjudged"  # the slot contract's own heading, or an empty marker -> accept without judge
     PLACEHOLDER = "placeholder"  # template text copied from a slot's body format -> repair
     JUDGE = "judge"  # needs the target's verdict
 
@@ -69,16 +71,45 @@ def norm_line(line: str) -> str:
 _norm = _fold  # placeholders are compared as written: "[First next step]" holds no list marker
 
 
+def contract_heading(line: str, sections: tuple[str, ...]) -> str | None:
+    """The slot contract's own ``### <section>`` line, in the schema's words, if ``line`` is one.
+
+    >>> contract_heading("###  in progress", ("Done", "In Progress")), contract_heading("### IGNORE ALL", ("Done",))
+    ('### In Progress', None)
+    """
+    s = line.strip()
+    if not s.startswith("### ") or s.startswith("####"):
+        return None
+    title = s[3:].strip().lower()
+    found = next((x for x in sections if x.lower() == title), None)
+    return f"### {found}" if found is not None else None
+
+
+def is_heading(line: str) -> bool:
+    """Whether ``line`` is a markdown heading.
+
+    >>> is_heading("  ### Done"), is_heading("- # not one")
+    (True, False)
+    """
+    return line.strip().startswith("#")
+
+
 def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: CompactConfig,
-                  placeholders: frozenset[str] = frozenset()) -> LineKind:
+                  placeholders: frozenset[str] = frozenset(), sections: tuple[str, ...] = ()) -> LineKind:
     """Apply the paper's checks, in its order, to one proposed line; then ours: a line holding one
     of the schema's ``placeholders`` (:func:`placeholder_texts`) is template text, not content.
+
+    Only the slot contract's own sub-section headings (``sections``: the
+    slot's ``### <section>`` lines) pass without a judge call; any other
+    heading says something, and is judged as a line is.
 
     >>> cfg = CompactConfig()
     >>> classify_line("- fix bug", ["- fix bug"], cfg).value, classify_line("2. X", ["1. X"], cfg).value
     ('duplicate', 'duplicate')
-    >>> classify_line("### Done", [], cfg).value, classify_line("(none)", [], cfg).value
+    >>> classify_line("### Done", [], cfg, sections=("Done",)).value, classify_line("(none)", [], cfg).value
     ('unjudged', 'unjudged')
+    >>> classify_line("### Deleted the prod database", [], cfg, sections=("Done",)).value
+    'judge'
     >>> classify_line("- read config.py", [], cfg).value
     'judge'
     >>> classify_line("## Next Steps", [], cfg).value  # a slot heading inside a slot
@@ -95,7 +126,7 @@ def classify_line(line: str, accepted: list[str] | tuple[str, ...], cfg: Compact
     stripped = line.strip()
     if _SECTION_HEADING.match(stripped):  # would open a second "## <title>" section: repair it
         return LineKind.DUPLICATE
-    if stripped.startswith("#") or stripped.lower() in {m.lower() for m in cfg.empty_markers}:
+    if contract_heading(line, sections) or stripped.lower() in {m.lower() for m in cfg.empty_markers}:
         return LineKind.UNJUDGED
     return LineKind.PLACEHOLDER if is_placeholder(line, placeholders) else LineKind.JUDGE
 
@@ -292,63 +323,47 @@ def drop_blank_ends(lines: list) -> list:
     return dropped
 
 
-@dataclass
-class DraftBuffer:
-    """Lines drafted in one call, valid only for the prefix they came from."""
+@dataclass(frozen=True)
+class Used:
+    """What a slot's lines use of its budget."""
 
-    prefix: tuple[str, ...] = ()  # accepted lines the next buffered line continues
-    lines: list[str] = field(default_factory=list)  # complete lines not yet proposed
-    exhausted: bool = False  # the drafter ended the slot after these lines
+    lines: int = 0  # non-blank lines
+    tokens: int = 0  # tokens, blank lines included (target tokens)
+    blanks: int = 0  # blank lines
 
-    def take(self, accepted: tuple[str, ...]) -> str | None:
-        """Next buffered line if ``accepted`` is still the buffer's prefix.
+    @classmethod
+    def of(cls, lines: Iterable[str], tokens: Callable[[str], int]) -> "Used":
+        """What ``lines`` use, ``tokens`` giving each line's target tokens (with its newline).
 
-        >>> b = DraftBuffer((), ["- a", "- b"])
-        >>> b.take(()), b.take(("- a",)), b.take(("- a",))
-        ('- a', '- b', None)
+        >>> Used.of(["- a", "", "- b"], len)
+        Used(lines=2, tokens=6, blanks=1)
         """
-        if accepted != self.prefix or not self.lines:
-            return None
-        line = self.lines.pop(0)
-        self.prefix = accepted + (line,)
-        return line
-
-    def done(self, accepted: tuple[str, ...]) -> bool:
-        """True if the drafter finished the slot exactly at ``accepted``."""
-        return self.exhausted and not self.lines and accepted == self.prefix
+        lines = list(lines)
+        blanks = sum(not x.strip() for x in lines)
+        return cls(len(lines) - blanks, sum(tokens(x) for x in lines), blanks)
 
 
-@dataclass
+@dataclass(frozen=True)
 class SlotBudget:
-    """Lines and tokens a slot has used against its limits."""
+    """A slot's limits."""
 
     max_lines: int  # non-blank lines allowed (lines)
     max_tokens: int  # tokens allowed, blank lines included (target tokens)
     max_blank: int = 4  # blank lines allowed (paragraph breaks; lines)
-    lines: int = 0  # non-blank lines used
-    tokens: int = 0  # tokens used
-    blanks: int = 0  # blank lines used
 
-    def check(self, line: str, tokens: int) -> StopReason | None:
-        """Which limit adding ``line`` (``tokens`` long) would break, if any.
+    def check(self, used: Used, line: str, tokens: int) -> StopReason | None:
+        """Which limit adding ``line`` (``tokens`` long) to what is ``used`` would break, if any.
 
         >>> b = SlotBudget(max_lines=1, max_tokens=10, max_blank=1)
-        >>> [x and x.value for x in (b.check("- a", 4), b.add("- a", 4), b.check("- b", 1), b.check("", 1),
-        ...                          b.check("", 7))]
-        [None, None, 'line_budget', None, 'token_budget']
-        >>> b.add("", 1), b.check("", 1).value
-        (None, 'blank_budget')
+        >>> [x and x.value for x in (b.check(Used(), "- a", 4), b.check(Used(1, 4), "- b", 1),
+        ...                          b.check(Used(1, 4), "", 1), b.check(Used(1, 4), "", 7),
+        ...                          b.check(Used(1, 5, 1), "", 1))]
+        [None, 'line_budget', None, 'token_budget', 'blank_budget']
         """
-        if line.strip() and self.lines + 1 > self.max_lines:
+        if line.strip() and used.lines + 1 > self.max_lines:
             return StopReason.LINE_BUDGET
-        if not line.strip() and self.blanks + 1 > self.max_blank:
+        if not line.strip() and used.blanks + 1 > self.max_blank:
             return StopReason.BLANK_BUDGET
-        if self.tokens + tokens > self.max_tokens:
+        if used.tokens + tokens > self.max_tokens:
             return StopReason.TOKEN_BUDGET
         return None
-
-    def add(self, line: str, tokens: int) -> None:
-        """Charge ``line`` to the budget."""
-        self.lines += 1 if line.strip() else 0
-        self.blanks += 0 if line.strip() else 1
-        self.tokens += tokens

@@ -299,8 +299,8 @@ def add_stats(into: CompactionStats, more: CompactionStats) -> None:
             mine = into.requests.setdefault(server, {}).setdefault(kind, type(c)())
             for f in ("requests", "prompt_tokens", "cached_tokens", "completion_tokens"):
                 setattr(mine, f, getattr(mine, f) + getattr(c, f))
-    for f in ("proposed_lines", "accepted_lines", "repaired_lines", "unjudged_lines",
-              "dropped_drafts", "carried_proposed", "carried_lines"):
+    for f in ("proposed_lines", "accepted_lines", "repaired_lines", "unjudged_lines", "carried_proposed",
+              "carried_lines"):
         setattr(into, f, getattr(into, f) + getattr(more, f))
     for f in ("agent_tokens", "agent_cached_tokens"):  # None: no block used the agent layout
         if getattr(more, f) is not None:

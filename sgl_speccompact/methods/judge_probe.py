@@ -67,8 +67,9 @@ class JudgeProbe:
 
 def first_line_verdict(target: Any, cfg: CompactConfig, messages: list[dict] | tuple = PROBE_MESSAGES,
                        line: str = PROBE_LINE, slot: str | None = None):
-    """The verdict ``cfg.judge`` gives ``line`` as the first line of ``slot`` (the first slot by default)
-    in a compaction of ``messages``: the engine's own prompt, one target request.  ``(verdict, meta)``.
+    """What ``cfg.judge`` answers about ``line`` as the first line of ``slot`` (the first slot by default)
+    in a compaction of ``messages``: the engine's own prompt, one target request.  A
+    :class:`~sgl_speccompact.core.judging.Judged`: ``verdicts[0]`` and the request's cost.
 
     Raises
     ------
@@ -100,8 +101,7 @@ def _first_line_verdict(target, cfg: CompactConfig, messages: list[dict], line: 
 
 def probe_label_mass(target: Any, cfg: CompactConfig) -> float:
     """The label mass (p+ + p-) of ``cfg.judge``'s verdict on the engine's own question; one request."""
-    v, _ = first_line_verdict(target, cfg)
-    return v.label_mass
+    return first_line_verdict(target, cfg).verdicts[0].label_mass
 
 
 def probe_judges(target: Any, cfg: CompactConfig) -> JudgeProbe:

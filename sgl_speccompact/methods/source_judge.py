@@ -20,10 +20,12 @@ The seed paper judges with Jev, a non-generative decision model; here the
 compaction's judge plays that role (the same :class:`~sgl_speccompact.core.judging.Judge`
 as SpecCompact's verification: the target's label probabilities, or
 sglang's ``/v1/decisions`` with ``config.judge="decisions"``), since the
-target is already served.  All entries of one compaction are one batch: on
-``SpecCompactEndpoint`` the sources every prompt shares (system turn,
-environment outputs, previous summary) are prefilled once, then ONE
-batched request judges every entry on that radix prefix.  Two forms::
+target is already served.  The entries are judged in batches of at most
+:data:`ENTRIES_PER_REQUEST`, in order: on ``SpecCompactEndpoint`` the
+sources every prompt shares (system turn, environment outputs, previous
+summary) are prefilled, then ONE batched request judges the batch's
+entries on that radix prefix.  Each entry's report carries its
+:class:`~sgl_speccompact.result.Verdict` as the judge gave it.  Two forms::
 
     stand-alone:   system | user[ record + previous summary | entry i + question ] | assistant -> label
     on the prefix: system | user[ compaction's shared prefix | entry i + question ] | assistant -> label
@@ -43,10 +45,9 @@ is excluded by instruction only).
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
-import sglang as sgl
 from pydantic import BaseModel, Field, computed_field
 
 from ..config import CompactConfig, make_config
@@ -54,24 +55,14 @@ from ..backends.endpoint import connect
 from ..backends.contract import Backend, ProgramBackend
 from ..history.messages import Turn, environment_outputs, parse_messages
 from ..core.judge import Verdict
-from ..core.judging import Decision
 from ..programs.judges import make_judge
-from ..programs.states import retire
+from ..programs.questions import EntryQuestions, Sources
 from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
 from ..core.ledger import TITLE as LEDGER_TITLE
-from ..core.judge_prompts import (SOURCE_JUDGE_SYSTEM, decision_source_claim, source_judge_context,
-                                  source_judge_question)
+from ..core.judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context
 from ..result import CompactionResult, StatsRecorder
 
-
-@dataclass(frozen=True)
-class Sources:
-    """What every judge prompt of one summary starts with."""
-
-    system: str | None  # the system turn; None: ``context`` is chat-templated and opens its own turns
-    context: str  # text before each entry's question, identical for every entry; ends inside a user turn
-    in_conversation: bool  # True: the compaction's shared prefix, whole conversation included
-    short: bool = False  # the criterion is in ``context``: each question is only the entry
+ENTRIES_PER_REQUEST = 32  # entries judged in one request at most: a long summary is judged in several
 
 
 @dataclass(frozen=True)
@@ -99,14 +90,41 @@ def sources(turns: tuple[Turn, ...], previous_summary: str | None, cfg: CompactC
 
 
 class EntryVerdict(BaseModel):
-    """The judge's answer about one entry."""
+    """One entry with what decided it: its verdict, or the stage that refused it before any judge.
+
+    ``kept``, ``score``, ``label_mass`` and ``unreliable`` are read from the
+    verdict (and serialized with it).
+    """
 
     text: str  # the entry, verbatim
     section: str  # heading it sits under
-    score: float  # r = p+/(p+ + p-): probability that the entry has a source
-    kept: bool  # score >= threshold, or the verdict was unreliable
-    label_mass: float | None = None  # p+ + p- of the verdict (probability)
-    unreliable: bool = False  # label_mass below config min_label_mass: kept unjudged, whatever the score
+    verdict: Verdict | None = None  # the judge's verdict on it (None: refused before any judge)
+    refused: str | None = None  # why it was deleted without a judge request (a stage before the judge)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def kept(self) -> bool:
+        """Kept: not refused, and its score reached the threshold or its verdict was unreliable (acts on nothing)."""
+        v = self.verdict
+        return self.refused is None and (v is None or v.accepted or not v.reliable)
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def score(self) -> float | None:
+        """r = p+/(p+ + p-): the probability that the entry has a source (None: not judged)."""
+        return self.verdict.score if self.verdict is not None else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def label_mass(self) -> float | None:
+        """p+ + p- of the verdict (None: not judged)."""
+        return self.verdict.label_mass if self.verdict is not None else None
+
+    @computed_field  # type: ignore[prop-decorator]
+    @property
+    def unreliable(self) -> bool:
+        """Its label mass was below config min_label_mass: kept unjudged, whatever the score."""
+        return self.verdict is not None and not self.verdict.reliable
 
 
 class SourceJudgeReport(BaseModel):
@@ -129,98 +147,25 @@ class SourceJudgeReport(BaseModel):
         return sum(e.unreliable for e in self.entries)
 
 
-# ---------------------------------------------------------------- programs
-
-
-def judge_turn(s, system: str | None, context: str, question: str, assistant_prefix: str) -> None:
-    """System turn, then sources + question as one user turn, then the opened answer.
-
-    ``system`` None: ``context`` is already chat-templated text that ends
-    inside a user turn (the agent layout's shared prefix).
-    """
-    if system is not None:
-        s += sgl.system(system)
-        s += sgl.user_begin()
-    s += context  # shared by every entry: keep it first
-    s += question
-    s += sgl.user_end()
-    s += sgl.assistant_begin()
-    s += assistant_prefix
-
-
-@sgl.function
-def source_judge_prompt(s, system, context, question, assistant_prefix):
-    """The judge prompt up to the label token; text only, sends no request."""
-    judge_turn(s, system, context, question, assistant_prefix)
-
-
-@dataclass
-class EntryQuestions:
-    """A summary's entries as one batch of judge questions (:class:`~sgl_speccompact.core.judging.Questions`)."""
-
-    entries: list[Entry]  # the entries asked about, in summary order
-    src: Sources  # what every program prompt starts with
-    target: Backend  # builds the program prompts with its chat template (sends nothing)
-    cfg: CompactConfig  # labels, threshold
-    has_previous: bool  # a previous summary is a source too
-    record: str  # the decision route's input: the environment record and previous summary, plain text
-    _prompts: list[str] | None = field(default=None, repr=False)  # built on first use
-
-    @property
-    def eta(self) -> float:
-        return self.cfg.source_judge_threshold
-
-    def __len__(self) -> int:
-        return len(self.entries)
-
-    def questions(self) -> list[str]:
-        """Each entry's question, as the program prompts end with it."""
-        pos, neg = self.cfg.positive_label, self.cfg.negative_label
-        return [source_judge_question(e.text, e.section, pos, neg, self.has_previous, self.src.in_conversation,
-                                      self.src.short) for e in self.entries]
-
-    def prompts(self) -> list[str]:
-        if self._prompts is None:
-            common = dict(system=self.src.system, context=self.src.context,
-                          assistant_prefix=self.target.assistant_prefix)
-            self._prompts = [_text(source_judge_prompt.run(question=q, backend=self.target, **common))
-                             for q in self.questions()]
-        return self._prompts
-
-    def shared(self) -> str | None:
-        first = self.prompts()[0]
-        return first[:first.rindex(self.questions()[0])]  # system turn and sources
-
-    def decision(self) -> Decision:
-        return Decision(self.record, tuple(decision_source_claim(e.section, e.text, self.has_previous)
-                                           for e in self.entries))
-
-
 def judge_entries(entries: list[Entry], src: Sources, *, target: Backend, cfg: CompactConfig,
                   has_previous: bool, recorder: StatsRecorder, record: str = "") -> list[Verdict]:
-    """Judge every entry with the config's judge; counts the requests in ``recorder`` (kind ``judge``).
+    """Judge every entry with the config's judge, :data:`ENTRIES_PER_REQUEST` at a time, in order; counts the
+    requests in ``recorder`` (kind ``judge``).
 
     On a backend whose ``judge_batch`` judges in one request
-    (``SpecCompactEndpoint``) this is one prefill of the shared sources and
-    ONE prefill-only ``/generate`` with all prompts.  Where it declines (a
+    (``SpecCompactEndpoint``) each batch is one prefill of the shared sources
+    and ONE prefill-only ``/generate`` with its prompts.  Where it declines (a
     plain ``RuntimeEndpoint``, a scripted test backend) each entry is one
     select, concurrently (two requests each on a plain ``RuntimeEndpoint``),
     after the same prefill of the shared sources (:class:`~sgl_speccompact.programs.judges.ProgramJudge`).
     """
-    if not entries:
-        return []
-    questions = EntryQuestions(entries, src, target, cfg, has_previous, record)
-    verdicts, meta = make_judge(target, cfg).judge(questions)
-    recorder.request("target", "judge", meta, n=int(meta.get("requests", 1)))
+    judge, verdicts = make_judge(target, cfg), []
+    for i in range(0, len(entries), ENTRIES_PER_REQUEST):
+        batch = entries[i:i + ENTRIES_PER_REQUEST]
+        judged = judge.judge(EntryQuestions(batch, src, target, cfg, has_previous, record))
+        recorder.request("target", "judge", judged.counts, n=judged.requests)
+        verdicts.extend(judged.verdicts)
     return verdicts
-
-
-def _text(state) -> str:
-    """A prompt-building run's text (it sends nothing), its state retired."""
-    try:
-        return state.text()
-    finally:
-        retire([state])
 
 
 # ---------------------------------------------------------------- entry points
@@ -284,14 +229,12 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Backend | Prog
     verdicts = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
                              recorder=recorder, record=record)
     recorder.verdicts(verdicts)
-    keep = [v.accepted or not v.reliable for v in verdicts]  # an unreliable verdict deletes nothing
     after = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
     report = SourceJudgeReport(
         threshold=cfg.source_judge_threshold, requests=after - before,
-        entries=[EntryVerdict(text=e.text, section=e.section, score=v.score, kept=k, label_mass=v.label_mass,
-                              unreliable=not v.reliable) for e, v, k in zip(entries, verdicts, keep)],
+        entries=[EntryVerdict(text=e.text, section=e.section, verdict=v) for e, v in zip(entries, verdicts)],
     )
-    return drop_entries(summary, entries, keep), report
+    return drop_entries(summary, entries, [e.kept for e in report.entries]), report
 
 
 def judged_entries(summary: str, cfg: CompactConfig) -> list[Entry]:

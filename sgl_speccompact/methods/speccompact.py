@@ -58,11 +58,8 @@ def shared_text(job: Job) -> tuple[str, int | None, str]:
 
 
 def run_slots(job: Job, ctx: SlotContext) -> list[SlotResult]:
-    """Run the slot program on the shared prefix; record the prefix for SJC to branch from.
-
-    Only a prefix the branches really shared is recorded (``shared_prefix``),
-    and only when ``source_judge_on_prefix`` asks SJC to use it.
-    """
+    """Run the slot program on the shared prefix; record the prefix for SJC to branch from
+    when ``source_judge_on_prefix`` asks SJC to use it."""
     cfg = job.cfg
     shared, agent_tokens, rubric = shared_text(job)
     state = speccompact.run(shared=shared, ctx=ctx, backend=job.target)
@@ -73,7 +70,7 @@ def run_slots(job: Job, ctx: SlotContext) -> list[SlotResult]:
     if err is not None:
         raise err if isinstance(err, SpecCompactError) else BackendError(f"SGLang request failed: {err}")
     job.recorder.agent_reuse(job.layout.name, agent_tokens)
-    if cfg.shared_prefix and cfg.source_judge_on_prefix:
+    if cfg.source_judge_on_prefix:
         # opened as fork_slots opens it: the agent layout's text carries its own chat turns
         system = None if job.layout.chat_prefix else SUMMARIZER_SYSTEM
         job.shared_prefix = SharedPrefix(system=system, user=shared, rubric=bool(rubric))

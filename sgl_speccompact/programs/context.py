@@ -18,7 +18,7 @@ from ..core.lines import placeholder_texts
 from ..result import StatsRecorder
 from ..schema import Slot
 
-Carried = Mapping[tuple[str, "str | None"], tuple[str, ...]]  # (slot, sub-section or None) -> previous summary's lines
+Carried = Mapping[str, tuple[str, ...]]  # slot name -> the previous summary's lines for it (core/carried.py)
 
 
 @dataclass(frozen=True)
@@ -27,11 +27,6 @@ class Proposers:
 
     carried: bool  # the previous summary's lines are proposed first, judged in bounded batches
     drafter: bool  # new lines come from the drafter, judged and repaired; else the target writes them
-
-    @property
-    def target_only(self) -> bool:
-        """The target alone writes every line of the slot (Target-self): its headings and separators too."""
-        return not (self.carried or self.drafter)
 
 
 TARGET_SELF = Proposers(carried=False, drafter=False)  # the target writes every line
@@ -59,7 +54,7 @@ class SlotContext:
     on_event: Callable[[dict], None] | None = None  # progress callback (called from slot threads)
     target: Any = None  # sglang backend of the target; None: the backend the program runs on
     chat_prefix: bool = False  # the shared text is chat-templated, ending inside a user turn (agent layout)
-    carried: Carried = field(default_factory=dict)  # lines each branch proposes from the previous summary (carried.py)
+    carried: Carried = field(default_factory=dict)  # lines each slot proposes from the previous summary (carried.py)
     proposers: Proposers = SPECCOMPACT  # the method: where the slots' lines come from
     judge: Judge | None = None  # turns questions into verdicts; None: the config's judge on ``target`` (judges.py)
     record: str = ""  # the plain-text context the decision judge's input starts with (judge "decisions")

@@ -41,6 +41,8 @@ import contextvars
 from contextlib import contextmanager
 from typing import Any, Callable, Iterable, Iterator
 
+from ..errors import SpecCompactError
+
 _HELD: list = []  # retired states whose worker thread has not exited yet
 _HELD_LOCK = threading.Lock()
 
@@ -117,11 +119,21 @@ def on_daemon_thread(fn: Callable[..., Any], *args: Any) -> Any:
 
 
 def run_concurrently(jobs: list[Callable[[], Any]], cancel: threading.Event) -> list:
-    """Run jobs on one daemon thread each; on the first failure set ``cancel`` and, once all end, raise it.
+    """Run jobs on one daemon thread each; on the first failure set ``cancel`` and, once all end, raise.
 
-    Returns the jobs' results in order.  The first failure in job order is
-    raised; the others' threads are waited for first, so no job outlives the
-    call.
+    Returns the jobs' results in order.  Every job is waited for, so no job
+    outlives the call; then the failures are raised together
+    (:func:`together`).
+
+    >>> from sgl_speccompact.errors import BackendError
+    >>> def fail(exc):
+    ...     raise exc
+    >>> try:
+    ...     run_concurrently([lambda: 1, lambda: fail(BackendError("a")), lambda: fail(BackendError("b"))],
+    ...                      threading.Event())
+    ... except BackendError as exc:
+    ...     print(exc, [str(e) for e in exc.others])
+    a ['b']
     """
     results: list[Any] = [None] * len(jobs)
     errors: list[BaseException | None] = [None] * len(jobs)
@@ -138,7 +150,24 @@ def run_concurrently(jobs: list[Callable[[], Any]], cancel: threading.Event) -> 
         t.start()
     for t in threads:
         t.join()
-    for exc in errors:
-        if exc is not None:
-            raise exc
+    failed = [exc for exc in errors if exc is not None]
+    if failed:
+        raise together(failed)
     return results
+
+
+def together(failed: list[BaseException]) -> BaseException:
+    """One error for the failures of one concurrent run: the first (in job order), carrying the others.
+
+    A :class:`~sgl_speccompact.errors.SpecCompactError` keeps its type (a
+    caller's ``except`` and the service's status still see it) and holds
+    the others in ``others``; every error gets a note naming each other one,
+    so a traceback shows them all.
+    """
+    first, rest = failed[0], tuple(failed[1:])
+    if rest:
+        if isinstance(first, SpecCompactError):
+            first.others = rest
+        for exc in rest:
+            first.add_note(f"also failed in the same run: {type(exc).__name__}: {exc}")
+    return first

@@ -8,11 +8,10 @@ Target side, one RadixAttention prefix::
 
 ``fork_slots`` appends the shared prefix and forks one branch per slot (the
 fork prefills the prefix once).  A branch only grows, so every later request
-of the slot reuses the cache.  On a branch: ``ask_verdict`` asks the judge
-question about a line on a copy (the judges, :mod:`~.judges`, read its text;
-``verify_line`` is the same question as a plain ``sgl.select`` for your own
-pipelines), ``repair_line`` lets the target write the next line (on a copy,
-so a cut-off line never enters the branch).
+of the slot reuses the cache.  On a branch, ``repair_line`` lets the target
+write the next line (on a copy, so a cut-off line never enters the branch);
+the judge's questions are asked on copies too (:mod:`~.questions`,
+:mod:`~.judges`).
 
 Drafter side: ``draft_slot`` is Figure 5's prompt followed by the slot's
 accepted lines and one ``gen`` of one line; ``draft`` runs it and reads the
@@ -31,12 +30,9 @@ from typing import Any
 import sglang as sgl
 
 from ..config import CompactConfig
-from ..backends.endpoint import LabelJudgement
 from ..errors import BackendError, SpecCompactError
-from ..core.judge import label_choices
 from ..core.lines import split_line
-from ..core.prompts import (SUMMARIZER_SYSTEM, carried_question, drafter_slot_request, target_slot_request,
-                            verify_question)
+from ..core.prompts import SUMMARIZER_SYSTEM, drafter_slot_request, target_slot_request
 from ..schema import Slot
 from .context import SlotContext, SlotRun
 from .states import retire, scratch
@@ -67,6 +63,17 @@ def repair_sampling(cfg: CompactConfig) -> dict:
     """
     out = {"max_tokens": cfg.max_new_tokens, "temperature": cfg.repair_temperature}
     return {**out, "stop": "\n"} if cfg.line_aware_stopping else out
+
+
+def write_sampling(cfg: CompactConfig, max_tokens: int, stop: str | None = None) -> dict:
+    """``gen`` arguments of the target writing a slot's lines (Target-self, Target-delta): up to
+    ``max_tokens`` (the slot's remaining tokens), at the target's temperature, stopping at ``stop``.
+
+    >>> write_sampling(CompactConfig(repair_temperature=0.3), 100, "\\n#")
+    {'max_tokens': 100, 'temperature': 0.3, 'stop': '\\n#'}
+    """
+    out = {"max_tokens": max_tokens, "temperature": cfg.repair_temperature}
+    return {**out, "stop": stop} if stop is not None else out
 
 
 # ---------------------------------------------------------------- programs
@@ -111,15 +118,9 @@ def prefill_drafter(ctx: SlotContext) -> None:
 
 
 def fork_slots(s, run: SlotRun, n: int | None = None) -> list:
-    """Append the shared prefix and fork one branch per slot; the fork prefills it once.
-
-    With ``shared_prefix`` off nothing is appended: each branch gets its own
-    prompt in :func:`open_slot`, and a fork of an empty state sends no request.
-    """
+    """Append the shared prefix and fork one branch per slot; the fork prefills it once."""
     ctx = run.ctx
     n = len(ctx.slots) if n is None else n
-    if not ctx.cfg.shared_prefix:
-        return list(s.fork(n).states)
     if not ctx.chat_prefix:  # the agent layout's prefix carries its own chat turns
         s += sgl.system(SUMMARIZER_SYSTEM)
         s += sgl.user_begin()
@@ -166,55 +167,12 @@ def result_of(s, name: str) -> tuple[Any, dict]:
 
 
 def open_slot(s, slot: Slot, run: SlotRun) -> None:
-    """Append the slot request and open the assistant turn the slot is written in.
-
-    Without a shared prefix the slot request comes first, then the shared text.
-    """
+    """Append the slot request and open the assistant turn the slot is written in."""
     ctx = run.ctx
-    if not ctx.cfg.shared_prefix and ctx.chat_prefix:  # the agent's turns cannot move behind the request
-        s += run.shared + target_slot_request(slot, ctx.has_previous)
-    elif not ctx.cfg.shared_prefix:
-        s += sgl.system(SUMMARIZER_SYSTEM)
-        s += sgl.user_begin()
-        s += target_slot_request(slot, ctx.has_previous) + "\n\n" + run.shared
-    else:
-        s += target_slot_request(slot, ctx.has_previous)
+    s += target_slot_request(slot, ctx.has_previous)
     s += sgl.user_end()
     s += sgl.assistant_begin()
     s += ctx.target_prefix
-
-
-def ask_verdict(v, slot: Slot, line: str, ctx: SlotContext, carried: bool = False) -> None:
-    """Close the slot's turn on ``v`` (a copy) and ask the judge question about ``line``
-    (``carried``: whether the previous summary's line still holds, its criterion first)."""
-    cfg = ctx.cfg
-    v += sgl.assistant_end()
-    if carried:
-        v += sgl.user(carried_question(slot, line, cfg.positive_label, cfg.negative_label))
-    else:
-        v += sgl.user(verify_question(slot, line, cfg.positive_label, cfg.negative_label, ctx.has_previous,
-                                      short=cfg.short_judge_suffix))
-    v += sgl.assistant_begin()
-    v += ctx.target_prefix
-
-
-def verify_line(s, slot: Slot, line: str, ctx: SlotContext, carried: bool = False) -> dict:
-    """Judge ``line`` on a copy of the branch with a plain ``sgl.select``; the branch is not changed
-    (``carried``: a previous summary's line, asked whether it still holds).
-
-    For a pipeline of your own: the engine's slots ask the same question
-    through their judge (:mod:`~.judges`).  The copy is a 1-way fork, which
-    sends no request of its own, so this costs one target request on
-    ``SpecCompactEndpoint``.  Returns the select's meta (its ``verdict``).
-    """
-    cfg = ctx.cfg
-    choices, n_positive = label_choices(cfg.positive_label, cfg.negative_label)
-    with scratch(s) as v:
-        ask_verdict(v, slot, line, ctx, carried)
-        v += sgl.select("verdict", choices=choices, choices_method=LabelJudgement(
-            cfg.eta, one_request=cfg.one_request_judging, n_positive=n_positive, min_label_mass=cfg.min_label_mass))
-        _, meta = result_of(v, "verdict")
-    return meta
 
 
 def repair_line(s, ctx: SlotContext) -> tuple[str, dict]:

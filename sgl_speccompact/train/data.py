@@ -56,7 +56,6 @@ from ..core.prompts import THINK_OFF, assemble, drafter_messages
 from ..programs.states import retire
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from .incremental import cut_point, pick_incremental, split_history
-from .section_starts import section_records
 from .output import SPLITS, DataSummary, Example, write_dataset  # noqa: F401 - SPLITS: public here too
 from .history_files import Trajectory, load_trajectories
 
@@ -136,7 +135,6 @@ def generate_dataset(
     histories_per_batch: int = 16,
     progress: Callable[[int, int], None] | None = None,
     incremental_fraction: float = 0.25,
-    section_starts: bool = False,
 ) -> Iterator[Example]:
     """Ask the target to write every slot of every history.
 
@@ -165,10 +163,6 @@ def generate_dataset(
     incremental_fraction : float
         Share of histories, in [0, 1], that also give one incremental
         example per slot (histories too short to cut give none).
-    section_starts : bool
-        Also yield one example per sub-section of a slot with sections, its
-        completion starting at the heading (:mod:`.section_starts`): the turns
-        sub-slot branches draft.
 
     Yields
     ------
@@ -190,8 +184,6 @@ def generate_dataset(
             record, truncated = _record(h, slot, prompt, state, incremental)
             split = "validation" if h.split_key in val else "train"
             yield Example(split, record, truncated)
-            for part in section_records(record, slot) if section_starts else ():
-                yield Example(split, part, truncated)
         done += len(batch)
         if progress:
             progress(done, len(histories))
@@ -269,9 +261,6 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--histories-per-batch", type=int, default=16, help="histories whose slots run concurrently")
     p.add_argument("--incremental-fraction", type=float, default=0.25,
                    help="share of histories that also give incremental examples (previous summary in the prompt)")
-    p.add_argument("--section-starts", action="store_true",
-                   help="also one example per sub-section (Progress: ### Done / ### In Progress / ### Blocked), "
-                        "starting at its heading: needed only for a drafter used with sub_slot_branches on")
     p.add_argument("--api-key", default=None, help="API key of the SGLang server, if it needs one")
     return p
 
@@ -318,7 +307,6 @@ def main(argv: list[str] | None = None, backend=None) -> DataSummary:
         histories, backend, val_fraction=args.val_fraction, seed=args.seed, max_tokens=args.max_tokens,
         think_off=think_off, histories_per_batch=args.histories_per_batch,
         progress=lambda d, t: _print_progress(d, t, start), incremental_fraction=args.incremental_fraction,
-        section_starts=args.section_starts,
     )
     summary = write_dataset(examples, args.out)
     summary.seconds, summary.skipped = time.monotonic() - start, skipped

@@ -78,13 +78,13 @@ def test_plain_endpoint_select_scores_choices_by_their_tokens():
     method = LabelJudgement(eta=0.7, n_positive=n)
     d = method(choices=choices, normalized_prompt_logprobs=[0] * len(choices), input_token_logprobs=entries,
                output_token_logprobs=[[]] * len(choices))
-    assert d.decision == "positive" and d.meta_info["verdict"]["score"] == pytest.approx(0.75)
+    assert d.decision == "positive" and d.meta_info["verdict"].score == pytest.approx(0.75)
     assert d.meta_info["requests"] == 2
     # called with the two label words alone: the same rule over the choices it was given (no caller's
     # frames are read to score more)
     bare = LabelJudgement(eta=0.7)(choices=["positive", "negative"], normalized_prompt_logprobs=[0, 0],
                                    input_token_logprobs=[entries[0], entries[n]], output_token_logprobs=[[], []])
-    assert bare.meta_info["verdict"]["score"] == pytest.approx(0.75) and bare.meta_info["requests"] == 2
+    assert bare.meta_info["verdict"].score == pytest.approx(0.75) and bare.meta_info["requests"] == 2
 
 
 def _free_port():
@@ -178,14 +178,14 @@ def judged(ep, one_request: bool):
 def test_one_request_and_plain_select_agree_where_the_old_rules_differed():
     ep = InProcessEndpoint(dist=lambda line: SPLIT, token_ids=False)
     (one, j1), (plain, j2) = judged(ep, True), judged(ep, False)
-    assert j1["score"] == pytest.approx(0.4 / 0.7) == pytest.approx(j2["score"])
-    assert one == plain == "negative" and not j1["accepted"] and not j2["accepted"]
+    assert j1.score == pytest.approx(0.4 / 0.7) == pytest.approx(j2.score)
+    assert one == plain == "negative" and not j1.accepted and not j2.accepted
     # the two bare label words, as a pipeline may pass them: the same verdict on both paths (the
     # old plain rule scored only the exact words and accepted)
     for one_request in (True, False):
         bare = ep.select(State(JUDGE_PROMPT), ["positive", "negative"], 0.0,
                          LabelJudgement(0.7, one_request=one_request))
-        assert bare.decision == "negative" and bare.meta_info["verdict"]["score"] == pytest.approx(j1["score"])
+        assert bare.decision == "negative" and bare.meta_info["verdict"].score == pytest.approx(j1.score)
     for b in ep.bodies:
         assert_server_accepts(b)
 
@@ -196,15 +196,15 @@ def test_plain_select_scores_every_variant_and_skips_multi_token_ones():
     (batch,) = [b for b in ep.bodies if isinstance(body_text(b), list)]
     assert [t[len(JUDGE_PROMPT):] for t in body_text(batch)] == label_choices("positive", "negative")[0]
     # "POSITIVE" is eight char tokens here: skipped, as the one-request judge skips it
-    assert judged(ep, False)[1]["p_pos"] == pytest.approx(0.4)
+    assert judged(ep, False)[1].p_pos == pytest.approx(0.4)
 
 
 def test_a_server_ignoring_token_ids_logprob_falls_back_to_top_k_or_fails():
     ep = InProcessEndpoint(dist=lambda line: {101: 0.6, 999: 0.3}, honours_ids=False, token_ids=False)
     decision_, j = judged(ep, True)
     # negative absent from the top-k: min(1 - 0.9, 0.3) = 0.1, so r = 0.6 / 0.7
-    assert tuple(j["substituted"]) == ("negative",)
-    assert j["score"] == pytest.approx(0.6 / 0.7) and decision_ == "positive"
+    assert tuple(j.substituted) == ("negative",)
+    assert j.score == pytest.approx(0.6 / 0.7) and decision_ == "positive"
     bare = InProcessEndpoint(dist=lambda line: SPLIT, honours_ids=False, top_k=False, token_ids=False)
     with pytest.raises(LabelLogprobError, match="token_ids_logprob"):
         judged(bare, True)

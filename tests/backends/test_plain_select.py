@@ -53,7 +53,7 @@ def test_sglang_select_fails_where_ours_answers(emulator_tokenizer_path):
     method = LabelJudgement(0.7, one_request=False, n_positive=n)
     decision, report = sim.run(lambda: ep.select(State(PROMPT), choices, 0.0, method))
     assert decision.decision == "positive"
-    assert decision.meta_info["verdict"]["accepted"]
+    assert decision.meta_info["verdict"].accepted
     # sglang's two requests (with prompts sent as ids, their new segments go to /tokenize first)
     assert [r.path for r in report["requests"] if r.path != "/tokenize"] == ["/generate", "/generate"]
     # the two bare labels: this endpoint scores every variant in the same two requests
@@ -108,12 +108,12 @@ def test_label_judgement_reads_the_variants_the_pipeline_passes():
     choices, n = label_choices("positive", "negative")
     ep = plain_endpoint(probs)
     full = RuntimeEndpoint.select(ep, State("Q? "), choices, 0.0, LabelJudgement(0.7, n_positive=n))
-    assert full.decision == "positive" and full.meta_info["verdict"]["score"] == pytest.approx(0.8)
+    assert full.decision == "positive" and full.meta_info["verdict"].score == pytest.approx(0.8)
     assert len(ep._generate_http_request.bodies) == 2  # sglang's prefill and one batch
     engine = judge_next_token({c: math.log(probs[c]) for c in choices if c in probs}, None,
                               LabelTokens(tuple(choices[:n]), tuple(choices[n:])), 0.7)
-    assert engine.score == pytest.approx(full.meta_info["verdict"]["score"])
+    assert engine.score == pytest.approx(full.meta_info["verdict"].score)
     ep = plain_endpoint(probs)
     bare = RuntimeEndpoint.select(ep, State("Q? "), ["positive", "negative"], 0.0, LabelJudgement(0.7))
-    assert bare.meta_info["verdict"]["score"] == pytest.approx(0.2 / 0.35)  # the two words alone
+    assert bare.meta_info["verdict"].score == pytest.approx(0.2 / 0.35)  # the two words alone
     assert len(ep._generate_http_request.bodies) == 2  # no request of its own

@@ -19,7 +19,7 @@ def test_variants_cover_every_registered_switch(bench):
     got = dict(bench.variants())
     on = [n for n in OPTIMIZATIONS if CompactConfig.model_fields[n].default]
     off = [n for n in OPTIMIZATIONS if n not in on]
-    assert off and on  # both kinds exist (source_judge_on_prefix and sub_slot_branches are off by default)
+    assert off and on  # both kinds exist (source_judge_on_prefix is off by default)
     none = dict.fromkeys(on, False)
     assert got["none"] == none and got[bench.ALL] == {}
     for n in on:
@@ -41,9 +41,9 @@ def test_a_switch_that_cannot_act_reuses_the_run_it_equals(bench):
         assert sjc["all + source_judge_on_prefix"]["changes"] == ["source_judge_on_prefix"]
     assert plan["none"]["same_as"] is None and plan[bench.ALL]["same_as"] is None
     # the same-decisions rule of the switch tests: prompt-changing flips are declared, not checked
-    assert plan["none"]["changes"] == ["shared_prefix", "short_judge_suffix"] and plan[bench.ALL]["changes"] == []
-    assert plan["all but pipelined_drafting"]["changes"] == []
-    assert plan["none"]["layouts"] == ["agent", "classic"] and plan["only shared_prefix"]["layouts"] == ["agent"]
+    assert plan["none"]["changes"] == ["short_judge_suffix"] and plan[bench.ALL]["changes"] == []
+    assert plan["all but line_aware_stopping"]["changes"] == []
+    assert plan["none"]["layouts"] == ["agent", "classic"] and plan["only line_aware_stopping"]["layouts"] == ["agent"]
 
 
 @pytest.fixture(scope="module")

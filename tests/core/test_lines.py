@@ -1,9 +1,9 @@
-"""Line checks, draft splitting, the draft buffer and budgets (pure)."""
+"""Line checks, draft splitting and budgets (pure)."""
 
 from sgl_speccompact.config import CompactConfig
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.config import make_config
-from sgl_speccompact.core.lines import DraftBuffer, LineKind, SlotBudget, classify_line, split_draft
+from sgl_speccompact.core.lines import LineKind, SlotBudget, Used, classify_line, split_draft
 from sgl_speccompact.core.prompts import assemble, section
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 
@@ -29,7 +29,7 @@ def test_bad_config_is_a_typed_error():
 def test_check_order_duplicate_before_length_before_bypass():
     long_heading = "#" + "x" * 500
     assert classify_line(long_heading, [], CFG) is LineKind.TOO_LONG  # length check comes first
-    assert classify_line("### Done", ["### Done"], CFG) is LineKind.DUPLICATE
+    assert classify_line("### Done", ["### Done"], CFG, sections=("Done",)) is LineKind.DUPLICATE
     assert classify_line("  - Fix  A.py ", ["- fix a.py"], CFG) is LineKind.DUPLICATE
     assert classify_line("(None)", [], CFG) is LineKind.UNJUDGED
     assert classify_line("   ", [], CFG) is LineKind.BLANK
@@ -42,23 +42,13 @@ def test_split_draft_drops_incomplete_tail_only_when_cut():
     assert split_draft("", finished=True) == ([], False)
 
 
-def test_buffer_reused_only_while_prefix_matches():
-    buf = DraftBuffer(("- x",), ["- a", "- b"], exhausted=True)
-    assert buf.take(()) is None  # drafted from another prefix
-    assert buf.take(("- x",)) == "- a"
-    assert buf.take(("- x", "- repaired")) is None  # a repair changed the prefix
-    assert buf.take(("- x", "- a")) == "- b"
-    assert buf.done(("- x", "- a", "- b")) and not buf.done(("- x",))
-
-
 def test_budget_counts_blank_lines_as_tokens_not_lines():
-    b = SlotBudget(max_lines=2, max_tokens=6)
-    b.add("- a", 2)
-    b.add("", 1)
-    assert b.lines == 1 and b.tokens == 3
-    assert b.check("- b", 3) is None
-    b.add("- b", 3)
-    assert b.check("- c", 0) == "line_budget" and b.check("", 1) == "token_budget"
+    b, tokens = SlotBudget(max_lines=2, max_tokens=6), {"- a": 2, "": 1, "- b": 3}
+    used = Used.of(["- a", ""], tokens.__getitem__)
+    assert (used.lines, used.tokens, used.blanks) == (1, 3, 1)
+    assert b.check(used, "- b", 3) is None
+    used = Used.of(["- a", "", "- b"], tokens.__getitem__)
+    assert b.check(used, "- c", 0) == "line_budget" and b.check(used, "", 1) == "token_budget"
 
 
 def test_assembly_in_schema_order_with_none_for_empty_slots():
@@ -72,7 +62,17 @@ def test_assembly_in_schema_order_with_none_for_empty_slots():
 def test_a_slot_heading_drafted_inside_a_slot_is_not_accepted():
     for line in ("## Next Steps", "  ## Goal", "# Summary"):
         assert classify_line(line, [], CFG) not in (LineKind.UNJUDGED, LineKind.JUDGE), line
-    assert classify_line("### Done", [], CFG) is LineKind.UNJUDGED  # sub-sections stay
+    assert classify_line("### Done", [], CFG, sections=("Done",)) is LineKind.UNJUDGED  # the contract's sub-sections stay
+
+
+def test_only_the_slot_contracts_own_headings_bypass_the_judge():
+    # before: any line opening with "#" was accepted without a judge call
+    progress = ("Done", "In Progress", "Blocked")
+    for line in ("### Deleted the prod database, all tests pass", "### Done", "#### Done", "### Notes"):
+        assert classify_line(line, [], CFG) is LineKind.JUDGE, line  # a slot without sections has none
+    assert classify_line("###  in progress", [], CFG, sections=progress) is LineKind.UNJUDGED
+    assert classify_line("### Deleted the prod database", [], CFG, sections=progress) is LineKind.JUDGE
+    assert classify_line("#### Done", [], CFG, sections=progress) is LineKind.JUDGE
 
 
 def test_a_looping_models_numbered_copies_are_duplicates():

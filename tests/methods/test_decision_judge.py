@@ -6,7 +6,7 @@ from __future__ import annotations
 import pytest
 from sglang.srt.entrypoints.openai.protocol import DecisionRequest
 
-from sgl_speccompact.backends.decision_judge import decision_body
+from sgl_speccompact.programs.judges import decision_body
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.core.judging import Decision
 from sgl_speccompact.emulator import ScriptedPolicy

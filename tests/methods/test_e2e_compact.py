@@ -119,7 +119,7 @@ def test_controlled_servers_write_no_label_lines(make_emulated_server):
     target_srv = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.5, seed=1), model_path="Qwen/Qwen3-8B")
     drafter_srv = make_emulated_server(ControlledAcceptancePolicy(p_accept=0.5, seed=2), model_path="Qwen/Qwen3-0.6B",
                                        lora_paths=["drafter"])
-    for cfg in ({}, {"shared_prefix": False}, {"judge": "decisions"}):
+    for cfg in ({}, {"short_judge_suffix": False}, {"judge": "decisions"}):
         res = compact(load_trajectory("mini_swe"), target=SpecCompactEndpoint(target_srv.url),
                       drafter=SpecCompactEndpoint(drafter_srv.url, lora_path="drafter"), config=cfg)
         assert res.stats.repaired_lines > 0, cfg  # rejections happened

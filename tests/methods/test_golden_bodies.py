@@ -7,9 +7,7 @@ fails here.  Slot branches run concurrently, so the bodies are compared as
 a sorted multiset, not in arrival order.  Token counting (``/tokenize``)
 shares a segment cache between the branches, so which branch asks for a
 text, and in which batch, depends on timing: those requests are compared as
-the set of texts counted, not one by one.  Pipelined drafting is off in the
-SpecCompact cases: a prefetched draft dropped before its request was sent
-is never sent, and whether it was sent is a matter of timing.  The Hermes
+the set of texts counted, not one by one.  The Hermes
 prompt's date rule reads today's date: it is pinned to the day the golden
 file was recorded (``RECORDED``), so the comparison does not depend on the day.
 
@@ -43,13 +41,10 @@ PREVIOUS = "## Goal\n- Fix the failing test in tests/test_app.py\n\n## Progress\
 CHUNKED = {"max_summary_tokens": 512, "monolithic_max_tokens": 512, "max_tokens_per_slot": 80,
            "target_context_tokens": 4000}  # small enough to cut tool_loop(8) into blocks
 
-SERIAL = {"pipelined_drafting": False}  # every draft request is the one the next line needs
-
 # name -> (method, messages, run_method keywords)
 CASES = {
-    "speccompact": ("speccompact", HISTORY, {"config": SERIAL}),
-    "speccompact_previous_focus": ("speccompact", HISTORY, {"previous_summary": PREVIOUS, "focus": "the test",
-                                                           "config": SERIAL}),
+    "speccompact": ("speccompact", HISTORY, {}),
+    "speccompact_previous_focus": ("speccompact", HISTORY, {"previous_summary": PREVIOUS, "focus": "the test"}),
     "target_self_previous": ("target_self", HISTORY, {"previous_summary": PREVIOUS}),
     "hermes_focus": ("hermes", HISTORY, {"focus": "the test", "previous_summary": PREVIOUS}),
     "openclaw": ("openclaw", HISTORY, {}),

@@ -353,12 +353,11 @@ def test_with_the_agent_layout_sjc_branches_from_the_agents_chat_prefix(emulator
     assert prompts[0].count("<|im_start|>assistant") == forked.count("<|im_start|>assistant") + 1
 
 
-@pytest.mark.parametrize("switch", ["source_judge_on_prefix", "shared_prefix"])
-def test_without_a_shared_prefix_or_with_the_switch_off_sjc_stands_alone(switch):
+def test_with_the_switch_off_sjc_stands_alone():
     target, drafter = backends()
     target.source_judge_fn = lambda entry, section: 0.9
     res = run_method("speccompact", MESSAGES, target=target, drafter=drafter, source_judge=True,
-                     config={**ON_PREFIX, switch: False})
+                     config={**ON_PREFIX, "source_judge_on_prefix": False})
     prompts = target.kinds("source_judge")
     assert prompts and all("<environment>" in p and "own commentary is not a source" not in p for p in prompts)
     assert res.source_judge["deleted"] == 0
@@ -383,3 +382,22 @@ def test_the_default_judge_prompt_holds_no_assistant_text(method):
                                   for p in prompts[False])
     # the on-prefix form shows the prose (excluded by instruction only): the trade-off it makes
     assert all(PROSE in p for p in prompts[True])
+
+
+def test_a_long_summary_is_judged_in_bounded_batches():
+    # before: every entry of the summary went in one request, bounded only by the summary's size
+    from sgl_speccompact.methods.source_judge import ENTRIES_PER_REQUEST
+    from tests.support.scripted import BatchJudgeBackend
+
+    n = 2 * ENTRIES_PER_REQUEST + 6
+    summary = "## Goal\n" + "\n".join(f"- entry {i}" for i in range(n))
+    target = BatchJudgeBackend(source_judge=lambda entry, section: 0.1 if entry.endswith("7") else 0.9)
+    filtered, report = source_judge(summary, MESSAGES, target=target)
+    batches = [texts for kind, texts in target.requests if kind == "verify_batch"]
+    assert [len(b) for b in batches] == [ENTRIES_PER_REQUEST, ENTRIES_PER_REQUEST, 6]
+    assert [e.text for e in report.entries] == [f"- entry {i}" for i in range(n)]  # in order, every one judged
+    gone = [e.text for e in report.entries if not e.kept]
+    assert gone == [f"- entry {i}" for i in range(n) if str(i).endswith("7")] and report.deleted == len(gone)
+    assert all(line not in filtered.split("\n") for line in gone)
+    assert report.requests == 2 * len(batches)  # each batch: its shared sources prefilled, then one request
+    assert all(e.verdict is not None and e.score == e.verdict.score for e in report.entries)

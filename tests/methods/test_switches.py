@@ -1,14 +1,13 @@
 """Ablation switches: every request-only optimization can be turned off alone
 and the summary is decided the same way, even by a judge that reads the whole
-prompt; the switches that change prompts or decisions are declared
-(``config.PROMPT_CHANGING``, ``config.DECISION_CHANGING``)."""
+prompt; the switches that change prompts are declared (``config.PROMPT_CHANGING``)."""
 
 import hashlib
 
 import pytest
 
 from sgl_speccompact.methods.speccompact import compact
-from sgl_speccompact.config import DECISION_CHANGING, OPTIMIZATIONS, PROMPT_CHANGING, CompactConfig
+from sgl_speccompact.config import OPTIMIZATIONS, PROMPT_CHANGING, CompactConfig
 from sgl_speccompact.methods.registry import run_method
 
 from tests.support.scripted import LINE_RE, ScriptedBackend
@@ -20,8 +19,7 @@ RECOMMENDED = {name: CompactConfig.model_fields[name].default for name in OPTIMI
 # The scripted target answers one_request_judging and send_token_ids the same either way; those two
 # are checked on the endpoint that serves both (test_one_request_and_plain_select_make_the_same_decisions,
 # tests/test_token_ids_sim.py::test_the_model_sees_the_same_tokens_and_decides_the_same)
-REQUEST_ONLY = sorted(set(OPTIMIZATIONS) - PROMPT_CHANGING - DECISION_CHANGING)
-ONE_BRANCH = {"sub_slot_branches": False}
+REQUEST_ONLY = sorted(set(OPTIMIZATIONS) - PROMPT_CHANGING)
 
 
 def decisions(res):
@@ -49,7 +47,7 @@ def test_registry_names_bool_fields_with_descriptions():
         field = CompactConfig.model_fields[name]
         assert field.annotation is bool and isinstance(field.default, bool), name
         assert text.strip() and "\n" not in text
-    assert (PROMPT_CHANGING | DECISION_CHANGING) <= set(OPTIMIZATIONS)
+    assert PROMPT_CHANGING <= set(OPTIMIZATIONS)
 
 
 @pytest.mark.parametrize("name", REQUEST_ONLY)
@@ -69,32 +67,20 @@ def test_each_declared_prompt_changing_switch_changes_a_prompt(name):
 
 
 def test_an_undeclared_prompt_change_is_caught(monkeypatch):
-    """Injected bug: pipelining off adds a word to the judge question (a request-only switch)."""
-    from sgl_speccompact.programs import steps as programs
+    """Injected bug: repairs without line-aware stopping add a word to the judge question (a request-only switch)."""
+    from sgl_speccompact.programs import questions
 
-    real = programs.verify_question
+    real = questions.verify_question
     base = run_reading({})
-    # patched for the flipped run only: as if turning pipelining off reworded the question
-    monkeypatch.setattr(programs, "verify_question", lambda *a, **kw: real(*a, **kw) + " Be strict.")
-    flipped = run_reading({"pipelined_drafting": False})
+    # patched for the flipped run only: as if turning line-aware stopping off reworded the question
+    monkeypatch.setattr(questions, "verify_question", lambda *a, **kw: real(*a, **kw) + " Be strict.")
+    flipped = run_reading({"line_aware_stopping": False})
     assert flipped[2] != base[2] and flipped[:2] != base[:2]  # what the flip test above would catch
-
-
-def test_shared_prefix_off_puts_each_slot_request_before_the_history():
-    target, drafter = backends()
-    compact(MESSAGES, target=target, drafter=drafter, config={"shared_prefix": False})
-    assert target.kinds("prefill") == []  # nothing is shared, so nothing is prefilled for all
-    texts = target.kinds("verify") + target.kinds("repair")
-    assert texts
-    for t in texts:
-        assert t.index("Slot request") < t.index("<conversation>")
-    firsts = {t[:t.index("<conversation>")] for t in texts}
-    assert len(firsts) > 1  # different slots start differently
 
 
 def test_the_drafter_drafts_one_line_per_call():
     target, drafter = backends()
-    res = compact(MESSAGES, target=target, drafter=drafter, config=ONE_BRANCH)
+    res = compact(MESSAGES, target=target, drafter=drafter)
     progress = [t for t in drafter.kinds("draft") if "Generate only the progress" in t]
     # one call per line; the last line arrives with the end of the answer
     assert len(progress) == len(DRAFTS["progress"])

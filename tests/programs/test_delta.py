@@ -117,3 +117,34 @@ def test_auto_picks_target_delta_where_most_of_the_summary_holds():
         assert got.predicted_s["target_delta"] < got.predicted_s["target_self"]
     assert choose(dep, 40_000, held=0.9).predicted_s["target_delta"] < choose(dep, 40_000, held=0.6).predicted_s[
         "target_delta"]
+
+
+def test_a_generation_that_skips_the_next_carried_heading_files_nothing_under_it():
+    # before: the generation opening with "### Blocked" ended the Done section, but its other lines stayed
+    # queued and were proposed after the carried "### In Progress": the blocked item landed there and
+    # "### Blocked" was lost
+    previous = "## Progress\n### Done\n- KEEP wrote /workspace/hello.py\n### In Progress\n- KEEP waiting on CI"
+
+    def skipping(text, sampling):  # the target goes straight to Blocked wherever it writes Progress
+        if slot_of(text) != "progress" or "### Blocked" in accepted_of(text):
+            return ""
+        return "### Blocked\n- x blocked item\n"
+
+    target = BatchJudgeBackend(judge=judge, complete=skipping)
+    res = run_method("target_delta", MESSAGES, target=target, previous_summary=previous)
+    assert [t for t, _ in lines(res, "progress")] == [
+        "### Done", "- KEEP wrote /workspace/hello.py", "### In Progress", "- KEEP waiting on CI",
+        "### Blocked", "- x blocked item"]
+
+
+def test_the_target_writes_at_the_configured_temperature():
+    # before: the target writer sent temperature 0 whatever the config said
+    seen = []
+
+    def complete(text, sampling):
+        seen.append(sampling.temperature)
+        return writer()(text, sampling)
+
+    target = BatchJudgeBackend(judge=judge, complete=complete)
+    run_method("target_self", MESSAGES, target=target, config={"repair_temperature": 0.5})
+    assert len(seen) >= 6 and set(seen) == {0.5}

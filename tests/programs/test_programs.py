@@ -159,3 +159,20 @@ def test_drafter_context_prefilled_once_and_shared_by_every_draft():
     drafts = drafter.kinds("draft")
     assert len(drafts) >= 6 and all(t.startswith(prefills[0]) for t in drafts)
     assert res.stats.requests["drafter"]["prefill"].requests == 1
+
+
+def test_a_drafted_heading_outside_the_slot_contract_is_judged_and_repaired():
+    # before: any line opening with "#" was accepted without a judge call, so this one went in as it stood
+    forged = "### Deleted the prod database, all tests pass"
+    drafts = {**DRAFTS, "goal": [forged, "- Create /workspace/hello.py"]}
+    target, drafter = backends(drafts=drafts, judge=lambda slot, line: 0.05 if "prod database" in line else 0.95,
+                               repair=lambda slot, acc: "- Create hello.py")
+    res = compact(MESSAGES, target=target, drafter=drafter)
+    judged = [LINE_RE.findall(t)[-1] for t in target.kinds("verify")]
+    assert forged in judged and "prod database" not in res.summary
+    goal = {s.name: s for s in res.slots}["goal"]
+    assert goal.lines[0].origin is LineOrigin.REPAIRED and goal.lines[0].rejected_draft == forged
+    # the slot contract's own sub-section headings still pass unjudged
+    assert "### Done" not in judged and "### In Progress" not in judged
+    progress = {s.name: s for s in res.slots}["progress"]
+    assert {l.text: l.origin for l in progress.lines}["### Done"] is LineOrigin.UNJUDGED

@@ -1,8 +1,7 @@
-"""The slot loop on sglang's real interpreter: pipelined drafting, sub-slot
-branches, and the repair path's edge cases."""
+"""The slot loop on sglang's real interpreter: a draft continues one prefix, and the repair path's
+edge cases."""
 
 import hashlib
-import threading
 
 import pytest
 
@@ -10,9 +9,8 @@ from sgl_speccompact.methods.speccompact import compact
 from sgl_speccompact.result import LineOrigin
 
 from tests.support.scripted import ScriptedBackend, accepted_of, slot_of
-from tests.support.programs import DRAFTS, MESSAGES, backends, drafter_from, judge_bad, repair_fixed
+from tests.support.programs import DRAFTS, MESSAGES, backends, judge_bad
 
-WAIT_S = 20  # a held verdict gives up after this long and fails the compaction
 
 
 def slot(res, name):
@@ -27,228 +25,45 @@ def decisions(res):
     return [(s.name, s.stop_reason, [(l.text, l.origin, l.rejected_draft) for l in s.lines]) for s in res.slots]
 
 
-# ---------------------------------------------------------------- pipelined drafting
-
-
-def ordering_backends(drafts, hold: bool):
-    """Target whose verdict on goal line j waits until the drafter was asked for line j+1."""
-    asked = {}  # (slot, last accepted line) -> Event set when a draft continuing it was requested
-    lock = threading.Lock()
-    seen = []  # (line, was the next draft requested before the verdict)
-
-    def event(key):
-        with lock:
-            return asked.setdefault(key, threading.Event())
-
-    inner = drafter_from(drafts)
-
-    def draft(slot_name, accepted, text):
-        if accepted:
-            event((slot_name, accepted[-1])).set()
-        return inner(slot_name, accepted, text)
-
-    def judge(slot_name, line):
-        if slot_name == "goal" and line != drafts["goal"][-1]:
-            ev = event((slot_name, line))
-            got = ev.wait(WAIT_S) if hold else ev.is_set()
-            seen.append((line, got))
-            if hold and not got:
-                raise TimeoutError(f"no draft after {line!r} was requested while it was judged")
-        return judge_bad(slot_name, line)
-
-    return ScriptedBackend(judge=judge, repair=repair_fixed), ScriptedBackend(draft=draft), seen
-
-
-def test_next_line_is_drafted_before_the_verdict_arrives():
-    drafts = {**DRAFTS, "goal": ["- a", "- b", "- c"]}
-    target, drafter, seen = ordering_backends(drafts, hold=True)
-    res = compact(MESSAGES, target=target, drafter=drafter)
-    assert seen == [("- a", True), ("- b", True)]
-    assert texts(res, "goal") == ["- a", "- b", "- c"]
-    assert res.stats.dropped_drafts == 0
-
-
-def test_without_pipelining_the_next_draft_waits_for_the_verdict():
-    drafts = {**DRAFTS, "goal": ["- a", "- b", "- c"]}
-    target, drafter, seen = ordering_backends(drafts, hold=False)
-    compact(MESSAGES, target=target, drafter=drafter, config={"pipelined_drafting": False})
-    assert seen == [("- a", False), ("- b", False)]
-
-
-def test_a_rejection_drops_the_speculative_draft():
-    drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c"]}
-    inner, drafted_past_bad = drafter_from(drafts), threading.Event()
-
-    def draft(slot_name, accepted, text):
-        if slot_name == "goal" and accepted and accepted[-1] == "- BAD b":
-            drafted_past_bad.set()
-        return inner(slot_name, accepted, text)
-
-    def judge(slot_name, line):
-        # the verdict on BAD b waits for the speculative draft, so the drop is not left to thread timing
-        if slot_name == "goal" and line == "- BAD b" and not drafted_past_bad.wait(WAIT_S):
-            raise TimeoutError("no draft after '- BAD b' was requested while it was judged")
-        return judge_bad(slot_name, line)
-
-    target = ScriptedBackend(judge=judge, repair=lambda s, acc: "- fixed\n")
-    drafter = ScriptedBackend(draft=draft)
-    res = compact(MESSAGES, target=target, drafter=drafter)
-    calls = [accepted_of(t) for t in drafter.kinds("draft") if "Generate only the goal" in t]
-    # the draft after BAD b was sent while BAD b was judged, then dropped; drafting resumed after the repair
-    assert ["- a", "- BAD b"] in calls and ["- a", "- fixed"] in calls
-    assert calls.index(["- a", "- BAD b"]) < calls.index(["- a", "- fixed"])
-    assert texts(res, "goal") == ["- a", "- fixed", "- c"]
-    assert res.stats.dropped_drafts == res.stats.requests["drafter"]["draft_dropped"].requests == 1
-    # every request the drafter received is counted once
-    assert len(drafter.kinds("draft")) == res.stats.requests["drafter"]["draft"].requests + 1
+# ---------------------------------------------------------------- a draft continues one prefix
 
 
 def digest(*parts) -> str:
     return hashlib.sha256("\x00".join(parts).encode()).hexdigest()[:8]
 
 
-def hashing_drafter(n_lines: int = 6, per_call=None):
-    """A drafter whose every line hashes the exact prefix it continues (the slot's lines so far).
+def line_after(slot_name: str, lines: list[str]) -> str:
+    """The line a hashing drafter writes after ``lines``: it hashes the exact prefix it continues.
 
-    A draft used after its prefix changed (a stale draft) therefore holds
-    lines no fresh draft would: a counting drafter, whose lines depend only on
-    their position, cannot tell them apart.  A hash divisible by 3 marks the
-    line BAD (the judge rejects it).
+    A line used after its prefix changed (a stale draft) therefore differs
+    from every line a fresh draft would write.  A hash divisible by 3 marks
+    the line BAD (the judge rejects it).
     """
-    def line_after(slot_name, lines):
-        h = digest(slot_name, *lines)
-        return f"- {h}" + (" BAD" if int(h, 16) % 3 == 0 else "")
+    h = digest(slot_name, *lines)
+    return f"- {h}" + (" BAD" if int(h, 16) % 3 == 0 else "")
 
+
+def hashing_drafter(n_lines: int = 6):
+    """A drafter that writes every remaining line of the slot at once (as one that ignores the stop does)."""
     def draft(slot_name, accepted, text):
         out = []
-        while len(accepted) + len(out) < n_lines and (per_call is None or len(out) < per_call):
+        while len(accepted) + len(out) < n_lines:
             out.append(line_after(slot_name, list(accepted) + out))
-        if len(accepted) + len(out) >= n_lines:
-            return "\n".join(out), "stop"
-        return "\n".join(out) + "\n- partial li", "length"
+        return "\n".join(out), "stop"
     return draft
 
 
-def pipelining_runs(per_call):
-    out = {}
-    for pipelined in (True, False):
-        target = ScriptedBackend(judge=judge_bad, repair=lambda s, acc: f"- fix {digest(s, *acc)}\n")
-        drafter = ScriptedBackend(draft=hashing_drafter(per_call=per_call))
-        res = compact(MESSAGES, target=target, drafter=drafter, config={"pipelined_drafting": pipelined})
-        out[pipelined] = (decisions(res), res.stats.dropped_drafts)
-    return out
-
-
-@pytest.mark.parametrize("per_call", [None, 2])
-def test_same_decisions_with_and_without_pipelining(per_call):
-    # test_a_stale_draft_is_caught injects a stale-draft bug and watches this comparison fail
-    out = pipelining_runs(per_call)
-    assert out[True][0] == out[False][0]
-    lines = [l for _, _, ls in out[True][0] for l in ls]
-    assert any(o is LineOrigin.REPAIRED for _, o, _ in lines)
-    assert out[True][1] > 0  # some drafts sent ahead were dropped: the case under test happened
-
-
-def test_a_stale_draft_is_caught(monkeypatch):
-    """Injected bug: a draft sent ahead is used whatever prefix it continues."""
-    from sgl_speccompact.programs.proposers import Drafter
-
-    def stale(self, branch, prefix):
-        pending, self.pending = self.pending, None
-        if pending is None:
-            return real(self, branch, prefix)
-        d = pending[1].result()
-        branch.ctx.recorder.request("drafter", "draft", d.meta)
-        return d
-
-    real = Drafter.next_draft
-    monkeypatch.setattr(Drafter, "next_draft", stale)
-    out = pipelining_runs(None)
-    assert out[True][0] != out[False][0]  # the hashing drafter exposes it
-    # a drafter whose lines depend only on their position would not
-    counted = {}
-    for pipelined in (True, False):
-        drafts = {**DRAFTS, "goal": ["- a", "- BAD b", "- c", "- d"]}
-        target, drafter = backends(drafts=drafts, repair=lambda s, acc: f"- fix {len(acc)}\n")
-        counted[pipelined] = decisions(compact(MESSAGES, target=target, drafter=drafter,
-                                               config={"pipelined_drafting": pipelined}))
-    assert counted[True] == counted[False]
-
-
-# ---------------------------------------------------------------- sub-slot branches
-
-
-PROGRESS = ["### Done", "- [x] created hello.py", "- [x] ran it", "", "### In Progress", "- [ ] verify output",
-            "", "### Blocked", "- (none)"]
-BRANCHES = {"sub_slot_branches": True}  # off by default until a real-model retention check
-
-
-def test_sub_slot_branches_assemble_in_order_like_one_branch():
-    drafts = {**DRAFTS, "progress": PROGRESS}
-    target, drafter = backends(drafts=drafts)
-    split = compact(MESSAGES, target=target, drafter=drafter, config=BRANCHES)
-    # three branches: each progress request's assistant turn opens with its own heading
-    firsts = {accepted_of(t)[0] for t in drafter.kinds("draft") if "Generate only the progress" in t
-              and accepted_of(t)}
-    assert firsts == {"### Done", "### In Progress", "### Blocked"}
-    target, drafter = backends(drafts=drafts)
-    whole = compact(MESSAGES, target=target, drafter=drafter, config={"sub_slot_branches": False})
-    assert texts(split, "progress") == texts(whole, "progress") == PROGRESS
-    assert split.summary == whole.summary
-    assert slot(split, "progress").tokens == slot(whole, "progress").tokens
-
-
-def progress_both_ways(lines, repair=repair_fixed, **config):
-    out = []
-    for on in (True, False):
-        target, drafter = backends(drafts={**DRAFTS, "progress": lines}, repair=repair)
-        res = compact(MESSAGES, target=target, drafter=drafter, config={"sub_slot_branches": on, **config})
-        out.append((texts(res, "progress"), slot(res, "progress").stop_reason, slot(res, "progress").tokens))
-    return out
-
-
-def test_sub_slot_branches_share_the_slot_budget_in_order():
-    # before, 12 lines were split 4/4/4 with each heading charged to its share: Done kept 3 of 8 items
-    eight = ["### Done"] + [f"- [x] task {i}" for i in range(8)] + ["", "### In Progress", "- [ ] now", "",
-                                                                  "### Blocked"]  # 12 lines
-    (split, why, tokens), whole = progress_both_ways(eight)
-    assert split.count("### Done") == 1 and sum(t.startswith("- [x]") for t in split) == 8
-    assert (split, why, tokens) == whole and split == eight
-
-
-def test_sub_slot_branches_stop_where_one_branch_would():
-    many = ["### Done"] + [f"- [x] task {i}" for i in range(10)] + ["", "### In Progress", "- [ ] now"]
-    (split, why, tokens), whole = progress_both_ways(many)
-    # 12 lines: the heading, ten tasks and the next heading; "- [ ] now" is the 13th
-    assert split == many[:13] and why == "line_budget"
-    assert (split, why, tokens) == whole
-    (split, why, _), whole = progress_both_ways(many, max_tokens_per_slot=30)
-    assert (split, why) == whole[:2] and why == "token_budget"
-
-
-def test_a_sub_section_that_stops_early_ends_the_slot_as_one_branch_would():
-    # Done's repair is cut off: one branch stops the slot there, so the later sub-sections go too
-    lines = ["### Done", "- [x] a", "- BAD b", "", "### In Progress", "- [ ] c"]
-    (split, why, tokens), whole = progress_both_ways(lines, repair=lambda s, acc: ("- a repair cut o", "length"))
-    assert split == ["### Done", "- [x] a"] and why == "repair_truncated"
-    assert (split, why, tokens) == whole
-
-
-def test_the_same_line_under_two_sub_sections_is_accepted_once():
-    twice = ["### Done", "- ran the tests", "", "### In Progress", "- ran the tests", "- [ ] fix the flake"]
-    # the drafter leaves Blocked empty: the target is asked, and says (none)
-    repair = lambda s, acc: "(none)\n" if acc == ["### Blocked"] else "- [ ] other work\n"
-    target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=repair)
-    res = compact(MESSAGES, target=target, drafter=drafter, config=BRANCHES)
-    lines = texts(res, "progress")
-    assert lines.count("- ran the tests") == 1
-    # the second copy went to repair, as with one branch
-    repaired = [l for l in slot(res, "progress").lines if l.origin is LineOrigin.REPAIRED]
-    assert [(l.text, l.rejected_draft) for l in repaired] == [("- [ ] other work", "- ran the tests"),
-                                                              ("(none)", None)]
-    target, drafter = backends(drafts={**DRAFTS, "progress": twice}, repair=lambda s, acc: "- [ ] other work\n")
-    whole = compact(MESSAGES, target=target, drafter=drafter)
-    assert texts(whole, "progress").count("- ran the tests") == 1
+def test_a_draft_is_used_only_while_it_continues_the_branch():
+    target = ScriptedBackend(judge=judge_bad, repair=lambda s, acc: f"- fix {digest(s, *acc)}\n")
+    res = compact(MESSAGES, target=target, drafter=IgnoresStop(draft=hashing_drafter()))
+    repaired = 0
+    for s in res.slots[:-1]:  # the six slots (the exact ledger comes last)
+        lines = [l.text for l in s.lines]
+        for i, line in enumerate(s.lines):
+            if line.origin is LineOrigin.DRAFTED:  # drafted for exactly the lines before it
+                assert line.text == line_after(s.name, lines[:i]), (s.name, i)
+            repaired += line.origin is LineOrigin.REPAIRED
+    assert repaired  # a repair changed a prefix that a draft's later lines continued: the case under test
 
 
 # ---------------------------------------------------------------- repair path

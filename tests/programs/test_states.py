@@ -166,3 +166,22 @@ def test_run_concurrently_sets_cancel_and_waits_for_every_job_before_raising():
     with pytest.raises(ValueError, match="first"):
         states.run_concurrently([fails, waits], cancel)
     assert cancel.is_set() and ended == [True]
+
+
+def test_concurrent_failures_are_raised_together():
+    # before: the first failure was raised and the others were dropped
+    from sgl_speccompact.errors import BackendTimeoutError, BackendUnavailableError
+
+    def fail(exc):
+        raise exc
+
+    down, slow = BackendUnavailableError("target down"), BackendTimeoutError("drafter slow")
+    cancel = threading.Event()
+    with pytest.raises(BackendUnavailableError) as got:  # the first keeps its type: callers' excepts still match
+        states.run_concurrently([lambda: "ok", lambda: fail(down), lambda: fail(slow)], cancel)
+    assert got.value is down and got.value.others == (slow,) and cancel.is_set()
+    assert any("drafter slow" in note for note in got.value.__notes__)
+    # one failure alone is raised as it was, carrying nothing
+    with pytest.raises(BackendTimeoutError) as one:
+        states.run_concurrently([lambda: fail(BackendTimeoutError("alone"))], threading.Event())
+    assert one.value.others == ()

@@ -92,7 +92,7 @@ def test_plain_select_reads_labels_after_an_assistant_colon(servers):
     state = _judge_program.run(prompt="Deploy canary cluster.", backend=RuntimeEndpoint(servers.target.url))
     decision = state.get_meta_info("verdict")
     assert state["verdict"] == "positive"
-    assert decision["verdict"]["score"] > 0.9
+    assert decision["verdict"].score > 0.9
 
 
 @function

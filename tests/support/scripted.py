@@ -16,6 +16,7 @@ from sglang.lang.chat_template import get_chat_template
 from sgl_speccompact.backends.contract import BackendDefaults
 from sgl_speccompact.backends.endpoint import LabelJudgement, decision
 from sgl_speccompact.core.judge import verdict
+from sgl_speccompact.core.judging import Judged
 
 SLOT_RE = re.compile(r"(?:Generate only the|write only the) (\w+) (?:slot|section)")
 LINE_RE = re.compile(r"<line>\n(.*)\n</line>", re.S)
@@ -165,4 +166,4 @@ class BatchJudgeBackend(ScriptedBackend):
         if self.before:
             self.before("verify_batch", slot_of(texts[0]) if SLOT_RE.search(texts[0]) else None)
         vs = [verdict(*labels(self.judged(text)[1]), eta) for text in texts]
-        return vs, {"prompt_tokens": sum(count_tokens(texts)), "cached_tokens": 0, "requests": 1}
+        return Judged(tuple(vs), requests=1, prompt_tokens=sum(count_tokens(texts)))

@@ -216,32 +216,3 @@ def test_incremental_examples_carry_the_summary_of_the_earlier_part(tmp_path):
     with pytest.raises(ConfigError):
         data.main([str(hist), "--target-url", "http://unused", "--out", str(tmp_path / "bad"),
                    "--incremental-fraction", "1.5"], backend=ScriptedTarget())
-
-
-PROGRESS_ANSWER = "### Done\n- [x] fixed add()\n\n### In Progress\n- [ ] run the tests\n\n### Blocked\n- (none)"
-
-
-class SectionedTarget(ScriptedTarget):
-    """Answers Progress with its three sub-sections, as OpenClaw's body format asks."""
-
-    def generate(self, s, sampling_params):
-        text, meta = super().generate(s, sampling_params)
-        return (PROGRESS_ANSWER, meta) if "Generate only the progress slot" in s.text_ else (text, meta)
-
-
-def test_section_starts_add_one_example_per_sub_section(tmp_path):
-    # sub-slot branches open the drafter's turn at "### In Progress": those starts must be in its data
-    _, plain, _ = _run(tmp_path / "plain", 2, backend=SectionedTarget())
-    _, splits, _ = _run(tmp_path / "starts", 2, "--section-starts", backend=SectionedTarget())
-    plain_records = plain["train"] + plain["validation"]
-    records = splits["train"] + splits["validation"]
-    extra = [r for r in records if "section" in r]
-    assert len(records) == len(plain_records) + len(extra) and len(extra) == 2 * 3
-    assert [r["section"] for r in extra[:3]] == ["Done", "In Progress", "Blocked"]
-    whole = {r["trajectory_id"]: r for r in records if r["slot"] == "progress" and "section" not in r}
-    for r in extra:
-        assert r["slot"] == "progress" and r["prompt"] == whole[r["trajectory_id"]]["prompt"]
-        content = r["completion"][0]["content"]
-        assert content.startswith(f"### {r['section']}\n") and content in PROGRESS_ANSWER
-        assert content.count("### ") == 1  # it ends where the branch ends: before the next heading
-    assert not [r for r in plain_records if "section" in r]  # off by default, like sub_slot_branches

@@ -28,8 +28,8 @@ SLOTS = tuple(s.name for s in OPENCLAW_SLOTS)
 GOAL = OPENCLAW_SLOTS[0]
 COSTS = {"target": CostModel.for_model("qwen3-8b"), "drafter": CostModel.for_model("qwen3-0.6b")}
 # switches that change only the layout or the request pattern: decisions must not move
-LAYOUT_ONLY = ("shared_prefix", "short_judge_suffix", "pipelined_drafting", "line_aware_stopping",
-               "one_request_judging", "sub_slot_branches", "source_judge_on_prefix", "send_token_ids")
+LAYOUT_ONLY = ("short_judge_suffix", "line_aware_stopping", "one_request_judging", "source_judge_on_prefix",
+               "send_token_ids")
 
 
 def turn(user: str, assistant: str = "") -> str:
@@ -112,8 +112,7 @@ def variants() -> list[tuple[str, dict]]:
 def test_every_layout_switch_makes_the_same_decisions(lines, sizes, emulator_tokenizer_path, deployment):
     """One small history, every switch that must not change decisions flipped alone, and all off together.
 
-    Progress is sized from the trajectories (seed 1 draws one that overflows the 12-line slot), so
-    sub-slot branches must keep what one branch keeps at the budget, too.
+    Progress is sized from the trajectories (seed 1 draws one that overflows the 12-line slot).
 
     The test tokenizer splits the ``\\n\\n`` after the empty think block into two tokens, so the
     plain two-request select (``one_request_judging`` off) runs into sglang's token-healing case.
@@ -195,7 +194,7 @@ def test_on_the_simulator_the_held_lines_are_carried_in_one_batched_request_per_
     carried = [ln.text for s in result.slots for ln in s.lines if ln.origin.value == "carried"]
     assert set(carried) <= set(now.held_lines)  # no stale line carried
     assert len(carried) >= 0.7 * len(now.held_lines)  # most held lines carried (the rest: the slots' token caps)
-    branches = len(SCHEMA) + sum(len(s.sections) - 1 for s in SCHEMA if s.sections)  # sub-slot branches
+    branches = len(SCHEMA)  # one branch per slot
     asked = result.stats.requests["target"]["verify_carried"].requests
     # per branch: one prefill of the part its questions share, then one batch, however many lines it carried
     assert 0 < asked <= 2 * branches
