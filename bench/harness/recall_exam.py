@@ -60,6 +60,16 @@ def from_cpu_report(report: dict) -> list[dict]:
             for r in report["runs"] if r.get("summary") and not r.get("sjc") and r["trajectory"] in histories]
 
 
+def from_summaries(golden: dict, cases: tuple[str, ...] = METHODS) -> list[dict]:
+    """The exam of a file of summaries in the golden file's shape (``{trajectory: {case: {"sections",
+    "ledger"}}}``, ``tests/methods/golden_summaries.json``): the whole-history cases, on each trajectory."""
+    from sgl_speccompact.history.formats import load_history
+
+    return [exam_row(case, name, load_history(runs.TRAJECTORY_DIR / name),
+                     golden[name][case]["sections"] + golden[name][case]["ledger"])
+            for case in cases for name in golden if case in golden[name]]
+
+
 def score_line(graded: dict) -> str:
     """``recall 9/10, artifacts 1/1, ...`` of one graded summary."""
     return ", ".join(f"{c} {graded[c]['answered']}/{graded[c]['probes']}" for c in CATEGORIES)
