@@ -58,7 +58,7 @@ from . import actions
 from ..result import (ACTION_KINDS, CHANGES, EXAMPLE, FILE_KINDS, IDENTIFIER_KINDS, KINDS,  # noqa: F401
                              LedgerEntry)
 from .identifiers import commands, extract
-from .memo import Memo
+from .memo import Memo, digest
 from .messages import Turn
 from .provenance import (CALL, PROMPT, RESULT, demonstration_spans, is_noise_value, message_sources, noise_lines,
                          without_spans)
@@ -66,7 +66,7 @@ from .provenance import (CALL, PROMPT, RESULT, demonstration_spans, is_noise_val
 MAX_VALUE_CHARS = 160  # an entry's value longer than this is cut at a space (chars)
 MAX_ARGS_CHARS = 80  # a `did` action's arguments are cut at a space to this (chars)
 SOURCE_ROLES = frozenset({"user", "tool"})  # roles whose whole text is a source of identifiers
-MEMO_MESSAGES = 16384  # messages the process-wide memo keeps the entries of (least recently used forgotten)
+MEMO_WEIGHT = 200_000  # the process-wide memo's bound: its messages plus their entries (about 100 MB at most)
 _FENCE = re.compile(r"```[^\n`]*\n(.*?)```", re.DOTALL)
 _TRACE = re.compile(r'File "([^"\n]{1,400}", line \d+)')  # a traceback frame's location, as written
 
@@ -79,9 +79,13 @@ class Found:
     by_call: tuple[tuple[str, tuple[int, ...]], ...] = ()  # call id -> positions its result completes
     last_action: tuple[int, ...] = ()  # positions the next message completes: the last text action's
     open_file: frozenset[int] = frozenset()  # positions whose file is the one their result shows open
+    outcome: tuple[str, str] = ("", "")  # a result's exit status and error (actions.outcome)
+    shown: str = ""  # the file a result shows an editor had open (actions.shown_file), cut
+    shown_cut: bool = False  # it was cut at MAX_VALUE_CHARS
 
 
-SHARED_MEMO = Memo(MEMO_MESSAGES)  # the process-wide memo compactions share (methods.pipeline passes it)
+# the process-wide memo compactions share (methods.pipeline passes it): a message weighs 1 + its entries
+SHARED_MEMO = Memo(MEMO_WEIGHT, weigh=lambda found: 1 + len(found.entries))
 
 
 # ---------------------------------------------------------------- one message
@@ -202,8 +206,12 @@ def _other(turn: Turn, source: str) -> Found:
     texts = [turn.content]
     if source == PROMPT:
         texts = without_spans(turn.content, demonstration_spans(turn.content))
-    failing = source == RESULT and any(actions.outcome(turn.content, MAX_VALUE_CHARS))
-    return Found(tuple(_identifiers(texts, set(), source, failing)))
+    if source != RESULT:
+        return Found(tuple(_identifiers(texts, set(), source)))
+    outcome = actions.outcome(turn.content, MAX_VALUE_CHARS)
+    shown, cut = actions.cut(actions.shown_file(turn.content), MAX_VALUE_CHARS)
+    return Found(tuple(_identifiers(texts, set(), source, any(outcome))), outcome=outcome, shown=shown,
+                 shown_cut=cut and bool(shown))
 
 
 def extract_commands(block: str) -> list[str]:
@@ -211,16 +219,16 @@ def extract_commands(block: str) -> list[str]:
     return [c.text for c in commands("```\n" + block + "```")]
 
 
-def _with_outcome(entry: LedgerEntry, result: str, open_file: bool) -> LedgerEntry:
+def _with_outcome(entry: LedgerEntry, result: Found, open_file: bool) -> LedgerEntry:
     """``entry`` with the exit status or error its result shows (and, for an editor that named no file,
     the file the result shows open); a failed side effect is not done."""
-    if open_file:
-        shown, cut = actions.cut(actions.shown_file(result), MAX_VALUE_CHARS)
-        if shown and entry.kind == "ran":  # a text action: the command stays, the file is where it acted
-            entry = replace(entry, at=shown)
-        elif shown:  # a tool: it edited that file
-            entry = LedgerEntry(entry.index, "edited", shown, via=entry.value, done=True, cut=cut, source=CALL)
-    status, error = actions.outcome(result, MAX_VALUE_CHARS)
+    if open_file and result.shown:
+        if entry.kind == "ran":  # a text action: the command stays, the file is where it acted
+            entry = replace(entry, at=result.shown)
+        else:  # a tool: it edited that file
+            entry = LedgerEntry(entry.index, "edited", result.shown, via=entry.value, done=True, cut=result.shown_cut,
+                                source=CALL)
+    status, error = result.outcome
     if entry.kind != "ran" and not error:
         return entry  # a file tool or an action: only an error result says anything about it
     entry = replace(entry, exit=status if entry.kind == "ran" else "", error=error)
@@ -228,13 +236,22 @@ def _with_outcome(entry: LedgerEntry, result: str, open_file: bool) -> LedgerEnt
 
 
 def _placed(found: Found, index: int) -> list[LedgerEntry]:
-    """``found``'s entries with their message index."""
-    return [e if e.index == index else replace(e, index=index) for e in found.entries]
+    """``found``'s entries with their message index (copied field by field: ``dataclasses.replace`` runs
+    ``__init__`` again, which costs more than extracting a short message)."""
+    out = []
+    for e in found.entries:
+        if e.index != index:
+            moved = object.__new__(LedgerEntry)
+            moved.__dict__.update(e.__dict__, index=index)
+            e = moved
+        out.append(e)
+    return out
 
 
 def _message_key(turn: Turn, source: str) -> tuple:
-    """What a message's entries depend on: its source, text and calls (ids included: results find them)."""
-    return (source, turn.content, tuple((c.id, c.name, c.arguments) for c in turn.tool_calls))
+    """What a message's entries depend on -- its source, text and calls (ids included: results find them) --
+    as a digest, so the memo never holds a message's text."""
+    return (source, digest(turn.content, *(s for c in turn.tool_calls for s in (c.id, c.name, c.arguments))))
 
 
 # ---------------------------------------------------------------- a history
@@ -288,8 +305,8 @@ def ledger_entries(turns: Sequence[Turn], indices: Sequence[int] | None = None,
             open_file.update(base + p for p in found.open_file)
             continue
         completes = waiting.pop(turn.tool_call_id, []) if turn.role == "tool" else text_actions
-        for p in completes:
-            out[p] = _with_outcome(out[p], turn.content, p in open_file)
+        for p in completes:  # a result (a tool message, or a text action's answer): its found has the outcome
+            out[p] = _with_outcome(out[p], found, p in open_file)
             open_file.discard(p)
         text_actions = []
         out += _placed(found, index)
