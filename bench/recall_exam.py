@@ -10,7 +10,8 @@ Every method compacts the whole history once on two SGLang-API emulators
 nothing about a method's quality); each summary is graded as returned (with
 the exact ledger) and without its ledger section (what the models wrote; no
 model sees the ledger, so the sections are the same with the ledger off).
-A probe is answered when the summary contains its answer verbatim.
+A probe is answered when the summary contains its answer verbatim, not inside
+a longer word.
 
 ``--summaries JSON`` grades a file of summaries in the golden file's shape
 (``tests/methods/golden_summaries.json``, whose summaries were written on the
@@ -63,7 +64,7 @@ def main(argv: list[str] | None = None) -> int:
     args = p.parse_args(argv)
     stamp = datetime.now(UTC).strftime("%Y%m%dT%H%M%SZ")
     conditions = {"cpu_count": os.cpu_count(), "load_average": os.getloadavg(), "python": platform.python_version(),
-                  "rule": "a probe is answered when the summary contains its answer verbatim",
+                  "rule": "a probe is answered when the summary contains its answer verbatim, not inside a longer word",
                   "without_ledger": "the same summary without its Exact Ledger section"}
     if args.summaries:
         conditions.update(label="SIMULATED (emulators: scripted model, echoed summaries)", source=args.summaries)

@@ -19,10 +19,12 @@ their results, the commands of text-action agents (the first line of each
 fenced block in an assistant message, answered by the message after it),
 exit statuses and tracebacks -- by the rules of this module, which reads no
 part of the package's ledger (its extraction, its ranking, its grammar).  A
-summary answers a probe when it contains the answer verbatim.  How an answer
-is written:
+summary answers a probe when it contains the answer verbatim, not inside a
+longer word (:func:`contains`: ``edit`` is not answered by ``edited``).  How
+an answer is written:
 
-* a command: its first line, at most :data:`MAX_COMMAND` characters;
+* a command: its first line, at most :data:`MAX_COMMAND` characters (cut at a
+  space);
 * a tool call that is no shell (for continuation and decisions): the file it
   names, else the tool's name;
 * a changed file (artifacts): its name, the last path component, since
@@ -152,12 +154,16 @@ def first_line(text: str) -> str:
 
 
 def command_answer(command: str) -> str:
-    """A command as an answer: its first line, at most :data:`MAX_COMMAND` characters.
+    """A command as an answer: its first line, at most :data:`MAX_COMMAND` characters, cut at a space
+    when longer (a word is never split).
 
-    >>> len(command_answer("x" * 300))
-    100
+    >>> command_answer("pytest " + "tests/test_a.py " * 10), len(command_answer("x" * 300))
+    ('pytest tests/test_a.py tests/test_a.py tests/test_a.py tests/test_a.py tests/test_a.py', 100)
     """
-    return command[:MAX_COMMAND]
+    if len(command) <= MAX_COMMAND:
+        return command
+    space = command.rfind(" ", 0, MAX_COMMAND + 1)
+    return command[:space].rstrip() if space > 0 else command[:MAX_COMMAND]
 
 
 def failed(result: str) -> bool:
@@ -295,8 +301,30 @@ def _strings(value) -> list[str]:
     return []
 
 
+def contains(summary: str, answer: str) -> bool:
+    """Whether ``summary`` holds ``answer`` verbatim with no letter, digit or ``_`` glued to either end.
+
+    >>> contains("via `edit` done", "edit"), contains("- m4 edited `a.py`", "edit"), contains("x/a.py:3", "a.py")
+    (True, False, True)
+    """
+    start = summary.find(answer)
+    while start >= 0:
+        end = start + len(answer)
+        before = summary[start - 1] if start else " "
+        after = summary[end] if end < len(summary) else " "
+        if not (_glued(before) and _glued(answer[0])) and not (_glued(after) and _glued(answer[-1])):
+            return True
+        start = summary.find(answer, start + 1)
+    return False
+
+
+def _glued(ch: str) -> bool:
+    return ch.isalnum() or ch == "_"
+
+
 def grade(probes_: list[Probe], summary: str) -> dict[str, dict]:
-    """Per category: probes, answered (the summary contains the answer), and the answers it lacks.
+    """Per category: probes, answered (the summary contains the answer: :func:`contains`), and the answers
+    it lacks.
 
     >>> g = grade([Probe("recall", "q", "a.py", 1), Probe("recall", "q", "b.py", 2)], "- read `a.py`")
     >>> g["recall"]["answered"], g["recall"]["probes"], g["recall"]["missed"]
@@ -305,6 +333,6 @@ def grade(probes_: list[Probe], summary: str) -> dict[str, dict]:
     out = {}
     for c in CATEGORIES:
         mine = [p for p in probes_ if p.category == c]
-        missed = [p.answer for p in mine if p.answer not in summary]
+        missed = [p.answer for p in mine if not contains(summary, p.answer)]
         out[c] = {"probes": len(mine), "answered": len(mine) - len(missed), "missed": missed}
     return out
