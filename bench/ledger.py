@@ -48,20 +48,22 @@ SESSION_SHARE = 0.95  # the memo's first compaction: this share of the 2 MB hist
 
 def memo_seconds(turns, repeats: int) -> dict:
     """CPU seconds of a session's next compaction's extraction with the per-message memo (module docstring, 2),
-    medians of ``repeats`` fresh memos; and what the memo looked up."""
+    medians of ``repeats`` fresh memos; and that compaction's look-ups found in the memo and computed."""
     from sgl_speccompact.history.ledger_entries import ledger_entries
     from sgl_speccompact.history.memo import Memo
 
     first = turns[:int(len(turns) * SESSION_SHARE)]
-    nexts, agains, memo = [], [], None
+    nexts, agains, looked = [], [], (0, 0)
     for _ in range(repeats):
         memo = Memo(len(turns) + 1)
         ledger_entries(first, memo=memo)
+        before = (memo.hits, memo.misses)
         nexts.append(cpu_seconds(lambda m=memo: ledger_entries(turns, memo=m), 1)[0])
+        looked = (memo.hits - before[0], memo.misses - before[1])  # the next compaction's look-ups
         agains.append(cpu_seconds(lambda m=memo: ledger_entries(turns, memo=m), 1)[0])
     return {"extract_next_cpu_s": round(sorted(nexts)[len(nexts) // 2], 4),
             "extract_again_cpu_s": round(sorted(agains)[len(agains) // 2], 4),
-            "memo_first_messages": len(first), "memo_hits": memo.hits, "memo_misses": memo.misses}
+            "memo_first_messages": len(first), "memo_hits": looked[0], "memo_misses": looked[1]}
 
 
 def measure(name: str, messages: list, budget: int, count, repeats: int, with_memo: bool = False) -> dict:
