@@ -116,7 +116,7 @@ def tier(entry: LedgerEntry) -> int:
         return 0
     if entry.kind in FILE_KINDS or (entry.kind == "error" and (entry.hit or not entry.source)):
         return 1
-    if entry.kind == EXAMPLE or entry.noise or is_noise_value(entry.kind, entry.value):
+    if entry.kind == EXAMPLE or entry.noise or (entry.source != CALL and is_noise_value(entry.kind, entry.value)):
         return 4
     return 2 if entry.source == CALL else 3
 

@@ -56,7 +56,7 @@ from typing import Iterable, Sequence
 
 from . import actions
 from ..result import (ACTION_KINDS, CHANGES, EXAMPLE, FILE_KINDS, IDENTIFIER_KINDS, KINDS,  # noqa: F401
-                             LedgerEntry)
+                      LedgerEntry)
 from .identifiers import commands, extract
 from .memo import Memo, digest
 from .messages import Turn
@@ -95,8 +95,9 @@ def _identifiers(texts: Iterable[str], skip: set[tuple[str, str]], source: str,
                  failing: bool = False) -> list[LedgerEntry]:
     """Identifier and error entries of ``texts`` (pieces of one message), without those in ``skip``.
 
-    A prompt's commands are examples; a result's identifiers seen only on its boilerplate lines, or
-    boilerplate by their value, are marked ``noise``; the errors of a ``failing`` result were ``hit``.
+    A prompt's commands are examples; an identifier a result or a prompt showed only on boilerplate
+    lines, or boilerplate by its value, is marked ``noise`` (never one the agent wrote itself); the errors
+    of a ``failing`` result were ``hit``.
     """
     out, seen = [], set(skip)
     for text in texts:
@@ -109,7 +110,7 @@ def _identifiers(texts: Iterable[str], skip: set[tuple[str, str]], source: str,
             if not value or (kind, value) in seen or (kind, ident.value) in seen:
                 continue
             seen.add((kind, value))
-            noise = is_noise_value(kind, ident.value) or (clean is not None and ident not in clean)
+            noise = source != CALL and (is_noise_value(kind, ident.value) or (clean is not None and ident not in clean))
             out.append(LedgerEntry(0, kind, value, at=located.get(ident.value, "") if kind == "error" else "",
                                    cut=cut, source=source, noise=noise, hit=failing and kind == "error"))
     return out
