@@ -5,7 +5,7 @@ Method (printed first, with the conditions):
 1. Per shared trajectory: the history is parsed and redacted as a compaction
    does it, then the ledger's entries are extracted
    (:func:`sgl_speccompact.history.ledger_entries.ledger_entries`) and merged,
-   ranked and fitted to ``max_ledger_tokens`` (:mod:`sgl_speccompact.core.ledger_budget`),
+   ranked and fitted to ``max_ledger_tokens`` with its read set (:mod:`sgl_speccompact.core.ledger_budget`),
    counted in the target's tokenizer.  CPU time in this process, median of
    ``--repeats`` runs (MEASURED (CPU); other processes' load does not count,
    but a shared machine's caches do).
@@ -70,6 +70,7 @@ def measure(name: str, messages: list, budget: int, count, repeats: int, with_me
     """Extraction and fitting of one history (CPU seconds, medians) and the ledger's size."""
     from sgl_speccompact.core.ledger_budget import fit, merge
     from sgl_speccompact.core.ledger import LedgerSection
+    from sgl_speccompact.core.read_set import lines, read_set
     from sgl_speccompact.history.ledger_entries import ledger_entries
     from sgl_speccompact.history.messages import parse_messages, render_history
     from sgl_speccompact.history.redaction import redact_turns
@@ -78,7 +79,8 @@ def measure(name: str, messages: list, budget: int, count, repeats: int, with_me
     redact_s, (turns, _) = cpu_seconds(lambda: redact_turns(turns), 1)
     extract_s, found = cpu_seconds(lambda: ledger_entries(turns), repeats)
     merged = merge([], found)
-    fit_s, out = cpu_seconds(lambda: fit(merged, LedgerSection(), budget, count), repeats)
+    read = lines(read_set(merged))  # the section's read set, as the pipeline fits it
+    fit_s, out = cpu_seconds(lambda: fit(merged, LedgerSection(), budget, count, read), repeats)
     chars = len(render_history(turns))
     memo = memo_seconds(turns, repeats) if with_memo else {}
     return {**memo, "trajectory": name, "messages": len(messages), "history_chars": chars, "entries_found": len(found),

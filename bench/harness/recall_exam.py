@@ -121,10 +121,10 @@ def method_table(table: list[dict]) -> str:
 
 
 def trajectory_table(rows: list[dict]) -> str:
-    """Per method and trajectory: answered / probes per category with the ledger (without it in brackets)."""
-    cols = ["method", "trajectory"] + list(CATEGORIES)
+    """Per trajectory and method: answered / probes per category with the ledger (without it in brackets)."""
+    cols = ["trajectory", "method"] + list(CATEGORIES)
 
     def cell(r: dict, c: str) -> str:
         w, wo = r["with_ledger"][c], r["without_ledger"][c]
         return "-" if not w["probes"] else f"{w['answered']}/{w['probes']} ({wo['answered']})"
-    return markdown_table(cols, [[r["method"], r["trajectory"]] + [cell(r, c) for c in CATEGORIES] for r in rows])
+    return markdown_table(cols, [[r["trajectory"], r["method"]] + [cell(r, c) for c in CATEGORIES] for r in rows])
