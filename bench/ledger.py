@@ -5,13 +5,19 @@ Method (printed first, with the conditions):
 1. Per shared trajectory: the history is parsed and redacted as a compaction
    does it, then the ledger's entries are extracted
    (:func:`sgl_speccompact.history.ledger_entries.ledger_entries`) and merged,
-   ranked and fitted to ``max_ledger_tokens`` (:mod:`sgl_speccompact.core.ledger_budget`),
+   ranked and fitted to ``max_ledger_tokens`` with its read set (:mod:`sgl_speccompact.core.ledger_budget`),
    counted in the target's tokenizer.  CPU time in this process, median of
    ``--repeats`` runs (MEASURED (CPU); other processes' load does not count,
    but a shared machine's caches do).
 2. The same on a 2 MB history (the shared trajectories repeated, each copy
    with identifiers of its own: :func:`bench.harness.ledger.big_history`):
-   extraction time and the budget holding.
+   extraction time and the budget holding; then a session's next compaction
+   with the per-message memo (:class:`sgl_speccompact.history.memo.Memo`),
+   compared in the same run with extraction without it: the memo is filled by
+   a compaction of the history's first ``SESSION_SHARE``, then the whole
+   history is extracted (``extract_next_cpu_s``: only the messages it has not
+   seen are scanned), and extracted again (``extract_again_cpu_s``: every
+   message seen).
 3. ``--session``: on two SGLang-API emulators (SIMULATED model: summaries
    echo history lines), every method compacts each trajectory as a session of
    five compactions, each on the messages since the one before and the last
@@ -37,12 +43,34 @@ from bench.harness import runs
 from bench.harness.ledger import big_history, cpu_seconds, token_counter
 
 SESSION_PARTS = 5  # compactions in a session replay
+SESSION_SHARE = 0.95  # the memo's first compaction: this share of the 2 MB history's messages
 
 
-def measure(name: str, messages: list, budget: int, count, repeats: int) -> dict:
+def memo_seconds(turns, repeats: int) -> dict:
+    """CPU seconds of a session's next compaction's extraction with the per-message memo (module docstring, 2),
+    medians of ``repeats`` fresh memos; and that compaction's look-ups found in the memo and computed."""
+    from sgl_speccompact.history.ledger_entries import ledger_entries
+    from sgl_speccompact.history.memo import Memo
+
+    first = turns[:int(len(turns) * SESSION_SHARE)]
+    nexts, agains, looked = [], [], (0, 0)
+    for _ in range(repeats):
+        memo = Memo(len(turns) + 1)
+        ledger_entries(first, memo=memo)
+        before = (memo.hits, memo.misses)
+        nexts.append(cpu_seconds(lambda m=memo: ledger_entries(turns, memo=m), 1)[0])
+        looked = (memo.hits - before[0], memo.misses - before[1])  # the next compaction's look-ups
+        agains.append(cpu_seconds(lambda m=memo: ledger_entries(turns, memo=m), 1)[0])
+    return {"extract_next_cpu_s": round(sorted(nexts)[len(nexts) // 2], 4),
+            "extract_again_cpu_s": round(sorted(agains)[len(agains) // 2], 4),
+            "memo_first_messages": len(first), "memo_hits": looked[0], "memo_misses": looked[1]}
+
+
+def measure(name: str, messages: list, budget: int, count, repeats: int, with_memo: bool = False) -> dict:
     """Extraction and fitting of one history (CPU seconds, medians) and the ledger's size."""
     from sgl_speccompact.core.ledger_budget import fit, merge
     from sgl_speccompact.core.ledger import LedgerSection
+    from sgl_speccompact.core.read_set import lines, read_set
     from sgl_speccompact.history.ledger_entries import ledger_entries
     from sgl_speccompact.history.messages import parse_messages, render_history
     from sgl_speccompact.history.redaction import redact_turns
@@ -53,9 +81,11 @@ def measure(name: str, messages: list, budget: int, count, repeats: int) -> dict
     redact_s, (turns, _) = cpu_seconds(lambda: (REDACTION_CACHE.clear(), redact_turns(turns))[1], 1)
     extract_s, found = cpu_seconds(lambda: ledger_entries(turns), repeats)
     merged = merge([], found)
-    fit_s, out = cpu_seconds(lambda: fit(merged, LedgerSection(), budget, count), repeats)
+    read = lines(read_set(merged))  # the section's read set, as the pipeline fits it
+    fit_s, out = cpu_seconds(lambda: fit(merged, LedgerSection(), budget, count, read), repeats)
     chars = len(render_history(turns))
-    return {"trajectory": name, "messages": len(messages), "history_chars": chars, "entries_found": len(found),
+    memo = memo_seconds(turns, repeats) if with_memo else {}
+    return {**memo, "trajectory": name, "messages": len(messages), "history_chars": chars, "entries_found": len(found),
             "entries_merged": len(merged), "shown": len(out.shown), "counted": sum(out.counted.values()),
             "ledger_tokens": out.tokens, "budget": budget, "budget_holds": out.tokens <= budget,
             "extract_cpu_s": round(extract_s, 4), "fit_cpu_s": round(fit_s, 4), "redact_cpu_s": round(redact_s, 4),
@@ -117,6 +147,8 @@ MEASURE_COLUMNS = [("trajectory", "trajectory"), ("messages", "messages"), ("his
                    ("entries_found", "entries found"), ("entries_merged", "merged"), ("shown", "shown"),
                    ("counted", "counted"), ("ledger_tokens", "ledger tokens"), ("budget_holds", "within budget"),
                    ("extract_cpu_s", "extract CPU s"), ("fit_cpu_s", "fit CPU s"), ("redact_cpu_s", "redact CPU s")]
+MEMO_COLUMNS = [("extract_next_cpu_s", "next compaction, memo, CPU s"),
+                ("extract_again_cpu_s", "same history again, memo, CPU s")]
 SESSION_COLUMNS = [("method", "method"), ("trajectory", "trajectory"), ("compactions", "compactions"),
                    ("first_identifiers", "first-part ids"), ("kept", "kept"),
                    ("kept_without_ledger", "kept w/o ledger"), ("ledger_invented", "ledger invented")]
@@ -146,14 +178,16 @@ def main(argv: list[str] | None = None) -> int:
                   "session": "SIMULATED (emulators, echoed summaries)" if args.session else None}
     print("Method: exact ledger extraction (history.ledger_entries) on the redacted history, then merge, rank "
           "and fit (core.ledger_budget) counted in the target tokenizer; CPU seconds, median of repeats; per shared "
-          f"trajectory and on a {args.big_chars / 1e6:g} MB history"
+          f"trajectory and on a {args.big_chars / 1e6:g} MB history, there also a session's next compaction with "
+          f"the per-message memo (filled by the first {SESSION_SHARE:.0%} of its messages) against none"
           + ("; then session replays of five compactions on the emulators" if args.session else ""))
     print("Conditions: " + ", ".join(f"{k}={v}" for k, v in conditions.items() if v is not None), flush=True)
     rows = [measure(t.name, t.messages, args.budget, count, args.repeats) for t in trajectories]
     print(table(rows, MEASURE_COLUMNS))
     big = big_history([t.messages for t in trajectories], args.big_chars)
-    big_row = measure(f"{args.big_chars / 1e6:g} MB history", big, args.budget, count, max(1, args.repeats // 2))
-    print(table([big_row], MEASURE_COLUMNS), flush=True)
+    big_row = measure(f"{args.big_chars / 1e6:g} MB history", big, args.budget, count, max(1, args.repeats // 2),
+                      with_memo=True)
+    print(table([big_row], MEASURE_COLUMNS + MEMO_COLUMNS), flush=True)
     sessions = run_sessions(trajectories, args.methods.split(","), tokenizer) if args.session else []
     if sessions:
         print(table(sessions, SESSION_COLUMNS))

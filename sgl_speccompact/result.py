@@ -208,7 +208,7 @@ class CompactionResult(BaseModel):
     truncated: bool = False  # an incomplete summary: cut by its cap, sections missing, or a repair cut off
     chunks: int = 1  # blocks the history was compacted in, each on the last one's summary (chunking.py)
     pruning: dict | None = None  # tool-output pruning (prune_tool_outputs): messages_pruned, chars_saved, tokens_saved
-    ledger: dict | None = None  # the exact ledger (config ledger): entries shown, carried, counted per kind, tokens, budget
+    ledger: LedgerReport | None = None  # the exact ledger (config ledger): entries shown, read set, counted per kind
 
     def to_json_dict(self) -> dict:
         """JSON-ready dict including the derived acceptance rate and cache ratio."""
@@ -297,3 +297,85 @@ class StatsRecorder:
         """Add wall time to a phase."""
         with self._lock:
             self.stats.wall_time_s[phase] = self.stats.wall_time_s.get(phase, 0.0) + seconds
+
+
+# ---------------------------------------------------------------- the exact ledger's records
+# The vocabulary of the exact ledger (docs/concepts/ledger.md), shared by every layer: the history
+# extracts LedgerEntry values (history/ledger_entries.py), the core writes, reads back, ranks and fits
+# them (core/ledger.py, core/ledger_budget.py) and derives the read set (core/read_set.py), and every
+# result carries a LedgerReport (CompactionResult.ledger) that clients read as data.
+
+FILE_KINDS = ("read", "wrote", "edited", "deleted", "touched")  # what a tool did to a file
+CHANGES = frozenset({"wrote", "edited", "deleted"})  # file kinds that are side effects
+IDENTIFIER_KINDS = ("url", "path", "hash", "id", "number", "command")  # identifier kinds listed as they are
+EXAMPLE = "example"  # a command a prompt shows: not one the session ran
+ACTIONS = ("ran", "did", "called")  # a command run, an action that changes the world, any other tool call
+ACTION_KINDS = frozenset(FILE_KINDS + ACTIONS)  # what the agent did itself, with its outcome
+KINDS = FILE_KINDS + ACTIONS + ("error",) + IDENTIFIER_KINDS + (EXAMPLE,)  # every entry kind, the vocabulary
+
+
+@dataclass(frozen=True)
+class LedgerEntry:
+    """One fact of the ledger: a kind and the exact strings that show it."""
+
+    index: int  # the message it came from: its index in the compaction's messages
+    kind: str  # one of KINDS
+    value: str  # the exact string (a path, a command line, a tool name, an identifier): one line
+    via: str = ""  # the tool call that touched a file (its name)
+    args: str = ""  # a ``did`` or ``called`` call's arguments, as sent (cut at a space)
+    at: str = ""  # an error's location as written (``/r/a.py", line 3``); the file an editor command edited
+    exit: str = ""  # the exit status its result shows, as written ("" when none)
+    error: str = ""  # the error its result shows (a name, or the result's first line)
+    done: bool = False  # a side effect that did not fail: not to be repeated
+    cut: bool = False  # ``value`` or ``args`` was cut at MAX_VALUE_CHARS
+    refs: int = field(default=1, compare=False)  # messages that named it (superseding adds them up)
+    carried: bool = field(default=False, compare=False)  # read back from the previous summary's ledger
+    source: str = field(default="", compare=False)  # call | result | prompt (history/provenance.py); "" read back
+    noise: bool = field(default=False, compare=False)  # boilerplate: a namespace, a dump or listing line
+    hit: bool = field(default=False, compare=False)  # an error named by a result that shows a failure
+
+    @property
+    def failed(self) -> bool:
+        """Its result shows a failure: a non-zero exit status, or an error."""
+        return self.exit not in ("", "0") or bool(self.error)
+
+    @property
+    def key(self) -> tuple:
+        """What a later entry with the same key supersedes: a file's reads or changes, the same command
+        run again, the same action, error or identifier named again."""
+        if self.kind in FILE_KINDS:
+            return ("file", self.kind in CHANGES, self.value)
+        if self.kind in ("did", "called"):
+            return (self.kind, self.value, self.args)
+        if self.kind == "error":
+            return ("error", self.value, self.at)
+        return (self.kind, self.value)
+
+    def strings(self) -> tuple[str, ...]:
+        """The exact strings it shows (each one a substring of its message)."""
+        return tuple(s for s in (self.value, self.via, self.args, self.at, self.exit, self.error) if s)
+
+
+class ReadFile(BaseModel):
+    """One file of the read set: when the agent last read it, and whether it changed after."""
+
+    path: str  # the file as the history wrote it (its last read's form, else its first change's)
+    last_read: int | None = None  # the message of its last read (None: changed, never read)
+    changed_after: bool = False  # changed after that read (an edit, a write, a command that writes it)
+    changed_at: int | None = None  # the message of its last change after the read (None: unchanged since)
+
+
+class LedgerReport(BaseModel):
+    """The exact ledger of one compaction, as data (``CompactionResult.ledger``)."""
+
+    entries: list[LedgerEntry] = Field(default_factory=list)  # the entries the section shows, in its order
+    read_set: list[ReadFile] = Field(default_factory=list)  # every file read or changed, oldest first
+    counted: dict[str, int] = Field(default_factory=dict)  # kind -> entries the budget left out (count lines)
+    carried: int = 0  # of the entries shown, those read back from the previous summary's ledger
+    found: int = 0  # entries this history yielded
+    merged: int = 0  # entries after merging them with the previous ledger's
+    tokens: int = 0  # the section's length in target tokens (0: no section)
+    budget: int = 0  # the room it had: min(max_ledger_tokens, what the sections left of the summary budget)
+
+
+CompactionResult.model_rebuild()  # its ledger field names LedgerReport, defined above

@@ -86,8 +86,7 @@ def evaluate_trajectory(messages: list[dict], settings: EvalSettings, *,
                    "summary_tokens": res.summary_tokens}
             if "recall" in on:
                 row["recall"] = summary_retention(messages, res.summary, slot_texts(res))
-                row["ledger"] = {**(res.ledger or {}), "share": (res.ledger or {}).get("tokens", 0) / max(
-                    res.summary_tokens, 1)}
+                row["ledger"] = ledger_row(res)
             if flag:
                 row["sjc_report"] = sjc_report(res.source_judge, history_ids, history)
             if "adequacy" in on:
@@ -199,3 +198,13 @@ def aggregate(rows: list[dict]) -> dict[str, dict]:
             "sjc_kept_with_invented": sum(s["kept_with_invented"] for s in sj) if sj else None,
         }
     return out
+
+
+def ledger_row(res) -> dict:
+    """A result's ledger report as a row: its counts (entries and read-set files counted, not listed) and its
+    share of the summary's tokens."""
+    led = res.ledger
+    if led is None:
+        return {"share": 0.0}
+    return {**led.model_dump(mode="json", exclude={"entries", "read_set"}), "entries": len(led.entries),
+            "read_set": len(led.read_set), "share": led.tokens / max(res.summary_tokens, 1)}

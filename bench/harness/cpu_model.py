@@ -262,8 +262,8 @@ def run_row(run) -> dict:
         "sjc_deleted": (res.source_judge or {}).get("deleted"),
         "recall": kept["recall"], "invented": kept["invented_count"], "source_identifiers": kept["source_identifiers"],
         "recall_without_ledger": bare["recall"], "invented_without_ledger": bare["invented_count"],
-        "ledger_tokens": (res.ledger or {}).get("tokens", 0), "ledger_invented": ledger.get("invented_count", 0),
-        "ledger_share": round((res.ledger or {}).get("tokens", 0) / max(res.summary_tokens, 1), 3),
+        "ledger_tokens": res.ledger.tokens if res.ledger else 0, "ledger_invented": ledger.get("invented_count", 0),
+        "ledger_share": round((res.ledger.tokens if res.ledger else 0) / max(res.summary_tokens, 1), 3),
         "stop_reasons": {s.name: s.stop_reason for s in res.slots},
         "summary": res.summary,
     })

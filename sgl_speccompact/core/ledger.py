@@ -9,6 +9,8 @@ The section comes last in a summary, under a fixed heading::
     - m3 error `KeyError` at `/repo/src/app.py", line 12`
     - m4 x2 id `HAT136`
     - +14 more paths under `src/marshmallow`
+    Read set: last read of each file, and whether it changed since.
+    - `src/app.py` read m1, changed m2
 
 An entry line is ``- m<message>[ x<refs>] <kind> <value>`` and then, in
 this order, ``via <tool>``, ``with <arguments>``, ``at <location>``,
@@ -18,10 +20,13 @@ as data, as the prompts quote untrusted text: a code span whose fence is one
 backtick longer than any run inside it, on one line, so no value can end its
 quote, start a line, or forge a heading or an entry.  A count line
 ``- +<n> more <what>[ under <prefix>]`` stands for entries the budget left
-out (:mod:`~.ledger_budget`).
+out (:mod:`~.ledger_budget`).  The read set (:mod:`~.read_set`) follows,
+after its label: ``- <path> read m<N>, unchanged since``, ``- <path> read
+m<N>, changed m<M>`` or ``- <path> changed m<M>, not read``.
 
 :func:`split_ledger` reads the section back from a previous summary: lines
-that follow the grammar become entries again (``carried``), anything else in
+that follow the grammar become entries, counts and read-set files again
+(entries marked ``carried``), anything else in
 the section is dropped, and the rest of the summary is returned without it,
 so no model sees, judges or rewrites a ledger line.
 """
@@ -33,6 +38,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 
 from ..history.ledger_entries import KINDS, LedgerEntry
+from ..result import ReadFile
 from .lines import split_breaks
 
 TITLE = "Exact Ledger"  # the section's title; its heading is "## " + TITLE
@@ -41,14 +47,17 @@ NOTE = "Copied verbatim from the history, no model: mN = message N; done = alrea
 CUT_MARK = "\u2026"  # after a value that was cut
 # kind -> what its count line calls the entries it stands for
 COUNT_LABELS = {"read": "files read", "wrote": "files written", "edited": "files edited", "deleted": "files deleted",
-                "touched": "files touched", "ran": "commands run", "did": "actions done", "error": "errors",
+                "touched": "files touched", "ran": "commands run", "did": "actions done", "called": "calls made",
+                "error": "errors",
                 "url": "urls", "path": "paths", "hash": "hashes", "id": "ids", "number": "numbers",
-                "command": "commands"}
+                "command": "commands", "example": "examples"}
 LABEL_KINDS = {label: kind for kind, label in COUNT_LABELS.items()}
 PATH_KINDS = frozenset({"read", "wrote", "edited", "deleted", "touched", "path"})  # counted under a folder
 FIELDS = ("via", "with", "at", "exit", "error")  # words that introduce a quoted field, in line order
 _ENTRY = re.compile(r"- m(\d{1,9})(?: x(\d{1,9}))? ([a-z]+) ")
 _COUNT = re.compile(r"- \+(\d{1,9}) more ([a-z ]+?)(?: under (`.*))?$")
+READ_SET_LABEL = "Read set: last read of each file, and whether it changed since."  # the line before its files
+_READ_TAIL = re.compile(r" (?:read m(\d{1,9}), (?:unchanged since|changed m(\d{1,9}))|changed m(\d{1,9}), not read)")
 
 
 @dataclass(frozen=True)
@@ -58,6 +67,7 @@ class LedgerSection:
     entries: tuple[LedgerEntry, ...] = ()  # its entry lines, in order, marked carried
     counts: dict[str, int] = field(default_factory=dict)  # kind -> entries its count lines stand for
     prefixes: dict[str, str] = field(default_factory=dict)  # kind -> the folder its count line names
+    read_set: tuple[ReadFile, ...] = ()  # its read-set lines (core/read_set.py), in order
 
 
 # ---------------------------------------------------------------- quoting
@@ -171,6 +181,43 @@ def parse(line: str) -> LedgerEntry | None:
                        done=done, cut=cut, refs=int(m.group(2) or 1), carried=True)
 
 
+def render_read(f: ReadFile) -> str:
+    """A read-set line: one file, its last read and whether it changed after.
+
+    >>> render_read(ReadFile(path="a.py", last_read=3)), render_read(ReadFile(path="b.py", changed_after=True,
+    ...                                                                       changed_at=5))
+    ('- `a.py` read m3, unchanged since', '- `b.py` changed m5, not read')
+    """
+    changed = f"m{f.changed_at}" if f.changed_at is not None else "m?"
+    if f.last_read is None:
+        return f"- {quote(f.path)} changed {changed}, not read"
+    return f"- {quote(f.path)} read m{f.last_read}, " + (f"changed {changed}" if f.changed_after else "unchanged since")
+
+
+def parse_read(line: str) -> ReadFile | None:
+    """The file a read-set line shows; None for any other line (an entry, a count line, the label).
+
+    >>> parse_read("- `a.py` read m3, unchanged since"), parse_read("- m3 read `a.py`")
+    (ReadFile(path='a.py', last_read=3, changed_after=False, changed_at=None), None)
+    >>> parse_read("- `b.py` read m2, changed m5").changed_at, parse_read("- `c` changed m1, not read").last_read
+    (5, None)
+    """
+    if not line.startswith("- `"):
+        return None
+    got = unquote(line, 2)
+    if got is None:
+        return None
+    path, end = got
+    m = _READ_TAIL.fullmatch(line, end)
+    if m is None or not path:
+        return None
+    if m.group(3) is not None:
+        return ReadFile(path=path, changed_after=True, changed_at=int(m.group(3)))
+    changed = m.group(2)
+    return ReadFile(path=path, last_read=int(m.group(1)), changed_after=changed is not None,
+                    changed_at=int(changed) if changed is not None else None)
+
+
 def count_line(kind: str, n: int, prefix: str = "") -> str:
     """The line that stands for ``n`` entries of ``kind`` the budget left out.
 
@@ -217,6 +264,7 @@ def split_ledger(summary: str | None) -> tuple[str | None, LedgerSection]:
     entries: list[LedgerEntry] = []
     counts: Counter = Counter()
     prefixes: dict[str, str] = {}
+    files: list[ReadFile] = []
     inside = False
     for line in split_breaks(summary):
         if line.startswith("## ") or line.rstrip() == "##":
@@ -233,9 +281,11 @@ def split_ledger(summary: str | None) -> tuple[str | None, LedgerSection]:
             kind, n, prefix = got
             counts[kind] += n
             prefixes[kind] = common_folder([prefixes[kind], prefix]) if kind in prefixes else prefix
+        elif (read := parse_read(line.rstrip())) is not None:
+            files.append(read)
     rest = "\n".join(kept).rstrip()
     return (rest + "\n" if summary.endswith("\n") and rest else rest), LedgerSection(tuple(entries), dict(counts),
-                                                                                    prefixes)
+                                                                                    prefixes, tuple(files))
 
 
 def strip_ledger(summary: str | None) -> str | None:

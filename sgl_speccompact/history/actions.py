@@ -11,6 +11,9 @@ of which takes a model:
   for a tool, :func:`command_effect` for a shell command line): a write, a
   booking, a push, a deployment;
 * the exit status or error its result shows (:func:`outcome`);
+* which files it read or changed: a file tool's path, the file an editor
+  that names none shows open in its result (:func:`shown_file`), or the
+  files a shell command line reads or writes (:func:`command_files`);
 * every string it returns is an exact substring of its input, so the ledger
   never shows a byte the history did not hold (:func:`first_line`,
   :func:`escape_free`).
@@ -72,9 +75,24 @@ _REDIRECT = re.compile(r"(?<![0-9&>])>>?[ \t]*(?!&|/dev/null)[^\s<>|&;]")  # a r
 _SENDS = re.compile(r"(?:^|\s)(?:-X[ \t]*(?:POST|PUT|PATCH|DELETE)|--data\S*|-d|-F|--form|--upload-file|-T)(?:\s|$)")
 _EXIT = re.compile(r"<returncode>[ \t]*(-?\d+)[ \t]*</returncode>"
                    r"|\b(?:exit(?:ed)?(?: with)?|return)[ _]?(?:code|status)\b[ \t]*[:=]?[ \t]*(-?\d+)", re.IGNORECASE)
-# an error named at the start of a line: a traceback's last line ("KeyError: 'x'"), a compiler's "SyntaxError: ..."
-ERROR_LINE = re.compile(r"^[^\S\n]*(?:[A-Za-z_]\w*\.)*([A-Z]\w*(?:Error|Exception))\b", re.MULTILINE)
+# an error named at the start of a line: a traceback's last line ("KeyError: 'x'"), a compiler's "SyntaxError: ...",
+# a linter's list item ("- E999 IndentationError: unexpected indent")
+ERROR_LINE = re.compile(r"^[^\S\n]*(?:[-*][^\S\n]+)?(?:[A-Z]\d{3,4}[^\S\n]+)?(?:[A-Za-z_]\w*\.)*"
+                        r"([A-Z]\w*(?:Error|Exception))\b", re.MULTILINE)
 _ERROR_START = re.compile(r"[^\S\n]*(?:error|failed|failure)\b", re.IGNORECASE)  # a tool result that is an error
+# a first line that reports a failure wherever it says so: an errno, a missing file or program, a refused edit
+_FAILURE_PHRASE = re.compile(r"\[Errno \d+\]|: No such file or directory|: command not found|: Permission denied"
+                             r"|\bintroduced new syntax error", re.IGNORECASE)
+MAX_ERROR_CHARS = 80  # a failure named only by its result's first line is cut to this (chars)
+# the file an editor shows open: SWE-agent's prompt line, else the header of the window it shows
+_OPEN_FILE = re.compile(r"^\(Open file: ([^\n()]+)\)[^\S\n]*$", re.MULTILINE)
+_FILE_HEADER = re.compile(r"^\[File: ([^\n()]+?) \(\d+ lines total\)\]", re.MULTILINE)
+# shell programs that read the files they name (one line of a command); editor commands that edit the open file
+READERS = frozenset("cat head tail less more nl bat open view type".split())
+OPEN_FILE_EDITORS = frozenset("edit insert append".split())
+_PATHLIKE = re.compile(r"^(?:[\w.@+~-]*/)*[\w@+-][\w.@+-]*\.[A-Za-z0-9]{1,8}$|^(?:[\w.@+~-]*/)+[\w.@+-]+$")
+# one token of a shell line: a quoted string, an operator, or a run of anything else (linear: classes disjoint)
+_SHELL_TOKEN = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"|&&|\|\||>>|[0-9]*>&[0-9]+|[;|&<>]|[^\s'\";|&<>]+")
 _ESCAPE = re.compile(r"\\(?:u[0-9A-Fa-f]{4}|.)", re.DOTALL)
 
 
@@ -232,4 +250,95 @@ def outcome(result: str, limit: int) -> tuple[str, str]:
         return "", last.group(1)
     if _ERROR_START.match(result):
         return "", cut(result.strip(), limit)[0]
+    head = first_line(result.strip())[0]
+    if _FAILURE_PHRASE.search(head):
+        return "", cut(head, min(limit, MAX_ERROR_CHARS))[0]
     return "", ""
+
+
+def shown_file(result: str) -> str:
+    """The file an editor's result shows open (SWE-agent's ``(Open file: ...)`` line, its last one; else
+    the ``[File: ... (N lines total)]`` header of the window it shows), as written; ``""`` when none.
+
+    >>> shown_file("[File: /r/a.py (10 lines total)]\\n1:x\\n(Open file: /r/a.py)\\n(Current directory: /r)")
+    '/r/a.py'
+    >>> shown_file("[File: b.py (3 lines total)]\\n1:y"), shown_file("(Open file: n/a)"), shown_file("ok")
+    ('b.py', '', '')
+    """
+    if "ile" not in result:
+        return ""
+    opened = None
+    for opened in _OPEN_FILE.finditer(result):  # noqa: B007 - the loop keeps the last match
+        continue
+    if opened is not None and opened.group(1).strip() not in ("n/a", "None", ""):
+        return opened.group(1).strip()
+    header = _FILE_HEADER.search(result)
+    return header.group(1).strip() if header else ""
+
+
+def edits_open_file(line: str) -> bool:
+    """Whether a text action edits the file its editor has open (``edit 3:5``, ``insert 7``): an editor
+    command that names no file.
+
+    >>> edits_open_file("edit 1:2"), edits_open_file("edit src/a.py"), edits_open_file("python edit.py")
+    (True, False, False)
+    """
+    words = line.split()
+    return bool(words) and words[0] in OPEN_FILE_EDITORS and not any(_PATHLIKE.match(w) for w in words[1:])
+
+
+def command_files(command: str) -> tuple[list[str], list[str]]:
+    """``(read, written)``: the files one shell command line names as a reader's arguments (``cat a.py``,
+    ``open src/b.py 40``, ``sed -n 1p c.py``) and as what it writes (a redirection, ``tee``, ``sed -i``,
+    ``rm``, ``mv``, ``cp``'s target, ``touch``, ``create``), each as written; a quoted string with a space,
+    and sed's script, are no files.
+
+    >>> command_files("cat a.py | grep x > out.txt && sed -i 's/a: b/c/g' src/c.py")
+    (['a.py'], ['out.txt', 'src/c.py'])
+    >>> command_files("open src/m/fields.py 1474"), command_files("rm -f build/x.o; create t.py 2>/dev/null")
+    ((['src/m/fields.py'], []), ([], ['build/x.o', 't.py']))
+    """
+    read: list[str] = []
+    written: list[str] = []
+    words: list[str] = []
+    redirect = False
+    for m in _SHELL_TOKEN.finditer(command + ";"):
+        token = m.group(0)
+        if token in (">", ">>"):
+            redirect = True
+            continue
+        if token in ("&&", "||", ";", "|", "&", "<"):
+            _simple_command(words, read, written)
+            words = []
+            continue
+        word = token[1:-1] if token[:1] in "'\"" and len(token) > 1 else token
+        if redirect:
+            redirect = False
+            if word != "/dev/null" and _PATHLIKE.match(word):
+                written.append(word)
+            continue
+        words.append(word if " " not in word else "")
+    return list(dict.fromkeys(read)), list(dict.fromkeys(written))
+
+
+def _simple_command(words: list[str], read: list[str], written: list[str]) -> None:
+    """Add the files one simple command (no operators) reads and writes."""
+    if not words or not words[0]:
+        return
+    program = words[0].rsplit("/", 1)[-1]
+    args = [w for w in words[1:] if not w.startswith("-")]
+    if program == "sed":
+        in_place = any(w.startswith("-i") for w in words[1:])
+        scripted = any(w in ("-e", "-f") or w.startswith(("--expression", "--file")) for w in words[1:])
+        files = [w for w in (args if scripted else args[1:]) if _PATHLIKE.match(w)]
+        (written if in_place else read).extend(files)
+        return
+    files = [w for w in args if _PATHLIKE.match(w)]
+    if program in READERS:
+        read.extend(files)
+    elif program in ("tee", "rm", "touch", "truncate", "create", "rmdir", "unlink"):
+        written.extend(files)
+    elif program in ("cp", "install", "ln"):
+        written.extend(files[-1:])
+    elif program == "mv":
+        written.extend(files)

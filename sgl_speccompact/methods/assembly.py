@@ -19,7 +19,8 @@ from ..errors import BackendError, SummaryBudgetError
 from ..core.entries import is_structure
 from ..core.ledger import TITLE, LedgerSection
 from ..core.ledger_budget import MAX_REFITS, count_lines, fit, merge
-from ..history.ledger_entries import LedgerEntry
+from ..core.read_set import lines as read_set_lines, read_set
+from ..result import LedgerEntry, LedgerReport
 from ..core.lines import drop_blank_ends, is_placeholder, norm_line, placeholder_texts
 from ..core.prompts import INCOMPLETE, assemble
 from ..result import LineOrigin, SlotResult, StopReason, SummaryLine
@@ -198,8 +199,8 @@ def section_events(slots: list[SlotResult], written: bool = True) -> list[dict]:
 
 
 def with_ledger(done: Assembled, entries: list[LedgerEntry], carried: LedgerSection, cfg: CompactConfig,
-                count: Counter) -> tuple[Assembled, dict]:
-    """``done`` with the exact ledger appended, and the result's ``ledger`` report.
+                count: Counter) -> tuple[Assembled, LedgerReport]:
+    """``done`` with the exact ledger appended, and the result's ledger report.
 
     The ledger takes the room the sections left of the summary budget, up to
     ``cfg.max_ledger_tokens``: the sections are never cut for it, and the
@@ -207,14 +208,16 @@ def with_ledger(done: Assembled, entries: list[LedgerEntry], carried: LedgerSect
     the room shrinks by any excess and the section is fitted again).
     ``entries`` are this history's (:func:`~sgl_speccompact.history.ledger_entries.ledger_entries`),
     ``carried`` the previous summary's section; the section's lines are a
-    slot of their own (origin ``ledger_exact``), after every other.
+    slot of their own (origin ``ledger_exact``), after every other.  The
+    report's read set is every file's (:func:`~sgl_speccompact.core.read_set.read_set`),
+    whatever the section had room to show.
     """
     merged = merge(carried.entries, entries)
+    files = read_set(merged, carried.read_set)
     room = min(cfg.max_ledger_tokens, done.budget - done.tokens)
-    report = {"entries": 0, "carried": 0, "counted": {}, "tokens": 0, "budget": max(room, 0),
-              "found": len(entries), "merged": len(merged)}
+    report = LedgerReport(read_set=files, budget=max(room, 0), found=len(entries), merged=len(merged))
     for _ in range(MAX_REFITS):
-        fitted = fit(merged, carried, room, count)
+        fitted = fit(merged, carried, room, count, read_set_lines(files))
         if not fitted.lines:
             break
         summary = done.summary + "\n" + fitted.text
@@ -225,11 +228,11 @@ def with_ledger(done: Assembled, entries: list[LedgerEntry], carried: LedgerSect
         slot = SlotResult(name=LEDGER_SLOT, title=TITLE, tokens=fitted.tokens,
                           stop_reason=StopReason.LEDGER_BUDGET if fitted.counted else StopReason.COMPLETE,
                           lines=[SummaryLine(text=line, origin=LineOrigin.LEDGER) for line in fitted.lines[1:]])
-        report.update(entries=len(fitted.shown), carried=sum(e.carried for e in fitted.shown),
-                      counted=fitted.counted, tokens=fitted.tokens, budget=room)
+        report = report.model_copy(update={"entries": list(fitted.shown), "carried": sum(e.carried for e in fitted.shown),
+                                           "counted": fitted.counted, "tokens": fitted.tokens, "budget": room})
         return replace(done, summary=summary, tokens=tokens, slots=[*done.slots, slot]), report
-    report["counted"] = count_lines(merged, carried)[1]  # no room: everything is only counted, and not shown
-    return done, report
+    # no room: everything is only counted, and not shown
+    return done, report.model_copy(update={"counted": count_lines(merged, carried)[1]})
 
 
 # ---------------------------------------------------------------- sections of a text (pure)

@@ -40,7 +40,7 @@ from ..config import CompactConfig
 from ..backends.endpoint import connect
 from ..backends.contract import Backend, ProgramBackend
 from ..errors import ConfigError, PromptTooLongError, UnknownMethodError
-from ..history.ledger_entries import ledger_entries
+from ..history.ledger_entries import SHARED_MEMO, ledger_entries
 from ..history.messages import Turn, render_history
 from ..core.ledger import LedgerSection, split_ledger
 from ..backends.layout import LayoutPlan, plan_layout
@@ -272,8 +272,8 @@ def finish(job: Job, written: Written, t0: float) -> CompactionResult:
     ledger = None
     if job.cfg.ledger:
         sections = len(done.slots)
-        done, ledger = with_ledger(done, ledger_entries(job.turns, job.indices), job.carried_ledger, job.cfg,
-                                   job.count)
+        found = ledger_entries(job.turns, job.indices, SHARED_MEMO)  # messages seen before are not scanned again
+        done, ledger = with_ledger(done, found, job.carried_ledger, job.cfg, job.count)
         for event in section_events(done.slots[sections:], written=False):  # not a slot of the schema
             job.emit(event)
     job.recorder.stats.total_wall_s = time.perf_counter() - t0

@@ -36,11 +36,45 @@ def test_a_path_named_before_its_file_was_touched_is_one_entry():
     assert [(e.index, e.kind, e.refs) for e in got] == [(2, "read", 2)]
 
 
-def test_rank_keeps_side_effects_failures_and_repeated_entries_before_old_plain_ones():
-    es = [LedgerEntry(0, "id", "OLD12"), LedgerEntry(1, "wrote", "a.py", done=True),
-          LedgerEntry(2, "ran", "make", exit="2"), LedgerEntry(3, "id", "TWICE1", refs=2),
-          LedgerEntry(4, "id", "NEW12")]
-    assert rank(es) == [2, 1, 3, 4, 0]
+def test_rank_puts_what_the_agent_did_first_and_never_counts_repetition():
+    es = [LedgerEntry(0, "id", "OLD12", source="call"), LedgerEntry(1, "wrote", "a.py", done=True, source="call"),
+          LedgerEntry(2, "ran", "make", exit="2", source="call"), LedgerEntry(3, "id", "AB12", refs=9, source="result"),
+          LedgerEntry(4, "id", "NEW12", source="call"), LedgerEntry(5, "ran", "ls", source="call"),
+          LedgerEntry(6, "read", "b.py", source="call"), LedgerEntry(7, "id", "X9Y8Z7W6", source="result")]
+    # what it did (failure and side effect first), its read, its own ids (newest first), then tools' by specificity
+    assert rank(es) == [2, 1, 5, 6, 4, 0, 7, 3]
+
+
+def test_over_budget_boilerplate_goes_first_and_every_command_stays():
+    """A tool output that prints a DTD, a hex dump and a passwd listing over and over outranks nothing the
+    agent did: at a budget that holds a few lines, the commands (a plain ``ls .``, ``pip install``) are
+    shown and the boilerplate is counted."""
+    dtd = "http://www.w3.org/TR/xhtml1/DTD/xhtml1-strict.dtd"
+    es = [LedgerEntry(1, "ran", "ls .", exit="0", source="call"),
+          LedgerEntry(2, "url", dtd, refs=16, source="result", noise=True),
+          *[LedgerEntry(2, "hash", f"deadbe{k:02x}", source="result", noise=True) for k in range(20)],
+          LedgerEntry(3, "path", "/etc/passwd", source="result"),
+          LedgerEntry(4, "ran", "pip install -e .", exit="0", done=True, source="call"),
+          LedgerEntry(5, "example", "sed -i s/a/b/ f.py", source="prompt"),
+          LedgerEntry(6, "id", "JOB4411X", source="result")]
+    out = fit(es, LedgerSection(), 90, words)  # room for the heading, the counts and three short lines
+    shown = [e.value for e in out.shown]
+    assert shown == ["ls .", "pip install -e .", "JOB4411X"], out.lines
+    assert out.counted == {"url": 1, "path": 1, "hash": 20, "example": 1}
+    tight = fit(es, LedgerSection(), 70, words)  # one command fits, the other does not: no id before it
+    assert [e.kind for e in tight.shown] == ["ran"] and tight.counted["ran"] == 1 and tight.counted["id"] == 1
+
+
+def test_commands_and_edits_go_last_and_the_oldest_successful_reads_first():
+    es = [*[LedgerEntry(i, "read", f"src/r{i}.py", via="open", source="call") for i in range(6)],
+          *[LedgerEntry(10 + i, "ran", f"pytest tests/t{i}.py", exit="0", source="call") for i in range(3)],
+          LedgerEntry(20, "edited", "src/r0.py", via="edit", done=True, source="call")]
+    out = fit(es, LedgerSection(), 110, words)
+    kinds = [e.kind for e in out.shown]
+    assert kinds.count("ran") == 3 and "edited" in kinds  # every command and edit
+    reads = [e.value for e in out.shown if e.kind == "read"]
+    assert reads and reads == [f"src/r{i}.py" for i in range(6 - len(reads), 6)]  # the newest reads
+    assert out.counted == {"read": 6 - len(reads)}
 
 
 def test_over_budget_the_rest_becomes_counts_under_their_folder():

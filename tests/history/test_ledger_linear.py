@@ -64,12 +64,40 @@ def _as_history(text: str) -> None:
 # units of the ledger's own patterns: exit statuses, traceback frames, error lines, JSON strings and escapes
 LEDGER_UNITS = UNITS + ("exit code ", "<returncode>", 'File "', '", line ', "Error", "a.b", '"', '\\"', "\\",
                         '"a\\', "> ", "&& ", "git ")
+# units of the provenance and read-set patterns: dump, passwd and markup lines, demonstration markers and tags,
+# an editor's open-file lines, shell tokens and quotes
+PROVENANCE_UNITS = ("0000: ab ", "a1:", "root:x:0:", "xmlns ", "<!DOCTYPE ", "--- ", "-- EXAMPLE ", "<example>",
+                    "(Open file: ", "[File: a (", "edit 1:1 ", "cat a.py ", "'a ", '"\\', "sed -i ", "> a ",
+                    "- E999 ", "[Errno 1] ")
 
 
 @pytest.mark.perf
 @pytest.mark.parametrize("unit", LEDGER_UNITS, ids=repr)
 def test_ledger_extraction_and_argument_redaction_are_linear(unit):
     for scan in (_as_history, uncached(redact_arguments)):
+        ratio = _ratio(unit, 0.0, scan)
+        for _ in range(2):
+            if ratio > MAX_RATIO:
+                ratio = min(ratio, _ratio(unit, 0.1, scan))
+        assert ratio <= MAX_RATIO, f"{scan.__name__} {unit!r}: CPU time ratio {ratio:.1f}"
+
+
+def _read_set(text: str) -> None:
+    """The text as commands and editor results, through extraction, merging and the read set."""
+    from sgl_speccompact.core.ledger_budget import merge
+    from sgl_speccompact.core.read_set import read_set
+
+    args = json.dumps({"command": text[:2000]})  # a command line is cut to 160 characters anyway
+    turns = (Turn("user", "--- DEMONSTRATION ---\n" + text), Turn("assistant", "```\nedit 1:1\n```\n" + text,
+                                                                  (ToolCall("a", "bash", args),)),
+             Turn("user", text), Turn("tool", text, tool_call_id="a"))
+    read_set(merge([], ledger_entries(turns)))
+
+
+@pytest.mark.perf
+@pytest.mark.parametrize("unit", PROVENANCE_UNITS, ids=repr)
+def test_provenance_and_the_read_set_are_linear(unit):
+    for scan in (_as_history, _read_set):
         ratio = _ratio(unit, 0.0, scan)
         for _ in range(2):
             if ratio > MAX_RATIO:

@@ -165,6 +165,51 @@ def test_the_exact_ledger_keeps_its_heading_and_lines_both_ways():
     assert back.endswith(ledger) and "## Goal\n- g" in back
 
 
+READ_SET = [{"path": "src/io.py", "last_read": 5, "changed_after": False, "changed_at": None},
+            {"path": "README.md", "last_read": 2, "changed_after": True, "changed_at": 7},
+            {"path": "notes.md", "last_read": None, "changed_after": True, "changed_at": 3}]
+
+
+def test_the_read_set_ends_relevant_files_and_never_goes_back_to_the_service():
+    shown = hermes_body.to_hermes(LEDGER_BODY, None, None, ["src/io.py"], READ_SET)
+    files = hermes_body.parse(shown)["Relevant Files"]
+    assert files == ["- src/io.py", "Already read, unchanged since: `src/io.py` (m5)",
+                     "Read, then changed (read again before relying on it): `README.md` (read m2, changed m7)"]
+    back = hermes_body.to_slots(shown)
+    assert "Already read" not in back and "Read, then changed" not in back and "- src/io.py" in back
+    assert hermes_body.to_hermes(LEDGER_BODY, None, None, []) == hermes_body.to_hermes(LEDGER_BODY, None, None, [], [])
+
+
+@pytest.mark.slow
+def test_the_read_set_reaches_the_agent_after_a_compaction(emulated_service):
+    """A file read, edited and read again, another read then changed by a command: after a compaction on
+    the service, the messages Hermes continues with say which need no second read."""
+    def step(cid, name, args, result):
+        return [{"role": "assistant", "content": "", "tool_calls": [call(cid, name, json.dumps(args))]},
+                {"role": "tool", "tool_call_id": cid, "content": result + " " + "x" * 400}]
+
+    ms = [{"role": "user", "content": "Fix the failing test in tests/test_io.py"},
+          *step("a", "read_file", {"path": "src/io.py"}, "def read(): ..."),
+          *step("b", "edit_file", {"path": "src/io.py", "old": "a", "new": "b"}, "edited"),
+          *step("c", "read_file", {"path": "src/io.py"}, "def read(): return 1"),
+          *step("d", "read_file", {"path": "setup.cfg"}, "[metadata]"),
+          *step("e", "terminal", {"command": "sed -i 's/a/b/' setup.cfg"}, "exit code 0"),
+          *[m for i in range(6) for m in step(f"t{i}", "terminal", {"command": f"echo {i}"}, f"{i}")],
+          {"role": "user", "content": "go on"}]
+    with ServiceProxy(emulated_service) as proxy:
+        e = make_engine(proxy.url, method="target_self", timeout_s=READY_S)
+        out = e.compress(ms)
+        assert e.compression_count == 1, e.last
+        sent = proxy.bodies[0]["messages"]
+        read_at = max(i for i, m in enumerate(sent) for tc in m.get("tool_calls") or []
+                      if tc["function"]["name"] == "read_file" and "src/io.py" in tc["function"]["arguments"])
+    summary = next(m for m in out if m.get(msgs.SUMMARY_KEY))["content"]
+    assert f"Already read, unchanged since: `src/io.py` (m{read_at})" in summary
+    assert re.search(r"Read, then changed \(read again before relying on it\): `setup.cfg` \(read m\d+, changed m\d+\)",
+                     summary)
+    assert "- `src/io.py` read m" in summary[summary.index("## Exact Ledger"):]  # and the ledger's own lines
+
+
 @pytest.mark.slow
 def test_an_identifier_of_the_first_compaction_is_in_the_context_after_the_fourth(emulated_service):
     """Four compactions of one session on the service: a commit hash and a build id of the first

@@ -12,7 +12,7 @@ import json
 import pytest
 
 from bench.evaluation.recall import history_text, retention, source_text
-from sgl_speccompact.core.ledger import HEADING, NOTE, TITLE, split_ledger, strip_ledger
+from sgl_speccompact.core.ledger import HEADING, NOTE, READ_SET_LABEL, TITLE, split_ledger, strip_ledger
 from sgl_speccompact.history.identifiers import extract
 from sgl_speccompact.history.tool_groups import group_start
 from sgl_speccompact.methods.registry import METHODS, run_method
@@ -40,9 +40,11 @@ def test_every_method_ends_with_the_ledger(method):
     assert led.name == "ledger" and led.title == TITLE and res.summary.rstrip().endswith(led.lines[-1].text)
     assert all(line.origin is LineOrigin.LEDGER for line in led.lines) and led.lines[0].text == NOTE
     assert [line.text for line in led.lines[1:]] == ["- m1 path `hello.py`",  # named again by its result: x2
-                                                     "- m2 x2 wrote `/workspace/hello.py` via `write` done"]
-    assert res.ledger["entries"] >= 1 and res.ledger["tokens"] == led.tokens
-    assert res.summary_tokens <= 2048 and res.ledger["tokens"] <= 1024
+                                                     "- m2 x2 wrote `/workspace/hello.py` via `write` done",
+                                                     READ_SET_LABEL, "- `/workspace/hello.py` changed m2, not read"]
+    assert [(f.path, f.last_read, f.changed_at) for f in res.ledger.read_set] == [("/workspace/hello.py", None, 2)]
+    assert res.ledger.entries and res.ledger.tokens == led.tokens
+    assert res.summary_tokens <= 2048 and res.ledger.tokens <= 1024
 
 
 @pytest.mark.parametrize("method", ["speccompact", "openclaw"])
@@ -72,7 +74,7 @@ def test_the_previous_ledger_is_carried_and_no_model_sees_it():
         assert "- m9 did `deploy_service` with `{\"env\": \"staging\"}` done" in lines
         assert "- m4 x2 ran `pytest -x` exit `0`" in lines and "- m8 ran `pytest -x` exit `1`" not in lines
         assert any(line.startswith("- +4 more paths") for line in lines)  # the previous counts add up
-        assert res.ledger["carried"] == 2
+        assert res.ledger.carried == 2
         sent = [text for backend in (target, drafter) if backend for _, text in backend.requests]
         assert sent and not any("abc1234f" in t or TITLE in t or "deploy_service" in t for t in sent), method
         assert any("ship the parser" in t for t in sent)  # the rest of the previous summary is there
@@ -87,15 +89,15 @@ def test_with_the_ledger_off_there_is_none_and_the_previous_one_stays_hidden():
 def test_the_ledger_takes_only_the_room_the_sections_left():
     msgs = tool_loop(12, lines=20)  # every tool output names 20 ids (CONST_3_7): far more than fit
     full, _, _ = run("openclaw", msgs)
-    assert full.ledger["counted"] and full.ledger["tokens"] <= 1024 and full.summary_tokens <= 2048
+    assert full.ledger.counted and full.ledger.tokens <= 1024 and full.summary_tokens <= 2048
     sections = split_ledger(full.summary)[0]
     cfg = {"max_summary_tokens": len(sections.split()) + sections.count("\n") + 40}  # the scripted token count
     small, _, _ = run("openclaw", msgs, config=cfg)
     assert small.summary_tokens <= cfg["max_summary_tokens"]
     assert strip_ledger(small.summary) == sections  # the sections keep their room
-    assert small.ledger["tokens"] <= 40 and small.ledger["entries"] < full.ledger["entries"]
+    assert small.ledger.tokens <= 40 and len(small.ledger.entries) < len(full.ledger.entries)
     capped, _, _ = run("openclaw", msgs, config={"max_ledger_tokens": 120})
-    assert capped.ledger["tokens"] <= 120 and sum(capped.ledger["counted"].values()) > 0
+    assert capped.ledger.tokens <= 120 and sum(capped.ledger.counted.values()) > 0
     assert any(line.startswith("- +") and "more ids" in line for line in ledger_lines(capped.summary))
 
 

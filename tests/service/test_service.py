@@ -513,3 +513,28 @@ def test_auto_on_emulators_runs_the_pick(methods, emulated_pair):
     again = client.post("/v1/compact", json={"messages": MESSAGES * 3}).json()["stats"]["auto"]
     rate = out["stats"]["acceptance_rate"]
     assert again["p_accept"] == pytest.approx(0.8 * 0.95 + 0.2 * rate, abs=1e-4)
+
+
+def test_the_ledger_reaches_clients_as_data_in_the_response_and_the_stream_result():
+    """The typed ledger report (entries, read set, counts) is the JSON response's and the result event's."""
+    from sgl_speccompact.methods.registry import run_method
+    from tests.support.methods import baseline_target
+
+    def runner(method, messages, *, target, drafter=None, config=None, **given):
+        return run_method("openclaw", messages, target=baseline_target(None), config=config, **given)
+
+    messages = [{"role": "user", "content": "fix a.py"},
+                {"role": "assistant", "content": "", "tool_calls": [
+                    {"id": "r", "type": "function", "function": {"name": "read_file", "arguments": '{"path": "a.py"}'}}]},
+                {"role": "tool", "tool_call_id": "r", "content": "x = 1"}]
+    client, _ = make_client(runner)
+    out = client.post("/v1/compact", json={"messages": messages}).json()
+    want = [{"path": "a.py", "last_read": 1, "changed_after": False, "changed_at": None}]
+    assert out["ledger"]["read_set"] == want
+    assert [(e["index"], e["kind"], e["value"], e["via"]) for e in out["ledger"]["entries"]] == [
+        (1, "read", "a.py", "read_file")]
+    assert out["ledger"]["counted"] == {} and 0 < out["ledger"]["tokens"] <= out["ledger"]["budget"]
+    with client.stream("POST", "/v1/compact", json={"messages": messages, "stream": True}) as res:
+        events = _sse_events(res.read().decode())
+    (result,) = [json.loads(data) for event, data in events if event == "result"]
+    assert result["ledger"] == out["ledger"]

@@ -321,8 +321,9 @@ class SpecCompactEngine(_Base):
             body["session"] = self.session_id
         s = self.settings
         reply = client.compact(s.url, body, api_key=s.api_key, timeout_s=s.timeout_s)
+        ledger = reply.result.get("ledger") if isinstance(reply.result.get("ledger"), dict) else {}
         rendered = hermes_body.to_hermes(reply.summary, hermes_body.task_snapshot(middle, self._is_summary),
-                                         cut.previous_summary, hermes_body.tool_paths(middle))
+                                         cut.previous_summary, hermes_body.tool_paths(middle), ledger.get("read_set"))
         out = msgs.assemble(p.pruned, cut, redact(rendered), hermes_markers())
         self._previous_summary = redact(reply.summary)
         self._prepared_key, self._prepared_n, self._prepared_params = "", 0, ""

@@ -30,7 +30,12 @@ next compaction's previous summary by that heading, and no model rewrites it.
 As the built-in does, the task snapshot is written locally from the newest
 real user turn among the compacted messages (kept from the previous summary
 when none is there), and ``Relevant Files`` lists the paths the compacted
-tool calls named.  A body already in Hermes's shape (``method: hermes``)
+tool calls named.  After them it says which files the agent need not read
+again: the service's read set (``ledger.read_set`` of its result, every file
+read or changed with its last read and whether it changed after), as
+"Already read, unchanged since: ..." and "Read, then changed: ..." lines
+(:func:`read_note`).  They are for the agent only: reading a summary back
+for the service drops them (:func:`to_slots`), so no model carries them.  A body already in Hermes's shape (``method: hermes``)
 keeps its sections; only the snapshot is grounded.  Pure functions.
 """
 
@@ -60,6 +65,9 @@ SYNTHETIC_FLAGS = ("_todo_snapshot_synthetic", "_empty_recovery_synthetic", "_ve
 SYNTHETIC_PREFIXES = ("[System: ", "[Your active task list was preserved", "[IMPORTANT: Background process ")
 NONE = "None."  # body of a section with nothing in it
 LEDGER = "Exact Ledger"  # the service's exact ledger section (its heading is "## Exact Ledger"): kept as written
+UNCHANGED = "Already read, unchanged since: "  # the read-set line of files the agent need not read again
+CHANGED = "Read, then changed (read again before relying on it): "  # files changed after their last read
+MAX_READ = 12  # files named per read-set line (the newest)
 
 
 def real_user_turns(messages: list[dict], is_summary) -> list[str]:
@@ -116,6 +124,28 @@ def tool_paths(turns: list[dict]) -> list[str]:
     return out[-MAX_FILES:]
 
 
+def read_note(read_set: list[dict] | None) -> list[str]:
+    """The read-set lines for the agent, from the service's ``ledger.read_set``: the files read and not
+    changed since (with the message of the last read), then those changed after their last read.
+
+    >>> read_note([{"path": "a.py", "last_read": 3, "changed_after": False},
+    ...            {"path": "b.py", "last_read": 2, "changed_after": True, "changed_at": 5},
+    ...            {"path": "c.py", "last_read": None, "changed_after": True, "changed_at": 1}])
+    ['Already read, unchanged since: `a.py` (m3)', 'Read, then changed (read again before relying on it): `b.py` (read m2, changed m5)']
+    """
+    unchanged, changed = [], []
+    for f in read_set or []:
+        if not isinstance(f, dict) or not isinstance(f.get("path"), str) or f.get("last_read") is None:
+            continue  # changed and never read: nothing to say about a read
+        path = "`" + f["path"].replace("`", "'") + "`"
+        if f.get("changed_after"):
+            changed.append(f"{path} (read m{f['last_read']}, changed m{f.get('changed_at')})")
+        else:
+            unchanged.append(f"{path} (m{f['last_read']})")
+    return ([UNCHANGED + ", ".join(unchanged[-MAX_READ:])] if unchanged else []) + (
+        [CHANGED + ", ".join(changed[-MAX_READ:])] if changed else [])
+
+
 def parse(body: str) -> dict[str, list[str]]:
     """``{title: lines}`` of the ``## `` sections of a body (text before the first heading: ``""``).
 
@@ -148,8 +178,10 @@ def _subsections(lines: list[str]) -> list[tuple[str | None, list[str]]]:
     return [(t, _trim(ls)) for t, ls in parts if t is not None or _trim(ls)]
 
 
-def to_hermes(body: str, snapshot: str | None, previous: str | None, files: list[str]) -> str:
-    """A service summary body rendered under Hermes's 13 headings, in Hermes's order.
+def to_hermes(body: str, snapshot: str | None, previous: str | None, files: list[str],
+              read_set: list[dict] | None = None) -> str:
+    """A service summary body rendered under Hermes's 13 headings, in Hermes's order; ``read_set`` (the
+    service's ``ledger.read_set``) ends ``Relevant Files`` (:func:`read_note`).
 
     >>> out = to_hermes("## Goal\\n- g\\n## Progress\\n### Done\\n- [x] a\\n### Blocked\\n- (none)\\n"
     ...                 "## Next Steps\\n1. n", "User asked: 'x'", None, ["a.py"])
@@ -179,6 +211,7 @@ def to_hermes(body: str, snapshot: str | None, previous: str | None, files: list
     got["Historical Task Snapshot"] = [snapshot] if snapshot else (got["Historical Task Snapshot"] or old or [])
     if not got["Relevant Files"] and files:
         got["Relevant Files"] = [f"- {p}" for p in files]
+    got["Relevant Files"] += read_note(read_set)
     out = "\n\n".join(f"## {h}\n" + ("\n".join(got[h]) if got[h] else NONE) for h in HEADINGS)
     return out + (f"\n\n## {LEDGER}\n" + "\n".join(ledger) if ledger else "")
 
@@ -201,7 +234,7 @@ def to_slots(body: str) -> str:
         if title == LEDGER:
             slots[LEDGER] = lines
             continue
-        lines = [line for line in lines if line.strip() != NONE]
+        lines = [line for line in lines if line.strip() != NONE and not line.startswith((UNCHANGED, CHANGED))]
         slot, sub = HERMES_TO_SLOT.get(title, (title if title in slots else "Critical Context", None))
         if not lines or slot is None:
             continue

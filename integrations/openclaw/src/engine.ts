@@ -30,6 +30,7 @@ import { join } from "node:path";
 import { estimateTokens, settledPrefix, shouldPrepare } from "./ahead.js";
 import { compact as postCompact, Failure, prepare as postPrepare, type Reply } from "./client.js";
 import { PAUSE_FILE, PauseFile, pauseKey, stateDir } from "./pause.js";
+import { withReadNote } from "./readset.js";
 import type { Settings } from "./settings.js";
 import type { AfterTurnParams, CompactParams, CompactResult, CompactionProvider, ContextEngine, PluginLogger, SummarizeParams } from "./types.js";
 import { redact, toWire } from "./wire.js";
@@ -263,7 +264,7 @@ export class SpecCompact {
                incremental: "previous_summary" in body, focus: "focus" in body,
                reusedMessages: typeof session?.reused_messages === "number" ? session.reused_messages : 0 };
     this.log.info(`speccompact: summarized ${(body.messages as unknown[]).length} messages in ${Math.round(reply.latencyMs)} ms (method ${String(reply.result.method)})`);
-    return summary;
+    return redact(withReadNote(summary, reply.result)); // the agent learns which files it need not read again
   }
 
   private fail(s: SessionState, failure: Failure, sessionId: string): void {

@@ -3,6 +3,7 @@ import assert from "node:assert/strict";
 import { test } from "node:test";
 import { compact, Failure, httpFailure } from "../dist/client.js";
 import { newShared, requestBody, scope, sessionField, SpecCompact as Base, summaryTokens } from "../dist/engine.js";
+import { readNote } from "../dist/readset.js";
 import { readSettings } from "../dist/settings.js";
 import { toWire } from "../dist/wire.js";
 
@@ -108,6 +109,24 @@ test("provider: the previous summary is its own, and forgotten when OpenClaw has
   assert.equal("previous_summary" in seen[0].body, false);
   assert.equal(seen[1].body.previous_summary, "## Goal\n- one");
   assert.equal("previous_summary" in seen[2].body, false);
+});
+
+test("provider: the read set reaches the agent after the summary, and never goes back as the previous summary", async () => {
+  const ledger = "## Exact Ledger\nCopied verbatim from the history, no model: mN = message N; done = already carried out, do not repeat.\n- m1 read `src/io.py` via `read`";
+  const readSet = [{ path: "src/io.py", last_read: 5, changed_after: false, changed_at: null },
+                   { path: "setup.cfg", last_read: 2, changed_after: true, changed_at: 7 },
+                   { path: "notes.md", last_read: null, changed_after: true, changed_at: 3 }];
+  const seen = [];
+  const sc = new SpecCompact(settings, quiet, undefined, fakeFetch([
+    { body: { summary: `## Goal\n- fix io\n\n${ledger}`, ledger: { read_set: readSet } } },
+    { body: { summary: "## Goal\n- two", ledger: null } }], seen));
+  const out = await sc.summarize({ messages: history });
+  assert.equal(out, `## Goal\n- fix io\n\n${ledger}\nAlready read, unchanged since: \`src/io.py\` (m5)\n` +
+    "Read, then changed (read again before relying on it): `setup.cfg` (read m2, changed m7)\n");
+  const again = await sc.summarize({ messages: history, previousSummary: out });
+  assert.equal(seen[1].body.previous_summary.includes("Already read"), false); // the service's own summary goes back
+  assert.equal(again, "## Goal\n- two"); // no ledger, no read set: the summary as it came
+  assert.deepEqual(readNote({}), []);
 });
 
 test("engine: delegates to OpenClaw's runtime inside the call scope, never throws, counts ineffective runs", async () => {
