@@ -91,10 +91,8 @@ class Servers:
     def __init__(self, args, tokenizer: str):
         from bench.latency import workload_lines
 
-        from sgl_speccompact.emulator.server import load_tokenizer
-
         self.args, self.tokenizer, self.lines = args, tokenizer, workload_lines()
-        self.loaded = load_tokenizer(tokenizer)
+        self.loaded = runs.loaded_tokenizer(tokenizer)
         self.sims: dict = {}
 
     def get(self, pair: str, deployment: str, method: str, spec: str, hold: float | None = None):

@@ -40,37 +40,42 @@ from pathlib import Path
 HERE = Path(__file__).resolve()
 REPO = HERE.parents[1]
 DEFAULT_CELLS = ("session-evolving:0",)  # SpecCompact, h = 0, seed 0: one 180K-token session, sync
-WALL_FIELDS = ("real_s", "runtime_s")  # fields that hold wall-clock time: never compared
+WALL_FIELDS = ("real_s", "runtime_s", "wall_s")  # fields that hold wall-clock time: never compared
 
 
-def cell_args(cell: str) -> list[str]:
-    """The ``bench/session.py`` arguments of check cell ``run:index`` of ``bench/regenerate.py``.
+def cell_args(cell: str) -> tuple[str, list[str]]:
+    """``(script, arguments)`` of check cell ``run:index`` of ``bench/regenerate.py``.
 
-    >>> "--seeds" in cell_args("session-evolving:0")
-    True
+    >>> script, args = cell_args("session-evolving:0"); script, "--seeds" in args
+    ('session', True)
     """
     from bench import regenerate
+    from bench.harness.runs import TRAJECTORY_DIR
+    from bench.session import DEFAULT_TRAJECTORIES
 
     name, _, index = cell.partition(":")
     cells = regenerate.CHECKS[name][0]
     cmd = regenerate.command(name, Path("cell.json"), cells[int(index or 0)])
-    if cmd[2] != "bench.session":
-        raise SystemExit(f"{cell}: only bench/session.py cells are measured (its rows are session replays)")
-    from bench.harness.runs import TRAJECTORY_DIR
-    from bench.session import DEFAULT_TRAJECTORIES
-
-    # the trajectory named, so a tree checked out elsewhere reads the same file
-    return [*cmd[3:-2], "--trajectories", *(str(TRAJECTORY_DIR / t) for t in DEFAULT_TRAJECTORIES)]
+    script, args = cmd[2].removeprefix("bench."), cmd[3:-2]  # without "python -m" and "--out cell.json"
+    if script == "session":  # the trajectory named, so a tree checked out elsewhere reads the same file
+        args += ["--trajectories", *(str(TRAJECTORY_DIR / t) for t in DEFAULT_TRAJECTORIES)]
+    return script, args
 
 
-def child(args: list[str], out: str) -> None:
-    """Run one cell in this process (imported from ``PYTHONPATH``'s tree); write its CPU and rows to ``out``."""
+def child(script: str, args: list[str], out: str) -> None:
+    """Run one cell in this process (imported from ``PYTHONPATH``'s tree); write its CPU and rows to ``out``.
+
+    A session cell's rows are timed one by one (each row's ``Replay.run``);
+    a latency cell's rows are computed inside one call, so its CPU per row
+    is that call's CPU over the rows it computed (rows it reused cost none).
+    """
     t0 = time.process_time()
     import sgl_speccompact
     from sgl_speccompact.emulator import frontend
     from sgl_speccompact.emulator.qwen3 import default_tokenizer
     from sgl_speccompact.emulator.server import load_tokenizer
 
+    import bench.latency as latency
     import bench.session as session
     from bench.sim import session_replay
 
@@ -91,21 +96,27 @@ def child(args: list[str], out: str) -> None:
 
     session_replay.Replay.run = timed
     t2 = time.process_time()
-    with contextlib.redirect_stdout(sys.stderr):
-        report = session.run(session.build_parser().parse_args(args))
+    with open(os.devnull, "w") as quiet, contextlib.redirect_stdout(quiet):  # the bench's own tables
+        if script == "session":
+            report = session.run(session.build_parser().parse_args(args))
+        else:
+            report = latency.run(latency.parse([*args, "--out", str(Path(out).with_suffix(".report.json"))]))
     total = time.process_time() - t2
+    if script != "session":
+        computed = sum(1 for r in report["rows"] if not r.get("reused_from")) or 1
+        rows = [total / computed] * computed
     Path(out).write_text(json.dumps({
         "package": sgl_speccompact.__file__, "imports_cpu_s": imports, "tokenizer_cpu_s": tokenizer,
         "run_cpu_s": total, "row_cpu_s": rows,
         "rows": [{k: v for k, v in r.items() if k not in WALL_FIELDS} for r in report["rows"]]}))
 
 
-def measure(tree: Path, args: list[str]) -> dict:
+def measure(tree: Path, script: str, args: list[str]) -> dict:
     """One child process on ``tree``'s code; its report."""
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(tree), str(tree / "integrations" / "hermes")])}
     with tempfile.TemporaryDirectory() as tmp:
         out = Path(tmp) / "cost.json"
-        argv = [str(HERE), "--child", out.as_posix(), "--", *args]
+        argv = [str(HERE), "--child", script, out.as_posix(), "--", *args]
         # this file run by path from the tree's root: sys.path[0] is the tree, so ``bench`` is the tree's
         code = f"import runpy, sys; sys.argv = {argv!r}; runpy.run_path({str(HERE)!r}, run_name='__main__')"
         subprocess.run([sys.executable, "-c", code], check=True, env=env, cwd=tree, stdout=subprocess.DEVNULL)
@@ -143,7 +154,7 @@ def load() -> str:
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["--child"]:
-        child(argv[3:], argv[1])
+        child(argv[1], argv[4:], argv[2])
         return 0
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--base", default="main", help="the revision to compare with (default main)")
@@ -166,9 +177,9 @@ def main(argv: list[str] | None = None) -> int:
     results, old_sum, new_sum = [], 0.0, 0.0
     with worktree(args.base) as base:
         for cell in args.cells:
-            cargs = cell_args(cell)
-            runs = {"old": [measure(base, cargs) for _ in range(args.repeats)],
-                    "new": [measure(REPO, cargs) for _ in range(args.repeats)]}
+            script, cargs = cell_args(cell)
+            runs = {"old": [measure(base, script, cargs) for _ in range(args.repeats)],
+                    "new": [measure(REPO, script, cargs) for _ in range(args.repeats)]}
             best = {k: min(v, key=lambda r: sum(r["row_cpu_s"])) for k, v in runs.items()}
             same = best["old"]["rows"] == best["new"]["rows"]
             old, new = sum(best["old"]["row_cpu_s"]), sum(best["new"]["row_cpu_s"])
@@ -177,7 +188,7 @@ def main(argv: list[str] | None = None) -> int:
                   f"ratio {old / new:.2f}x | outcomes {'identical' if same else 'DIFFER'} | imports old "
                   f"{best['old']['imports_cpu_s']:.1f} s new {best['new']['imports_cpu_s']:.1f} s | tokenizer "
                   f"{best['new']['tokenizer_cpu_s']:.1f} s |", flush=True)
-            results.append({"cell": cell, "args": cargs, "rows": rows, "identical": same,
+            results.append({"cell": cell, "script": script, "args": cargs, "rows": rows, "identical": same,
                             **{f"{k}_{f}": best[k][f] for k in best for f in
                                ("row_cpu_s", "run_cpu_s", "imports_cpu_s", "tokenizer_cpu_s")}})
             if same:
