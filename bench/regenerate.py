@@ -378,6 +378,63 @@ def check(name: str, workers: int = 2) -> list[str]:
     return out
 
 
+# ------------------------------------------------------------------ twins: runs that differ in hardware only
+
+# a run at 32B and its run at 8B: the same commands but the model pair.  Their check cells are compared for what the
+# engine decided (the timing apart): where every row matches, only the hardware moved the numbers
+TWINS = {"single-compaction-32b": "single-compaction-8b", "fair-32b": "fair-8b", "session-32b": "session",
+         "session-yield-32b": "session-yield", "session-evolving-32b": "session-evolving",
+         "session-evolving-judge-32b": "session-evolving-judge"}
+# per compaction, what the engine decided (not when): lines, carried lines, facts kept, truth kept, untrue lines
+DECIDED = ("lines", "carried_lines", "content_lines", "retained_facts", "held_facts", "true_kept", "untrue_lines",
+           "aborted", "prepared", "applied")
+
+
+def decided(row: dict) -> tuple:
+    """What the engine decided in one row, whatever the hardware (a latency row: its decisions digest).
+
+    >>> decided({"decisions": "ab12", "method": "speccompact", "e2e_s": 1.0})
+    ('ab12',)
+    """
+    if "records" in row:
+        return (row["compactions"], *(tuple(c.get(f) for f in DECIDED) for c in row["records"]))
+    return (row.get("decisions"),)
+
+
+def twin_rows(a: dict, b: dict, key: tuple) -> tuple[int, int, list[str]]:
+    """``(rows of b with a twin in a, of which the engine decided alike, the keys of the others)``.
+
+    Rows pair on ``key`` without the model pair; ``auto`` rows are left out (its pick is made from the
+    hardware's cost model).
+    """
+    key = tuple(k for k in key if k != "model_pair")
+    first = {tuple(r.get(k) for k in key): r for r in a["rows"] if r.get("method") != "auto"}
+    pairs = [(first[k], r) for r in b["rows"] if r.get("method") != "auto"
+             and (k := tuple(r.get(x) for x in key)) in first]
+    differ = [str(tuple(r.get(x) for x in key)) for old, r in pairs if decided(old) != decided(r)]
+    return len(pairs), len(pairs) - len(differ), differ
+
+
+def twins(folder: Path, names: list[str]) -> list[str]:
+    """What the engine decided in each 32B run's cells against its 8B run's cells (lines to print)."""
+    out = []
+    for big, small in TWINS.items():
+        if big not in names or small not in names:
+            continue
+        key = CHECKS[big][1]
+        paired = same = 0
+        differ: list[str] = []
+        for i in range(min(len(CHECKS[big][0]), len(CHECKS[small][0]))):
+            a, b = (folder / f"{n}-cell{i}.json" for n in (small, big))
+            if a.is_file() and b.is_file():
+                n, k, d = twin_rows(json.loads(a.read_text()), json.loads(b.read_text()), key)
+                paired, same, differ = paired + n, same + k, differ + d
+        verdict = "only the hardware differs" if paired and same == paired else "the engine decided otherwise"
+        out.append(f"twins {big} / {small}: {same} of {paired} cell rows decided alike ({verdict})"
+                   + (f"; first: {differ[0]}" if differ else ""))
+    return out
+
+
 # ------------------------------------------------------------------ the estimate of a full regeneration
 
 
@@ -513,6 +570,8 @@ def run_check(names: list[str], workers: int, figures: bool) -> tuple[list[str],
                 cells.setdefault(name, []).append((done.cpu_s, real_rows(fresh)))
 
         execute(jobs, workers, seen)
+        for line in twins(folder, names):
+            print(line)
     return failed, cells
 
 

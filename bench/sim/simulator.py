@@ -187,6 +187,10 @@ class Simulation(Events):
                 box["value"] = fn()
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 box["error"] = exc
+            finally:
+                with self._lock:  # the monitor learns at once that the run is over
+                    box["done"] = True
+                    self._cv.notify()
 
         watch = ThreadWatch()
         thread = threading.Thread(target=client, name="sim-client", daemon=True)
@@ -194,7 +198,7 @@ class Simulation(Events):
         try:
             with watch:
                 thread.start()
-                self._loop(watch, thread)
+                self._loop(watch, lambda: "done" not in box)
         except BaseException:
             self._abort()
             raise
@@ -207,12 +211,13 @@ class Simulation(Events):
                   "requests": self.requests, "passes": self.passes}
         return box.get("value"), report
 
-    def _loop(self, watch: ThreadWatch, client: threading.Thread) -> None:
+    def _loop(self, watch: ThreadWatch, running: Callable[[], bool]) -> None:
+        """Admit and advance at each quiescent instant until ``running()`` (the client's function) is over."""
         while True:
-            self._wait_quiescent(watch, client)
+            self._wait_quiescent(watch, running)
             with self._lock:
                 self._admit_epoch()
-                if not client.is_alive():
+                if not running():
                     return
                 woke = self._advance()
             if not woke:
@@ -229,7 +234,7 @@ class Simulation(Events):
                 t.cond.notify()
             self._epoch = []
 
-    def _wait_quiescent(self, watch: ThreadWatch, client: threading.Thread) -> None:
+    def _wait_quiescent(self, watch: ThreadWatch, running: Callable[[], bool]) -> None:
         # Looked at when a client thread blocks on its answer (it notifies the monitor; the count of
         # arrivals catches one that came while the monitor was looking), else after a wait that doubles
         # from POLL_S to POLL_MAX_S while nothing arrives: a thread blocked elsewhere (a future, a queue,
@@ -240,7 +245,7 @@ class Simulation(Events):
         wait = POLL_S
         while True:
             seen = self._arrivals
-            if not client.is_alive() or watch.snapshot():
+            if not running() or watch.snapshot():
                 return
             now = time.monotonic()
             if now >= sample_at:
@@ -258,7 +263,7 @@ class Simulation(Events):
                                             + watch.describe())
                 sample_at = now + every
             with self._cv:
-                if self._arrivals == seen:
+                if self._arrivals == seen and running():
                     wait = POLL_S if self._cv.wait(wait) else min(2 * wait, POLL_MAX_S)
                 else:
                     wait = POLL_S

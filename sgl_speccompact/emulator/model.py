@@ -14,6 +14,7 @@ named it.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass
@@ -92,7 +93,7 @@ class EmulatedModel:
         self.policy = policy
         self.tokenizer = tokenizer
         self.vocab_size = len(tokenizer)
-        self.eos_ids = _eos_ids(tokenizer)
+        self.eos_ids = list(_eos_ids(tokenizer))
         self._token_cache: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
         self._outputs: dict[str, tuple[int, ...]] = {}  # a policy output's text -> its ids
@@ -189,8 +190,10 @@ class EmulatedModel:
         return self._token_cache[text]
 
 
-def _eos_ids(tokenizer) -> list[int]:
-    """EOS ids as SGLang collects them: the tokenizer's EOS, then chat ends."""
+@functools.lru_cache(maxsize=8)
+def _eos_ids(tokenizer) -> tuple[int, ...]:
+    """EOS ids as SGLang collects them: the tokenizer's EOS, then chat ends (read once per tokenizer: the
+    vocabulary is a dict of every token)."""
     ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     vocab = tokenizer.get_vocab()
     for tok in ("<|im_end|>", "<|endoftext|>"):
@@ -198,4 +201,4 @@ def _eos_ids(tokenizer) -> list[int]:
             ids.append(vocab[tok])
     if not ids:
         raise EmulatorError("the tokenizer has no EOS token")
-    return ids
+    return tuple(ids)

@@ -87,3 +87,15 @@ def test_the_estimate_scales_each_runs_cells_to_its_computed_rows(regen):
     cpu, wall = regen.estimate({"session": [(6.0, 2), (4.0, 3)]}, 2, 15.0)
     assert cpu == 2.0 * rows and wall == max(cpu / 2, cpu / len(regen.SHARDS["session"])) + 15.0
     assert regen.minutes(cpu) and regen.minutes(59.6) == "1 min 0 s"
+
+
+def test_twins_pair_rows_without_the_model_pair_and_compare_what_the_engine_decided(regen):
+    def load(name):
+        return json.loads((regen.RESULTS / regen.RUNS[name][0]).read_text())
+
+    key = regen.CHECKS["session-evolving-judge-32b"][1]
+    assert regen.twin_rows(load("session-evolving-judge"), load("session-evolving-judge-32b"), key) == (80, 80, [])
+    small = load("session-evolving-judge")
+    small["rows"][0]["records"][0]["lines"] += 1  # one compaction kept one more line
+    paired, same, differ = regen.twin_rows(small, load("session-evolving-judge-32b"), key)
+    assert (paired, same, len(differ)) == (80, 79, 1)
