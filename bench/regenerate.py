@@ -2,38 +2,48 @@
 """Rerun every benchmark the current result pages quote, from today's code (SIMULATED runs).
 
 Method: each entry of :data:`RUNS` is one committed JSON under ``bench/results``
-and the exact command that writes it; this script runs them one after
-another (one simulation at a time), prints each command, its conditions and
-its runtime, and ends with the total.  The pages that quote them:
-``docs/benchmarks/single-compaction.md``, ``docs/benchmarks/session.md`` (with the
-evolving-summary race, ``session-evolving*``) and ``docs/benchmarks/auto-picker.md`` (the
-fair field).
-Every figure is SIMULATED (one-clock simulator, H200 cost model), never a
-GPU measurement.
+and the exact command that writes it (split into the parts of
+:data:`SHARDS` where one is long).  The commands run in ``--workers`` worker
+processes that import sglang, torch and the tokenizer once each
+(:mod:`bench.harness.jobs`), heaviest first; every finished part prints a
+progress line (its wall and CPU time, what is left), and the end prints the
+total CPU and wall time.  The pages that quote the runs:
+``docs/benchmarks/single-compaction.md``, ``docs/benchmarks/session.md`` (with
+the evolving-summary race, ``session-evolving*``) and
+``docs/benchmarks/auto-picker.md`` (the fair field).  Every figure is
+SIMULATED (one-clock simulator, H200 cost model), never a GPU measurement.
+
+Resumable: a part is written to ``bench/results/<run>.parts.tmp/`` (not
+committed) with a stamp of its command and a digest of the code; an
+interrupted regeneration run again keeps every part made by the same
+command from the same code (``--fresh`` makes them all again), and a run's
+JSON is written once all its parts are there.
 
 ``--check`` reruns a few cheap cells of each run instead (its first seed;
 together the cells cover every method and speculative decoding the run's rows
 hold) and fails when a committed row no longer matches what the code
 produces for the recorded conditions and seed (the staleness check that
-``tests/bench/test_bench_regenerate.py`` runs).  Both also cover the
-documentation's figures (``bench/figures.py``): a full run renders them again
-from the JSONs it wrote, ``--check`` re-renders them into a temporary folder
-and fails on a figure that differs from its committed PNG.
+``tests/bench/test_bench_regenerate.py`` and CI run).  It also prints an
+estimate of a full regeneration's CPU and wall time from the cells.  Both
+cover the documentation's figures (``bench/figures.py``): a full run renders
+them again from the JSONs it wrote, ``--check`` re-renders them into a
+temporary folder and fails on a figure that differs from its committed PNG.
 
 Usage::
 
-    python -m bench.regenerate            # every quoted run (about 15-20 min on 2 busy cores)
-    python -m bench.regenerate --only single-compaction
-    python -m bench.regenerate --check    # a few cheap cells per run and every figure, compared with what is committed
+    python -m bench.regenerate            # every quoted run, resumable
+    python -m bench.regenerate --only single-compaction-8b session
+    python -m bench.regenerate --check    # cheap cells of every run and every figure, with the estimate
     python -m bench.regenerate --tables   # the pages' tables, from the committed JSONs
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
-import subprocess
+import shutil
 import sys
 import tempfile
 import time
@@ -41,6 +51,8 @@ from pathlib import Path
 
 BENCH = Path(__file__).resolve().parent
 RESULTS = BENCH / "results"
+WORKERS = 2  # worker processes: this machine's cores
+WARM_S = 15.0  # CPU seconds a worker spends on its imports and the tokenizer before its first job
 
 # name -> (committed JSON, bench script, its arguments)
 SINGLE = ["--methods", "target_self,speccompact,hermes,openclaw,auto", "--no-trajectories",
@@ -207,15 +219,6 @@ def command(name: str, out: Path, replace: dict | None = None) -> list[str]:
     return [sys.executable, "-m", f"bench.{Path(script).stem}", *args, "--out", str(out)]
 
 
-def run(cmd: list[str]) -> float:
-    """Run one benchmark command (its output shown); its runtime in seconds."""
-    print("$ " + " ".join(Path(c).name if c == sys.executable else c for c in cmd), flush=True)
-    t0 = time.perf_counter()
-    env = {**os.environ, "PYTHONPATH": os.pathsep.join(filter(None, [str(BENCH.parent), os.environ.get("PYTHONPATH")]))}
-    subprocess.run(cmd, check=True, env=env, cwd=BENCH.parent)  # this checkout's package, not another install
-    return time.perf_counter() - t0
-
-
 def merge(parts: list[dict]) -> dict:
     """One report from shards of seeds: rows in order, the summary rebuilt, the conditions of all seeds."""
     from bench.harness.session import summarize
@@ -232,21 +235,91 @@ def merge(parts: list[dict]) -> dict:
             "shards": [p["conditions"].get("seed") for p in parts]}
 
 
-def regenerate(name: str, shards: int | None = None) -> float:
-    """Rerun ``name`` (its first ``shards`` shards one after another, then merged); its runtime in seconds."""
-    out = RESULTS / RUNS[name][0]
-    if name not in SHARDS:
-        return run(command(name, out))
-    spent, parts = 0.0, []
-    with tempfile.TemporaryDirectory() as tmp:
-        for i, shard in enumerate(SHARDS[name][:shards]):
-            part = Path(tmp) / f"part{i}.json"
-            spent += run(command(name, part, shard))
-            parts.append(json.loads(part.read_text()))
+# ------------------------------------------------------------------ what runs, and where its parts are kept
+
+
+def parts_of(name: str, shards: int | None = None) -> list[dict | None]:
+    """The argument swaps of each command of run ``name`` (``[None]``: one command, the whole run)."""
+    return list(SHARDS[name][:shards]) if name in SHARDS else [None]
+
+
+def workdir(name: str) -> Path:
+    """Where run ``name``'s finished parts wait for the others (``bench/results/<run>.parts.tmp``, not committed)."""
+    return RESULTS / (Path(RUNS[name][0]).stem + ".parts.tmp")
+
+
+def source_digest() -> str:
+    """A digest of the code a run depends on: a part made by other code is never reused."""
+    h = hashlib.sha256()
+    roots = [BENCH.parent / "sgl_speccompact", BENCH, BENCH.parent / "integrations" / "hermes"]
+    for root in roots:
+        for path in sorted(root.rglob("*.py")):
+            if "results" in path.relative_to(root).parts[:1]:
+                continue
+            h.update(str(path.relative_to(BENCH.parent)).encode() + b"\0" + path.read_bytes() + b"\0")
+    return h.hexdigest()[:16]
+
+
+def kept(part: Path, args: list[str], digest: str) -> bool:
+    """Whether ``part`` was made by exactly this command from this code (and so is not made again)."""
+    stamp = part.with_suffix(".stamp")
+    if not (part.is_file() and stamp.is_file()):
+        return False
+    try:
+        return json.loads(stamp.read_text()) == {"args": args, "source": digest}
+    except ValueError:
+        return False
+
+
+def weight(name: str, parts: int) -> float:
+    """A part's expected cost, from its committed run's runtime (heavier parts start first)."""
+    try:
+        report = json.loads((RESULTS / RUNS[name][0]).read_text())
+    except (OSError, ValueError):
+        return 1.0
+    runtime = report.get("runtime_s") or sum(r.get("real_s") or 0 for r in report.get("rows", [])) or 1.0
+    return runtime / parts
+
+
+def full_jobs(names: list[str], shards: int | None, digest: str, fresh: bool) -> tuple[list, list[Path]]:
+    """``(jobs still to run, parts kept from an earlier, interrupted regeneration)``."""
+    from bench.harness.jobs import Job
+
+    todo, reused = [], []
+    for name in names:
+        swaps = parts_of(name, shards)
+        folder = workdir(name)
+        folder.mkdir(parents=True, exist_ok=True)
+        for i, swap in enumerate(swaps):
+            part = folder / f"part{i}.json"
+            args = command(name, part, swap)[3:]
+            if not fresh and kept(part, args, digest):
+                reused.append(part)
+                continue
+            part.with_suffix(".stamp").unlink(missing_ok=True)
+            todo.append(Job(f"{name} part {i + 1}/{len(swaps)}", Path(RUNS[name][1]).stem, tuple(args),
+                            weight(name, len(swaps)), log=str(part.with_suffix(".log"))))
+    return todo, reused
+
+
+def finish(name: str, shards: int | None) -> Path | None:
+    """Run ``name``'s final JSON from its parts, once every part is there; its folder is removed."""
     from bench.harness.runs import write_json
 
-    write_json(merge(parts), out)
-    return spent
+    folder, n = workdir(name), len(parts_of(name, shards))
+    parts = [folder / f"part{i}.json" for i in range(n)]
+    if not all(p.with_suffix(".stamp").is_file() for p in parts):
+        return None
+    out = RESULTS / RUNS[name][0]
+    if name in SHARDS:
+        write_json(merge([json.loads(p.read_text()) for p in parts]), out)
+    else:
+        os.replace(parts[0], out)
+    shutil.rmtree(folder, ignore_errors=True)
+    return out
+
+
+# ------------------------------------------------------------------ the staleness check
 
 
 def stale_rows(committed: dict, fresh: dict, key: tuple, fields: tuple) -> list[str]:
@@ -267,20 +340,128 @@ def stale_rows(committed: dict, fresh: dict, key: tuple, fields: tuple) -> list[
     return out
 
 
-def check(name: str) -> list[str]:
-    """Rerun the cheap cells of ``name``; what no longer matches its committed JSON (empty: current)."""
-    cells, key, fields = CHECKS[name]
+def check_jobs(names: list[str], folder: Path) -> list:
+    """One job per cheap cell of each run, writing into ``folder``."""
+    from bench.harness.jobs import Job
+
+    jobs = []
+    for name in names:
+        cells = CHECKS[name][0]
+        for i, replace in enumerate(cells):
+            out = folder / f"{name}-cell{i}.json"
+            jobs.append(Job(f"{name} cell {i + 1}/{len(cells)}", Path(RUNS[name][1]).stem,
+                            tuple(command(name, out, replace)[3:]), weight(name, 1) / 100,
+                            log=str(out.with_suffix(".log"))))
+    return jobs
+
+
+def cell_verdict(job, folder: Path) -> list[str]:
+    """What a finished check cell found stale (empty: current)."""
+    name, i = job.name.split(" cell ")[0], int(job.name.split(" cell ")[1].split("/")[0]) - 1
+    _, key, fields = CHECKS[name]
+    fresh = json.loads((folder / f"{name}-cell{i}.json").read_text())
     committed = json.loads((RESULTS / RUNS[name][0]).read_text())
-    out = []
-    for i, replace in enumerate(cells):
-        with tempfile.TemporaryDirectory() as tmp:
-            path = Path(tmp) / "cell.json"
-            run(command(name, path, replace))
-            fresh = json.loads(path.read_text())
-        if not fresh["rows"]:
-            out.append(f"{name}: cheap cell {i} produced no rows")
-        out += [f"{name} {line}" for line in stale_rows(committed, fresh, key, fields)]
+    out = [] if fresh["rows"] else [f"{name}: cheap cell {i} produced no rows"]
+    return out + [f"{name} {line}" for line in stale_rows(committed, fresh, key, fields)]
+
+
+def check(name: str, workers: int = 2) -> list[str]:
+    """Rerun the cheap cells of ``name``; what no longer matches its committed JSON (empty: current)."""
+    from bench.harness.jobs import execute
+
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        done = execute(check_jobs([name], folder), workers, lambda d: None)
+        out = [f"{d.job.name}: failed: {d.error.strip().splitlines()[-1]}" for d in done if d.error]
+        for d in sorted((d for d in done if not d.error), key=lambda d: d.job.name):
+            out += cell_verdict(d.job, folder)
     return out
+
+
+# ------------------------------------------------------------------ twins: runs that differ in hardware only
+
+# a run at 32B and its run at 8B: the same commands but the model pair.  Their check cells are compared for what the
+# engine decided (the timing apart): where every row matches, only the hardware moved the numbers
+TWINS = {"single-compaction-32b": "single-compaction-8b", "fair-32b": "fair-8b", "session-32b": "session",
+         "session-yield-32b": "session-yield", "session-evolving-32b": "session-evolving",
+         "session-evolving-judge-32b": "session-evolving-judge"}
+# per compaction, what the engine decided (not when): lines, carried lines, facts kept, truth kept, untrue lines
+DECIDED = ("lines", "carried_lines", "content_lines", "retained_facts", "held_facts", "true_kept", "untrue_lines",
+           "aborted", "prepared", "applied")
+
+
+def decided(row: dict) -> tuple:
+    """What the engine decided in one row, whatever the hardware (a latency row: its decisions digest).
+
+    >>> decided({"decisions": "ab12", "method": "speccompact", "e2e_s": 1.0})
+    ('ab12',)
+    """
+    if "records" in row:
+        return (row["compactions"], *(tuple(c.get(f) for f in DECIDED) for c in row["records"]))
+    return (row.get("decisions"),)
+
+
+def twin_rows(a: dict, b: dict, key: tuple) -> tuple[int, int, list[str]]:
+    """``(rows of b with a twin in a, of which the engine decided alike, the keys of the others)``.
+
+    Rows pair on ``key`` without the model pair; ``auto`` rows are left out (its pick is made from the
+    hardware's cost model).
+    """
+    key = tuple(k for k in key if k != "model_pair")
+    first = {tuple(r.get(k) for k in key): r for r in a["rows"] if r.get("method") != "auto"}
+    pairs = [(first[k], r) for r in b["rows"] if r.get("method") != "auto"
+             and (k := tuple(r.get(x) for x in key)) in first]
+    differ = [str(tuple(r.get(x) for x in key)) for old, r in pairs if decided(old) != decided(r)]
+    return len(pairs), len(pairs) - len(differ), differ
+
+
+def twins(folder: Path, names: list[str]) -> list[str]:
+    """What the engine decided in each 32B run's cells against its 8B run's cells (lines to print)."""
+    out = []
+    for big, small in TWINS.items():
+        if big not in names or small not in names:
+            continue
+        key = CHECKS[big][1]
+        paired = same = 0
+        differ: list[str] = []
+        for i in range(min(len(CHECKS[big][0]), len(CHECKS[small][0]))):
+            a, b = (folder / f"{n}-cell{i}.json" for n in (small, big))
+            if a.is_file() and b.is_file():
+                n, k, d = twin_rows(json.loads(a.read_text()), json.loads(b.read_text()), key)
+                paired, same, differ = paired + n, same + k, differ + d
+        verdict = "only the hardware differs" if paired and same == paired else "the engine decided otherwise"
+        out.append(f"twins {big} / {small}: {same} of {paired} cell rows decided alike ({verdict})"
+                   + (f"; first: {differ[0]}" if differ else ""))
+    return out
+
+
+# ------------------------------------------------------------------ the estimate of a full regeneration
+
+
+def real_rows(report: dict) -> int:
+    """Rows a run computed (a row reused from another cell costs nothing)."""
+    return sum(1 for r in report["rows"] if not r.get("reused_from"))
+
+
+def estimate(cells: dict[str, list[tuple[float, int]]], workers: int, warm_s: float) -> tuple[float, float]:
+    """``(CPU s, wall s)`` of a full regeneration of the runs in ``cells``, from their check cells.
+
+    ``cells``: per run, each cell's ``(CPU s, computed rows)``.  A run's CPU
+    is its cells' CPU per computed row times its committed JSON's computed
+    rows; the wall time is that CPU over ``workers`` (each part on one
+    core), or the largest part when that is longer, plus each worker's
+    start ``warm_s``.  An estimate: rows of one run differ in cost.
+    """
+    total, largest = 0.0, 0.0
+    for name, got in cells.items():
+        cpu, rows = sum(c for c, _ in got), sum(n for _, n in got)
+        if not rows:
+            continue
+        report = json.loads((RESULTS / RUNS[name][0]).read_text())
+        run_cpu = cpu / rows * real_rows(report)
+        total += run_cpu
+        largest = max(largest, run_cpu / len(parts_of(name)))
+    return total, max(total / workers, largest) + warm_s
 
 
 NAMES = {"target_self": "Target-self", "speccompact": "SpecCompact", "openclaw": "OpenClaw-style", "auto": "auto"}
@@ -339,41 +520,142 @@ def tables() -> str:
     return "\n\n".join(out)
 
 
+def minutes(seconds: float) -> str:
+    """``12 min 5 s`` style.
+
+    >>> minutes(725.4), minutes(42)
+    ('12 min 5 s', '42 s')
+    """
+    m, sec = divmod(round(seconds), 60)
+    return f"{m} min {sec} s" if m else f"{sec} s"
+
+
+class Progress:
+    """One line per finished job: what, its cost, and how far the whole is."""
+
+    def __init__(self, jobs: list, t0: float):
+        self.total, self.left, self.t0, self.n = sum(j.weight for j in jobs) or 1.0, len(jobs), t0, 0
+        self.spent = 0.0  # weight of the finished jobs
+
+    def __call__(self, done) -> None:
+        self.n += 1
+        self.spent += done.job.weight
+        elapsed = time.perf_counter() - self.t0
+        ahead = elapsed * (self.total - self.spent) / self.spent if self.spent else 0.0
+        status = "FAILED" if done.error else "done"
+        print(f"[{self.n}/{self.left}] {done.job.name}: {status} in {minutes(done.wall_s)} ({done.cpu_s:.0f} CPU-s); "
+              f"{minutes(elapsed)} elapsed, about {minutes(ahead)} left", flush=True)
+
+
+def run_check(names: list[str], workers: int, figures: bool) -> tuple[list[str], dict]:
+    """The cheap cells of ``names`` (and the figures); ``(stale lines, per run [(cell CPU s, rows)])``."""
+    from bench.harness.jobs import Job, execute
+
+    failed, cells = [], {}
+    with tempfile.TemporaryDirectory() as tmp:
+        folder = Path(tmp)
+        jobs = check_jobs(names, folder) + ([Job("figures", "figures", (), 0.0, call="check")] if figures else [])
+        progress = Progress(jobs, time.perf_counter())
+
+        def seen(done) -> None:
+            progress(done)
+            if done.error:
+                failed.append(f"{done.job.name}: failed: {done.error.strip().splitlines()[-1]}")
+            elif done.job.call == "check":
+                failed.extend(done.result)
+            else:
+                failed.extend(cell_verdict(done.job, folder))
+                name = done.job.name.split(" cell ")[0]
+                fresh = json.loads(Path(done.job.args[done.job.args.index("--out") + 1]).read_text())
+                cells.setdefault(name, []).append((done.cpu_s, real_rows(fresh)))
+
+        execute(jobs, workers, seen)
+        for line in twins(folder, names):
+            print(line)
+    return failed, cells
+
+
+def run_full(names: list[str], shards: int | None, workers: int, fresh: bool) -> list[str]:
+    """Every part of ``names`` not kept from an interrupted regeneration, then each run's JSON; what failed."""
+    from bench.harness.jobs import execute
+
+    digest = source_digest()
+    jobs, reused = full_jobs(names, shards, digest, fresh)
+    for part in reused:
+        print(f"kept {part.relative_to(BENCH.parent)} (made by this code with this command)")
+    failed, progress = [], Progress(jobs, time.perf_counter())
+
+    def seen(done) -> None:
+        progress(done)
+        if done.error:
+            failed.append(f"{done.job.name}: failed (log: {done.job.log})")
+            return
+        part = Path(done.job.args[done.job.args.index("--out") + 1])
+        part.with_suffix(".stamp").write_text(json.dumps({"args": list(done.job.args), "source": digest}))
+        out = finish(done.job.name.split(" part ")[0], shards)
+        if out is not None:
+            print(f"wrote {out.relative_to(BENCH.parent)}", flush=True)
+
+    execute(jobs, workers, seen)
+    for name in names:  # runs whose every part was kept
+        out = finish(name, shards)
+        if out is not None:
+            print(f"wrote {out.relative_to(BENCH.parent)}")
+    return failed
+
+
 def main(argv: list[str] | None = None) -> int:
     p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     p.add_argument("--only", nargs="+", choices=sorted(RUNS), help="these runs only")
-    p.add_argument("--check", action="store_true", help="one cheap cell per run, compared with the committed JSON")
+    p.add_argument("--check", action="store_true", help="cheap cells of each run, compared with the committed JSON")
     p.add_argument("--tables", action="store_true", help="print the pages' tables from the committed JSONs")
     p.add_argument("--shards", type=int, help="of a run split into seed shards, only the first N (fewer seeds)")
+    p.add_argument("--workers", type=int, default=WORKERS, help=f"worker processes (default {WORKERS})")
+    p.add_argument("--fresh", action="store_true",
+                   help="make every part again, even one an interrupted regeneration finished with this code")
     p.add_argument("--no-figures", dest="figures", action="store_false",
                    help="leave the documentation's figures (bench/figures.py) alone: not rendered, not checked")
     args = p.parse_args(argv)
     if args.tables:
         print(tables())
         return 0
-    names = args.only or list(RUNS)
-    print("Method: rerun each quoted benchmark from today's code, one at a time (SIMULATED: one-clock simulator, "
-          "H200 cost model; not a GPU measurement)")
-    print(f"Conditions: runs {', '.join(names)}; {'cheap cells of each, every method, compared' if args.check else 'full'}; "
-          f"python {sys.version.split()[0]}")
-    t0, failed = time.perf_counter(), []
-    for name in names:
-        if args.check:
-            failed += check(name)
-        else:
-            print(f"{name}: {regenerate(name, args.shards):.0f} s", flush=True)
-    if args.figures:  # the documentation's figures, from the JSONs as they are now
-        from bench import figures
+    from bench.harness.jobs import children_cpu_s, own_cpu_s
 
-        if args.check:
-            failed += figures.check()
-        else:
+    names = args.only or list(RUNS)
+    print("Method: rerun each quoted benchmark from today's code in worker processes that import the stack once "
+          "(SIMULATED: one-clock simulator, H200 cost model; not a GPU measurement)")
+    print(f"Conditions: runs {', '.join(names)}; "
+          f"{'cheap cells of each, every method, compared' if args.check else 'full'}; {args.workers} workers on "
+          f"{os.cpu_count()} CPUs; load average {load()}; python {sys.version.split()[0]}", flush=True)
+    t0 = time.perf_counter()
+    if args.check:
+        failed, cells = run_check(names, args.workers, args.figures)
+    else:
+        failed, cells = run_full(names, args.shards, args.workers, args.fresh), {}
+        if args.figures and not failed:  # the documentation's figures, from the JSONs as they are now
+            from bench import figures
+
             for path in figures.render_all():
                 print(f"wrote {path}")
-    print(f"runtime {time.perf_counter() - t0:.0f} s")
+    wall, cpu = time.perf_counter() - t0, own_cpu_s() + children_cpu_s()
+    print(f"total: {cpu:.0f} CPU-s ({cpu / 60:.1f} CPU-min), wall {minutes(wall)} on {args.workers} workers; "
+          f"load average {load()} at the end")
+    if cells:
+        est_cpu, est_wall = estimate(cells, args.workers, WARM_S)
+        print(f"estimated full regeneration of these runs (this machine, nothing else running): {est_cpu / 60:.0f} "
+              f"CPU-min, about {est_wall / 60:.0f} min of wall time on {args.workers} workers (each run's check "
+              f"cells' CPU per computed row times its computed rows, plus {WARM_S:.0f} s per worker to start)")
     for line in failed:
         print(f"STALE {line}")
     return 1 if failed else 0
+
+
+def load() -> str:
+    """The machine's load average (1, 5, 15 min), or ``unknown``."""
+    try:
+        return " ".join(Path("/proc/loadavg").read_text().split()[:3])
+    except OSError:
+        return "unknown"
 
 
 if __name__ == "__main__":

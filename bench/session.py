@@ -96,10 +96,8 @@ class Servers:
     def __init__(self, args, tokenizer: str):
         from bench.latency import workload_lines
 
-        from sgl_speccompact.emulator.server import load_tokenizer
-
         self.args, self.tokenizer, self.lines = args, tokenizer, workload_lines()
-        self.loaded = load_tokenizer(tokenizer)
+        self.loaded = runs.loaded_tokenizer(tokenizer)
         self.sims: dict = {}
 
     def get(self, pair: str, deployment: str, method: str, spec: str, hold: float | None = None):
@@ -244,7 +242,7 @@ def run(args) -> dict:
           f"held lines {args.held_positions} in their "
           f"slot, a writer repeats a carried line it passes at rate {args.repeat:g}; NGRAM copy at plain speed where "
           "there is no previous summary")
-    servers, rows, alone, done, sessions = Servers(args, tokenizer), [], {}, {}, {}
+    servers, rows, alone, done, sessions, counters = Servers(args, tokenizer), [], {}, {}, {}, {}
     config = {"agent_context_tokens": args.window}
     for pair in args.model_pairs:
         for dep in args.deployments:
@@ -253,7 +251,9 @@ def run(args) -> dict:
                 mistakes = Mistakes(fa, fr, args.held_positions, args.repeat, evidence_catch=ev)
                 sim, target, drafter, gpus = servers.get(pair, dep, method, spec, hold)
                 model = sim.servers["target"].model
-                tokens = sp.message_tokens(lambda text, m=model: len(m.encode(text)))
+                if model.tokenizer not in counters:  # one count per text and tokenizer, for every cell
+                    counters[model.tokenizer] = sp.message_tokens(lambda text, m=model: len(m.encode(text)))
+                tokens = counters[model.tokenizer]
 
                 def compact(meth, messages, previous, target=target, drafter=drafter, yield_s=None):
                     view = target.yielding(yield_s) if yield_s else target  # a prepare yielding to the agent

@@ -125,14 +125,14 @@ def simulate(args, methods: list[str], runner, trajs: list, tokenizer: str, line
     from bench.sim.simulator import build_simulation
     from bench.sim.workload import SummaryWorkload
 
-    from sgl_speccompact.emulator.server import load_tokenizer
+    from .runs import loaded_tokenizer
 
     sched = Scheduling(schedule_policy=args.schedule_policy, chunked_prefill_size=args.chunked_prefill_size or None,
                        **({"tokenizer_tokens_per_s": args.tokenizer_rate} if args.tokenizer_rate is not None else {}))
     rows, done = [], {}
     info = {"spec_notes": {}, "auto": {}}
     runner_obj = CaseRunner(args, runner, tokenizer)
-    loaded = load_tokenizer(tokenizer)  # once: loading takes seconds
+    loaded = loaded_tokenizer(tokenizer)  # once per process: loading takes seconds
     for pair in args.model_pairs:
         built: dict = {}  # one simulation per GPU layout, reconfigured per cell (its caches reset per run)
 

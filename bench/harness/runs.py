@@ -7,6 +7,7 @@ Nothing here is a measurement by itself.
 
 from __future__ import annotations
 
+import functools
 import json
 import os
 import sys
@@ -77,6 +78,14 @@ def _multi_trial(path: Path) -> bool:
         return len(list_trials(path)) > 1
     except Exception:  # noqa: BLE001 - an unreadable file is not multi-trial; loading it reports why
         return False
+
+
+@functools.cache
+def loaded_tokenizer(path: str):
+    """The tokenizer in ``path``, loaded once per process (it takes seconds; runs in one process share it)."""
+    from sgl_speccompact.emulator.server import load_tokenizer
+
+    return load_tokenizer(path)
 
 
 def with_layout(messages: list, layout: str | None = None, chat_template=None):

@@ -9,14 +9,30 @@ GPU, and applies events in time order until a client is answered.  See
 
 from __future__ import annotations
 
-import hashlib
 import heapq
-import json
 
 from sgl_speccompact.emulator.scheduler import Batch
+from .canonical import order_keys
 from .servers import (LOCAL_TOKENIZE_PATH, SERVED, TOOL_PATH, YIELD_PATH, Requests, SimServer, _by_text, _kind,
                       _tokenizes, _with_text)
 from .timeline import PassRecord, RequestRecord
+
+
+def instant_order(epoch: list) -> list[tuple[tuple, object]]:
+    """``(key, ticket)`` of the requests issued at one instant, in canonical order (:mod:`.canonical`).
+
+    Ordered by ``(server, path, canonical body)``; tickets with equal keys
+    have identical bodies and keep the order they were issued in.
+    """
+    groups: dict[tuple[str, str], list] = {}
+    for t in epoch:
+        groups.setdefault((t.server.name, t.path), []).append(t)
+    out = []
+    for where in sorted(groups):
+        tickets = groups[where]
+        keys = order_keys([t.body for t in tickets], [t.plain_ids for t in tickets])
+        out += sorted((((*where, k), t) for k, t in zip(keys, tickets)), key=lambda kt: kt[0])
+    return out
 
 
 class Events(Requests):
@@ -43,20 +59,16 @@ class Events(Requests):
         held = [t for t in epoch if t.path == YIELD_PATH]
         epoch = [t for t in epoch if t.path not in ("/tokenize", TOOL_PATH, LOCAL_TOKENIZE_PATH, YIELD_PATH)]
         # identical bodies get identical answers, so their relative order does not matter
-        keyed = sorted((((t.server.name, t.path, json.dumps(t.body, sort_keys=True, default=str)), i)
-                        for i, t in enumerate(epoch)), key=lambda k: k[0])
         bundle, last = [], None
-        for (_, _, canonical), i in keyed:
-            ticket = epoch[i]
-            if (ticket.server.name, ticket.path, canonical) != last:
-                bundle, last = [], (ticket.server.name, ticket.path, canonical)
+        for key, ticket in instant_order(epoch):
+            if key != last:
+                bundle, last = [], key
             bundle.append(ticket)
             ticket.bundle = bundle
             self._tickets.append(ticket)
             srv = ticket.server
             rec = RequestRecord(seq=len(self.requests), server=srv.name, path=ticket.path,
-                                kind=_kind(ticket), items=len(ticket.jobs), issued=self.clock,
-                                digest=hashlib.sha256(canonical.encode()).hexdigest()[:12])
+                                kind=_kind(ticket), items=len(ticket.jobs), issued=self.clock)
             if self.labeler is not None:
                 rec.lane, rec.role = self.labeler(srv.name, ticket.path, _with_text(ticket))
             for job in ticket.jobs:  # sglang's priority scheduling, when the simulation gives roles one

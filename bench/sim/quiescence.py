@@ -99,6 +99,7 @@ class ThreadWatch:
         self.before = set(threading.enumerate())  # Thread objects: idents of dead threads are reused
         self.extra = set(extra)
         self._saved_interval: float | None = None
+        self._waits = WaitCache()  # the condition and waiter of each thread's current wait, read once per wait
 
     def __enter__(self) -> "ThreadWatch":
         self._saved_interval = sys.getswitchinterval()
@@ -115,16 +116,18 @@ class ThreadWatch:
 
     def tracked(self, frames: dict) -> list[threading.Thread]:
         """Tracked threads that still run Python code."""
-        me = threading.get_ident()
+        me, before, extra = threading.get_ident(), self.before, self.extra
         return [t for t in threading.enumerate()
-                if t.ident in frames and t.ident != me and (t not in self.before or t.ident in self.extra)]
+                if (i := t.ident) in frames and i != me and (t not in before or i in extra)]
 
     def snapshot(self) -> Snapshot:
         """Whether every tracked thread is blocked right now."""
         frames = sys._current_frames()
         threads = self.tracked(frames)
-        running = tuple(t.name for t in threads if not blocked(frames[t.ident], frames))
+        check = self._waits.blocked
+        running = tuple(t.name for t in threads if not check(t.ident, frames))
         running += tuple(f"{t.name} (starting)" for t in list(threading._limbo.values()))
+        self._waits.keep(frames)
         return Snapshot(not running, running, len(threads))
 
     def progress(self) -> tuple:
@@ -178,8 +181,7 @@ def blocked(frame, frames: dict) -> bool:
     """Whether a thread whose innermost frame is ``frame`` is blocked (see module doc)."""
     code, line = frame.f_code, frame.f_lineno
     if code is _COND_WAIT and line in _COND_LINES:
-        local = frame.f_locals
-        cond, waiter = local.get("self"), local.get("waiter")
+        cond, waiter = _cond_wait(frame)
         return cond is not None and waiter is not None and waiter in cond._waiters
     if code is _JOIN and line in _JOIN_LINES:
         target = frame.f_locals.get("self")
@@ -188,3 +190,41 @@ def blocked(frame, frames: dict) -> bool:
         queue = frame.f_locals.get("work_queue")
         return queue is not None and queue.qsize() == 0
     return False
+
+
+def _cond_wait(frame) -> tuple:
+    """``(condition, waiter lock)`` of a ``Condition.wait`` frame (its locals, read once)."""
+    local = frame.f_locals
+    return local.get("self"), local.get("waiter")
+
+
+class WaitCache:
+    """:func:`blocked` for a snapshot's threads, reading a waiting frame's locals once per wait.
+
+    A thread in ``Condition.wait`` stays in the same frame object until the
+    wait returns, and the frame's ``self`` and ``waiter`` never change in
+    it, so they are read once (``f_locals`` copies every local) and the
+    frame is kept beside them: while it is kept its memory is not reused,
+    so ``is`` tells the same wait from a later one.  Whether the thread is
+    still blocked is looked at every time (its waiter still in the
+    condition's ``_waiters``).
+    """
+
+    def __init__(self):
+        self._seen: dict[int, tuple] = {}  # thread ident -> (frame, condition, waiter)
+
+    def blocked(self, ident: int, frames: dict) -> bool:
+        frame = frames[ident]
+        if frame.f_code is not _COND_WAIT or frame.f_lineno not in _COND_LINES:
+            return blocked(frame, frames)
+        hit = self._seen.get(ident)
+        if hit is None or hit[0] is not frame:
+            hit = self._seen[ident] = (frame, *_cond_wait(frame))
+        _, cond, waiter = hit
+        return cond is not None and waiter is not None and waiter in cond._waiters
+
+    def keep(self, frames: dict) -> None:
+        """Forget threads that have ended or left their wait (their frames are released)."""
+        seen = self._seen
+        for ident in [i for i, hit in seen.items() if frames.get(i) is not hit[0]]:
+            del seen[ident]

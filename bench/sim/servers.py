@@ -11,14 +11,14 @@ for the clock.
 from __future__ import annotations
 
 import copy
-import hashlib
 import json
 import threading
+import weakref
 from dataclasses import dataclass, field
 from typing import Any
 
 from sgl_speccompact.emulator.cost import CostModel, Scheduling
-from sgl_speccompact.emulator.frontend import BadRequest, Frontend, ServedModel, parse_generate
+from sgl_speccompact.emulator.frontend import BadRequest, Frontend, ServedModel, contract_view, parse_generate
 from sgl_speccompact.emulator.jobs import Job, LogprobRequest
 from sgl_speccompact.emulator.model import EmulatedModel, EmulatorError
 from sgl_speccompact.emulator.radix import RadixTree
@@ -76,6 +76,7 @@ class Ticket:
     cond: threading.Condition | None = None  # the client waits on it (over the simulation's lock)
     background: bool = False  # sent by a yielding (background) view: not foreground load for other requests
     waited: float = 0.0  # YIELD_PATH: virtual seconds held so far
+    plain_ids: bool = False  # its input_ids are one flat list of plain ints (checked at admission)
 
 
 class Requests:
@@ -113,6 +114,7 @@ class Requests:
                 raise EmulatorError(f"{path}: a simulated server answers only inside Simulation.run")
             ticket.cond = threading.Condition(self._lock)
             self._epoch.append(ticket)
+            self._arrivals += 1  # seen by a monitor that was looking at the threads when this came
             self._cv.notify()  # the monitor wakes once this thread waits (it holds the lock until then)
             while not ticket.done:
                 ticket.cond.wait()
@@ -124,7 +126,10 @@ class Requests:
         from sgl_speccompact.backends.http import http_error
 
         try:
-            obj = parse_generate(ticket.body)
+            view = contract_view(ticket.body)
+            obj = parse_generate(ticket.body, view)
+            ids = view.get("input_ids") if view is not ticket.body else None
+            ticket.plain_ids = ids is not None and type(ids[0]) is int  # a flat list of plain ints (checked)
             ticket.jobs, ticket.single = ticket.server.frontend.jobs(obj, lambda i: self._sink(ticket, i))
             spec = ticket.server.cost.spec
             if spec is not None and any(j.lora_path for j in ticket.jobs):
@@ -184,18 +189,17 @@ class Requests:
         """One server's ``/tokenize`` requests of this instant: one tokenizer batch, one record."""
         srv = tickets[0].server
         prompts = sorted({(p, _adds(t.body)) for t in tickets for p in _prompts(t.body)})
-        canonical = json.dumps(prompts)
         rec = RequestRecord(seq=len(self.requests), server=srv.name, path="/tokenize", kind="tokenize",
-                            items=len(prompts), issued=self.clock,
-                            digest=hashlib.sha256(canonical.encode()).hexdigest()[:12])
+                            items=len(prompts), issued=self.clock)
         if self.labeler is not None:
             rec.lane, rec.role = self.labeler(srv.name, "/tokenize", {"prompt": [p for p, _ in prompts]})
-        rec.tokenized = sum(len(srv.model.encode(p, add_special_tokens=a)) for p, a in prompts)
+        encoded = _encode(srv, prompts)
+        rec.tokenized = sum(map(len, encoded.values()))
         self.requests.append(rec)
         ready = self.clock + srv.cost.request_overhead_s + srv.cost.client_s(rec.tokenized)
         srv.tokenizer_free = max(srv.tokenizer_free, ready) + srv.scheduling.tokenize_s(rec.tokenized)
         for t in tickets:
-            t.record, t.bundle, t.response = rec, tickets, _tokenize(srv, t.body)
+            t.record, t.bundle, t.response = rec, tickets, _tokenize(srv, t.body, encoded)
             self._tickets.append(t)
             self._push(srv.tokenizer_free, "answer", t)
 
@@ -214,10 +218,11 @@ class Requests:
         prompts = sorted({(p, _adds(t.body)) for t in tickets for p in _prompts(t.body)})
         rec = RequestRecord(seq=len(self.requests), server=srv.name, path=LOCAL_TOKENIZE_PATH, kind="local_tokenize",
                             items=len(prompts), issued=self.clock, role="client")
-        rec.tokenized = sum(len(srv.model.encode(p, add_special_tokens=a)) for p, a in prompts)
+        encoded = _encode(srv, prompts)
+        rec.tokenized = sum(map(len, encoded.values()))
         self.requests.append(rec)
         for t in tickets:
-            t.record, t.bundle, t.response = rec, tickets, _tokenize(srv, t.body)
+            t.record, t.bundle, t.response = rec, tickets, _tokenize(srv, t.body, encoded)
             self._tickets.append(t)
             self._push(self.clock + rec.tokenized / TOKENIZER_TOKENS_PER_S, "answer", t)
 
@@ -342,9 +347,36 @@ def _adds(body: dict) -> bool:
     return bool(body.get("add_special_tokens", True))  # TokenizeRequest's default
 
 
-def _tokenize(srv: SimServer, body: dict) -> dict:
-    """The ``/tokenize`` answer (sglang's ``TokenizeResponse`` fields) for ``prompt`` (str or list)."""
-    ids = [srv.model.encode(p, add_special_tokens=_adds(body)) for p in _prompts(body)]
+ENCODED_MAX = 300_000  # texts remembered per tokenizer before the memo starts afresh
+_ENCODED: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # tokenizer -> {(text, add_special): ids}
+
+
+def _encode(srv: SimServer, prompts: list[tuple[str, bool]]) -> dict[tuple[str, bool], list[int]]:
+    """``(text, add_special_tokens) -> ids`` of each distinct prompt.
+
+    What a tokenizer makes of a text never changes, so a text met before
+    (the same history lines in another compaction, another row of the same
+    session) is not encoded again; new ones are encoded in one batch per
+    flag.  The simulated clock charges the tokens either way.
+    """
+    memo = _ENCODED.setdefault(srv.model.tokenizer, {})
+    if len(memo) > ENCODED_MAX:
+        memo.clear()
+    for adds in (False, True):
+        new = [p for p, a in prompts if a is adds and (p, a) not in memo]
+        for p, ids in zip(new, srv.model.encode_many(new, add_special_tokens=adds)):
+            memo[(p, adds)] = ids
+    return {key: memo[key] for key in prompts}
+
+
+def _tokenize(srv: SimServer, body: dict, encoded: dict | None = None) -> dict:
+    """The ``/tokenize`` answer (sglang's ``TokenizeResponse`` fields) for ``prompt`` (str or list).
+
+    ``encoded``: prompts encoded already (:func:`_encode`); each answer gets its own lists.
+    """
+    adds = _adds(body)
+    ids = [list(encoded[(p, adds)]) if encoded is not None else srv.model.encode(p, add_special_tokens=adds)
+           for p in _prompts(body)]
     single = isinstance(body.get("prompt"), str)
     return {"tokens": ids[0] if single else ids, "count": len(ids[0]) if single else [len(i) for i in ids],
             "max_model_len": srv.served.context_length}

@@ -177,8 +177,13 @@ def wire(messages: list[dict]) -> list[dict]:
 
 
 def message_tokens(count: Callable[[str], int]) -> Callable[[dict], int]:
-    """A memoised token count of one message (content, tool calls, template overhead)."""
+    """A memoised token count of one message (content, tool calls, template overhead).
+
+    Memoised by the message object and by its text: a copy of a message
+    (``wire``, ``paired``) is counted once, like the message itself.
+    """
     memo: dict[int, tuple[dict, int]] = {}
+    by_text: dict[str, int] = {}
 
     def tokens(m: dict) -> int:
         hit = memo.get(id(m))
@@ -187,7 +192,9 @@ def message_tokens(count: Callable[[str], int]) -> Callable[[dict], int]:
         text = content_text(m.get("content")) + "".join(
             (tc.get("function") or {}).get("name", "") + str((tc.get("function") or {}).get("arguments", ""))
             for tc in m.get("tool_calls") or [])
-        n = count(text) + MESSAGE_OVERHEAD
+        n = by_text.get(text)
+        if n is None:
+            n = by_text[text] = count(text) + MESSAGE_OVERHEAD
         memo[id(m)] = (m, n)
         return n
 

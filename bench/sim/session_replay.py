@@ -66,7 +66,6 @@ numbers.
 
 from __future__ import annotations
 
-import copy
 import json
 import statistics
 import threading
@@ -309,7 +308,7 @@ class Replay:
         memo = self.hooks.alone if self.hooks.alone is not None else {}
         key = (id(self.sim), repr(self.sim.servers["target"].cost), json.dumps(bodies, sort_keys=True, default=str))
         if key not in memo:  # the same turns with no prepare, from the same caches
-            trees = {n: copy.deepcopy(s.tree) for n, s in self.sim.servers.items()}
+            trees = {n: s.tree.clone() for n, s in self.sim.servers.items()}
             _, alone = self.sim.run(lambda: self._agent(bodies), keep_cache=True)
             for n, s in self.sim.servers.items():
                 s.tree = s.sched.tree = trees[n]

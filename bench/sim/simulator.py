@@ -83,7 +83,8 @@ from .timeline import PassRecord, RequestRecord, check
 
 STALL_S = 60.0  # real seconds without any progress before a run is declared stuck
 BUSY_CPU_S = 120.0  # CPU seconds of the client threads without quiescence before a run is declared stuck
-POLL_S = 0.002  # real seconds between quiescence checks when no request arrives
+POLL_S = 0.002  # real seconds before the first quiescence check when no request arrives
+POLL_MAX_S = 0.016  # ... doubling up to this while none arrives
 SIM_LORA = "drafter"  # the adapter the "drafter" server has loaded (its lora_path); other servers have no LoRA
 
 
@@ -133,6 +134,7 @@ class Simulation(Events):
         self._lock = threading.Lock()  # guards queues and clock; client waits use it too
         self._cv = threading.Condition(self._lock)  # the monitor waits on it
         self._active = False
+        self._arrivals = 0  # requests issued so far (under the lock): the monitor's notice that one came
         self._endpoints = weakref.WeakSet()  # SimulatedEndpoints on this simulation
         self.reset()
 
@@ -185,6 +187,10 @@ class Simulation(Events):
                 box["value"] = fn()
             except BaseException as exc:  # noqa: BLE001 - re-raised on the caller's thread
                 box["error"] = exc
+            finally:
+                with self._lock:  # the monitor learns at once that the run is over
+                    box["done"] = True
+                    self._cv.notify()
 
         watch = ThreadWatch()
         thread = threading.Thread(target=client, name="sim-client", daemon=True)
@@ -192,7 +198,7 @@ class Simulation(Events):
         try:
             with watch:
                 thread.start()
-                self._loop(watch, thread)
+                self._loop(watch, lambda: "done" not in box)
         except BaseException:
             self._abort()
             raise
@@ -205,12 +211,13 @@ class Simulation(Events):
                   "requests": self.requests, "passes": self.passes}
         return box.get("value"), report
 
-    def _loop(self, watch: ThreadWatch, client: threading.Thread) -> None:
+    def _loop(self, watch: ThreadWatch, running: Callable[[], bool]) -> None:
+        """Admit and advance at each quiescent instant until ``running()`` (the client's function) is over."""
         while True:
-            self._wait_quiescent(watch, client)
+            self._wait_quiescent(watch, running)
             with self._lock:
                 self._admit_epoch()
-                if not client.is_alive():
+                if not running():
                     return
                 woke = self._advance()
             if not woke:
@@ -227,11 +234,19 @@ class Simulation(Events):
                 t.cond.notify()
             self._epoch = []
 
-    def _wait_quiescent(self, watch: ThreadWatch, client: threading.Thread) -> None:
-        # progress is sampled a few times per stall_s; a busy machine only stretches the wait
+    def _wait_quiescent(self, watch: ThreadWatch, running: Callable[[], bool]) -> None:
+        # Looked at when a client thread blocks on its answer (it notifies the monitor; the count of
+        # arrivals catches one that came while the monitor was looking), else after a wait that doubles
+        # from POLL_S to POLL_MAX_S while nothing arrives: a thread blocked elsewhere (a future, a queue,
+        # a join) sends no notice.  Progress is sampled a few times per stall_s; a busy machine only
+        # stretches the wait.
         every = self.stall_s / 4
         sample_at, still_since, mark, cpu0 = time.monotonic() + every, None, None, None
-        while client.is_alive() and not watch.snapshot():
+        wait = POLL_S
+        while True:
+            seen = self._arrivals
+            if not running() or watch.snapshot():
+                return
             now = time.monotonic()
             if now >= sample_at:
                 token = (watch.progress(), len(self._epoch))
@@ -248,7 +263,10 @@ class Simulation(Events):
                                             + watch.describe())
                 sample_at = now + every
             with self._cv:
-                self._cv.wait(POLL_S)
+                if self._arrivals == seen and running():
+                    wait = POLL_S if self._cv.wait(wait) else min(2 * wait, POLL_MAX_S)
+                else:
+                    wait = POLL_S
 
 
 def _endpoint_base():

@@ -47,7 +47,6 @@ class RequestRecord:
     cached_tokens: int = 0  # over its items
     completion_tokens: int = 0  # over its items
     tokenized: int = 0  # tokens its server's tokenizer process encoded for it
-    digest: str = ""  # sha256 of the canonical JSON body, first 12 hex digits
     lane: str | None = None  # caller's label (e.g. the slot), from Simulation.labeler
     role: str | None = None  # caller's label (e.g. "draft", "repair"), from Simulation.labeler
 

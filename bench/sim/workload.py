@@ -274,8 +274,7 @@ class SummaryWorkload:
 
     def _slot(self, text: str) -> str | None:
         """The slot a request asks for (the last slot request in ``text`` naming a known slot)."""
-        named = [s for s in _SLOT_RE.findall(text) if s in self.true]
-        return named[-1] if named else None
+        return last_slot(text, self.true)
 
     def judged(self, prompt: str) -> list[str] | None:
         """The lines a judge prompt quotes (``[]`` for an SJC entry), or None for any other prompt."""
@@ -337,6 +336,28 @@ class SummaryWorkload:
         if self.model is not None:
             text = self.model.decode(self.model.encode(text)[: self.hermes_tokens])
         return text
+
+
+def last_slot(text: str, known) -> str | None:
+    """The slot named by the last slot request in ``text`` whose slot is in ``known`` (None: none).
+
+    Read from the end: a slot request sits near the end of a prompt, after
+    the history.  Two requests cannot overlap (a slot name holds no space),
+    so the requests found backwards are the ones ``_SLOT_RE.findall`` finds.
+
+    >>> last_slot("Generate only the goal slot. x write only the other slot", {"goal"})
+    'goal'
+    """
+    end = len(text)
+    while (at := text.rfind("only the ", 0, end)) >= 0:
+        for lead in ("Generate ", "write "):
+            start = at - len(lead)
+            if start >= 0 and text.startswith(lead, start):
+                m = _SLOT_RE.match(text, start)
+                if m is not None and m.group(1) in known:
+                    return m.group(1)
+        end = at + len("only the") - 1  # the next look ends before this one's "only the"
+    return None
 
 
 def last_user(text: str, marker: str) -> str:

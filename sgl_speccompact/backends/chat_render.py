@@ -28,7 +28,6 @@ is a typed 4xx error, not a 500.
 
 from __future__ import annotations
 
-import copy
 import functools
 from typing import Any
 
@@ -109,6 +108,12 @@ def _sglang_chat():
             detect_jinja_template_content_format, process_content_for_template_format)
 
 
+@functools.lru_cache(maxsize=16)
+def content_format_of(chat_template: str) -> str:
+    """sglang's content format for a template (``"string"`` or ``"openai"``), parsed once per template."""
+    return _sglang_chat()[3](chat_template)
+
+
 def template_inputs(messages: list[dict], tools: list[dict] | None, chat_template: str,
                     tool_choice: Any = None) -> tuple[list[dict], list[dict] | None]:
     """Messages and tools as sglang's chat endpoint hands them to ``apply_chat_template``.
@@ -118,23 +123,25 @@ def template_inputs(messages: list[dict], tools: list[dict] | None, chat_templat
     InvalidHistoryError
         When sglang's ``ChatCompletionRequest`` rejects the messages or tools.
     """
-    request_cls, norm_args, norm_tool, detect_format, process_content = _sglang_chat()
+    request_cls, norm_args, norm_tool, _, process_content = _sglang_chat()
+    # No copy of the messages: the request model reads them into new objects (its validators
+    # rewrite only the top-level body, built here), and what is normalised below is its dump.
     body: dict[str, Any] = {"model": "default", "messages": list(messages)}
     if tools:
         body["tools"] = list(tools)
     if tool_choice is not None:
         body["tool_choice"] = tool_choice
     try:
-        request = request_cls.model_validate(copy.deepcopy(body))
+        request = request_cls.model_validate(body)
         dumped = [m.model_dump() for m in request.messages]
         for m in dumped:
             norm_args(m, strict=True)
     except ValueError as exc:  # pydantic.ValidationError is a ValueError
         raise InvalidHistoryError(f"messages/tools rejected by the chat endpoint's rules: {exc}",
                                   field="messages") from exc
-    content_format = detect_format(chat_template)
+    content_format = content_format_of(chat_template)
     out = []
-    for m in copy.deepcopy(dumped):
+    for m in dumped:
         if m.get("content") is None:
             m["content"] = ""
         pm = process_content(m, content_format, [], [], [], [])

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 import uuid
+import weakref
 
 from ..backends.chat_render import render_chat
 from .frontend import BadRequest, error_response
@@ -59,7 +60,7 @@ def generate_body(req, body: dict, tokenizer) -> dict:
                              tool_choice=req.tool_choice if tools else None)
     except Exception as exc:  # template errors are client errors on the server too
         raise BadRequest(error_response(str(exc)), str(exc)) from exc
-    ids = tokenizer.encode(prompt, add_special_tokens=False)
+    ids = prompt_ids(tokenizer, prompt)
     sampling = {"max_new_tokens": req.max_completion_tokens or req.max_tokens}
     for field_name, key in SAMPLING_FIELDS:
         value = getattr(req, field_name, None)
@@ -69,6 +70,63 @@ def generate_body(req, body: dict, tokenizer) -> dict:
     if req.lora_path:
         body["lora_path"] = req.lora_path
     return body
+
+
+MAX_SEGMENTS = 200_000  # segments remembered per tokenizer before the memo starts afresh
+
+
+class SegmentIds:
+    """``encode(prompt, add_special_tokens=False)`` of one tokenizer, each distinct segment encoded once.
+
+    An agent's requests resend its whole conversation, one turn longer each
+    time.  Cut where tokenization restarts
+    (:func:`~sgl_speccompact.backends.token_ids.segments`, the rule the
+    client's token-id cache uses), a prompt's ids are its segments' ids in
+    order, so only the new turn is encoded.  The rule is checked on this
+    tokenizer first (:func:`~sgl_speccompact.backends.token_ids.concatenates`);
+    a tokenizer it does not hold for encodes every prompt whole.
+    """
+
+    def __init__(self, tokenizer, max_segments: int = MAX_SEGMENTS):
+        from ..backends.token_ids import concatenates
+
+        self._tokenizer, self._max = tokenizer, max_segments
+        self._memo: dict[str, tuple[int, ...]] = {}  # segment -> its ids
+        self.exact = concatenates(self._whole, self._many, [])  # the cut rule holds for this tokenizer
+
+    def _whole(self, text: str) -> list[int]:
+        return self._tokenizer.encode(text, add_special_tokens=False)
+
+    def _many(self, texts: list[str]) -> list[list[int]]:
+        return self._tokenizer(list(texts), add_special_tokens=False)["input_ids"] if texts else []
+
+    def __call__(self, prompt: str) -> list[int]:
+        from ..backends.token_ids import segments
+
+        if not self.exact:
+            return self._whole(prompt)
+        parts = segments(prompt)
+        memo = self._memo
+        new = [p for p in dict.fromkeys(parts) if p not in memo]
+        if len(memo) + len(new) > self._max:
+            memo.clear()
+            new = list(dict.fromkeys(parts))
+        memo.update(zip(new, map(tuple, self._many(new))))
+        out: list[int] = []
+        for part in parts:
+            out.extend(memo[part])
+        return out
+
+
+_SEGMENT_IDS: "weakref.WeakKeyDictionary" = weakref.WeakKeyDictionary()  # tokenizer -> its SegmentIds
+
+
+def prompt_ids(tokenizer, prompt: str) -> list[int]:
+    """The ids the chat route sends on for a rendered prompt (no special tokens added; :class:`SegmentIds`)."""
+    encode = _SEGMENT_IDS.get(tokenizer)
+    if encode is None:
+        encode = _SEGMENT_IDS[tokenizer] = SegmentIds(tokenizer)
+    return encode(prompt)
 
 
 def chat_response(out: dict, model: str) -> dict:

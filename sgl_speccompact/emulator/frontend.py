@@ -75,17 +75,76 @@ def error_response(message: str, code: int = 400, err_type: str = "Bad Request")
     return {"object": "error", "message": message, "type": err_type, "param": None, "code": code}
 
 
-def parse_generate(body) -> object:
-    """Steps 1-2: pydantic parse, then the JSON contract.  Raises :class:`BadRequest`."""
+def parse_generate(body, view=None) -> object:
+    """Steps 1-2: pydantic parse, then the JSON contract.  Raises :class:`BadRequest`.
+
+    ``view``: ``contract_view(body)`` when the caller made it already.
+    """
     adapter, contract_error, _ = _sglang()
     try:
         obj = adapter.validate_python(body)
     except Exception as exc:  # pydantic.ValidationError, as FastAPI reports it
         raise BadRequest(error_response(str(exc)), str(exc)) from exc
-    err = contract_error(body)
+    err = contract_error(contract_view(body) if view is None else view)
     if err is not None:
         raise BadRequest({"error": err}, err)
     return obj
+
+
+def contract_view(body):
+    """``body`` as the JSON contract judges it, with plain ``input_ids`` cut to one id per prompt.
+
+    The contract checks each id on its own (an ``int``, not a ``bool``), in
+    Python, which costs more than the rest of the request's admission.  When
+    every id is exactly an ``int`` (checked at C speed: the set of their
+    types) each of those checks passes, so the contract's verdict on the
+    body equals its verdict on the body with one id per prompt kept (the
+    same shape: a flat list stays flat, a batch keeps its prompts).  Any
+    other ``input_ids`` is judged whole, with the contract's own message.
+
+    >>> contract_view({"input_ids": [1, 2, 3], "text": None})
+    {'input_ids': [1], 'text': None}
+    >>> contract_view({"input_ids": [[1, 2], [], [3]]})["input_ids"], contract_view({"input_ids": [1, True]})["input_ids"]
+    ([[1], [], [3]], [1, True])
+    """
+    ids = body.get("input_ids") if isinstance(body, dict) else None
+    if type(ids) is not list or not ids:
+        return body
+    if type(ids[0]) is list:
+        if not all(type(x) is list and _plain(x) for x in ids):
+            return body
+        cut = [x[:1] for x in ids]
+    elif _plain(ids):
+        cut = ids[:1]
+    else:
+        return body
+    return {**body, "input_ids": cut}
+
+
+def _plain(ids: list) -> bool:
+    """Every element is exactly an ``int`` (an empty list too)."""
+    return not ids or set(map(type, ids)) == {int}
+
+
+class StopEncoder:
+    """The tokenizer ``SamplingParams.normalize`` is given: the model's encode, each stop string encoded once.
+
+    Requests repeat a handful of stop strings (``"\\n"``, a closing tag), and
+    what a text encodes to never changes.
+    """
+
+    def __init__(self, model: EmulatedModel):
+        self._model = model
+        self._memo: dict[tuple[str, bool], tuple[int, ...]] = {}  # (stop, add_special_tokens) -> ids
+
+    def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
+        key = (text, add_special_tokens)
+        ids = self._memo.get(key)
+        if ids is None:
+            if len(self._memo) > 10_000:  # stop strings are few; a caller sending many gets no memo growth
+                self._memo.clear()
+            ids = self._memo[key] = tuple(self._model.encode(text, add_special_tokens=add_special_tokens))
+        return list(ids)
 
 
 class Frontend:
@@ -94,6 +153,7 @@ class Frontend:
     def __init__(self, model: EmulatedModel, served: ServedModel):
         self.model = model
         self.served = served
+        self._stops = StopEncoder(model)  # what SamplingParams.normalize encodes with
 
     def jobs(self, obj, on_update: Callable[[int], Callable[[dict, bool], None]]) -> tuple[list[Job], bool]:
         """Normalize ``obj`` and build one job per sample.
@@ -147,7 +207,7 @@ class Frontend:
         # _tokenize_one_request: given input_ids win over text.
         if sub.input_ids is not None:
             ids = list(sub.input_ids)
-            return ids, self.model.decode(ids)
+            return ids, self.model.prompt_text(ids)
         return self.model.encode(sub.text, add_special_tokens=True), sub.text
 
     def _validate_lengths(self, ids: list[int], sampling_params: dict) -> None:
@@ -201,7 +261,7 @@ class Frontend:
     def _sampling(self, sampling_params: dict, n_input: int):
         _, _, sampling_cls = _sglang()
         sp = sampling_cls(**(sampling_params or {}))
-        sp.normalize(self.model)  # it only calls encode(stop, add_special_tokens=False)
+        sp.normalize(self._stops)  # it only calls encode(stop, add_special_tokens=False)
         sp.verify(self.model.vocab_size)
         mnt = sp.max_new_tokens if sp.max_new_tokens is not None else MAX_NEW_TOKENS_UNSET
         sp.max_new_tokens = max(0, min(mnt, self.served.context_length - n_input - 1))

@@ -14,15 +14,18 @@ named it.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 from dataclasses import dataclass
 
 from ..errors import SpecCompactError
 from .policy import Logprobs, Policy
+from .prompt_text import LineDecoder, byte_level
 
 FLOOR_MASS = 1e-6  # least total probability left to unnamed tokens
 CHOSEN_P = 0.9  # probability of an emitted token the policy did not name
+MAX_OUTPUTS = 50_000  # policy outputs whose ids are remembered before the memo starts afresh
 
 
 class EmulatorError(SpecCompactError):
@@ -90,22 +93,35 @@ class EmulatedModel:
         self.policy = policy
         self.tokenizer = tokenizer
         self.vocab_size = len(tokenizer)
-        self.eos_ids = _eos_ids(tokenizer)
+        self.eos_ids = list(_eos_ids(tokenizer))
         self._token_cache: dict[str, int] = {}
         self._text_cache: dict[int, str] = {}
+        self._outputs: dict[str, tuple[int, ...]] = {}  # a policy output's text -> its ids
         # One tokenizer serves the HTTP thread and the scheduler thread; HF
         # tokenizers may mutate their Rust state (truncation) inside encode.
         self._lock = threading.RLock()
+        self._prompts = LineDecoder(self.decode, self.token_texts, self.vocab_size, byte_level(tokenizer))
 
     def encode(self, text: str, add_special_tokens: bool = False) -> list[int]:
         """Token ids of ``text`` (by default without special tokens added)."""
         with self._lock:
             return self.tokenizer.encode(text, add_special_tokens=add_special_tokens)
 
+    def encode_many(self, texts: list[str], add_special_tokens: bool = False) -> list[list[int]]:
+        """``[encode(t) for t in texts]`` in one call of the tokenizer (its batch path, the same ids)."""
+        if not texts:
+            return []
+        with self._lock:
+            return self.tokenizer(list(texts), add_special_tokens=add_special_tokens)["input_ids"]
+
     def decode(self, ids, skip_special_tokens: bool = False) -> str:
         """Text of ``ids``."""
         with self._lock:
             return self.tokenizer.decode(list(ids), skip_special_tokens=skip_special_tokens)
+
+    def prompt_text(self, ids: list[int]) -> str:
+        """``decode(ids)`` of a prompt, each distinct line decoded once (:mod:`.prompt_text`)."""
+        return self._prompts(ids)
 
     def token_text(self, token_id: int) -> str:
         """Text of one token, as ``return_text_in_logprobs`` shows it (specials kept)."""
@@ -113,6 +129,16 @@ class EmulatedModel:
         if text is None:
             text = self._text_cache[token_id] = self.decode([token_id])
         return text
+
+    def token_texts(self, token_ids: list[int]) -> list[str]:
+        """:meth:`token_text` of each id, the ones not seen before decoded in one batch."""
+        cache = self._text_cache
+        new = [t for t in dict.fromkeys(token_ids) if t not in cache]
+        if new:
+            with self._lock:
+                texts = self.tokenizer.batch_decode([[t] for t in new], skip_special_tokens=False)
+            cache.update(zip(new, texts))
+        return [cache[t] for t in token_ids]
 
     def plan(self, prompt: str, ids: list[int], params: dict, budget: int, ignore_eos: bool) -> list[int]:
         """The tokens the model will emit, EOS included, at most ``budget``.
@@ -123,10 +149,19 @@ class EmulatedModel:
         text = self.policy.generate(prompt, list(ids), params)
         if not isinstance(text, str):
             raise EmulatorError(f"policy.generate returned {type(text).__name__}, not str")
-        out = self.encode(text)
+        out = self._output_ids(text)
         eos = self.eos_ids[0]
         pad = max(budget - len(out), 1) if ignore_eos else 1
         return (out + [eos] * pad)[: max(budget, 1)]
+
+    def _output_ids(self, text: str) -> list[int]:
+        """``encode(text)`` of a policy's output; a policy repeats its lines, so each is encoded once."""
+        ids = self._outputs.get(text)
+        if ids is None:
+            if len(self._outputs) > MAX_OUTPUTS:
+                self._outputs.clear()
+            ids = self._outputs[text] = tuple(self.encode(text))
+        return list(ids)
 
     def distribution(self, prompt: str, ids: list[int], params: dict, chosen: int | None = None) -> Distribution:
         """Next-token distribution after ``prompt`` (optionally forcing ``chosen`` in)."""
@@ -155,8 +190,10 @@ class EmulatedModel:
         return self._token_cache[text]
 
 
-def _eos_ids(tokenizer) -> list[int]:
-    """EOS ids as SGLang collects them: the tokenizer's EOS, then chat ends."""
+@functools.lru_cache(maxsize=8)
+def _eos_ids(tokenizer) -> tuple[int, ...]:
+    """EOS ids as SGLang collects them: the tokenizer's EOS, then chat ends (read once per tokenizer: the
+    vocabulary is a dict of every token)."""
     ids = [tokenizer.eos_token_id] if tokenizer.eos_token_id is not None else []
     vocab = tokenizer.get_vocab()
     for tok in ("<|im_end|>", "<|endoftext|>"):
@@ -164,4 +201,4 @@ def _eos_ids(tokenizer) -> list[int]:
             ids.append(vocab[tok])
     if not ids:
         raise EmulatorError("the tokenizer has no EOS token")
-    return ids
+    return tuple(ids)

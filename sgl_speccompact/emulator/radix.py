@@ -20,6 +20,7 @@ themselves, because only the lengths matter here.
 
 from __future__ import annotations
 
+import copy
 import heapq
 import itertools
 from dataclasses import dataclass, field
@@ -65,6 +66,20 @@ class RadixTree:
         """Drop everything, as ``/flush_cache`` does (``RadixCache.reset``)."""
         self._roots: dict[Namespace, Node] = {}
         self._size = 0
+
+    def clone(self) -> "RadixTree":
+        """An independent copy: the same tokens, locks, access times and clock (``copy.deepcopy``'s result, faster)."""
+        out = RadixTree(self.capacity_tokens)
+        out._size, out._clock = self._size, copy.copy(self._clock)
+        for ns, root in self._roots.items():
+            top = out._roots[ns] = Node(list(root.key), None, {}, root.lock_ref, root.last_access)
+            stack = [(root, top)]
+            while stack:
+                old, new = stack.pop()
+                for first, child in old.children.items():
+                    twin = new.children[first] = Node(list(child.key), new, {}, child.lock_ref, child.last_access)
+                    stack.append((child, twin))
+        return out
 
     def total_size(self) -> int:
         """Tokens stored across all namespaces."""
@@ -206,10 +221,14 @@ def _common_len(edge: list[int], ids: list[int], start: int) -> int:
     n = min(len(edge), len(ids) - start)
     if edge[:n] == ids[start : start + n]:  # the common case, compared in C
         return n
-    i = 0
-    while i < n and edge[i] == ids[start + i]:
-        i += 1
-    return i
+    lo, hi = 0, n  # edge[:lo] matches, edge[:hi] does not: halve the gap with slice compares (in C)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if edge[lo:mid] == ids[start + lo : start + mid]:
+            lo = mid
+        else:
+            hi = mid
+    return lo
 
 
 def _walk(root: Node):

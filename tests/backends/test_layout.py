@@ -123,6 +123,19 @@ def test_agent_prefix_ids_equal_sglang_chat_path(sglang_chat_ids, emulator_token
     assert enc(prefix.conversation_text) == sglang_chat_ids(MESSAGES, TOOLS, add_generation_prompt=False)
 
 
+def test_render_chat_reads_the_messages_without_changing_them(emulator_tokenizer):
+    from sgl_speccompact.backends.chat_render import content_format_of
+
+    parts = {"role": "user", "content": [{"type": "text", "text": "part one"}, {"type": "text", "text": "two"}]}
+    messages, tools = MESSAGES + [parts], copy.deepcopy(TOOLS)
+    before = copy.deepcopy((messages, tools))
+    hits = content_format_of.cache_info().hits
+    text = render_chat(emulator_tokenizer, messages, tools)
+    assert (messages, tools) == before  # the tool call's arguments are still the caller's JSON string
+    assert text == render_chat(emulator_tokenizer, *copy.deepcopy(before))
+    assert content_format_of.cache_info().hits > hits  # the template's content format was parsed once
+
+
 @pytest.mark.slow
 def test_agent_prefix_ids_equal_sglang_on_a_shared_trajectory(sglang_chat_ids, emulator_tokenizer):
     messages = trajectory()

@@ -51,3 +51,51 @@ def test_stale_rows_names_a_changed_field(regen):
 @pytest.mark.parametrize("name", ["single-compaction-8b", "session", "fair-8b"])
 def test_committed_json_matches_todays_code(regen, name):
     assert regen.check(name) == []
+
+
+def test_an_interrupted_regeneration_keeps_the_parts_this_code_made(regen, tmp_path, monkeypatch):
+    committed = json.loads((regen.RESULTS / "session.json").read_text())
+    monkeypatch.setattr(regen, "RESULTS", tmp_path)
+    (tmp_path / "session.json").write_text(json.dumps(committed))
+    todo, kept = regen.full_jobs(["session"], None, "code-1", fresh=False)
+    assert len(todo) == len(regen.SHARDS["session"]) and kept == []
+    folder = regen.workdir("session")
+    for i in (0, 1):  # seeds 0-1 and 2-3 were done before the interruption
+        part = folder / f"part{i}.json"
+        rows = [r for r in committed["rows"] if r["seed"] in (2 * i, 2 * i + 1)]
+        part.write_text(json.dumps({**committed, "rows": rows,
+                                    "conditions": {**committed["conditions"], "seed": 2 * i, "seeds": 2}}))
+        part.with_suffix(".stamp").write_text(json.dumps({"args": list(todo[i].args), "source": "code-1"}))
+    again, kept = regen.full_jobs(["session"], None, "code-1", fresh=False)
+    assert [p.name for p in kept] == ["part0.json", "part1.json"] and [j.name for j in again] == \
+        [j.name for j in todo[2:]]
+    assert len(regen.full_jobs(["session"], None, "code-1", fresh=True)[0]) == len(todo)  # --fresh: all again
+    for i in (0, 1):  # (--fresh dropped the stamps; the parts are as they were)
+        (folder / f"part{i}.stamp").write_text(json.dumps({"args": list(todo[i].args), "source": "code-1"}))
+    assert regen.finish("session", None) is None  # seeds 4-7 are missing: no JSON yet
+    out = regen.finish("session", 2)  # the first two shards are the whole run
+    merged = json.loads(out.read_text())
+    assert merged["rows"] == [r for r in committed["rows"] if r["seed"] < 4] and merged["conditions"]["seeds"] == 4
+    assert not folder.exists()
+    assert regen.full_jobs(["session"], None, "code-2", fresh=False)[1] == []  # other code: nothing kept
+
+
+def test_the_estimate_scales_each_runs_cells_to_its_computed_rows(regen):
+    report = json.loads((regen.RESULTS / "session.json").read_text())
+    rows = regen.real_rows(report)
+    assert 0 < rows < len(report["rows"])  # rows reused from another deployment cost nothing
+    cpu, wall = regen.estimate({"session": [(6.0, 2), (4.0, 3)]}, 2, 15.0)
+    assert cpu == 2.0 * rows and wall == max(cpu / 2, cpu / len(regen.SHARDS["session"])) + 15.0
+    assert regen.minutes(cpu) and regen.minutes(59.6) == "1 min 0 s"
+
+
+def test_twins_pair_rows_without_the_model_pair_and_compare_what_the_engine_decided(regen):
+    def load(name):
+        return json.loads((regen.RESULTS / regen.RUNS[name][0]).read_text())
+
+    key = regen.CHECKS["session-evolving-judge-32b"][1]
+    assert regen.twin_rows(load("session-evolving-judge"), load("session-evolving-judge-32b"), key) == (80, 80, [])
+    small = load("session-evolving-judge")
+    small["rows"][0]["records"][0]["lines"] += 1  # one compaction kept one more line
+    paired, same, differ = regen.twin_rows(small, load("session-evolving-judge-32b"), key)
+    assert (paired, same, len(differ)) == (80, 79, 1)
