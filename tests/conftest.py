@@ -14,24 +14,6 @@ def pytest_sessionstart(session):
                     "them would skip", returncode=3)
 
 
-# ---------------------------------------------------------------- one worker per expensive session fixture
-# Under pytest-xdist (-n 2; addopts has --dist loadgroup) every worker has its own session fixtures.  The tests
-# that use one of these, which start servers or build environments, run on one worker (an xdist_group named
-# after it), so it is started once; the real-server tiers' tests share one group, so two real servers (~5 GB
-# each) never run at once, whatever -n says.  The first fixture a test uses, in this order, names its group.
-ONE_WORKER = {"real": "real-servers", "smol_server": "real-servers", "smol_model": "real-servers",
-              "hermes_env": "hermes-env", "emulated_service": "emulated-service"}
-
-
-@pytest.hookimpl(tryfirst=True)  # before xdist reads the groups
-def pytest_collection_modifyitems(config, items):
-    for item in items:
-        used = getattr(item, "fixturenames", ())
-        group = next((g for name, g in ONE_WORKER.items() if name in used), None)
-        if group is not None:
-            item.add_marker(pytest.mark.xdist_group(group))
-
-
 # ---------------------------------------------------------------- SGLang-API emulator fixtures
 # For tests/emulator/ and any end-to-end test that needs an SGLang server on the CPU.
 

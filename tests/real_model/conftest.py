@@ -18,7 +18,7 @@ import pytest
 
 from bench.harness import cpu_model
 from bench.harness.runs import write_json
-from tests.support.procs import ChildExited, stop, unavailable, wait_healthy
+from tests.support.procs import ChildExited, one_worker, stop, unavailable, wait_healthy
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch.packaged import ensure_converted
 from sgl_speccompact.launch.servers import server_command
@@ -32,6 +32,7 @@ START_S = 1800.0  # the server's start-up on a loaded 2-core machine (hang guard
 @pytest.fixture(scope="session")
 def smol_model() -> str:
     """The converted checkpoint folder (converted on first use)."""
+    one_worker(TIER)
     try:
         return str(ensure_converted(cpu_model.MODEL))
     except ConfigError as exc:
