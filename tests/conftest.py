@@ -13,6 +13,7 @@ def pytest_sessionstart(session):
         pytest.exit(f"CI is set and the shared trajectories are missing ({TRAJECTORIES}): the tests that read "
                     "them would skip", returncode=3)
 
+
 # ---------------------------------------------------------------- SGLang-API emulator fixtures
 # For tests/emulator/ and any end-to-end test that needs an SGLang server on the CPU.
 

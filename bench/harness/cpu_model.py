@@ -35,6 +35,12 @@ TRAJECTORIES = (
 )
 METHODS = ("openclaw", "hermes", "target_self", "speccompact", "auto")  # run in this order: one-shots first
 SJC_METHODS = ("speccompact",)  # also run with Source-Judged Compaction, on the first trajectory
+# The real-model tier's runs (tests/real_model), (method, trajectory index, sjc): each of its guarantees needs a
+# method once, not on every trajectory.  Every method on one trajectory, the three covered; auto once, after
+# SpecCompact on the same trajectory; SpecCompact with SJC once.  bench/cpu_model.py runs the whole grid
+# (:func:`plan_runs`).
+TIER_RUNS = (("openclaw", 2, False), ("hermes", 0, False), ("target_self", 1, False), ("speccompact", 1, False),
+             ("auto", 1, False), ("speccompact", 0, True))
 # Small budgets: 16 compactions must fit in minutes on 2 cores, where one decode step of the
 # 135M model takes a quarter to a third of a second, and a 135M model often repeats itself until
 # a cap stops it, so every cap bounds a run's decode steps.  Hermes's length target keeps
@@ -173,12 +179,25 @@ def plan_runs(histories: dict[str, list], methods: tuple[str, ...] = METHODS) ->
     return runs + [(m, names[0], True) for m in SJC_METHODS if m in methods]
 
 
+def tier_plan(histories: dict[str, list], runs: tuple[tuple[str, int, bool], ...] = TIER_RUNS
+              ) -> list[tuple[str, str, bool]]:
+    """(method, trajectory, sjc) of the real-model tier's runs (:data:`TIER_RUNS`): each method once.
+
+    >>> tier_plan({"a": [], "b": [], "c": []})[:2]
+    [('openclaw', 'c', False), ('hermes', 'a', False)]
+    >>> {m for m, _, _ in tier_plan({"a": [], "b": [], "c": []})} == set(METHODS)
+    True
+    """
+    names = list(histories)
+    return [(method, names[i], sjc) for method, i, sjc in runs]
+
+
 def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None = None,
                 log: Callable[[str], None] = lambda msg: None,
                 after_each: Callable[[list[Run]], None] = lambda runs: None, config: dict = BUDGETS,
-                methods: tuple[str, ...] = METHODS) -> list[Run]:
-    """Run :func:`plan_runs` of ``methods`` on the server at ``url`` (target and drafter), one at a time,
-    under ``config``.
+                methods: tuple[str, ...] = METHODS, plan: list[tuple[str, str, bool]] | None = None) -> list[Run]:
+    """Run ``plan`` (default: :func:`plan_runs` of ``methods``) on the server at ``url`` (target and drafter),
+    one at a time, under ``config``.
 
     ``after_each(runs so far)`` is called after every run (a report written as it goes).
     """
@@ -192,7 +211,7 @@ def compact_all(url: str, histories: dict[str, list], *, timeout_s: float | None
     target = SpecCompactEndpoint(url, chat_template=CHATML_TEMPLATE, timeout_s=timeout)
     drafter = SpecCompactEndpoint(url, chat_template=CHATML_TEMPLATE, timeout_s=timeout)
     out = []
-    for method, name, sjc in plan_runs(histories, methods):
+    for method, name, sjc in plan if plan is not None else plan_runs(histories, methods):
         messages = histories[name]
         before_msgs = copy.deepcopy(messages)
         run = Run(method, name, sjc, messages)

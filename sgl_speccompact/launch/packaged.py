@@ -232,7 +232,7 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = CONVERTED_DTYPE,
         transformers cannot read the file (the ``gguf`` package is missing, say).
     """
     import torch
-    from transformers import AutoModelForCausalLM, AutoTokenizer, GgufConfig
+    from transformers import AutoModelForCausalLM, GgufConfig
 
     t0 = time.monotonic()
 
@@ -245,7 +245,7 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = CONVERTED_DTYPE,
         model = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=getattr(torch, dtype),
                                                      quantization_config=GgufConfig(dequantize=True))
         step(2, "reading its tokenizer and chat template")
-        tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+        tokenizer = read_tokenizer(gguf)
     except ImportError as exc:
         raise ConfigError(f"cannot read {gguf.name}: {exc} (pip install '{reader_requirement()}')") from exc
     # save_pretrained refuses a model still marked GGUF-quantized; the weights are plain tensors now
@@ -258,6 +258,30 @@ def convert_gguf(gguf: Path, out: Path, dtype: str = CONVERTED_DTYPE,
     tokenizer.save_pretrained(tmp)  # with the GGUF's chat template (SmolLM2: ChatML)
     tmp.rename(out)
     report(f"[convert] done in {time.monotonic() - t0:.0f} s: {out}")
+    return out
+
+
+def read_tokenizer(gguf: Path):
+    """The tokenizer of the GGUF file at ``gguf``, with its chat template (transformers reads both from the file)."""
+    from transformers import AutoTokenizer
+
+    return AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
+
+
+def write_tokenizer(name: str, out: Path) -> Path:
+    """Packaged model ``name``'s tokenizer and chat template alone, written into ``out``.
+
+    These are the files a conversion writes besides the weights and
+    ``config.json`` (the same call writes them), in seconds: nothing is
+    dequantized.
+
+    Raises
+    ------
+    ConfigError
+        What reading the GGUF needs is not installed (:func:`check_installed`).
+    """
+    check_installed(name)
+    read_tokenizer(gguf_file(PACKAGED[name])).save_pretrained(out)
     return out
 
 

@@ -121,16 +121,13 @@ FIXTURES = Path(__file__).resolve().parents[1] / "fixtures" / "decisions"  # rea
 
 @pytest.fixture(scope="module")
 def smollm2_tokenizer(tmp_path_factory) -> dict[str, str]:
-    """SmolLM2's tokenizer as the recorded servers had it: its own template ("plain"), and think.jinja ("reasoning")."""
-    from sgl_speccompact.launch.packaged import checkpoint_dir, is_converted
+    """SmolLM2's tokenizer as the recorded servers had it: its own template ("plain"), and think.jinja ("reasoning").
 
-    folder = checkpoint_dir("smollm2-135m-instruct")
-    if not is_converted(folder):
-        pytest.skip(f"SmolLM2 is not converted at {folder}: python -m sgl_speccompact.launch.packaged")
-    plain = tmp_path_factory.mktemp("smollm2-plain")
-    for name in ("tokenizer.json", "tokenizer_config.json", "chat_template.jinja"):
-        if (folder / name).is_file():
-            shutil.copy(folder / name, plain / name)
+    Read from the packaged GGUF (the README's test set-up installs it), as a conversion writes it into
+    the checkpoint the recorded servers served, without converting the weights."""
+    from sgl_speccompact.launch.packaged import write_tokenizer
+
+    plain = write_tokenizer("smollm2-135m-instruct", tmp_path_factory.mktemp("smollm2-plain"))
     thinking = Path(shutil.copytree(plain, tmp_path_factory.mktemp("smollm2") / "reasoning"))
     (thinking / "chat_template.jinja").write_text((FIXTURES / "think.jinja").read_text())
     return {"plain": str(plain), "reasoning": str(thinking)}

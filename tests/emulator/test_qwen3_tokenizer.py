@@ -8,8 +8,8 @@ import pytest
 
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.emulator import qwen3
+from tests.support.paths import TRAJECTORIES
 
-TRAJECTORIES = Path(__file__).resolve().parents[4] / "shared" / "data" / "trajectories"
 
 pytestmark = pytest.mark.slow  # building/loading a 151k-token tokenizer takes ~10-30 s once per session
 

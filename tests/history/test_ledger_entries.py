@@ -9,7 +9,7 @@ import pytest
 from sgl_speccompact.history.ledger_entries import MAX_VALUE_CHARS, ledger_entries
 from sgl_speccompact.history.messages import parse_messages
 from sgl_speccompact.history.redaction import redact_turns
-from tests.support.paths import TRAJECTORIES
+from tests.support.paths import trajectory_files
 from tests.support.secret_cases import LISTED_FORMATS, SECRET_CASES, leaked
 
 
@@ -89,17 +89,11 @@ def _message_texts(turn) -> list[str]:
     return [turn.content] + [s for c in turn.tool_calls for s in (c.name, c.arguments)]
 
 
-@pytest.mark.parametrize("path", sorted(TRAJECTORIES.glob("*")) if TRAJECTORIES.is_dir() else [],
-                         ids=lambda p: p.name[-40:])
+@pytest.mark.parametrize("path", trajectory_files(), ids=lambda p: p.name[-40:])
 def test_every_string_is_in_its_message_on_every_trajectory(path):
-    from sgl_speccompact.errors import HistoryFormatError
     from sgl_speccompact.history.formats import load_history
 
-    try:
-        turns = parse_messages(load_history(path))
-    except HistoryFormatError:
-        pytest.skip(f"{path.name} is not a trajectory")
-    turns = redact_turns(turns)[0]
+    turns = redact_turns(parse_messages(load_history(path)))[0]
     found = ledger_entries(turns)
     assert found, path.name
     for e in found:

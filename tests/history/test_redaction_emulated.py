@@ -7,11 +7,10 @@ from __future__ import annotations
 import copy
 import json
 import re
-from pathlib import Path
 
 import pytest
 from tests.support.secret_cases import ALL_SECRETS, ID_SECRET, LISTED_FORMATS, TOOLS_SECRET
-from tests.support.paths import TRAJECTORIES
+from tests.support.paths import trajectory_files
 
 from sgl_speccompact.history.untrusted import JOINER
 
@@ -126,10 +125,6 @@ def test_a_secret_the_model_writes_is_not_returned(make_emulated_server):
     assert result.summary.count("## Next Steps") == 1, result.summary
 
 
-def _trajectory_files() -> list[Path]:
-    return sorted(p for p in TRAJECTORIES.glob("*") if p.suffix in (".json", ".traj"))
-
-
 def _caller_strings(value) -> list[str]:
     """Every string the caller sent (contents, arguments, names, ids), as sent."""
     if isinstance(value, str):
@@ -144,16 +139,11 @@ COLLIDING = ("[user] name = Ada Lovelace\n[user]\n\temail = ada@example.com\n<s>
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("path", _trajectory_files(), ids=lambda p: p.name[:48])
+@pytest.mark.parametrize("path", trajectory_files(), ids=lambda p: p.name[:48])
 def test_returned_lines_are_the_callers_bytes_on_every_trajectory(make_emulated_server, path):
-    from sgl_speccompact.errors import HistoryFormatError
     from sgl_speccompact.history.formats import load_history
 
-    try:
-        messages = load_history(path)
-    except HistoryFormatError:
-        pytest.skip(f"{path.name} is not a trajectory")
-    messages = messages + [{"role": "user", "content": COLLIDING}]
+    messages = load_history(path) + [{"role": "user", "content": COLLIDING}]
     sent = copy.deepcopy(messages)
     servers = CopyingServers(make_emulated_server)
     events: list[dict] = []

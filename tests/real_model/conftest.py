@@ -3,8 +3,8 @@
 The packaged GGUF is converted once into the user cache
 (:mod:`sgl_speccompact.launch.packaged`), one server is started with the
 launcher's own command, and every compaction of
-:func:`bench.harness.cpu_model.plan_runs` runs once per test session; the
-tests then read the results.  When the model or the server is unavailable
+:func:`bench.harness.cpu_model.tier_plan` (each method once, on one of the
+trajectories) runs once per test session; the tests then read the results.  When the model or the server is unavailable
 the tier fails in CI (``CI`` set) and skips elsewhere.
 """
 
@@ -18,7 +18,7 @@ import pytest
 
 from bench.harness import cpu_model
 from bench.harness.runs import write_json
-from tests.support.procs import ChildExited, stop, unavailable, wait_healthy
+from tests.support.procs import ChildExited, one_worker, stop, unavailable, wait_healthy
 from sgl_speccompact.errors import ConfigError
 from sgl_speccompact.launch.packaged import ensure_converted
 from sgl_speccompact.launch.servers import server_command
@@ -32,6 +32,7 @@ START_S = 1800.0  # the server's start-up on a loaded 2-core machine (hang guard
 @pytest.fixture(scope="session")
 def smol_model() -> str:
     """The converted checkpoint folder (converted on first use)."""
+    one_worker(TIER)
     try:
         return str(ensure_converted(cpu_model.MODEL))
     except ConfigError as exc:
@@ -78,7 +79,8 @@ def runs(smol_server, histories) -> list[cpu_model.Run]:
     conds = cpu_model.conditions(smol_server)
     path = os.environ.get("REAL_MODEL_REPORT")
     return cpu_model.compact_all(
-        smol_server, histories, log=lambda msg: print(f"[real-model] {msg}", file=sys.stderr, flush=True),
+        smol_server, histories, plan=cpu_model.tier_plan(histories),
+        log=lambda msg: print(f"[real-model] {msg}", file=sys.stderr, flush=True),
         after_each=lambda so_far: path and write_json(cpu_model.report(so_far, conds), path))
 
 

@@ -1,7 +1,8 @@
 """What the system guarantees with any model, checked on a real one: SmolLM2-135M-Instruct.
 
-Every method compacts three real trajectories (and SpeCompact with SJC one)
-on a real sglang CPU server (``conftest.py``); the compactions run once per
+Every method compacts one of three real trajectories, each trajectory is
+compacted, and SpeCompact also runs with SJC (``cpu_model.TIER_RUNS``), on a
+real sglang CPU server (``conftest.py``); the compactions run once per
 session and each test reads all of them.  Nothing here asserts what a good
 summary says: a 135M model writes weak ones.  What must hold whatever the
 model writes: well-formed sections, budgets, no label word or copied
@@ -96,14 +97,15 @@ def test_the_server_runs_the_launchers_cpu_command(smol_server):
     assert info["dtype"] in ("bfloat16", "float32")
 
 
-def test_every_method_ran_on_every_trajectory(runs, histories):
-    assert {(r.method, r.trajectory) for r in runs if not r.sjc} == {
-        (m, t) for m in cpu_model.METHODS for t in histories}
-    assert any(r.sjc for r in runs)
+def test_every_method_ran_and_every_trajectory_was_compacted(runs, histories):
+    assert [(r.method, r.trajectory, r.sjc) for r in runs] == cpu_model.tier_plan(histories)
+    assert {r.method for r in runs if not r.sjc} == set(cpu_model.METHODS)
+    assert {r.trajectory for r in runs} == set(histories) and len(histories) == len(cpu_model.TRAJECTORIES)
+    assert {r.method for r in runs if r.sjc} == set(cpu_model.SJC_METHODS)
     assert all(r.method in (*METHODS, "auto") for r in runs)
 
 
-@pytest.mark.parametrize("i", range(len(cpu_model.TRAJECTORIES) * len(cpu_model.METHODS) + len(cpu_model.SJC_METHODS)))
+@pytest.mark.parametrize("i", range(len(cpu_model.TIER_RUNS)))
 def test_every_compaction_returns_a_summary_and_leaves_the_history_alone(runs, i):
     run = runs[i]
     assert run.error is None, f"{run.key}: {run.error}"

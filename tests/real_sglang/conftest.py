@@ -13,8 +13,8 @@ from pathlib import Path
 import pytest
 
 from tests.real_sglang import scripts
-from tests.support.procs import ChildExited, stop, wait_healthy
-from tests.real_sglang.real_servers import TARGET_CONTEXT, RealServers, Server, model_dir, start, unavailable
+from tests.support.procs import ChildExited, one_worker, stop, wait_healthy
+from tests.real_sglang.real_servers import TARGET_CONTEXT, TIER, RealServers, Server, model_dir, start, unavailable
 from sgl_speccompact.emulator.qwen3 import qwen_tokenizer_available
 
 
@@ -26,6 +26,7 @@ def real(tmp_path_factory) -> RealServers:
     started by hand the same way (to iterate without the start-up wait); the
     tests load their weights into them.
     """
+    one_worker(TIER)
     urls = os.environ.get("REAL_SGLANG_TARGET_URL"), os.environ.get("REAL_SGLANG_DRAFTER_URL")
     if all(urls):
         yield RealServers(Server("target", urls[0], None, "", Path()), Server("drafter", urls[1], None, "", Path()))

@@ -149,9 +149,13 @@ def test_a_trickling_health_answer_ends_at_the_probes_total_deadline():
     100 s in full; the probe's total deadline ends it, and /health answers degraded."""
     up = Upstream({"/health": Trickle(b" " * 500, every_s=0.2)})
     try:
-        status, body = health_of(probe_app(up.url))
+        with TestClient(probe_app(up.url)) as client:
+            res = client.get("/health")
+            assert up.finished["/health"] == 0  # it answered while the trickle was still going
+            # the probe's thread still reads the trickle, and the app's shutdown waits for it: end the trickle
+            up.close()
+        status, body = res.status_code, res.json()
         assert status == 503 and "did not end within 1.5 s" in body["upstreams"]["target"]["detail"], body
-        assert up.finished["/health"] == 0  # it answered while the trickle was still going
     finally:
         up.close()
 

@@ -109,3 +109,12 @@ def unavailable(tier: str, reason: str):
     if os.environ.get("CI"):
         pytest.fail(f"{tier} could not run: {reason}", pytrace=False)
     pytest.skip(f"{tier} skipped: {reason}")
+
+
+def one_worker(tier: str) -> None:
+    """Fail when pytest-xdist runs ``tier`` in more than one worker: each worker would start real servers of
+    its own (about 5 GB each), more than the 2-core CI machine holds.  The real-server tiers run without -n."""
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT") or 1)
+    if workers > 1:
+        pytest.fail(f"{tier}: run it without -n: {workers} workers would each start real servers of about 5 GB",
+                    pytrace=False)
