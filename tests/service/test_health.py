@@ -27,8 +27,10 @@ from sgl_speccompact.service.store import SessionStore
 def test_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_server):
     """One unauthenticated 200 KB body used to freeze /health for 20 s: the whole processing.  The
     body here is parsed, redacted and rendered for real (the target server is closed once its
-    endpoint is made, so the compaction then fails fast); no /health meanwhile may wait more than a
-    quarter of the whole processing time, measured in the same run (a loaded machine slows both)."""
+    endpoint is made, so the compaction then fails fast); no /health meanwhile may wait more than
+    half of the whole processing time, measured in the same run (a loaded machine slows both).  Half,
+    not less: the processing now takes about half a second, and on two shared cores one probe can
+    wait a quarter of that on the GIL alone; a probe blocked by the processing waits all of it."""
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
     server = make_emulated_server(model_path="Qwen/Qwen3-8B")
@@ -56,7 +58,7 @@ def test_health_answers_while_a_1mb_adversarial_body_is_processed(make_emulated_
         whole = time.perf_counter() - t0
         assert answers and answers[0].status_code in (502, 503, 504), answers
         assert len(during) >= 3, "the body was processed too fast to probe /health meanwhile"
-        assert max(during) < whole / 4, (max(during), whole, len(during))
+        assert max(during) < whole / 2, (max(during), whole, len(during))
     finally:
         svc.close()
 
