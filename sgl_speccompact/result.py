@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import threading
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Annotated, Callable, TypeVar
@@ -116,6 +117,7 @@ class CompactionStats(BaseModel):
     label_masses: list[float] = Field(default_factory=list, exclude=True)  # every verdict's p+ + p- (not serialized)
     wall_time_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds (summed over slots)
     total_wall_s: float = 0.0  # end-to-end wall time (s)
+    host_cpu_s: float = 0.0  # CPU seconds this process spent on the compaction: its pipeline and the threads of its requests (HostCpu)
     layout: str = "classic"  # target shared-prefix layout: classic | agent (the agent's own chat rendering)
     agent_tokens: int | None = None  # agent layout: tokens of the agent's conversation in the prefix
     agent_cached_tokens: int | None = None  # of those, served from the agent's radix cache by the first request
@@ -250,3 +252,42 @@ class StatsRecorder:
         """Add wall time to a phase."""
         with self._lock:
             self.stats.wall_time_s[phase] = self.stats.wall_time_s.get(phase, 0.0) + seconds
+
+
+class HostCpu:
+    """CPU seconds of the threads of this process that worked on one compaction (``time.thread_time``).
+
+    A thread counts from its first :meth:`touch` to its last: the pipeline's
+    thread touches when it starts and ends, every thread that sends one of
+    the compaction's requests before and after each request.  So the count
+    holds the pipeline's own work (parsing, redaction, rendering, the ledger,
+    assembly), the programs' work between their requests and every request's
+    client side (bodies, token ids, encoding, the answer), and no other
+    compaction's work; a request thread's work before its first request or
+    after its last is left out.  The emulators and SGLang servers run in
+    processes of their own and never count.
+
+    >>> cpu = HostCpu(); cpu.touch(); sum(range(10**5)) > 0; cpu.touch(); cpu.seconds >= 0
+    True
+    True
+    """
+
+    def __init__(self):
+        self._spans: dict[threading.Thread, list[float]] = {}  # thread -> [CPU at first touch, at last touch]
+        self._lock = threading.Lock()
+
+    def touch(self) -> None:
+        """Count the calling thread's CPU up to now."""
+        now, thread = time.thread_time(), threading.current_thread()
+        with self._lock:
+            span = self._spans.get(thread)
+            if span is None:
+                self._spans[thread] = [now, now]
+            else:
+                span[1] = now
+
+    @property
+    def seconds(self) -> float:
+        """The CPU seconds counted so far, over every thread."""
+        with self._lock:
+            return sum(last - first for first, last in self._spans.values())
