@@ -257,34 +257,41 @@ class StatsRecorder:
 class HostCpu:
     """CPU seconds of the threads of this process that worked on one compaction (``time.thread_time``).
 
-    A thread counts from its first :meth:`touch` to its last: the pipeline's
-    thread touches when it starts and ends, every thread that sends one of
-    the compaction's requests before and after each request.  So the count
-    holds the pipeline's own work (parsing, redaction, rendering, the ledger,
-    assembly), the programs' work between their requests and every request's
-    client side (bodies, token ids, encoding, the answer), and no other
-    compaction's work; a request thread's work before its first request or
-    after its last is left out.  The emulators and SGLang servers run in
-    processes of their own and never count.
+    The pipeline's threads count from :meth:`begin` (they may have run other
+    work before); every other thread that sends one of the compaction's
+    requests calls :meth:`touch` around each request and counts its whole
+    life up to its last touch: those threads (sglang's program threads, the
+    branches', a drafter's) are made by the compaction and serve no other.
+    So the count holds the pipeline's own work (parsing, redaction,
+    rendering, the ledger, assembly), the programs' work and every request's
+    client side (bodies, token ids, encoding, the answer); a request thread's
+    work after its last request is left out.  The emulators and SGLang
+    servers run in processes of their own and never count.
 
-    >>> cpu = HostCpu(); cpu.touch(); sum(range(10**5)) > 0; cpu.touch(); cpu.seconds >= 0
+    >>> cpu = HostCpu(); cpu.begin(); sum(range(10**5)) > 0; cpu.touch(); cpu.seconds >= 0
     True
     True
     """
 
     def __init__(self):
-        self._spans: dict[threading.Thread, list[float]] = {}  # thread -> [CPU at first touch, at last touch]
+        self._spans: dict[threading.Thread, list[float]] = {}  # thread -> [CPU it counts from, CPU at last touch]
         self._lock = threading.Lock()
 
+    def begin(self) -> None:
+        """Count the calling thread's CPU from now (a pipeline thread; again: no effect)."""
+        now, thread = time.thread_time(), threading.current_thread()
+        with self._lock:
+            self._spans.setdefault(thread, [now, now])
+
     def touch(self) -> None:
-        """Count the calling thread's CPU up to now."""
+        """Count the calling thread's CPU up to now (from its start, unless :meth:`begin` came first)."""
         now, thread = time.thread_time(), threading.current_thread()
         with self._lock:
             span = self._spans.get(thread)
             if span is None:
-                self._spans[thread] = [now, now]
+                self._spans[thread] = [0.0, now]
             else:
-                span[1] = now
+                span[1] = max(span[1], now)
 
     @property
     def seconds(self) -> float:

@@ -1,7 +1,7 @@
 """An SGLang server over HTTP, as an sglang frontend backend: the transport under :mod:`sgl_speccompact.backends.endpoint`.
 
 :class:`HttpEndpoint` is a ``RuntimeEndpoint`` that sends every request
-through one pooled ``requests`` session with a timeout, maps transport
+over pooled connections (:class:`Wire`) with a timeout, maps transport
 failures and error answers to :mod:`sgl_speccompact.errors`, adds what
 sglang's frontend cannot send (``lora_path`` for LoRA drafters, a routing
 key), and tokenizes with the server's ``/tokenize``.
@@ -40,6 +40,7 @@ abort of ours names; it ends at its timeout.
 from __future__ import annotations
 
 import copy
+import heapq
 import http.client
 import itertools
 import logging
@@ -101,44 +102,184 @@ def closed_before_answer(exc: requests.ConnectionError) -> bool:
             and isinstance(inner.args[1], (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)))
 
 
+class Watchdog:
+    """One daemon thread that shuts the socket of every read still running at its deadline.
+
+    A ``threading.Timer`` per request cost about a millisecond of CPU each
+    (a thread started and ended); this keeps one thread and a heap of
+    deadlines.  :meth:`watch` registers a read, :meth:`release` ends it and
+    says whether the deadline cut it first (decided under one lock, so a
+    read is either cut or released, never both).
+    """
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._heap: list[list] = []  # [deadline, seq, socket, released, cut], earliest first
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, sock) -> list:
+        """Shut ``sock`` at ``deadline`` (monotonic) unless released first; the handle for :meth:`release`."""
+        entry = [deadline, next(self._seq), sock, False, False]
+        with self._cv:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="read-deadlines", daemon=True)
+                self._thread.start()
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:
+                self._cv.notify()
+        return entry
+
+    def release(self, entry: list) -> bool:
+        """The read ended; True when its deadline had cut it first."""
+        with self._cv:
+            entry[3] = True
+            return entry[4]
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    while self._heap and self._heap[0][3]:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cv.wait()
+                        continue
+                    left = self._heap[0][0] - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+                entry = heapq.heappop(self._heap)
+                entry[4] = True
+            try:
+                entry[2].shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+WATCHDOG = Watchdog()  # the process's one deadline thread
+
+
 def read_within(res: requests.Response, deadline: float) -> bytes:
     """The body of ``res`` (sent with ``stream=True``), read by ``deadline`` (monotonic) or ``requests.Timeout``.
 
     A read blocked past the deadline is ended by shutting the connection's
-    socket (the connection is then discarded, never pooled).
+    socket (:class:`Watchdog`; the connection is then discarded, never pooled).
     """
     left = deadline - time.monotonic()
     sock = getattr(getattr(res.raw, "connection", None), "sock", None)
     if left <= 0:
         res.close()
         raise requests.Timeout("no time left to read the answer")
-    cut = threading.Event()
-
-    def expire() -> None:
-        cut.set()
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    timer = threading.Timer(left, expire) if sock is not None else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
+    entry = WATCHDOG.watch(deadline, sock) if sock is not None else None
     try:
         content = res.content
     except requests.RequestException:
         res.close()
-        if cut.is_set():
+        if entry is not None and WATCHDOG.release(entry):
             raise requests.Timeout("the answer did not arrive in time") from None
         raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-    if cut.is_set():
+    if entry is not None and WATCHDOG.release(entry):
         res.close()
         raise requests.Timeout("the answer did not arrive in time")
     return content
+
+
+class Answer:
+    """A server's answer as this module reads it: status, the raw urllib3 response, the body once read."""
+
+    def __init__(self, raw):
+        self.raw = raw  # urllib3.HTTPResponse, body not read yet
+        self.status_code = raw.status
+        self._content: bytes | None = None
+
+    @property
+    def content(self) -> bytes:
+        """The whole body (the connection goes back to its pool); ``requests.ConnectionError`` if it breaks."""
+        if self._content is None:
+            try:
+                self._content = self.raw.read(decode_content=True)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                self.raw.close()
+                raise requests.ConnectionError(exc) from None
+            self.raw.release_conn()
+        return self._content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class Wire:
+    """HTTP to the servers, straight on urllib3's pooled connections: ``requests``'s per-request work
+    (preparing, merging settings, cookies, hooks) cost more CPU than the request itself.
+
+    Each server URL's connection pool, TLS settings and proxy are set up once
+    by ``requests``'s own adapter, from the settings :func:`environment_settings`
+    read; failures raise ``requests``'s exceptions, as ``Session.request``
+    would.  Shared by every view of an endpoint.
+    """
+
+    def __init__(self, pool_size: int = POOL_SIZE):
+        self.session = requests.Session()  # the adapter's home, and plain GETs (a router's /workers)
+        self.session.trust_env = False
+        self.adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=pool_size)
+        self.session.mount("http://", self.adapter)
+        self.session.mount("https://", self.adapter)
+        self._pools: dict[tuple, tuple] = {}  # (origin, proxies) -> (connection pool, whether URLs go whole)
+        self._lock = threading.Lock()
+
+    def get(self, url: str, **kw):
+        """A plain ``requests`` GET (rare requests: a router's ``/workers``)."""
+        return self.session.get(url, **kw)
+
+    def request(self, method: str, url: str, data: bytes | None = None, headers: dict | None = None,
+                timeout: float | None = None, stream: bool = True, proxies: dict | None = None,
+                verify=True, cert=None, auth=None) -> Answer:
+        """Send one request; its :class:`Answer` with the body unread (``stream`` is always on)."""
+        origin = url[: url.find("/", url.find("//") + 2) if url.count("/") > 2 else len(url)]
+        pool, whole = self._pool(origin, proxies or {}, verify, cert)
+        headers = dict(headers or {})
+        if auth is not None:
+            headers["Authorization"] = requests.auth._basic_auth_str(*auth)  # requests' own Basic header (.netrc)
+        if data is not None:
+            headers.setdefault("Content-Length", str(len(data)))
+        try:
+            raw = pool.urlopen(method=method, url=url if whole else url[len(origin):] or "/", body=data,
+                               headers=headers, redirect=False, assert_same_host=False, preload_content=False,
+                               decode_content=False, retries=self.adapter.max_retries,
+                               timeout=urllib3.Timeout(connect=timeout, read=timeout), chunked=False)
+        except (urllib3.exceptions.ProtocolError, OSError) as exc:
+            raise requests.ConnectionError(exc) from None
+        except urllib3.exceptions.MaxRetryError as exc:
+            reason = exc.reason
+            if isinstance(reason, urllib3.exceptions.ConnectTimeoutError) and \
+                    not isinstance(reason, urllib3.exceptions.NewConnectionError):
+                raise requests.ConnectTimeout(exc) from None
+            if isinstance(reason, urllib3.exceptions.SSLError):
+                raise requests.exceptions.SSLError(exc) from None
+            raise requests.ConnectionError(exc) from None
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            raise requests.ReadTimeout(exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise requests.ConnectionError(exc) from None
+        return Answer(raw)
+
+    def _pool(self, origin: str, proxies: dict, verify, cert) -> tuple:
+        key = (origin, tuple(sorted(proxies.items())), verify, cert)
+        with self._lock:
+            got = self._pools.get(key)
+        if got is None:
+            probe = requests.Request("GET", origin + "/").prepare()
+            pool = self.adapter.get_connection_with_tls_context(probe, verify, proxies=proxies, cert=cert)
+            self.adapter.cert_verify(pool, probe.url, verify, cert)
+            got = (pool, self.adapter.request_url(probe, proxies) != "/")
+            with self._lock:
+                self._pools[key] = got
+        return got
 
 
 def http_error(url: str, status: int, body: str) -> SpecCompactError:
@@ -307,14 +448,10 @@ class HttpEndpoint(RuntimeEndpoint):
         self.routing_key: str | None = None  # sent as X-SMG-Routing-Key (see with_routing_key)
         self.priority: int | None = None  # sent as /generate `priority` (see with_priority)
         self.timeout_s = timeout_s
-        # one pooled session for all threads: sglang runs every fork and every
-        # verification copy on a fresh thread, and each should reuse a kept-alive connection
-        self._http = requests.Session()
-        self._http.trust_env = False  # read once per server URL instead (environment_settings)
+        # one pool for all threads: sglang runs every fork and every verification
+        # copy on a fresh thread, and each should reuse a kept-alive connection
+        self._http = Wire()  # pooled connections, shared by every view
         self._env: dict[str, dict] = {}  # server URL -> its environment_settings (shared by every view)
-        pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
-        self._http.mount("http://", pool)
-        self._http.mount("https://", pool)
         self._tokenize_base: str | None = None  # where /tokenize goes (a worker when base_url is a router)
         self.model_info = self._request("GET", "/get_model_info")
         self._one_token: dict[str, bool] = {}
@@ -477,6 +614,7 @@ class HttpEndpoint(RuntimeEndpoint):
             res = self._http.request("POST", url, data=orjson.dumps({"rid": rid}),
                                      headers={**self._headers(), **JSON_HEADERS},
                                      timeout=min(ABORT_TIMEOUT_S, self.timeout_s), **self._environment(self.base_url))
+            _ = res.content  # read to the end: the connection goes back to its pool
         except requests.RequestException as exc:
             raise BackendUnavailableError(f"{url} unreachable: {exc.__class__.__name__}") from exc
         if res.status_code != 200:

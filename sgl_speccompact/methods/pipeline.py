@@ -161,7 +161,7 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
         raise ConfigError(refused)
     cfg = config if config is not None else CompactConfig()
     cpu = HostCpu()
-    cpu.touch()
+    cpu.begin()
     request = request.parsed(cfg)  # the one parse: below here every step works on request.turns
     shown = Displayed(request.on_event) if request.on_event is not None else None
     if shown is not None:  # line events provisional until the result settles them (methods/displayed.py)
@@ -220,7 +220,7 @@ def run_block(method: Method, request: MethodRequest, backends: Backends, cfg: C
     on the way out whatever the outcome.
     """
     cpu = cpu if cpu is not None else HostCpu()
-    cpu.touch()
+    cpu.begin()
     try:
         with ExitStack() as sessions:
             target = sessions.enter_context(backends.target.prefix_session(cfg.server_sessions, cpu))
