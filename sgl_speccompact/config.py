@@ -31,6 +31,9 @@ OPTIMIZATIONS: dict[str, str] = {
                           "after every line",
     "send_token_ids": "SpecCompactEndpoint sends prompts as input_ids, so the server tokenizes the "
                       "history once per compaction; off: every request carries text the server tokenizes",
+    "server_sessions": "each block's requests share one SGLang session per server (/open_session): the shared "
+                       "prefix goes upstream once and every later request sends only its suffix (needs "
+                       "send_token_ids); off: every request carries its whole prompt",
 }
 
 
@@ -103,6 +106,7 @@ class CompactConfig(BaseModel):
     source_judge_on_prefix: bool = False  # SJC after a slot method reuses the compaction's prefix (shows prose)
     short_judge_suffix: bool = True  # judge rubric in the shared prefix; per-judgement suffix = line + tags
     send_token_ids: bool = True  # prompts go to SpecCompactEndpoint servers as input_ids
+    server_sessions: bool = True  # one SGLang session per block and server: each prompt sent once (backends/server_session.py)
 
     def __init__(self, **values: Any):
         try:

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import statistics
 import threading
+import time
 from dataclasses import dataclass, field
 from enum import Enum
 from typing import Annotated, Callable, TypeVar
@@ -168,6 +169,7 @@ class CompactionStats(BaseModel):
     label_masses: list[float] = Field(default_factory=list, exclude=True)  # every verdict's p+ + p- (not serialized)
     wall_time_s: dict[str, float] = Field(default_factory=dict)  # phase -> seconds (summed over slots)
     total_wall_s: float = 0.0  # end-to-end wall time (s)
+    host_cpu_s: float = 0.0  # CPU seconds this process spent on the compaction: its pipeline and the threads of its requests (HostCpu)
     layout: str = "classic"  # target shared-prefix layout: classic | agent (the agent's own chat rendering)
     agent_tokens: int | None = None  # agent layout: tokens of the agent's conversation in the prefix
     agent_cached_tokens: int | None = None  # of those, served from the agent's radix cache by the first request
@@ -379,3 +381,49 @@ class LedgerReport(BaseModel):
 
 
 CompactionResult.model_rebuild()  # its ledger field names LedgerReport, defined above
+
+
+class HostCpu:
+    """CPU seconds of the threads of this process that worked on one compaction (``time.thread_time``).
+
+    The pipeline's threads count from :meth:`begin` (they may have run other
+    work before); every other thread that sends one of the compaction's
+    requests calls :meth:`touch` around each request and counts its whole
+    life up to its last touch: those threads (sglang's program threads, the
+    branches', a drafter's) are made by the compaction and serve no other.
+    So the count holds the pipeline's own work (parsing, redaction,
+    rendering, the ledger, assembly), the programs' work and every request's
+    client side (bodies, token ids, encoding, the answer); a request thread's
+    work after its last request is left out.  The emulators and SGLang
+    servers run in processes of their own and never count.
+
+    >>> cpu = HostCpu(); cpu.begin(); sum(range(10**5)) > 0; cpu.touch(); cpu.seconds >= 0
+    True
+    True
+    """
+
+    def __init__(self):
+        self._spans: dict[threading.Thread, list[float]] = {}  # thread -> [CPU it counts from, CPU at last touch]
+        self._lock = threading.Lock()
+
+    def begin(self) -> None:
+        """Count the calling thread's CPU from now (a pipeline thread; again: no effect)."""
+        now, thread = time.thread_time(), threading.current_thread()
+        with self._lock:
+            self._spans.setdefault(thread, [now, now])
+
+    def touch(self) -> None:
+        """Count the calling thread's CPU up to now (from its start, unless :meth:`begin` came first)."""
+        now, thread = time.thread_time(), threading.current_thread()
+        with self._lock:
+            span = self._spans.get(thread)
+            if span is None:
+                self._spans[thread] = [0.0, now]
+            else:
+                span[1] = max(span[1], now)
+
+    @property
+    def seconds(self) -> float:
+        """The CPU seconds counted so far, over every thread."""
+        with self._lock:
+            return sum(last - first for first, last in self._spans.values())

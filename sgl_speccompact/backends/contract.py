@@ -27,8 +27,9 @@ conforms.
 
 from __future__ import annotations
 
+from contextlib import contextmanager
 from types import MappingProxyType
-from typing import Mapping, Protocol, runtime_checkable
+from typing import ContextManager, Iterator, Mapping, Protocol, runtime_checkable
 
 import requests
 from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
@@ -36,6 +37,7 @@ from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 from ..core.judge import LabelTokens
 from ..core.judging import Judged
 from ..errors import BackendUnavailableError
+from ..result import HostCpu
 from .http import approx_token_count, http_error
 
 
@@ -106,13 +108,18 @@ class Backend(ProgramBackend, Protocol):
     def with_cancel(self, scope) -> "Backend":
         """A view that raises ``scope``'s error before each request once cancelled; itself where it cannot."""
 
+    def prefix_session(self, on: bool = True, cpu: HostCpu | None = None) -> ContextManager["Backend"]:
+        """A view for one block of a compaction: with ``on`` its requests share one server session (each
+        prompt sent once, closed on exit), and its request threads count their CPU in ``cpu``; itself
+        where neither means anything."""
+
 
 PROGRAM_MEMBERS = ("chat_template", "get_chat_template", "commit_lazy_operations", "cache_prefix", "generate",
                    "select")  # what ProgramBackend declares
 BACKEND_MEMBERS = PROGRAM_MEMBERS + (
     "assistant_prefix", "model_info", "base_url", "count_tokens", "context_length", "label_tokens",
     "judge_batch", "decide", "with_token_ids", "with_routing_key", "with_priority", "with_yield",
-    "with_cancel")  # what Backend declares
+    "with_cancel", "prefix_session")  # what Backend declares
 
 
 class BackendDefaults:
@@ -156,6 +163,11 @@ class BackendDefaults:
 
     def with_cancel(self, scope) -> "BackendDefaults":
         return self
+
+    @contextmanager
+    def prefix_session(self, on: bool = True, cpu: HostCpu | None = None) -> Iterator["BackendDefaults"]:
+        """Itself: no server session, and its work is counted on the pipeline's thread."""
+        yield self
 
 
 class PlainBackend(BackendDefaults):

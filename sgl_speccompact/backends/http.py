@@ -1,7 +1,7 @@
 """An SGLang server over HTTP, as an sglang frontend backend: the transport under :mod:`sgl_speccompact.backends.endpoint`.
 
 :class:`HttpEndpoint` is a ``RuntimeEndpoint`` that sends every request
-through one pooled ``requests`` session with a timeout, maps transport
+over pooled connections (:class:`Wire`) with a timeout, maps transport
 failures and error answers to :mod:`sgl_speccompact.errors`, adds what
 sglang's frontend cannot send (``lora_path`` for LoRA drafters, a routing
 key), and tokenizes with the server's ``/tokenize``.
@@ -9,7 +9,13 @@ key), and tokenizes with the server's ``/tokenize``.
 Prompts go out as ``input_ids`` when the server's tokenizer allows it
 (:mod:`sgl_speccompact.backends.token_ids`): the shared history is then tokenized once
 per compaction instead of once per request, and the ids are exactly those of
-tokenizing the whole prompt text.
+tokenizing the whole prompt text.  Within a block's session
+(:meth:`~HttpEndpoint.prefix_session`, :mod:`sgl_speccompact.backends.server_session`)
+a prompt goes upstream once and every later request sends only its suffix.
+
+Bodies are encoded and answers decoded with ``orjson`` (it ships with
+sglang); what ``requests`` would read from the environment for every request
+(proxies, a CA bundle, ``.netrc``) is read once per server URL.
 
 Every request has a total deadline, its timeout (capped by the
 compaction's time left): the answer's status and headers must come within
@@ -34,6 +40,7 @@ abort of ours names; it ends at its timeout.
 from __future__ import annotations
 
 import copy
+import heapq
 import http.client
 import itertools
 import logging
@@ -41,7 +48,10 @@ import socket
 import threading
 import time
 import uuid
+from contextlib import contextmanager
+from typing import Iterator
 
+import orjson
 import requests
 import urllib3
 from sglang.lang.backend.base_backend import BaseBackend
@@ -50,7 +60,9 @@ from sglang.lang.backend.runtime_endpoint import RuntimeEndpoint
 from ..errors import (BackendError, BackendTimeoutError, BackendUnavailableError, CompactionCancelledError,
                      ConfigError, PromptTooLongError, SpecCompactError)
 from ..history.estimate import chars_to_tokens
+from ..result import HostCpu
 from .router import ROUTING_KEY_HEADER, tokenize_base
+from .server_session import CAPACITY_OF_STR_LEN, REFUSALS, SESSION_IDLE_S, Continuation, ServerSession, suffix_ids
 from .token_ids import TokenIdCache, concatenates
 
 
@@ -63,8 +75,12 @@ ABORT_PAUSE_S = 0.2  # between rounds (seconds)
 
 log = logging.getLogger(__name__)
 
-# sglang's tokenizer_manager rejects prompts over the context window with these words
-CONTEXT_ERRORS = ("longer than the model's context length", "exceeds the model's maximum context length")
+# sglang's tokenizer_manager rejects prompts over the context window with the first two; its scheduler
+# (validate_input_length) with the third, e.g. a session request's rebuilt prompt
+CONTEXT_ERRORS = ("longer than the model's context length", "exceeds the model's maximum context length",
+                  "exceeds the maximum allowed length")
+JSON_HEADERS = {"Content-Type": "application/json"}
+EMPTY_ANSWERS = ("/close_session",)  # routes sglang answers with an empty 200 (read as None)
 
 
 def closed_before_answer(exc: requests.ConnectionError) -> bool:
@@ -86,44 +102,184 @@ def closed_before_answer(exc: requests.ConnectionError) -> bool:
             and isinstance(inner.args[1], (http.client.RemoteDisconnected, ConnectionResetError, BrokenPipeError)))
 
 
+class Watchdog:
+    """One daemon thread that shuts the socket of every read still running at its deadline.
+
+    A ``threading.Timer`` per request cost about a millisecond of CPU each
+    (a thread started and ended); this keeps one thread and a heap of
+    deadlines.  :meth:`watch` registers a read, :meth:`release` ends it and
+    says whether the deadline cut it first (decided under one lock, so a
+    read is either cut or released, never both).
+    """
+
+    def __init__(self):
+        self._cv = threading.Condition()
+        self._heap: list[list] = []  # [deadline, seq, socket, released, cut], earliest first
+        self._seq = itertools.count()
+        self._thread: threading.Thread | None = None
+
+    def watch(self, deadline: float, sock) -> list:
+        """Shut ``sock`` at ``deadline`` (monotonic) unless released first; the handle for :meth:`release`."""
+        entry = [deadline, next(self._seq), sock, False, False]
+        with self._cv:
+            if self._thread is None or not self._thread.is_alive():
+                self._thread = threading.Thread(target=self._run, name="read-deadlines", daemon=True)
+                self._thread.start()
+            heapq.heappush(self._heap, entry)
+            if self._heap[0] is entry:
+                self._cv.notify()
+        return entry
+
+    def release(self, entry: list) -> bool:
+        """The read ended; True when its deadline had cut it first."""
+        with self._cv:
+            entry[3] = True
+            return entry[4]
+
+    def _run(self) -> None:
+        while True:
+            with self._cv:
+                while True:
+                    while self._heap and self._heap[0][3]:
+                        heapq.heappop(self._heap)
+                    if not self._heap:
+                        self._cv.wait()
+                        continue
+                    left = self._heap[0][0] - time.monotonic()
+                    if left <= 0:
+                        break
+                    self._cv.wait(left)
+                entry = heapq.heappop(self._heap)
+                entry[4] = True
+            try:
+                entry[2].shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+WATCHDOG = Watchdog()  # the process's one deadline thread
+
+
 def read_within(res: requests.Response, deadline: float) -> bytes:
     """The body of ``res`` (sent with ``stream=True``), read by ``deadline`` (monotonic) or ``requests.Timeout``.
 
     A read blocked past the deadline is ended by shutting the connection's
-    socket (the connection is then discarded, never pooled).
+    socket (:class:`Watchdog`; the connection is then discarded, never pooled).
     """
     left = deadline - time.monotonic()
     sock = getattr(getattr(res.raw, "connection", None), "sock", None)
     if left <= 0:
         res.close()
         raise requests.Timeout("no time left to read the answer")
-    cut = threading.Event()
-
-    def expire() -> None:
-        cut.set()
-        try:
-            sock.shutdown(socket.SHUT_RDWR)
-        except OSError:
-            pass
-
-    timer = threading.Timer(left, expire) if sock is not None else None
-    if timer is not None:
-        timer.daemon = True
-        timer.start()
+    entry = WATCHDOG.watch(deadline, sock) if sock is not None else None
     try:
         content = res.content
     except requests.RequestException:
         res.close()
-        if cut.is_set():
+        if entry is not None and WATCHDOG.release(entry):
             raise requests.Timeout("the answer did not arrive in time") from None
         raise
-    finally:
-        if timer is not None:
-            timer.cancel()
-    if cut.is_set():
+    if entry is not None and WATCHDOG.release(entry):
         res.close()
         raise requests.Timeout("the answer did not arrive in time")
     return content
+
+
+class Answer:
+    """A server's answer as this module reads it: status, the raw urllib3 response, the body once read."""
+
+    def __init__(self, raw):
+        self.raw = raw  # urllib3.HTTPResponse, body not read yet
+        self.status_code = raw.status
+        self._content: bytes | None = None
+
+    @property
+    def content(self) -> bytes:
+        """The whole body (the connection goes back to its pool); ``requests.ConnectionError`` if it breaks."""
+        if self._content is None:
+            try:
+                self._content = self.raw.read(decode_content=True)
+            except (urllib3.exceptions.HTTPError, OSError) as exc:
+                self.raw.close()
+                raise requests.ConnectionError(exc) from None
+            self.raw.release_conn()
+        return self._content
+
+    @property
+    def text(self) -> str:
+        return self.content.decode("utf-8", "replace")
+
+    def close(self) -> None:
+        self.raw.close()
+
+
+class Wire:
+    """HTTP to the servers, straight on urllib3's pooled connections: ``requests``'s per-request work
+    (preparing, merging settings, cookies, hooks) cost more CPU than the request itself.
+
+    Each server URL's connection pool, TLS settings and proxy are set up once
+    by ``requests``'s own adapter, from the settings :func:`environment_settings`
+    read; failures raise ``requests``'s exceptions, as ``Session.request``
+    would.  Shared by every view of an endpoint.
+    """
+
+    def __init__(self, pool_size: int = POOL_SIZE):
+        self.session = requests.Session()  # the adapter's home, and plain GETs (a router's /workers)
+        self.session.trust_env = False
+        self.adapter = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=pool_size)
+        self.session.mount("http://", self.adapter)
+        self.session.mount("https://", self.adapter)
+        self._pools: dict[tuple, tuple] = {}  # (origin, proxies) -> (connection pool, whether URLs go whole)
+        self._lock = threading.Lock()
+
+    def get(self, url: str, **kw):
+        """A plain ``requests`` GET (rare requests: a router's ``/workers``)."""
+        return self.session.get(url, **kw)
+
+    def request(self, method: str, url: str, data: bytes | None = None, headers: dict | None = None,
+                timeout: float | None = None, stream: bool = True, proxies: dict | None = None,
+                verify=True, cert=None, auth=None) -> Answer:
+        """Send one request; its :class:`Answer` with the body unread (``stream`` is always on)."""
+        origin = url[: url.find("/", url.find("//") + 2) if url.count("/") > 2 else len(url)]
+        pool, whole = self._pool(origin, proxies or {}, verify, cert)
+        headers = dict(headers or {})
+        if auth is not None:
+            headers["Authorization"] = requests.auth._basic_auth_str(*auth)  # requests' own Basic header (.netrc)
+        if data is not None:
+            headers.setdefault("Content-Length", str(len(data)))
+        try:
+            raw = pool.urlopen(method=method, url=url if whole else url[len(origin):] or "/", body=data,
+                               headers=headers, redirect=False, assert_same_host=False, preload_content=False,
+                               decode_content=False, retries=self.adapter.max_retries,
+                               timeout=urllib3.Timeout(connect=timeout, read=timeout), chunked=False)
+        except (urllib3.exceptions.ProtocolError, OSError) as exc:
+            raise requests.ConnectionError(exc) from None
+        except urllib3.exceptions.MaxRetryError as exc:
+            reason = exc.reason
+            if isinstance(reason, urllib3.exceptions.ConnectTimeoutError) and \
+                    not isinstance(reason, urllib3.exceptions.NewConnectionError):
+                raise requests.ConnectTimeout(exc) from None
+            if isinstance(reason, urllib3.exceptions.SSLError):
+                raise requests.exceptions.SSLError(exc) from None
+            raise requests.ConnectionError(exc) from None
+        except urllib3.exceptions.ReadTimeoutError as exc:
+            raise requests.ReadTimeout(exc) from None
+        except urllib3.exceptions.HTTPError as exc:
+            raise requests.ConnectionError(exc) from None
+        return Answer(raw)
+
+    def _pool(self, origin: str, proxies: dict, verify, cert) -> tuple:
+        key = (origin, tuple(sorted(proxies.items())), verify, cert)
+        with self._lock:
+            got = self._pools.get(key)
+        if got is None:
+            probe = requests.Request("GET", origin + "/").prepare()
+            pool = self.adapter.get_connection_with_tls_context(probe, verify, proxies=proxies, cert=cert)
+            self.adapter.cert_verify(pool, probe.url, verify, cert)
+            got = (pool, self.adapter.request_url(probe, proxies) != "/")
+            with self._lock:
+                self._pools[key] = got
+        return got
 
 
 def http_error(url: str, status: int, body: str) -> SpecCompactError:
@@ -146,7 +302,8 @@ class InFlight:
 
     :meth:`start` gives a body its ``rid`` (one per prompt of a batch):
     ``speccompact-<compaction>.<n>.``, so no rid is the start of another
-    (sglang aborts every request whose rid starts with the one named);
+    (sglang aborts every request whose rid starts with the one named); a
+    body that has its rids (a session's request) keeps them;
     :meth:`abort` aborts every rid still waiting, from a thread of its own.
 
     >>> class E:
@@ -170,11 +327,15 @@ class InFlight:
         self.aborted: list[str] = []  # rids an abort was sent for
 
     def start(self, body: dict) -> list[str]:
-        """Give ``body`` its rids and count them in flight; the rids."""
-        prompt = body.get("input_ids", body.get("text"))
-        batch = isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], int)
-        rids = [f"{self.prefix}.{next(self._n)}." for _ in range(len(prompt) if batch else 1)]
-        body["rid"] = rids if batch else rids[0]
+        """Give ``body`` its rids (unless it has them) and count them in flight; the rids."""
+        given = body.get("rid")
+        if given is not None:
+            rids = list(given) if isinstance(given, list) else [given]
+        else:
+            prompt = body.get("input_ids", body.get("text"))
+            batch = isinstance(prompt, list) and bool(prompt) and not isinstance(prompt[0], int)
+            rids = [f"{self.prefix}.{next(self._n)}." for _ in range(len(prompt) if batch else 1)]
+            body["rid"] = rids if batch else rids[0]
         with self._lock:
             self._rids.update(dict.fromkeys(rids))
         return rids
@@ -227,6 +388,39 @@ class _TokenIds:
                 self.cache.clear()
 
 
+class _Sessions:
+    """What an endpoint's views learned of the server's sessions (shared by every view)."""
+
+    def __init__(self):
+        self.served: bool | None = None  # False: the server has no /open_session (an old server, sglang-router)
+        self.strips: set[int] = set()  # first ids the server strips from a continuation (its bos_token_id)
+        self.open: set[str] = set()  # ids of the sessions opened here and not closed yet
+        self.lock = threading.Lock()  # guards the fields; never held across a request
+
+
+class _Slot:
+    """One block's session on one server, opened by the block's first request (shared by its views)."""
+
+    def __init__(self):
+        self.session: ServerSession | None = None  # the open session (None: none serves this block)
+        self.tried = False  # its opening was attempted
+        self.opening: threading.Event | None = None  # set when the thread opening it is done
+        self.lock = threading.Lock()  # guards the fields; never held across a request
+
+
+def environment_settings(url: str, api_key: str | None) -> dict:
+    """What ``requests`` reads from the environment for each request to ``url`` (proxies, CA bundle, client
+    certificate, ``.netrc`` credentials when no API key is given), read once.
+
+    >>> sorted(environment_settings("http://127.0.0.1:1", "k"))
+    ['cert', 'proxies', 'verify']
+    """
+    settings = requests.Session().merge_environment_settings(url, {}, None, None, None)
+    out = {"proxies": settings["proxies"], "verify": settings["verify"], "cert": settings["cert"]}
+    auth = None if api_key else requests.utils.get_netrc_auth(url)
+    return {**out, "auth": auth} if auth else out
+
+
 class HttpEndpoint(RuntimeEndpoint):
     """``RuntimeEndpoint`` with pooled connections, timeouts, typed errors, LoRA and token ids.
 
@@ -237,6 +431,8 @@ class HttpEndpoint(RuntimeEndpoint):
     """
 
     cancel_scope = None  # a CancelScope checked before every request (set on views, see with_cancel)
+    server_session: _Slot | None = None  # the block's session on this server (set on views, see prefix_session)
+    host_cpu: HostCpu | None = None  # the compaction's host CPU: each request's thread touches it (prefix_session)
     in_flight: InFlight | None = None  # the bound compaction's requests waiting for an answer (see with_cancel)
     yield_gate = None  # holds each /generate while the server runs foreground work (set on views, see with_yield)
     local_tokenize = None  # (texts, add_special_tokens) -> ids: the served tokenizer in-process (no /tokenize)
@@ -252,18 +448,17 @@ class HttpEndpoint(RuntimeEndpoint):
         self.routing_key: str | None = None  # sent as X-SMG-Routing-Key (see with_routing_key)
         self.priority: int | None = None  # sent as /generate `priority` (see with_priority)
         self.timeout_s = timeout_s
-        # one pooled session for all threads: sglang runs every fork and every
-        # verification copy on a fresh thread, and each should reuse a kept-alive connection
-        self._http = requests.Session()
-        pool = requests.adapters.HTTPAdapter(pool_connections=4, pool_maxsize=POOL_SIZE)
-        self._http.mount("http://", pool)
-        self._http.mount("https://", pool)
+        # one pool for all threads: sglang runs every fork and every verification
+        # copy on a fresh thread, and each should reuse a kept-alive connection
+        self._http = Wire()  # pooled connections, shared by every view
+        self._env: dict[str, dict] = {}  # server URL -> its environment_settings (shared by every view)
         self._tokenize_base: str | None = None  # where /tokenize goes (a worker when base_url is a router)
         self.model_info = self._request("GET", "/get_model_info")
         self._one_token: dict[str, bool] = {}
         self.send_token_ids = True  # the compaction's preference (CompactConfig.send_token_ids)
         self._token_ids = _TokenIds(token_ids)  # shared by every view of this endpoint
         self._context: dict[str, int | None] = {}  # "tokens" -> the served context window, once asked
+        self._sessions = _Sessions()  # what the views learned of the server's sessions
 
     def with_cancel(self, scope) -> "HttpEndpoint":
         """A view of this endpoint for one compaction, bound to ``scope``.
@@ -345,6 +540,35 @@ class HttpEndpoint(RuntimeEndpoint):
         view.send_token_ids = on
         return view
 
+    @contextmanager
+    def prefix_session(self, on: bool = True, cpu: HostCpu | None = None) -> Iterator["HttpEndpoint"]:
+        """A view for one block of a compaction, its session closed on the way out.
+
+        With ``on``, the view's ``/generate`` requests share one sglang
+        session on this server (:mod:`~sgl_speccompact.backends.server_session`),
+        opened by the first of them: a prompt goes upstream once, and each
+        later request sends only what follows the deepest earlier prompt it
+        starts with.  The session is closed when the block ends, whether it
+        succeeded, failed, was cancelled or ran out of time.  A server without
+        ``/open_session`` (an older sglang, sglang-router 0.3.2), a tokenizer
+        the token-id check refuses, or a view sending text gets every request
+        whole, as without a session.  Every thread that sends one of the
+        view's requests counts its CPU in ``cpu``
+        (:class:`~sgl_speccompact.result.HostCpu`).
+        """
+        view = copy.copy(self)
+        view.host_cpu = cpu
+        view.server_session = _Slot() if on else None
+        try:
+            yield view
+        finally:
+            view._close_session()
+
+    def open_sessions(self) -> list[str]:
+        """Ids of the sessions this endpoint's views opened and have not closed (all views)."""
+        with self._sessions.lock:
+            return sorted(self._sessions.open)
+
     def forget_token_ids(self) -> None:
         """Forget every remembered segment, so the next prompts are tokenized afresh (all views)."""
         self._token_ids.forget()
@@ -387,8 +611,10 @@ class HttpEndpoint(RuntimeEndpoint):
         """
         url = self.base_url + "/abort_request"
         try:
-            res = self._http.request("POST", url, json={"rid": rid}, headers=self._headers(),
-                                     timeout=min(ABORT_TIMEOUT_S, self.timeout_s))
+            res = self._http.request("POST", url, data=orjson.dumps({"rid": rid}),
+                                     headers={**self._headers(), **JSON_HEADERS},
+                                     timeout=min(ABORT_TIMEOUT_S, self.timeout_s), **self._environment(self.base_url))
+            _ = res.content  # read to the end: the connection goes back to its pool
         except requests.RequestException as exc:
             raise BackendUnavailableError(f"{url} unreachable: {exc.__class__.__name__}") from exc
         if res.status_code != 200:
@@ -400,9 +626,30 @@ class HttpEndpoint(RuntimeEndpoint):
             headers[ROUTING_KEY_HEADER] = self.routing_key
         return headers
 
+    def _environment(self, base: str) -> dict:
+        env = self._env.get(base)
+        if env is None:
+            env = self._env[base] = environment_settings(base, self.api_key)
+        return env
+
     def _request(self, method: str, path: str, body: dict | None = None, base: str | None = None):
+        cpu = self.host_cpu
+        if cpu is None:
+            return self._send(method, path, body, base)
+        cpu.touch()  # the thread's CPU counts from its first request of the compaction to its last
+        try:
+            return self._send(method, path, body, base)
+        finally:
+            cpu.touch()
+
+    def _send(self, method: str, path: str, body: dict | None, base: str | None):
         headers = self._headers()
-        url = (base or self.base_url) + path
+        data = None if body is None else orjson.dumps(body)
+        if data is not None:
+            headers.update(JSON_HEADERS)
+        base = base or self.base_url
+        env = self._environment(base)
+        url = base + path
         timeout = self.timeout_s
         if self.cancel_scope is not None:
             self.cancel_scope.check()
@@ -410,13 +657,13 @@ class HttpEndpoint(RuntimeEndpoint):
         deadline = time.monotonic() + timeout
         try:
             try:
-                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout, stream=True)
+                res = self._http.request(method, url, data=data, headers=headers, timeout=timeout, stream=True, **env)
             except requests.ConnectionError as exc:
                 if not closed_before_answer(exc):
                     raise
                 # the server closed a kept-alive connection (its idle timeout) as this request went out
-                res = self._http.request(method, url, json=body, headers=headers, timeout=timeout, stream=True)
-            read_within(res, deadline)
+                res = self._http.request(method, url, data=data, headers=headers, timeout=timeout, stream=True, **env)
+            content = read_within(res, deadline)
             if self.cancel_scope is not None:
                 self.cancel_scope.check()  # cancelled while it ran: an aborted answer is no answer
         except requests.Timeout as exc:
@@ -427,13 +674,22 @@ class HttpEndpoint(RuntimeEndpoint):
             raise BackendUnavailableError(f"{url} unreachable: {exc.__class__.__name__}") from exc
         if res.status_code != 200:
             raise http_error(url, res.status_code, res.text)
+        if not content and path in EMPTY_ANSWERS:
+            return None
         try:
-            return res.json()
-        except ValueError as exc:
+            return orjson.loads(content)
+        except orjson.JSONDecodeError as exc:
             raise BackendError(f"{url} returned invalid JSON") from exc
 
     def _generate(self, body: dict):
-        body = self.as_token_ids(body)
+        if self.server_session is not None:
+            sent = self._session_generate(body)
+            if sent is not None:
+                return sent
+        return self._post_generate(self.as_token_ids(body))
+
+    def _post_generate(self, body: dict):
+        """POST a ``/generate`` body as it stands, with the view's adapter and priority."""
         if self.lora_path is not None:
             prompt = body.get("text", body.get("input_ids"))
             n = len(prompt) if isinstance(prompt, list) and prompt and not isinstance(prompt[0], int) else None
@@ -460,6 +716,151 @@ class HttpEndpoint(RuntimeEndpoint):
         finally:
             if tracked:
                 self.in_flight.end(rids)
+
+    # ------------------------------------------------------------------ sessions
+
+    def _session_generate(self, body: dict):
+        """``body`` sent in the block's session (see :mod:`~sgl_speccompact.backends.server_session`);
+        None when the session does not serve it, and the caller sends it whole."""
+        text = body.get("text")
+        texts = text if isinstance(text, list) else [text]
+        if (not text or not all(isinstance(t, str) and t for t in texts) or not self.send_token_ids
+                or "session_params" in body or (body.get("sampling_params") or {}).get("n", 1) != 1):
+            return None
+        cache = self._token_id_cache()
+        session = self._live_session() if cache is not None else None
+        if session is None:
+            return None
+        cont = session.continuation(texts, lambda tail: len(cache.ids(tail, self.tokenize, prefix=False)))
+        out = {k: v for k, v in body.items() if k != "text"}
+        params: dict = {"id": session.id}
+        expected = None
+        if cont.node.rid is None:  # a new tree: the prompt whole, as text (the server tokenizes it once)
+            out["text"] = text
+        else:
+            ids = suffix_ids(cache, texts, cont.at, self.tokenize)
+            if not self._continues(ids, cont, body.get("sampling_params") or {}):
+                return None
+            params.update(rid=cont.node.rid, offset=cont.offset, drop_previous_output=True)
+            out["input_ids"] = ids if isinstance(text, list) else ids[0]
+            expected = [cont.offset + len(i) for i in ids]
+        rids = session.rids(len(texts))
+        out["session_params"], out["rid"] = params, rids if isinstance(text, list) else rids[0]
+        try:
+            got = self._post_generate(out)
+        except BackendError as exc:
+            if not any(words in str(exc) for words in REFUSALS):
+                raise
+            session.broken = True  # the server lost or refuses the session: the block's requests go whole
+            log.warning("%s: session %s refused (%s); sending whole prompts", self.base_url, session.id, exc)
+            return None
+        answers = got if isinstance(got, list) else [got]
+        counts = [int((a.get("meta_info") or {}).get("prompt_tokens") or 0) if isinstance(a, dict) else -1
+                  for a in answers]
+        if expected is not None and counts != expected:
+            self._server_changed(session, ids, expected, counts)
+            return None
+        session.add(cont, texts, rids, counts)
+        return got
+
+    def _continues(self, ids: list[list[int]], cont: Continuation, sampling: dict) -> bool:
+        """Whether suffixes ``ids`` may go as a continuation (else the request goes whole)."""
+        if not all(ids):
+            return False
+        with self._sessions.lock:
+            strips = set(self._sessions.strips)
+        if any(i[0] in strips for i in ids):
+            return False
+        context = self._context.get("tokens")  # asked when the session opened
+        mnt = sampling.get("max_new_tokens")
+        # the tokenizer manager checks only the suffix of a session request: one too long for the
+        # context goes whole, so the refusal is the usual one (PromptTooLongError)
+        return context is None or all(cont.offset + len(i) < context and
+                                      (mnt is None or cont.offset + len(i) + mnt <= context) for i in ids)
+
+    def _server_changed(self, session: ServerSession, ids: list[list[int]], expected: list[int],
+                        counts: list[int]) -> None:
+        """The server counted other prompts than those sent: learn why; the answers are dropped."""
+        stripped = [i[0] for i, want, got in zip(ids, expected, counts) if got == want - 1]
+        if stripped and all(got in (want, want - 1) for want, got in zip(expected, counts)):
+            with self._sessions.lock:  # sglang strips a leading bos_token_id from a continuation
+                self._sessions.strips.update(stripped)
+            log.info("%s strips token %s from a continuation: such suffixes go whole", self.base_url, stripped)
+        else:
+            session.broken = True
+            log.warning("%s: session %s rebuilt prompts of %s tokens, expected %s; sending whole prompts",
+                        self.base_url, session.id, counts, expected)
+
+    def _live_session(self) -> ServerSession | None:
+        """The block's session, opened by the first request that asks (None: none serves this block).
+
+        No lock is held across the opening request: other threads wait on an event.
+        """
+        slot = self.server_session
+        while True:
+            with slot.lock:
+                if slot.tried and slot.opening is None:
+                    s = slot.session
+                    return None if s is None or s.broken else s
+                gate, mine = slot.opening, slot.opening is None
+                if mine:
+                    gate = slot.opening = threading.Event()
+                    slot.tried = True
+            if not mine:
+                gate.wait()
+                continue
+            opened = None
+            try:
+                opened = self._open_session()
+            finally:
+                with slot.lock:
+                    slot.session, slot.opening = opened, None
+                gate.set()
+
+    def _open_session(self) -> ServerSession | None:
+        """``POST /open_session``; None when the server opens none (remembered when it has no such route)."""
+        with self._sessions.lock:
+            if self._sessions.served is False:
+                return None
+        session = ServerSession()
+        body = {"capacity_of_str_len": CAPACITY_OF_STR_LEN, "session_id": session.id, "timeout": SESSION_IDLE_S}
+        try:
+            got = self._request("POST", "/open_session", body)
+        except (CompactionCancelledError, BackendTimeoutError):
+            raise
+        except SpecCompactError as exc:
+            if "returned HTTP 404" in str(exc) or "returned HTTP 405" in str(exc):
+                with self._sessions.lock:
+                    self._sessions.served = False
+            log.info("%s opens no session (%s); sending whole prompts", self.base_url, exc)
+            return None
+        with self._sessions.lock:
+            self._sessions.served = True
+            self._sessions.open.add(session.id)
+        if got != session.id:  # not sglang's answer: do not guess what the server made of it
+            self._close(session.id)
+            return None
+        self.context_length()  # asked once, before the block's threads check their prompts against it
+        return session
+
+    def _close_session(self) -> None:
+        """Close the block's session, if one was opened; best effort (the server closes it once idle)."""
+        slot = self.server_session
+        session = slot.session if slot is not None else None
+        if session is not None:
+            self._close(session.id)
+
+    def _close(self, session_id: str) -> None:
+        view = copy.copy(self)  # sent whatever the cancel scope says: it is how the session ends on the server
+        view.cancel_scope, view.timeout_s = None, min(ABORT_TIMEOUT_S, self.timeout_s)
+        try:
+            view._request("POST", "/close_session", {"session_id": session_id})
+        except SpecCompactError as exc:
+            log.warning("%s: closing session %s failed (the server closes it after %g s idle): %s",
+                        self.base_url, session_id, SESSION_IDLE_S, exc)
+            return
+        with self._sessions.lock:
+            self._sessions.open.discard(session_id)
 
     def as_token_ids(self, body: dict) -> dict:
         """``body`` with its ``text`` (one or a batch) replaced by ``input_ids``, when enabled.
@@ -569,8 +970,16 @@ class HttpEndpoint(RuntimeEndpoint):
         return self._one_token[text]
 
     def count_tokens(self, texts: list[str]) -> list[int]:
-        """Length of each text in target tokens."""
-        return [len(t) for t in self.tokenize(texts)]
+        """Length of each text in target tokens.
+
+        Counted through the token-id cache when the tokenizer allows it: each
+        distinct segment is tokenized once (one ``/tokenize`` for all the new
+        ones), so a message, a line or a prompt counted again costs nothing.
+        """
+        cache = self._token_id_cache()
+        if cache is None:
+            return [len(t) for t in self.tokenize(texts)]
+        return cache.counts(list(texts), self.tokenize)
 
 
 def approx_token_count(texts: list[str]) -> list[int]:

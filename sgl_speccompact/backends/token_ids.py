@@ -58,6 +58,15 @@ def segments(text: str) -> list[str]:
     return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
 
 
+def restarts_at(text: str, i: int) -> bool:
+    """Whether tokenization restarts at character ``i`` of ``text`` (a cut of :func:`segments` is there).
+
+    >>> restarts_at("a.\\n- b", 3), restarts_at("a.\\n\\n- b", 4), restarts_at("a.\\n- b", 0)
+    (True, False, False)
+    """
+    return 0 < i < len(text) and CUT.match(text, i - 1) is not None
+
+
 def concatenates(tokenize_full: Callable[[str], list[int]], tokenize: Tokenize,
                  prefix: list[int], probes: tuple[str, ...] = PROBES) -> bool:
     """Whether ``prefix + ids of the segments == ids of the whole text`` on every probe.
@@ -109,18 +118,35 @@ class TokenIdCache:
         self.tokenized_segments = 0  # segments sent to tokenize, over the cache's life
         self.tokenized_chars = 0  # characters sent to tokenize, over the cache's life
 
-    def ids(self, text: str, tokenize: Tokenize | None = None) -> list[int]:
+    def ids(self, text: str, tokenize: Tokenize | None = None, prefix: bool = True) -> list[int]:
         """Token ids of ``text`` exactly as the server tokenizes the whole of it.
 
         ``tokenize`` replaces the cache's own for this call (the caller's
-        connection, with its cancellation and timeout).
+        connection, with its cancellation and timeout).  Without ``prefix``
+        the ids the server adds in front are left out: the ids ``text`` adds
+        after a restart point of a longer prompt.
         """
         parts = segments(text)
+        return self._with(parts, lambda: self._assemble(parts, prefix), tokenize)
+
+    def counts(self, texts: list[str], tokenize: Tokenize | None = None) -> list[int]:
+        """Each text's length in tokens (no ids added in front); the new segments of all of them are
+        tokenized in one call.
+
+        >>> TokenIdCache(lambda texts: [list(t) for t in texts]).counts(["ab\\ncd", "ab\\n", ""])
+        [5, 3, 0]
+        """
+        split = [segments(t) for t in texts]
+        every = [p for parts in split for p in parts]
+        return self._with(every, lambda: [sum(len(self._memo[p]) for p in parts) for parts in split], tokenize)
+
+    def _with(self, parts: list[str], use, tokenize: Tokenize | None):
+        """``use()`` (called with the lock held) once every segment in ``parts`` is remembered."""
         distinct = list(dict.fromkeys(parts))
         while True:
             with self._lock:
                 if all(p in self._memo for p in distinct):
-                    return self._assemble(parts)
+                    return use()
                 waits = {id(e): e for p in distinct if (e := self._claims.get(p)) is not None}
                 mine = [p for p in distinct if p not in self._memo and p not in self._claims]
                 claim = threading.Event()
@@ -153,9 +179,9 @@ class TokenIdCache:
                     self._claims.pop(part, None)
             claim.set()
 
-    def _assemble(self, parts: list[str]) -> list[int]:
+    def _assemble(self, parts: list[str], prefix: bool = True) -> list[int]:
         """The prompt's ids from remembered segments (lock held); drop the least recently used."""
-        out = list(self._prefix)
+        out = list(self._prefix) if prefix else []
         memo = self._memo
         for part in parts:
             out.extend(memo[part])

@@ -23,11 +23,16 @@ Routes and response shapes follow ``sglang/srt/entrypoints/http_server.py``:
   schema, unknown keys ignored), an empty 200; the scheduler's semantics
   (:meth:`~.scheduler.Scheduler.abort`): the aborted ``/generate`` answers 200
   with an ``abort`` finish reason; a bad body is a 400 ``ErrorResponse``.
+* ``GET|POST /open_session``, ``/close_session``: sglang's sessions
+  (:mod:`.session_tree`): the open one's id as a JSON string, an empty 200;
+  a refusal is HTTP 400 ``{"error": {"message": ...}}``, a bad body a 400
+  ``ErrorResponse``.  ``/generate`` bodies with ``session_params`` continue them.
 * ``GET /v1/loads`` (``dp_rank``, ``include`` as sglang's): one rank's
   ``LoadSnapshot.to_dict`` (sglang's own class) with the running and waiting
   requests counted; the other scalars are 0 and no section is reported.
 
-Emulator-only: ``GET /emulator/stats`` and ``POST /emulator/reset_stats``.
+Emulator-only: ``GET /emulator/stats`` (with ``sessions``: open sessions and
+their nodes) and ``POST /emulator/reset_stats``.
 """
 
 from __future__ import annotations
@@ -44,6 +49,7 @@ from . import decisions
 from .chat import chat_response, generate_body, parse_chat
 from .engine import Engine
 from .frontend import BadRequest, Frontend, ServedModel, error_response, parse_generate
+from .session_tree import UnknownSessionParam
 
 ORJSON_OPTS = orjson.OPT_NON_STR_KEYS | orjson.OPT_SERIALIZE_NUMPY  # SGLang's json_response options
 FLUSH_OK = (
@@ -81,7 +87,10 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
             return json_response(error_response(f"JSON decode error: {exc}"), 400)
         except BadRequest as exc:
             return json_response(exc.body, 400)
-        return await _serve(engine, frontend, obj)
+        try:
+            return await _serve(engine, frontend, obj)
+        except UnknownSessionParam:  # an unhandled TypeError in the server: starlette's plain 500
+            return Response("Internal Server Error", 500, media_type="text/plain")
 
     @app.post("/v1/chat/completions")
     async def chat_completions(request: Request):
@@ -176,13 +185,36 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
         engine.abort(obj.rid or "", obj.abort_all)
         return Response(status_code=200)
 
+    @app.api_route("/open_session", methods=["GET", "POST"])
+    async def open_session(request: Request):
+        from sglang.srt.managers.io_struct import OpenSessionReqInput
+
+        obj = _validated(OpenSessionReqInput, await request.body())
+        if isinstance(obj, Response):
+            return obj
+        try:
+            sid = frontend.sessions.open(obj.capacity_of_str_len, obj.session_id, obj.streaming, obj.timeout)
+        except ValueError as exc:  # _create_error_response
+            return json_response({"error": {"message": str(exc)}}, 400)
+        return json_response(sid)
+
+    @app.api_route("/close_session", methods=["GET", "POST"])
+    async def close_session(request: Request):
+        from sglang.srt.managers.io_struct import CloseSessionReqInput
+
+        obj = _validated(CloseSessionReqInput, await request.body())
+        if isinstance(obj, Response):
+            return obj
+        frontend.sessions.close(obj.session_id)
+        return Response(status_code=200)
+
     @app.get("/v1/loads")
     async def loads(dp_rank: int | None = None, include: str | None = None):
         return _loads(engine, dp_rank, include)
 
     @app.get("/emulator/stats")
     async def stats():
-        return json_response(engine.stats())
+        return json_response({**engine.stats(), "sessions": frontend.sessions.stats()})
 
     @app.post("/emulator/reset_stats")
     async def reset_stats():
@@ -190,6 +222,16 @@ def create_app(engine: Engine, frontend: Frontend, served: ServedModel, info: di
         return json_response({"success": True})
 
     return app
+
+
+def _validated(cls, raw: bytes):
+    """``raw`` parsed as sglang's request class ``cls`` (FastAPI's ``Body()``), or the server's 400."""
+    from pydantic import TypeAdapter, ValidationError
+
+    try:
+        return TypeAdapter(cls).validate_python(orjson.loads(raw))
+    except (orjson.JSONDecodeError, ValidationError) as exc:  # the server's 422 -> 400 ErrorResponse
+        return json_response(error_response(str(exc)), 400)
 
 
 async def _serve(engine: Engine, frontend: Frontend, obj):

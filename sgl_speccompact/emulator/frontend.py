@@ -14,7 +14,8 @@ Order (``sglang/srt/entrypoints/http_server.py`` ``generate_request``):
    ``SamplingParams(**...).normalize(tokenizer)`` and ``.verify(vocab)`` ->
    ``ValueError`` -> HTTP 400 ``{"error": {"message": msg}}``.
 4. Scheduler-side resolution (``scheduler.py`` ``handle_generate_request``
-   and ``init_req_max_new_tokens``): ``logprob_start_len`` defaults and the
+   and ``init_req_max_new_tokens``): a session request's prompt rebuilt from
+   its session (:mod:`.session_tree`), ``logprob_start_len`` defaults and the
    ``max_new_tokens`` cap.
 
 Importing ``sglang.srt.managers.io_struct`` takes several seconds (it pulls
@@ -30,6 +31,7 @@ from typing import Callable
 
 from .jobs import Job, LogprobRequest
 from .model import EmulatedModel
+from .session_tree import Sessions
 
 MAX_NEW_TOKENS_UNSET = 1 << 30  # init_req_max_new_tokens' "no limit"
 
@@ -154,6 +156,7 @@ class Frontend:
         self.model = model
         self.served = served
         self._stops = StopEncoder(model)  # what SamplingParams.normalize encodes with
+        self.sessions = Sessions(getattr(model.tokenizer, "bos_token_id", None), served.context_length)
 
     def jobs(self, obj, on_update: Callable[[int], Callable[[dict, bool], None]]) -> tuple[list[Job], bool]:
         """Normalize ``obj`` and build one job per sample.
@@ -192,16 +195,22 @@ class Frontend:
         ids, prompt = self._tokenize(sub)
         self._validate_lengths(ids, sub.sampling_params)
         self._validate_token_ids_logprob(sub.token_ids_logprob)
+        restored = self.sessions.restore(sub.session_params, rid, ids) if sub.session_params else None
+        if restored is not None:  # the scheduler rebuilds a session request's prompt (session_tree.py)
+            ids, prompt = restored.input_ids, self.model.decode(restored.input_ids)
         sampling = self._sampling(sub.sampling_params, len(ids))
         lp = self._logprobs(sub, len(ids), sampling.max_new_tokens == 0)
         extra = sub.extra_key
         if sub.lora_path is not None:
             extra = (extra or "") + sub.lora_path  # Req.__init__: lora id joins the extra key
-        return Job(
+        job = Job(
             rid=rid, prompt=prompt, input_ids=ids, sampling=sampling, lora_path=sub.lora_path,
             namespace=(extra, sub.cache_salt or None), logprobs=lp, stream=bool(sub.stream),
             on_update=on_update,
         )
+        if restored is not None:
+            self.sessions.bind(restored, job)
+        return job
 
     def _tokenize(self, sub) -> tuple[list[int], str]:
         # _tokenize_one_request: given input_ids win over text.

@@ -140,7 +140,8 @@ class EmulatedServer:
         self.cost_model = cost_model
         self.log_level = log_level
         self._info = self._server_info(max_prefill_tokens, radix_capacity_tokens)
-        self.app = create_app(self.engine, Frontend(self.model, self.served), self.served, self._info)
+        self.frontend = Frontend(self.model, self.served)
+        self.app = create_app(self.engine, self.frontend, self.served, self._info)
         self._uvicorn: uvicorn.Server | None = None
         self._thread: threading.Thread | None = None
 
@@ -201,8 +202,8 @@ class EmulatedServer:
         self.policy = self.model.policy = policy
 
     def stats(self) -> dict:
-        """The counters of ``GET /emulator/stats``."""
-        return self.engine.stats()
+        """The counters of ``GET /emulator/stats`` (``sessions``: the sessions open and their nodes)."""
+        return {**self.engine.stats(), "sessions": self.frontend.sessions.stats()}
 
     def reset_stats(self) -> None:
         """Zero the counters."""

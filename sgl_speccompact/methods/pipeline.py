@@ -24,12 +24,18 @@ method.
 A slot-parallel method records its shared target prefix in
 ``Job.shared_prefix``; SJC then judges on branches of that prefix (already
 in the target's radix cache) instead of prefilling the record again.
+
+Each block runs on views of the backends that share one session per server
+(``Backend.prefix_session``, ``CompactConfig.server_sessions``), closed when
+the block ends however it ends; the result's ``stats.host_cpu_s`` is this
+process's CPU on the compaction (:class:`~sgl_speccompact.result.HostCpu`).
 """
 
 from __future__ import annotations
 
 import time
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from typing import Callable
 
@@ -47,7 +53,7 @@ from ..backends.layout import LayoutPlan, plan_layout
 from ..history.pruning import prune_tool_outputs, report_dict, with_stubs
 from ..history.redaction import add_counts, redact, redact_json, redact_messages, redact_turns
 from ..programs.states import on_daemon_thread
-from ..result import CompactionResult, SlotResult, StatsRecorder
+from ..result import CompactionResult, HostCpu, SlotResult, StatsRecorder
 from ..schema import OPENCLAW_SLOTS, Slot, validate_schema
 from ..core.outputs import clean_result, cleaning_events
 from .progress import Tracker
@@ -154,6 +160,8 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
     if refused:
         raise ConfigError(refused)
     cfg = config if config is not None else CompactConfig()
+    cpu = HostCpu()
+    cpu.begin()
     request = request.parsed(cfg)  # the one parse: below here every step works on request.turns
     shown = Displayed(request.on_event) if request.on_event is not None else None
     if shown is not None:  # line events provisional until the result settles them (methods/displayed.py)
@@ -177,7 +185,7 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
     def one(block: MethodRequest, previous: str | None, last: bool) -> CompactionResult:
         # every sglang state of the block is made on a daemon thread (programs/states.py says why)
         return on_daemon_thread(run_block, method, replace(block, previous_summary=previous),
-                                Backends(target, drafter), cfg, slots, tracker)
+                                Backends(target, drafter), cfg, slots, tracker, cpu)
 
     def run_planned(blocks: list[MethodRequest]) -> CompactionResult:
         nonlocal tracker
@@ -198,13 +206,33 @@ def run(name: str, request: MethodRequest, target: Backend | ProgramBackend | st
                                                "redactions": add_counts(result.redactions, pruned.redactions)})
     if shown is not None:
         shown.finish(result)
+    cpu.touch()
+    result.stats.host_cpu_s = cpu.seconds
     return result
 
 
 def run_block(method: Method, request: MethodRequest, backends: Backends, cfg: CompactConfig,
-              slots: tuple[Slot, ...], tracker: Tracker | None = None) -> CompactionResult:
+              slots: tuple[Slot, ...], tracker: Tracker | None = None, cpu: HostCpu | None = None) -> CompactionResult:
     """One compaction of ``request`` (the whole history, or one block of a chunked one);
-    ``tracker`` reports its progress."""
+    ``tracker`` reports its progress, ``cpu`` counts its threads' CPU.
+
+    Its requests share one session per server (``cfg.server_sessions``), closed
+    on the way out whatever the outcome.
+    """
+    cpu = cpu if cpu is not None else HostCpu()
+    cpu.begin()
+    try:
+        with ExitStack() as sessions:
+            target = sessions.enter_context(backends.target.prefix_session(cfg.server_sessions, cpu))
+            drafter = (sessions.enter_context(backends.drafter.prefix_session(cfg.server_sessions, cpu))
+                       if backends.drafter is not None else None)
+            return _run_block(method, request, Backends(target, drafter), cfg, slots, tracker)
+    finally:
+        cpu.touch()
+
+
+def _run_block(method: Method, request: MethodRequest, backends: Backends, cfg: CompactConfig,
+               slots: tuple[Slot, ...], tracker: Tracker | None) -> CompactionResult:
     t0 = time.perf_counter()
     job = start(method, request, backends, cfg, slots, tracker)
     # the agent layout renders the messages themselves: redacted copies where a secret was found

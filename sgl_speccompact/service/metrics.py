@@ -7,6 +7,9 @@ Outcomes counted in ``speccompact_compactions_total``: ``ok``,
 away or the service stopped) and ``error``.  ``speccompact_in_flight`` is
 raised when a compaction's thread starts and lowered when that thread
 returns, so it counts work that is really running, abandoned or not.
+``speccompact_host_cpu_seconds`` is the service process's own CPU per
+finished compaction (``CompactionStats.host_cpu_s``: the pipeline's thread
+and the threads of its requests), beside the device time the latency holds.
 """
 
 from __future__ import annotations
@@ -48,6 +51,10 @@ class Metrics:
                                     ["method"], registry=r, buckets=ratio_buckets)
         self.cached = Histogram("speccompact_target_cached_ratio", "Target cached/prompt tokens per compaction",
                                 ["method"], registry=r, buckets=ratio_buckets)
+        self.host_cpu = Histogram("speccompact_host_cpu_seconds",
+                                  "CPU seconds the service process spent on one finished compaction",
+                                  ["method"], registry=r,
+                                  buckets=(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 4, 8, 15, 30))
         self.in_flight = Gauge("speccompact_in_flight", "Compactions whose thread is running now", registry=r)
         self.prepares = Counter("speccompact_prepares_total", "Ahead-of-time compactions started", registry=r)
         self.prepares_stored = Counter("speccompact_prepares_stored_total",
@@ -97,6 +104,7 @@ class Metrics:
         self.latency.labels(method).observe(seconds)
         if result is None:
             return
+        self.host_cpu.labels(method).observe(result.stats.host_cpu_s)
         if result.stats.acceptance_rate is not None:
             self.acceptance.labels(method).observe(result.stats.acceptance_rate)
         cached = result.stats.cached_ratio("target")

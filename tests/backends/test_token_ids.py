@@ -1,5 +1,6 @@
-"""Prompts sent as token ids: the ids equal the tokenization of the full text, the history is
-tokenized once per compaction, and a tokenizer that cannot be cut keeps getting text."""
+"""Prompts sent as token ids: the prompt every request runs on equals the tokenization of its full
+text (whole, or rebuilt by the server from a session and the suffix sent), the history is not
+tokenized per request, and a tokenizer that cannot be cut keeps getting text."""
 
 from __future__ import annotations
 
@@ -20,28 +21,50 @@ needs_data = pytest.mark.skipif(not FILES, reason=f"shared trajectories absent (
 
 
 class RecordingEndpoint(SpecCompactEndpoint):
-    """The real endpoint, recording each prompt text beside the ids it sent, and every body."""
+    """The real endpoint, recording each request's prompt text beside the body it went in.
+
+    ``sent``: ``(prompt text, input_ids sent)`` of requests sent whole as ids;
+    ``by_rid``: ``rid -> prompt text`` of requests that named their rid (a
+    session's, whose prompt the server rebuilds).
+    """
 
     def __init__(self, *args, **kw):
         self.sent: list[tuple[str, list[int]]] = []  # (prompt text, input_ids sent for it)
+        self.by_rid: dict[str, str] = {}  # rid -> prompt text
         self.bodies: list[dict] = []
         self._rec = threading.Lock()
+        self._texts = threading.local()
         super().__init__(*args, **kw)
 
-    def as_token_ids(self, body):
-        out = super().as_token_ids(body)
-        if "input_ids" in out:
-            texts = body["text"] if isinstance(body["text"], list) else [body["text"]]
-            ids = out["input_ids"] if isinstance(body["text"], list) else [out["input_ids"]]
-            with self._rec:
-                self.sent.extend(zip(texts, ids))
-        return out
+    def _generate(self, body):
+        self._texts.now = body.get("text")
+        return super()._generate(body)
 
-    def _request(self, method, path, body=None):
-        if path == "/generate":
-            with self._rec:
-                self.bodies.append(body)
-        return super()._request(method, path, body)
+    def _post_generate(self, body):
+        text = self._texts.now
+        texts = text if isinstance(text, list) else [text]
+        with self._rec:
+            self.bodies.append(body)
+            if "input_ids" in body and "session_params" not in body:
+                ids = body["input_ids"] if isinstance(text, list) else [body["input_ids"]]
+                self.sent.extend(zip(texts, ids))
+            if body.get("rid") is not None:
+                rids = body["rid"] if isinstance(body["rid"], list) else [body["rid"]]
+                self.by_rid.update(zip(rids, texts))
+        return super()._post_generate(body)
+
+
+def ran(server) -> dict[str, list[int]]:
+    """``rid -> prompt ids`` of every request ``server`` (an EmulatedServer) runs from now on."""
+    seen: dict[str, list[int]] = {}
+    submit = server.engine.submit
+
+    def recording(jobs):
+        seen.update((j.rid, list(j.input_ids)) for j in jobs)
+        return submit(jobs)
+
+    server.engine.submit = recording
+    return seen
 
 
 # ---------------------------------------------------------------- the cut rule, offline
@@ -119,7 +142,7 @@ def test_endpoint_keeps_text_for_such_a_tokenizer_and_refuses_when_ids_are_requi
 # ---------------------------------------------------------------- every shared trajectory, end to end
 
 
-def _compact_recorded(url_target, url_drafter, path, send_token_ids=True, source_judge=False):
+def _compact_recorded(url_target, url_drafter, path, send_token_ids=True, source_judge=False, sessions=True):
     from sgl_speccompact.errors import SpecCompactError
     from sgl_speccompact.history.formats import load_history
     from sgl_speccompact.methods.registry import run_method
@@ -131,29 +154,28 @@ def _compact_recorded(url_target, url_drafter, path, send_token_ids=True, source
     target = RecordingEndpoint(url_target)
     drafter = RecordingEndpoint(url_drafter, lora_path="drafter")
     res = run_method("speccompact", messages, target=target, drafter=drafter, source_judge=source_judge,
-                     config={"send_token_ids": send_token_ids})
+                     config={"send_token_ids": send_token_ids, "server_sessions": sessions})
     return res, target, drafter
 
 
-def _check_sent(endpoint, tokenizer):
-    """Every prompt's ids are the full text's tokenization; the history went to /tokenize once."""
-    assert endpoint.sent, "nothing was sent as token ids"
+def _check_sent(endpoint, tokenizer, server_ran: dict[str, list[int]]):
+    """Every prompt the server ran is its full text's tokenization; the history was not tokenized per request."""
     for text, ids in endpoint.sent:
         assert ids == tokenizer.encode(text, add_special_tokens=True)
-    for body in endpoint.bodies:
+    continued = [b for b in endpoint.bodies if "rid" in (b.get("session_params") or {})]
+    assert continued, "no request continued a session"
+    for body in continued:
         assert "text" not in body and body["input_ids"]
-    # each distinct segment of every prompt went to /tokenize exactly once
-    distinct = {seg for text, _ in endpoint.sent for seg in segments(text)}
-    assert endpoint.token_id_cache.tokenized_segments == len(distinct)
-    longest = max(len(text) for text, _ in endpoint.sent)
-    total = sum(len(text) for text, _ in endpoint.sent)
-    assert endpoint.token_id_cache.tokenized_chars < longest + total // 5  # the history once, not per request
+    for rid, text in endpoint.by_rid.items():
+        assert server_ran[rid] == tokenizer.encode(text, add_special_tokens=True), rid
+    texts = [t for _, t in endpoint.sent] + list(endpoint.by_rid.values())
+    assert endpoint.token_id_cache.tokenized_chars < sum(map(len, texts)) // 5  # the history not per request
 
 
 @pytest.fixture(scope="module")
 def recorded(tmp_path_factory):
-    """One SpecCompact compaction per shared trajectory over two emulators (test tokenizer):
-    ``[(name, target endpoint, drafter endpoint, emulator prompt tokens)]``; SJC on the first."""
+    """One SpecCompact compaction per shared trajectory over two emulators (test tokenizer), in sessions:
+    ``[(name, target endpoint, drafter endpoint, prompts the servers ran)]``; SJC on the first."""
     from sgl_speccompact.emulator import ControlledAcceptancePolicy, EmulatedServer, build_test_tokenizer
 
     tok = build_test_tokenizer(tmp_path_factory.mktemp("tok-ids"))
@@ -161,25 +183,25 @@ def recorded(tmp_path_factory):
     with EmulatedServer(tok, ControlledAcceptancePolicy(p_accept=0.7, seed=0), model_path="Qwen/Qwen3-8B") as t, \
             EmulatedServer(tok, ControlledAcceptancePolicy(p_accept=0.7, seed=1), model_path="Qwen/Qwen3-0.6B", lora_paths=["drafter"]) as d:
         for path in FILES:
-            t.flush_cache(), d.flush_cache(), t.reset_stats()
+            t.flush_cache(), d.flush_cache()
+            server_ran = {"target": ran(t), "drafter": ran(d)}
             got = _compact_recorded(t.url, d.url, path, source_judge=not out)
             if got is not None:
                 res, target, drafter = got
                 assert res.summary
-                out.append((path.name, target, drafter, t.stats()["total"]["prompt_tokens"]))
+                out.append((path.name, target, drafter, server_ran))
+        assert t.stats()["sessions"]["open"] == d.stats()["sessions"]["open"] == 0
     return out
 
 
 @needs_data
-def test_ids_sent_equal_the_full_texts_tokenization_on_every_trajectory(recorded, emulator_tokenizer):
+def test_every_prompt_run_equals_the_full_texts_tokenization_on_every_trajectory(recorded, emulator_tokenizer):
     assert len(recorded) >= 8
-    for name, target, drafter, emulator_prompt_tokens in recorded:
-        _check_sent(target, emulator_tokenizer)
-        _check_sent(drafter, emulator_tokenizer)
-        # the emulator counted the prompt tokens the ids carry
-        assert emulator_prompt_tokens == sum(len(ids) for _, ids in target.sent), name
+    for _, target, drafter, server_ran in recorded:
+        _check_sent(target, emulator_tokenizer, server_ran["target"])
+        _check_sent(drafter, emulator_tokenizer, server_ran["drafter"])
     first_target = recorded[0][1]
-    assert any(isinstance(b["input_ids"][0], list) for b in first_target.bodies)  # SJC's batch
+    assert any(isinstance(b.get("input_ids", [0])[0], list) for b in first_target.bodies)  # SJC's batch
     for _, target, drafter, _ in recorded[:2]:
         for body in target.bodies + drafter.bodies:
             assert_server_accepts(body)
@@ -196,10 +218,23 @@ def test_the_same_prompts_cut_exactly_in_qwen3s_tokenizer(recorded, qwen3_tokeni
     checked = 0
     for _, target, drafter, _ in recorded:
         cache = TokenIdCache(tokenize)
-        for text, _ in target.sent + drafter.sent:
+        for text in [t for t, _ in target.sent + drafter.sent] + list(target.by_rid.values()) + \
+                list(drafter.by_rid.values()):
             assert cache.ids(text) == qwen3_tokenizer.encode(text, add_special_tokens=True)
             checked += 1
     assert checked > 100
+
+
+@needs_data
+def test_without_sessions_every_request_carries_its_whole_prompt_as_ids(emulators, emulator_tokenizer):
+    target, drafter = emulators
+    res, t, d = _compact_recorded(target.url, drafter.url, FILES[0], sessions=False)
+    assert res.summary and t.sent and d.sent
+    for endpoint in (t, d):
+        for text, ids in endpoint.sent:
+            assert ids == emulator_tokenizer.encode(text, add_special_tokens=True)
+        for body in endpoint.bodies:
+            assert "session_params" not in body and "text" not in body and body["input_ids"]
 
 
 @needs_data

@@ -10,6 +10,9 @@ text, and in which batch, depends on timing: those requests are compared as
 the set of texts counted, not one by one.  The Hermes
 prompt's date rule reads today's date: it is pinned to the day the golden
 file was recorded (``RECORDED``), so the comparison does not depend on the day.
+Session ids and rids are random: a session is named by the order it was
+opened in, and a request that continues another names the digest of that
+request's body (:func:`canonical`), so a continuation of the wrong node fails.
 
 Regenerate the golden file (after a change that means to alter requests)::
 
@@ -77,14 +80,44 @@ class Recording:
             self.seen.append((scope["method"], scope["path"], b"".join(chunks)))
 
 
-def entry(server: str, method: str, path: str, raw: bytes) -> dict:
+class Canonical:
+    """Bodies with their random names replaced: sessions by their order, rids by what they name."""
+
+    def __init__(self):
+        self.sessions: dict[str, str] = {}  # session id -> "session-<k>"
+        self.rids: dict[str, str] = {}  # rid -> "<digest of its body>:<item>"
+
+    def session(self, sid):
+        return self.sessions.setdefault(sid, f"session-{len(self.sessions)}") if isinstance(sid, str) else sid
+
+    def body(self, body):
+        if not isinstance(body, dict):
+            return body
+        out = {k: v for k, v in body.items() if k != "rid"}
+        if "session_id" in out:
+            out["session_id"] = self.session(out["session_id"])
+        if isinstance(out.get("session_params"), dict):
+            params = dict(out["session_params"])
+            params["id"] = self.session(params.get("id"))
+            if "rid" in params:
+                params["rid"] = self.rids[params["rid"]]
+            out["session_params"] = params
+        digest = hashlib.sha256(json.dumps(out, sort_keys=True, separators=(",", ":")).encode()).hexdigest()[:16]
+        rids = body.get("rid")
+        for i, rid in enumerate(rids if isinstance(rids, list) else [rids] if rids else []):
+            self.rids[rid] = f"{digest}:{i}"
+        return out
+
+
+def entry(server: str, method: str, path: str, raw: bytes, names: Canonical) -> dict:
     """A request as the golden file holds it: readable settings, a digest of the whole body."""
-    body = json.loads(raw) if raw else None
+    body = names.body(json.loads(raw) if raw else None)
     canonical = json.dumps(body, sort_keys=True, separators=(",", ":"))
     shown = {}
     if isinstance(body, dict):
         shown = {k: v for k, v in body.items() if k in ("sampling_params", "return_logprob", "lora_path",
-                                                          "logprob_start_len", "token_ids_logprob")}
+                                                          "logprob_start_len", "token_ids_logprob",
+                                                          "session_params", "session_id")}
         prompt = body.get("input_ids", body.get("text"))
         shown["prompt_size"] = len(prompt) if isinstance(prompt, (list, str)) else None
     return {"server": server, "request": f"{method} {path}", **shown,
@@ -113,8 +146,10 @@ def bodies(servers, case: str) -> list[dict]:
     drafter = SpecCompactEndpoint(servers["drafter"].url, lora_path="drafter", timeout_s=60)
     kw = dict(kw)
     run_method(method, MethodRequest(messages, focus=kw.pop("focus", None)), target=target, drafter=drafter, **kw)
-    out = [entry(role, *seen) for role, srv in servers.items() for seen in srv.app.seen
-           if seen[1] != "/tokenize"]
+    out = []
+    for role, srv in servers.items():
+        names = Canonical()  # in the order the server received them: a parent before its continuations
+        out += [entry(role, *seen, names) for seen in srv.app.seen if seen[1] != "/tokenize"]
     for role, srv in servers.items():
         texts = sorted({text for _, path, raw in srv.app.seen if path == "/tokenize"
                         for text in counted(json.loads(raw))})

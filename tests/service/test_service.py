@@ -248,6 +248,7 @@ def test_metrics_count_outcomes_and_are_per_app():
     assert 'speccompact_acceptance_rate_count{method="hermes"} 1.0' in text
     assert "speccompact_in_flight 0.0" in text
     assert "speccompact_compaction_seconds_bucket" in text
+    assert 'speccompact_host_cpu_seconds_count{method="hermes"} 1.0' in text
     other, _ = make_client()
     assert 'outcome="ok"} 1.0' not in other.get("/metrics").text
 

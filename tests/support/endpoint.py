@@ -7,6 +7,7 @@ import threading
 from sglang.srt.entrypoints.api_contract import generate_contract_error
 from sglang.srt.managers.io_struct import GenerateReqInput
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
+from sgl_speccompact.backends.http import http_error
 from sgl_speccompact.core.judge import label_choices
 from tests.support.scripted import LINE_RE
 
@@ -64,7 +65,8 @@ class InProcessEndpoint(SpecCompactEndpoint):
             toks = [[VOCAB[p]] if p in VOCAB else [ord(c) for c in p]
                     for p in body["prompt"]]
             return {"tokens": toks, "count": [len(t) for t in toks], "max_model_len": 32768}
-        assert path == "/generate"
+        if path != "/generate":  # a route this fake does not serve (sessions, for one): sglang's 404
+            raise http_error(self.base_url + path, 404, '{"detail":"Not Found"}')
         with self.lock:
             self.bodies.append(body)
         text = body_text(body)

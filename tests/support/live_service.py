@@ -37,6 +37,7 @@ class GatedServers:
         self._lock = threading.Lock()
         self.sent = 0  # HTTP requests the endpoints sent, aborts left out
         self.aborts: list[str] = []  # rids the endpoints asked a server to abort (POST /abort_request)
+        self.closed = 0  # sessions the endpoints closed (POST /close_session)
         self.target_policy = ScriptedPolicy()
         self.target_policy.judge(".", p_positive=0.9, regex=True)
         self.target_policy.on("", "- a repaired line\n")
@@ -63,7 +64,10 @@ class GatedServers:
         return self.sent
 
     def endpoint(self, url: str, **kw):
-        """A SpecCompactEndpoint whose every HTTP request is counted when it is sent (an abort apart)."""
+        """A SpecCompactEndpoint whose every HTTP request is counted when it is sent (an abort apart, and
+        the close of the block's session: both are how a cancel reaches the server)."""
+        import json
+
         from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
         ep = SpecCompactEndpoint(url, timeout_s=60, **kw)
@@ -72,7 +76,9 @@ class GatedServers:
         def counted(method, url, *args, **kwargs):
             with self._lock:
                 if url.endswith("/abort_request"):
-                    self.aborts.append(kwargs["json"]["rid"])
+                    self.aborts.append(json.loads(kwargs["data"])["rid"])
+                elif url.endswith("/close_session"):
+                    self.closed += 1
                 else:
                     self.sent += 1
             return send(method, url, *args, **kwargs)
@@ -125,6 +131,8 @@ def check_cancelled(svc: LiveService, gated: GatedServers, outcome: str) -> None
     wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
     assert svc.metric("speccompact_in_flight") == 0.0
     assert gated.calls() == before, "a request was sent after the cancel"
+    wait_for(lambda: gated.closed == 2, "the block's sessions to be closed")
+    assert gated.target_srv.stats()["sessions"]["open"] == gated.drafter_srv.stats()["sessions"]["open"] == 0
     assert svc.metric(f'speccompact_compactions_total{{method="speccompact",outcome="{outcome}"}}') == 1.0
     assert svc.metric('speccompact_compactions_total{method="speccompact",outcome="ok"}') is None
 
