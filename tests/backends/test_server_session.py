@@ -25,7 +25,6 @@ from sgl_speccompact.service.cancel import CancelScope
 
 HISTORY = json.loads((Path(__file__).resolve().parents[2] / "examples" / "history.json").read_text())
 NO_SESSIONS = {"server_sessions": False}
-SERIAL = {"pipelined_drafting": False}  # every draft sent is the one the next line needs: the same requests each run
 
 
 def ran(server) -> dict[str, list[int]]:
@@ -136,8 +135,8 @@ def test_same_summary_and_tokens_with_and_without_sessions_and_every_prompt_sent
                          source_judge=True, config=config, previous_summary="## Goal\n- Fix the failing test\n")
         return res, len(json.dumps(bodies))
 
-    whole, whole_bytes = run({**SERIAL, **NO_SESSIONS})
-    sessions, session_bytes = run(SERIAL)
+    whole, whole_bytes = run(NO_SESSIONS)
+    sessions, session_bytes = run({})
     assert sessions.summary == whole.summary
     def counted(res):  # cached tokens depend on which concurrent branch arrives first, sessions or not
         return {server: {kind: (c.requests, c.prompt_tokens, c.completion_tokens) for kind, c in kinds.items()}

@@ -99,7 +99,7 @@ def test_a_compaction_writes_the_same_summary_from_the_same_requests_with_and_wi
         target = Recording(servers.target.url)
         drafter = Recording(servers.drafter.url)
         res = run_method("speccompact", MethodRequest(history(), schema=scripts.SCHEMA), target=target,
-                         drafter=drafter, config={**scripts.JUDGE, "server_sessions": on, "pipelined_drafting": False})
+                         drafter=drafter, config={**scripts.JUDGE, "server_sessions": on})
         sent = sum(len(json.dumps(b)) for ep in (target, drafter) for b, _ in ep.sent)
         runs[on] = (res, requests_of(target), requests_of(drafter), sent, target, drafter)
     (off, t_off, d_off, bytes_off, *_), (on, t_on, d_on, bytes_on, target, drafter) = runs[False], runs[True]
