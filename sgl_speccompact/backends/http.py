@@ -15,7 +15,7 @@ a prompt goes upstream once and every later request sends only its suffix.
 
 Bodies are encoded and answers decoded with ``orjson`` (it ships with
 sglang); what ``requests`` would read from the environment for every request
-(proxies, a CA bundle, ``.netrc``) is read once per server URL.
+(proxies, a CA bundle, a netrc file) is read once per server URL.
 
 Every request has a total deadline, its timeout (capped by the
 compaction's time left): the answer's status and headers must come within
@@ -68,10 +68,11 @@ from .token_ids import TokenIdCache, concatenates
 
 POOL_SIZE = 64  # kept-alive connections per server: six slots, each with copies in flight
 ABORT_TIMEOUT_S = 5.0  # one POST /abort_request (seconds)
-# aborts are sent again, this many times at most, for a request still waiting after the last round: one sent
-# as the compaction was cancelled may reach the server before the request it names
-ABORT_ROUNDS = 5
-ABORT_PAUSE_S = 0.2  # between rounds (seconds)
+# aborts are sent again while a request still waits for its answer: one sent as the compaction was cancelled
+# may reach the server before the request it names (on a loaded client, well over a second before); every
+# request ends at its own timeout, so the rounds end too
+ABORT_PAUSE_S = 0.2  # before the second round (seconds); doubled each round up to ABORT_MAX_PAUSE_S
+ABORT_MAX_PAUSE_S = 2.0  # the longest pause between rounds (seconds)
 
 log = logging.getLogger(__name__)
 
@@ -355,10 +356,11 @@ class InFlight:
         threading.Thread(target=self.abort_rounds, name="abort-requests", daemon=True).start()
 
     def abort_rounds(self) -> None:
-        for _ in range(ABORT_ROUNDS):
-            if not self.abort_waiting():
-                return
-            time.sleep(ABORT_PAUSE_S)
+        """Abort what waits, again and again, until nothing waits (each request ends at its timeout)."""
+        pause = ABORT_PAUSE_S
+        while self.abort_waiting():
+            time.sleep(pause)
+            pause = min(2 * pause, ABORT_MAX_PAUSE_S)
 
     def abort_waiting(self) -> int:
         """One ``/abort_request`` per rid still waiting; how many were sent."""
@@ -410,7 +412,7 @@ class _Slot:
 
 def environment_settings(url: str, api_key: str | None) -> dict:
     """What ``requests`` reads from the environment for each request to ``url`` (proxies, CA bundle, client
-    certificate, ``.netrc`` credentials when no API key is given), read once.
+    certificate, netrc credentials when no API key is given), read once.
 
     >>> sorted(environment_settings("http://127.0.0.1:1", "k"))
     ['cert', 'proxies', 'verify']

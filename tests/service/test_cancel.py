@@ -112,7 +112,7 @@ def test_a_dropped_stream_aborts_its_running_drafts_within_one_step(make_emulate
     import gc
     import logging
 
-    from tests.support.gated_steps import all_told_to_stop, loads, steps_to_idle
+    from tests.support.gated_steps import aborted_outliving_a_step, all_told_to_stop, loads
 
     caplog.set_level(logging.WARNING)
     svc, drafter, steps = stepped_service(make_emulated_server)
@@ -125,7 +125,7 @@ def test_a_dropped_stream_aborts_its_running_drafts_within_one_step(make_emulate
             assert loads(drafter)[0] >= 1
         # the client left: every draft still running is aborted on the drafter's server
         wait_for(lambda: all_told_to_stop(drafter), "the running drafts to be aborted")
-        assert steps_to_idle(drafter, steps) <= 1  # the step under way ends them
+        assert aborted_outliving_a_step(drafter, steps, wait_for) == []  # the step under way ends them
         wait_for(lambda: svc.app.state.compactions.running() == 0, "the compaction thread to end")
     finally:
         steps.open()
@@ -139,7 +139,7 @@ def test_a_dropped_stream_aborts_its_running_drafts_within_one_step(make_emulate
 
 @pytest.mark.slow
 def test_the_deadline_aborts_the_requests_in_flight(make_emulated_server):
-    from tests.support.gated_steps import all_told_to_stop, steps_to_idle
+    from tests.support.gated_steps import aborted_outliving_a_step, all_told_to_stop
 
     for deadline_s in DEADLINES_S:  # doubled until a draft was in flight when the deadline passed
         svc, drafter, steps = stepped_service(make_emulated_server, compaction_timeout_s=deadline_s)
@@ -149,7 +149,7 @@ def test_the_deadline_aborts_the_requests_in_flight(make_emulated_server):
             if not drafts_arrived(drafter):
                 continue  # the deadline passed before any draft went out: nothing was in flight
             wait_for(lambda drafter=drafter: all_told_to_stop(drafter), "the drafts in flight to be aborted")
-            assert steps_to_idle(drafter, steps) <= 1
+            assert aborted_outliving_a_step(drafter, steps, wait_for) == []
             return
         finally:
             steps.open()

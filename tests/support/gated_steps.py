@@ -55,10 +55,32 @@ def all_told_to_stop(srv) -> bool:
             j.to_finish is not None or j.finished_reason is not None for j in holding)
 
 
-def steps_to_idle(srv, steps: Steps, limit: int = 50) -> int:
-    """Run passes one at a time until the emulator holds no request; how many it took (``limit`` at most)."""
-    n = 0
-    while loads(srv) != (0, 0) and n < limit:
+def every_held_told_to_stop(srv) -> bool:
+    """No request waits and every one the emulator holds has taken an abort (true when it holds none)."""
+    engine = srv.engine
+    with engine._cv:
+        holding = engine._passing + engine.sched.running
+        return not engine.sched.waiting and all(j.to_finish is not None or j.finished_reason is not None
+                                                 for j in holding)
+
+
+def aborted_outliving_a_step(srv, steps: Steps, wait_for, limit: int = 50) -> list[str]:
+    """Until the emulator is idle: wait (``wait_for``, a hang guard) until every request it holds has
+    taken an abort, run one pass, and note each told-to-stop request that still runs after it.
+
+    A request sent as its compaction was cancelled can reach the server after the first aborts (the
+    client sends them again until it answers): it too must be aborted, then end at its next step.
+    Returns the rids that outlived the step after their abort (none: each ended at it).
+    """
+    engine, outlived = srv.engine, []
+    for _ in range(limit):
+        if loads(srv) == (0, 0):
+            return outlived
+        wait_for(lambda: every_held_told_to_stop(srv), "every request the server holds to be aborted")
+        with engine._cv:
+            told = [j for j in engine._passing + engine.sched.running if j.to_finish is not None]
         steps.run(1)
-        n += 1
-    return n
+        with engine._cv:
+            still = engine._passing + engine.sched.running
+            outlived += [j.rid for j in told if any(j is k for k in still)]
+    raise AssertionError(f"the server still held requests after {limit} steps")
