@@ -19,7 +19,7 @@ from tests.support.methods import drafter_policy, load_trajectory, target_policy
 from tests.support.programs import DRAFTS, MESSAGES, drafter_from
 from tests.support.scripted import ScriptedBackend
 
-DECIDE = {"judge": "decisions"}
+DECIDE = {"judge": "decisions", "evidence_check": False}  # the route decides the invented lines too
 
 
 def deciding_target(p_invented=0.05, mass=0.9) -> ScriptedPolicy:
