@@ -36,7 +36,8 @@ whether it made the same decisions as ``all (defaults)`` on the same history
 taken unjudged).  The column follows the rule of the switch tests: only a
 variant whose flipped switches all change requests alone is checked; one
 that flips a switch of ``config.PROMPT_CHANGING`` shows ``n/a`` (the workload's judge reads only the line, so its agreement
-would say nothing about a real model's verdicts on a different prompt).
+would say nothing about a real model's verdicts on a different prompt), and so does one that flips a switch of
+``config.DECISION_CHANGING`` (it changes which lines are judged by design).
 
 Usage:
     python -m bench.ablation                                   # the reference sweep
@@ -111,11 +112,11 @@ def declared_changes(overrides: dict, source_judge: bool) -> list[str]:
     >>> declared_changes({"line_aware_stopping": False}, True), declared_changes({"short_judge_suffix": False}, True)
     ([], ['short_judge_suffix'])
     """
-    from sgl_speccompact.config import PROMPT_CHANGING, CompactConfig
+    from sgl_speccompact.config import DECISION_CHANGING, PROMPT_CHANGING, CompactConfig
 
     key, _ = effective(overrides, source_judge)
     return sorted(n for n, v in key if v is not None and v != CompactConfig.model_fields[n].default
-                  and n in PROMPT_CHANGING)
+                  and n in PROMPT_CHANGING | DECISION_CHANGING)
 
 
 def plan(args) -> list[dict]:
@@ -300,7 +301,8 @@ def format_tables(summary: list[dict], entries: list[dict]) -> str:
                        f"{NOT_CHECKED if s.get('changes') else YES[s['same_decisions']]} |")
     out.append(f"\nsame decisions: {NOT_CHECKED} where the variant flips a switch that changes prompts "
                "(config.PROMPT_CHANGING): the simulated judge reads only the line, "
-               "so agreement there says nothing about a real model")
+               "so agreement there says nothing about a real model; or one that changes which lines "
+               "are judged (config.DECISION_CHANGING)")
     notes = sorted({w for e in entries for w in e["inactive"]})
     if notes:
         out.append("\nNot acting in some variants (their rows reuse the run with the same effective switches): "

@@ -131,7 +131,7 @@ JUDGE_RATES = ("0", "0.05", "0.15", "0.3")
 JUDGE = ["--deployments", "two-gpu-equal", "--modes", "sync", "--hold", "0,0.3,0.6,0.9", "--session-tokens", "180000",
          "--hermes-tokens", "2048", "--seeds", "8", "--speculative", "eagle3", "--methods", "speccompact,target_delta",
          "--false-accept", ",".join(JUDGE_RATES), "--false-reject", ",".join(JUDGE_RATES), "--held-positions", "drawn",
-         "--repeat", "0.1", "--local-tokenizer", "--no-plots"]
+         "--repeat", "0.1", "--evidence-check", "both", "--local-tokenizer", "--no-plots"]
 RUNS.update({
     "session-evolving-judge": ("session-evolving-judge.json", "session.py",
                                ["--model-pairs", "qwen3-8b:qwen3-0.6b", *JUDGE]),
@@ -171,7 +171,7 @@ SINGLE_KEY = (("method", "hermes_tokens", "deployment", "model_pair", "seed", "d
 FAIR_KEY = (("method", "hermes_tokens", "deployment", "model_pair", "speculative", "p_accept", "seed", "draw",
              "trajectory"), ("e2e_s", "decisions"))
 EVOLVE_KEY = (SESSION_KEY[0] + ("hold",), SESSION_KEY[1] + ("retention", "carried_share"))
-JUDGE_KEY = (EVOLVE_KEY[0] + ("false_accept", "false_reject"),
+JUDGE_KEY = (EVOLVE_KEY[0] + ("false_accept", "false_reject", "evidence_catch"),
              EVOLVE_KEY[1] + ("truth_retention", "staleness"))
 FAIR_CELL = {**CELL, "--deployments": "one-gpu", "--p-accept": "0.5"}  # every speculative decoding, "none" first
 # an evolving run's shards: SpecCompact's first, the single-model methods under both targets, Target-delta's

@@ -34,6 +34,9 @@ OPTIMIZATIONS: dict[str, str] = {
     "server_sessions": "each block's requests share one SGLang session per server (/open_session): the shared "
                        "prefix goes upstream once and every later request sends only its suffix (needs "
                        "send_token_ids); off: every request carries its whole prompt",
+    "evidence_check": "a judged line (drafted, carried, repaired) or SJC entry naming a path, id, command or other "
+                      "exact string its source never shows is refused before any judge request; off: it goes to "
+                      "its judge",
 }
 
 
@@ -42,10 +45,15 @@ MAX_TEMPERATURE = 2.0  # upper bound of every sampling temperature
 # What each switch may change besides the requests.  A switch in PROMPT_CHANGING
 # changes the text the target reads (so a real model's verdicts may differ).  Every
 # other switch changes the requests only: the same prompts, so the same verdicts and
-# the same summary (tests/methods/test_switches.py).
+# the same summary (tests/methods/test_switches.py), but those of DECISION_CHANGING.
 PROMPT_CHANGING: frozenset[str] = frozenset({
     "short_judge_suffix",  # off: the whole judge question follows every line
     "source_judge_on_prefix",  # on: SJC reads the whole conversation, not the environment record
+})
+# A switch in DECISION_CHANGING changes what the engine decides with the same prompts: which
+# lines reach a judge at all (so its summaries differ from the defaults' by design).
+DECISION_CHANGING: frozenset[str] = frozenset({
+    "evidence_check",  # off: a line naming an unsourced string is judged (and may be accepted)
 })
 JUDGES = ("program", "decisions")  # config.judge: who turns a question into a verdict (programs/judges.py)
 

@@ -111,7 +111,8 @@ class SummaryLine(BaseModel):
     verdict: Verdict | None = None  # this line's own verdict (a drafted or carried line); None: not judged
     rejected_draft: Annotated[str | None, ReadsInPlaceOf("text")] = None  # the draft line a repair replaced
     rejected_verdict: Verdict | None = None  # that draft's verdict (None: refused before any judge, or no draft)
-    refused: str | None = None  # why that draft was refused before any judge: the check it failed
+    refused: str | None = None  # why that draft was refused before any judge: the check it failed ("evidence": the evidence check)
+    unsourced: list[str] = Field(default_factory=list)  # refused by the evidence check: the strings that draft names that no source shows
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -163,6 +164,7 @@ class CompactionStats(BaseModel):
     unjudged_lines: int = 0  # non-blank lines accepted without a judge call
     carried_proposed: int = 0  # previous summary's lines the target judged (incremental compaction)
     carried_lines: int = 0  # carried lines kept in the summary
+    evidence_refused: int = 0  # lines (drafted, carried, repaired) and SJC entries the evidence check refused: no judge asked (core/evidence.py)
     label_mass_min: float | None = None  # smallest p+ + p- of any judge verdict, SJC's included (None: no verdict)
     label_mass_median: float | None = None  # median p+ + p- of those verdicts (None: no verdict)
     unreliable_verdicts: int = 0  # verdicts whose label mass was below config min_label_mass (acted on as none)
@@ -271,6 +273,11 @@ class StatsRecorder:
         """Count ``n`` lines carried from the previous summary that the target judged."""
         with self._lock:
             self.stats.carried_proposed += n
+
+    def evidence_refused(self, n: int = 1) -> None:
+        """Count ``n`` lines or SJC entries the evidence check refused before any judge."""
+        with self._lock:
+            self.stats.evidence_refused += n
 
     def verdicts(self, verdicts) -> None:
         """Count verdicts' label masses and how many were unreliable."""

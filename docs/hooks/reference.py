@@ -73,15 +73,17 @@ def config_page() -> str:
         switch = " (ablation switch)" if name in cfg.OPTIMIZATIONS else ""
         rows.append(f"| `{name}` | `{_cell(ann)}` | `{_cell(repr(info.default))}` | {_cell(_bounds(info))} | "
                     f"{_cell(comments.get(name, ''))}{switch} |")
-    switches = ["| switch | on means | changes prompts |", "|---|---|---|"]
+    switches = ["| switch | on means | changes prompts | changes decisions |", "|---|---|---|---|"]
     for name, text in cfg.OPTIMIZATIONS.items():
-        switches.append(f"| `{name}` | {_cell(text)} | {'yes' if name in cfg.PROMPT_CHANGING else ''} |")
+        switches.append(f"| `{name}` | {_cell(text)} | {'yes' if name in cfg.PROMPT_CHANGING else ''} | "
+                        f"{'yes' if name in cfg.DECISION_CHANGING else ''} |")
     return (HEADER + "# CompactConfig\n\n"
             "Every field of `sgl_speccompact.config.CompactConfig`, from the model itself. Pass them as "
             "`config=` in Python, `--set FIELD=VALUE` on the command line, or `config` in a `/v1/compact` "
             "body. Unknown fields are refused; a request's `config` may lower the operator's `max_*` "
             "limits but never raise them.\n\n" + "\n".join(rows) +
-            "\n\n## Ablation switches\n\n`config.OPTIMIZATIONS`, with `config.PROMPT_CHANGING`; "
+            "\n\n## Ablation switches\n\n`config.OPTIMIZATIONS`, with `config.PROMPT_CHANGING` and "
+            "`config.DECISION_CHANGING`; "
             "`bench/ablation.py` flips them, and the [ablation page](../benchmarks/ablation.md) gives the "
             "figure that keeps each.\n\n" + "\n".join(switches) + "\n")
 

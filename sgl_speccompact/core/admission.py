@@ -6,22 +6,23 @@ carried lines, the drafter, the target as writer, and the target's repair
 of a rejected line.  Each :class:`Proposal` passes the same stages, in the
 same order, each a pure function called at most once::
 
-    screen (the checks) -> fit (the budget) -> [a verdict, if the line needs one] -> admit
+    screen (the checks) -> vouch (the evidence) -> fit (the budget) -> [a verdict, if the line needs one] -> admit
 
-:func:`screen` and :func:`fit` name what becomes of a line before any
-judge is asked (None: it goes on); :func:`needs_verdict` says whether the
-line needs the judge; :func:`admit` decides with the verdict (or None).
-The branch runs the stages, counting the line's tokens before :func:`fit`
-and asking the judge before :func:`admit`
+:func:`screen`, :func:`vouch` and :func:`fit` name what becomes of a line
+before any judge is asked (None: it goes on); :func:`needs_verdict` says
+whether the line needs the judge; :func:`admit` decides with the verdict
+(or None).  The branch runs the stages, checking the line's evidence
+(:func:`checks_evidence`, :mod:`~.evidence`) before :func:`vouch`, counting
+its tokens before :func:`fit` and asking the judge before :func:`admit`
 (:meth:`~sgl_speccompact.programs.branch.Branch.admit`).  A stage that
 refuses a line before the judge goes through :func:`refuse`, which records
-why (``Admission.refused``): a check that refuses a line is one more such
-stage.
+why (``Admission.refused``; the evidence check also the strings without a
+source, ``Admission.unsourced``).
 
 What a refusal means depends on the source: a drafted line is repaired, a
 carried one dropped (and remembered as stale once a reliable verdict said it
 no longer holds), a repair stops the slot, and a line the target wrote is
-skipped (it is never judged either).
+skipped (it is never judged, nor checked for evidence, either).
 
 A writer's request yields several lines at once (a generation, a draft that
 ignored its stop); :class:`Continuation` proposes them one at a time while
@@ -30,13 +31,15 @@ they still continue the branch's lines.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import Enum
 
 from ..result import LineOrigin, StopReason, Verdict
+from .evidence import Evidence
 from .lines import LineKind, is_heading
 
 FAILED_CHECK = (LineKind.DUPLICATE, LineKind.TOO_LONG, LineKind.PLACEHOLDER)  # kinds refused without a judge call
+EVIDENCE = "evidence"  # Admission.refused of a line that names a string its source never shows
 
 
 class Source(str, Enum):
@@ -84,6 +87,7 @@ class Admission:
     origin: LineOrigin | None = None  # with ACCEPT: how the line entered the summary
     verdict: Verdict | None = None  # the verdict it was decided on (None: decided without one)
     refused: str | None = None  # the stage that refused it before any judge, and why (a failed check's kind)
+    unsourced: tuple[str, ...] = ()  # refused by the evidence check: the strings it names that no source shows
 
 
 def refuse(p: Proposal, why: str) -> Admission:
@@ -128,6 +132,35 @@ def screen(p: Proposal, kind: LineKind) -> Admission | None:
             return refuse(p, "heading")  # only the slot's own sub-section headings are carried
         return None if kind is LineKind.JUDGE else refuse(p, kind.value)
     return refuse(p, kind.value) if kind in FAILED_CHECK else None
+
+
+def checks_evidence(p: Proposal, kind: LineKind) -> bool:
+    """Whether the evidence check reads ``p``: a judged line (drafted or carried) or a repair, once it passed
+    the checks.  Headings, markers, blanks and the target's own lines are not checked (nor judged).
+
+    >>> checks_evidence(Proposal("- a", Source.REPAIR), LineKind.JUDGE), checks_evidence(
+    ...     Proposal("- a", Source.TARGET), LineKind.JUDGE), checks_evidence(Proposal("", Source.DRAFT), LineKind.UNJUDGED)
+    (True, False, False)
+    """
+    return kind is LineKind.JUDGE and p.source in (Source.DRAFT, Source.CARRIED, Source.REPAIR)
+
+
+def vouch(p: Proposal, found: Evidence | None) -> Admission | None:
+    """The evidence: a line naming a string no source shows is refused (:func:`refuse`) before any judge is
+    asked, and the strings are recorded; None: it goes on (``found`` None: not checked).
+
+    >>> from .evidence import Named
+    >>> gone = Evidence((Named("path", "x.py", ("x.py",)),), (Named("path", "x.py", ("x.py",)),))
+    >>> a = vouch(Proposal("- x.py", Source.DRAFT), gone); a.step.value, a.refused, a.unsourced
+    ('repair', 'evidence', ('x.py',))
+    >>> vouch(Proposal("- x.py", Source.REPAIR), gone).reason.value, vouch(Proposal("- x.py", Source.CARRIED), gone).step.value
+    ('repair_failed', 'drop')
+    >>> vouch(Proposal("- a", Source.DRAFT), Evidence()) is None
+    True
+    """
+    if found is None or found.passed:
+        return None
+    return replace(refuse(p, EVIDENCE), unsourced=found.missing)
 
 
 def fit(p: Proposal, over: StopReason | None) -> Admission | None:

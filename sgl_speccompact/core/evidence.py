@@ -72,6 +72,7 @@ True
 from __future__ import annotations
 
 import re
+import threading
 from bisect import bisect_left
 from dataclasses import dataclass, field
 
@@ -400,3 +401,50 @@ def check(line: str, *sources: SourceIndex) -> Evidence:
     """
     named = named_strings(line)
     return Evidence(named, tuple(n for n in named if not sourced(n, *sources)))
+
+
+# ---------------------------------------------------------------- one compaction's sources
+
+
+class LineSources:
+    """The sources of one compaction's judged lines, each text indexed on its first use, once (thread-safe).
+
+    A compaction that judges nothing never builds an index; one whose lines
+    name nothing the check looks up never indexes either.
+
+    Parameters
+    ----------
+    history : str
+        The redacted history, as every prompt embeds it.
+    previous_summary : str
+        The previous summary's sections, as the prompts embed them (a source
+        of a new line, never of a carried one: it is the carried line's origin).
+    ledger : str
+        The previous summary's exact ledger (:func:`ledger_source`): a source
+        of every line.
+
+    >>> sources = LineSources("ran `pytest -x`", previous_summary="- edited a.py", ledger="- m1 read `b.py`")
+    >>> sources.check("- a.py and b.py").passed, sources.check("- a.py and b.py", carried=True).missing
+    (True, ('a.py',))
+    """
+
+    def __init__(self, history: str, previous_summary: str = "", ledger: str = ""):
+        self.texts = {"history": history, "previous": previous_summary, "ledger": ledger}  # name -> source text
+        self.built: dict[str, SourceIndex] = {}  # name -> its index, once built
+        self.lock = threading.Lock()  # the slots of a compaction check lines from their own threads
+
+    def index(self, name: str) -> SourceIndex:
+        """The index of the text ``name`` (``history``, ``previous``, ``ledger``), built on the first call."""
+        with self.lock:
+            if name not in self.built:
+                self.built[name] = SourceIndex.build(self.texts[name])
+            return self.built[name]
+
+    def check(self, line: str, carried: bool = False) -> Evidence:
+        """:func:`check` of ``line`` against its sources: a ``carried`` line's are the history and the ledger."""
+        named = named_strings(line)
+        if not named:
+            return Evidence()
+        names = ("history", "ledger") if carried else ("history", "previous", "ledger")
+        indices = [self.index(n) for n in names if self.texts[n]]
+        return Evidence(named, tuple(n for n in named if not sourced(n, *indices)))

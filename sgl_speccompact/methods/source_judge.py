@@ -16,6 +16,13 @@ under a heading; headings, blank lines and empty markers are never judged
 or deleted, and order is kept.  The exact ledger's lines are not judged
 either (:func:`judged_entries`): each is a copy of the history.
 
+Before any batch is built, each entry passes the evidence check
+(``config.evidence_check``, :mod:`~sgl_speccompact.core.evidence`,
+:func:`entry_evidence`): an entry naming a path, id, command or other exact
+string that neither the environment record, nor the previous summary, nor
+the summary's own exact ledger shows is deleted without a judge request,
+its report saying so (``refused``, ``unsourced``).
+
 The seed paper judges with Jev, a non-generative decision model; here the
 compaction's judge plays that role (the same :class:`~sgl_speccompact.core.judging.Judge`
 as SpecCompact's verification: the target's label probabilities, or
@@ -54,12 +61,14 @@ from ..config import CompactConfig, make_config
 from ..backends.endpoint import connect
 from ..backends.contract import Backend, ProgramBackend
 from ..history.messages import Turn, environment_outputs, parse_messages
+from ..core.evidence import Evidence, LineSources
 from ..core.judge import Verdict
 from ..programs.judges import make_judge
 from ..programs.questions import EntryQuestions, Sources
 from ..core.entries import Entry, drop_entries, is_structure, prune_slots, split_entries  # noqa: F401 - public here too
 from ..core.ledger import TITLE as LEDGER_TITLE
 from ..core.judge_prompts import SOURCE_JUDGE_SYSTEM, source_judge_context
+from ..core.admission import EVIDENCE
 from ..result import CompactionResult, StatsRecorder
 
 ENTRIES_PER_REQUEST = 32  # entries judged in one request at most: a long summary is judged in several
@@ -99,7 +108,8 @@ class EntryVerdict(BaseModel):
     text: str  # the entry, verbatim
     section: str  # heading it sits under
     verdict: Verdict | None = None  # the judge's verdict on it (None: refused before any judge)
-    refused: str | None = None  # why it was deleted without a judge request (a stage before the judge)
+    refused: str | None = None  # why it was deleted without a judge request (a stage before the judge: "evidence")
+    unsourced: list[str] = Field(default_factory=list)  # refused by the evidence check: the strings it names that no source shows
 
     @computed_field  # type: ignore[prop-decorator]
     @property
@@ -223,18 +233,46 @@ def source_judge(summary: str, messages_or_turns: Any, *, target: Backend | Prog
     recorder = recorder if recorder is not None else StatsRecorder()
     before = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
     entries = judged_entries(summary, cfg)
+    found = entry_evidence(summary, entries, turns, previous_summary, cfg)
+    asked = [e for e, f in zip(entries, found) if f.passed]  # the others are deleted unjudged
     src = sources(turns, previous_summary, cfg, shared_prefix)
     record = (source_judge_context(environment_outputs(turns), previous_summary) if cfg.judge == "decisions"
               else "")
-    verdicts = judge_entries(entries, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
-                             recorder=recorder, record=record)
-    recorder.verdicts(verdicts)
+    verdicts = iter(judge_entries(asked, src, target=target, cfg=cfg, has_previous=bool(previous_summary),
+                                  recorder=recorder, record=record))
+    decided = [EntryVerdict(text=e.text, section=e.section, verdict=next(verdicts)) if f.passed else
+               EntryVerdict(text=e.text, section=e.section, refused=EVIDENCE, unsourced=list(f.missing))
+               for e, f in zip(entries, found)]
+    recorder.verdicts([d.verdict for d in decided if d.verdict is not None])
+    if len(asked) < len(entries):
+        recorder.evidence_refused(len(entries) - len(asked))
     after = sum(c.requests for c in recorder.stats.requests.get("target", {}).values())
-    report = SourceJudgeReport(
-        threshold=cfg.source_judge_threshold, requests=after - before,
-        entries=[EntryVerdict(text=e.text, section=e.section, verdict=v) for e, v in zip(entries, verdicts)],
-    )
+    report = SourceJudgeReport(threshold=cfg.source_judge_threshold, requests=after - before, entries=decided)
     return drop_entries(summary, entries, [e.kept for e in report.entries]), report
+
+
+def entry_evidence(summary: str, entries: list[Entry], turns: tuple[Turn, ...], previous_summary: str | None,
+                   cfg: CompactConfig) -> list[Evidence]:
+    """Each entry's evidence: the strings it names that no source of SJC's shows (all pass with
+    ``evidence_check`` off).
+
+    The sources are what SJC's judge reads, the environment record and the
+    previous summary, and the summary's own exact ledger (copies of the
+    history and of the previous summary's ledger, which no model wrote).
+
+    >>> from ..history.messages import Turn
+    >>> summary = "## Goal\\n- fix a.py\\n- fix b.py\\n\\n## Exact Ledger\\n- m1 read `b.py`"
+    >>> entries = judged_entries(summary, CompactConfig())
+    >>> [f.missing for f in entry_evidence(summary, entries, (Turn("user", "fix a.py"),), None, CompactConfig())]
+    [(), ()]
+    >>> [f.missing for f in entry_evidence(summary, entries, (Turn("user", "hi"),), None, CompactConfig())]
+    [('a.py',), ()]
+    """
+    if not cfg.evidence_check or not entries:
+        return [Evidence() for _ in entries]
+    ledger = [e.text for e in split_entries(summary, cfg.empty_markers) if e.section == LEDGER_TITLE]
+    lines = LineSources(environment_outputs(turns), previous_summary or "", "\n".join(ledger))
+    return [lines.check(e.text) for e in entries]
 
 
 def judged_entries(summary: str, cfg: CompactConfig) -> list[Entry]:

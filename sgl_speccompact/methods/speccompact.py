@@ -13,6 +13,7 @@ from __future__ import annotations
 from typing import Any, Callable
 
 from ..core.carried import previous_lines
+from ..core.evidence import LineSources, ledger_source
 from ..config import CompactConfig, make_config
 from ..errors import BackendError, SpecCompactError
 from ..core.judge_prompts import judge_rubric
@@ -28,9 +29,19 @@ from .request import MethodRequest, as_request
 from .source_judge import SharedPrefix
 
 
+def line_sources(job: Job, proposers: Proposers, carried: dict) -> LineSources | None:
+    """The evidence check's sources for a slot method that judges lines (drafts, or ``carried`` lines),
+    indexed only once a line is checked; None with ``evidence_check`` off or nothing to judge (Target-self)."""
+    if not job.cfg.evidence_check or not (proposers.drafter or carried):
+        return None
+    return LineSources(job.history, job.previous_summary or "", ledger_source(job.carried_ledger.entries))
+
+
 def slot_context(job: Job, proposers: Proposers, drafter_text: str = "") -> SlotContext:
     """The :class:`SlotContext` of a slot method (its ``proposers``), from the job."""
     cfg = job.cfg
+    carried = (previous_lines(job.previous_summary, job.slots, cfg.empty_markers)
+               if cfg.carry_previous_lines and proposers.carried else {})
     return SlotContext(
         cfg=cfg, slots=job.slots, drafter=job.drafter, drafter_context=drafter_text,
         count_tokens=job.count, recorder=job.recorder, target=job.target,
@@ -38,11 +49,10 @@ def slot_context(job: Job, proposers: Proposers, drafter_text: str = "") -> Slot
         drafter_prefix=job.drafter.assistant_prefix if job.drafter is not None else "",
         has_previous=bool(job.previous_summary), on_event=job.on_event,
         chat_prefix=job.layout.chat_prefix,
-        carried=(previous_lines(job.previous_summary, job.slots, cfg.empty_markers)
-                 if cfg.carry_previous_lines and proposers.carried else {}),
-        proposers=proposers, judge=make_judge(job.target, cfg),
+        carried=carried, proposers=proposers, judge=make_judge(job.target, cfg),
         record=(target_shared(job.history, job.slots, job.previous_summary, focus=job.focus)
                 if cfg.judge == "decisions" else ""),
+        evidence=line_sources(job, proposers, carried),
     )
 
 

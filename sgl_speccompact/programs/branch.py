@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import time
 
-from ..core.admission import Admission, Proposal, Step, admit, fit, needs_verdict, screen
+from ..core.admission import (Admission, Proposal, Source, Step, admit, checks_evidence, fit, needs_verdict,
+                              screen, vouch)
+from ..core.evidence import Evidence
 from ..core.judge import Verdict
 from ..core.lines import LineKind, SlotBudget, Used, classify_line, drop_blank_ends, is_heading, norm_line
 from ..result import LineOrigin, SlotResult, StopReason, SummaryLine
@@ -54,6 +56,7 @@ class Branch:
         self.budget = SlotBudget(cfg.max_lines_per_slot, cfg.max_tokens_per_slot, cfg.max_blank_lines_per_slot)
         self.tokens: dict[str, int] = {}  # line -> target tokens (with its newline): a cache of counts
         self.stale: set[str] = set()  # carried lines a reliable verdict said no longer hold (norm_line)
+        self.checked: dict[tuple[str, bool], Evidence] = {}  # (line, carried) -> its evidence: each checked once
 
     def open(self) -> None:
         """The slot request and the assistant turn."""
@@ -106,6 +109,17 @@ class Branch:
         kind = classify_line(line, self.accepted, self.ctx.cfg, self.ctx.placeholders, self.slot.sections)
         return LineKind.DUPLICATE if kind is LineKind.JUDGE and norm_line(line) in self.stale else kind
 
+    def evidence(self, p: Proposal, kind: LineKind) -> Evidence | None:
+        """``p``'s evidence (:mod:`~sgl_speccompact.core.evidence`); None when it is not checked
+        (``evidence_check`` off, a method that judges nothing, or a line the check does not read)."""
+        sources = self.ctx.evidence
+        if sources is None or not checks_evidence(p, kind):
+            return None
+        key = (p.text, p.source is Source.CARRIED)
+        if key not in self.checked:
+            self.checked[key] = sources.check(p.text, carried=key[1])
+        return self.checked[key]
+
     def count(self, lines: list[str]) -> None:
         """Measure the lines not measured yet, in target tokens (one call for all of them)."""
         new = [line for line in dict.fromkeys(lines) if line not in self.tokens]
@@ -117,13 +131,18 @@ class Branch:
     def admit(self, p: Proposal) -> Admission:
         """``p`` through the admission's stages, in order; each refuses or lets it on.
 
-        The checks, then the budget (the line measured only once it passed
-        the checks), then the judge for a line that needs a verdict and
-        came without one, then the decision.
+        The checks, then the evidence (a line naming a string with no
+        source is refused unjudged), then the budget (the line measured only
+        once it passed those), then the judge for a line that needs a
+        verdict and came without one, then the decision.
         """
         kind = self.kind(p.text)
         done = screen(p, kind)
         if done is not None:
+            return done
+        done = vouch(p, self.evidence(p, kind))
+        if done is not None:
+            self.ctx.recorder.evidence_refused()
             return done
         self.count([p.text])
         done = fit(p, self.budget.check(self.used, p.text, self.tokens[p.text]))
@@ -145,7 +164,8 @@ class Branch:
             self.accept(SummaryLine(text=p.text, origin=done.origin, verdict=done.verdict,
                                     rejected_draft=replaces.text if replaces is not None else None,
                                     rejected_verdict=why.verdict if why is not None else None,
-                                    refused=why.refused if why is not None else None))
+                                    refused=why.refused if why is not None else None,
+                                    unsourced=list(why.unsourced) if why is not None else []))
         elif done.step is Step.STALE:  # completed, abandoned or contradicted: not drafted back either
             self.stale.add(norm_line(p.text))
         return done

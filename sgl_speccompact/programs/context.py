@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Mapping
 
 from ..config import CompactConfig
+from ..core.evidence import LineSources
 from ..core.judging import Judge
 from ..core.lines import placeholder_texts
 from ..result import StatsRecorder
@@ -58,6 +59,7 @@ class SlotContext:
     proposers: Proposers = SPECCOMPACT  # the method: where the slots' lines come from
     judge: Judge | None = None  # turns questions into verdicts; None: the config's judge on ``target`` (judges.py)
     record: str = ""  # the plain-text context the decision judge's input starts with (judge "decisions")
+    evidence: LineSources | None = None  # the evidence check's sources, indexed on first use; None: no check
 
     @property
     def placeholders(self) -> frozenset[str]:

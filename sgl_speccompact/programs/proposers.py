@@ -89,7 +89,7 @@ class CarriedLines:
         if heading:
             return Proposal(heading, Source.HEADING)
         if not self.judgeable(branch, line):
-            return Proposal(line, Source.CARRIED)  # refused by the checks: no verdict needed
+            return Proposal(line, Source.CARRIED)  # refused by the checks or the evidence: no verdict needed
         v = self.verdict(branch, line)
         if v is None or (v.accepted and not self.fits(branch, line)):
             self.give_up(branch)
@@ -97,8 +97,12 @@ class CarriedLines:
         return Proposal(line, Source.CARRIED, verdict=v)
 
     def judgeable(self, branch: Branch, line: str) -> bool:
-        """Whether ``line`` passes the checks a carried line must pass before it is judged."""
-        return not is_heading(line) and branch.kind(line) is LineKind.JUDGE
+        """Whether ``line`` passes the checks a carried line must pass before it is judged, its evidence
+        included: a line naming a string with no source joins no batch (admission drops it unjudged)."""
+        if is_heading(line) or branch.kind(line) is not LineKind.JUDGE:
+            return False
+        found = branch.evidence(Proposal(line, Source.CARRIED), LineKind.JUDGE)
+        return found is None or found.passed
 
     def verdict(self, branch: Branch, line: str) -> Verdict | None:
         """``line``'s verdict, judging the next bounded batch if it has none; None past what the slot keeps."""

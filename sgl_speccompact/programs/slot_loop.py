@@ -12,8 +12,8 @@ speculative worker is propose -> score -> verify::
 Each slot loops::
 
     the carried lines of one section (its heading first), then the writer's new lines for it:
-      propose -> admit: checks -> budget -> judge (a drafted line; a carried line comes judged,
-                 in a bounded batch) -> verdict
+      propose -> admit: checks -> evidence -> budget -> judge (a drafted line; a carried line comes
+                 judged, in a bounded batch) -> verdict
               -> accept, or repair: the target writes the line (a drafted line only)
 
 Every proposal, whatever its source, takes that order through

@@ -41,7 +41,7 @@ def test_a_switch_that_cannot_act_reuses_the_run_it_equals(bench):
         assert sjc["all + source_judge_on_prefix"]["changes"] == ["source_judge_on_prefix"]
     assert plan["none"]["same_as"] is None and plan[bench.ALL]["same_as"] is None
     # the same-decisions rule of the switch tests: prompt-changing flips are declared, not checked
-    assert plan["none"]["changes"] == ["short_judge_suffix"] and plan[bench.ALL]["changes"] == []
+    assert plan["none"]["changes"] == ["evidence_check", "short_judge_suffix"] and plan[bench.ALL]["changes"] == []
     assert plan["all but line_aware_stopping"]["changes"] == []
     assert plan["none"]["layouts"] == ["agent", "classic"] and plan["only line_aware_stopping"]["layouts"] == ["agent"]
 

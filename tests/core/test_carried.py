@@ -44,6 +44,7 @@ def new_lines_drafter():
 
 
 def run(previous, **config):
+    config = {"evidence_check": False, **config}  # the previous summaries here have no ledger, and their paths are not in the new turns: no evidence check
     target = ScriptedBackend(judge=judge, repair=repair)
     drafter = ScriptedBackend(draft=new_lines_drafter())
     res = compact(MESSAGES, target=target, drafter=drafter, previous_summary=previous, config=config or None)
@@ -55,6 +56,7 @@ def test_doctests():
     assert failed == 0 and attempted > 0
 
 
+NO_EVIDENCE = {"evidence_check": False}  # MANY's paths are not in MESSAGES: every carried line would be dropped unjudged
 MANY = ("## Critical Context\n" + "\n".join(f"- KEEP /repo/f{i}.py" for i in range(8))
         + "\n- STALE /repo/old.py\n- STALE /repo/gone.py\n\n## Goal\n- KEEP create /workspace/hello.py")
 
@@ -68,7 +70,7 @@ def carried_batches(target):
 def test_one_slots_carried_lines_cost_one_batch_after_their_shared_prefix():
     target = BatchJudgeBackend(judge=judge, repair=repair)
     drafter = ScriptedBackend(draft=new_lines_drafter())
-    res = compact(MESSAGES, target=target, drafter=drafter, previous_summary=MANY)
+    res = compact(MESSAGES, target=target, drafter=drafter, previous_summary=MANY, config=NO_EVIDENCE)
     by_slot = {}
     for b in carried_batches(target):
         by_slot.setdefault(slot_of(b[0]), []).append(len(b))

@@ -85,6 +85,7 @@ def new_line_repair(extra):
 
 
 def run(previous=PREVIOUS, messages=NEW_TURNS, extra=NEW_LINES, **config):
+    config = {"evidence_check": False, **config}  # the previous summaries here have no ledger, and their paths are not in the new turns: no evidence check
     target = ScriptedBackend(judge_prompt=reading_judge, repair=new_line_repair(extra))
     drafter = ScriptedBackend(draft=redrafting_drafter(extra))
     res = compact(messages, target=target, drafter=drafter, previous_summary=previous, config=config or None)

@@ -19,7 +19,7 @@ from tests.support.methods import drafter_policy, load_trajectory, target_policy
 from tests.support.programs import DRAFTS, MESSAGES, drafter_from
 from tests.support.scripted import ScriptedBackend
 
-DECIDE = {"judge": "decisions"}
+DECIDE = {"judge": "decisions", "evidence_check": False}  # the route decides the invented lines too
 
 
 def deciding_target(p_invented=0.05, mass=0.9) -> ScriptedPolicy:
@@ -93,7 +93,8 @@ def test_sjc_deletes_on_decisions_in_one_request(servers):
     policy.decide("Is the following true?", p_yes=0.95)
     _, target, _ = servers(policy)
     summary = "## Goal\n- Create /workspace/hello.py\n\n## Next Steps\n1. Edit /etc/invented.conf\n2. Run it\n"
-    filtered, report = source_judge(summary, MESSAGES, target=target, config=DECIDE)
+    # the judge decides every entry here (the evidence check would delete the invented path unasked)
+    filtered, report = source_judge(summary, MESSAGES, target=target, config={**DECIDE, "evidence_check": False})
     assert [e.kept for e in report.entries] == [True, False, True] and "invented" not in filtered
     assert report.requests == 1 and len(route_calls(policy)) == 3
     assert all("<environment>" in p and "has a source" in p for p in route_calls(policy))

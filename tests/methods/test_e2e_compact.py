@@ -45,6 +45,10 @@ def test_speccompact_over_http_one_request_judge(servers, name):
     assert [l.text for l in nxt.lines] == ["1. Run the program", "2. Check the output matches", "3. Report back"]
     assert nxt.lines[1].origin is LineOrigin.REPAIRED and "INVENTED" in nxt.lines[1].rejected_draft
     assert "INVENTED" not in res.summary and "never decoded" not in res.summary
+    # the invented path has no source: refused by the evidence check, no judge request sent for it
+    assert (nxt.lines[1].refused, nxt.lines[1].unsourced, nxt.lines[1].rejected_verdict) == (
+        "evidence", ["/etc/INVENTED.conf"], None)
+    assert res.stats.evidence_refused == 1
 
     st = res.stats
     verify, repair, prefill = (st.requests["target"][k] for k in ("verify", "repair", "prefill"))

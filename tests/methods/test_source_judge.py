@@ -21,6 +21,7 @@ from tests.support.scripted import ENTRY_RE, ScriptedBackend, count_tokens
 from tests.support.programs import MESSAGES, backends
 
 ON_PREFIX = {"source_judge_on_prefix": True}  # the judgements branch from the compaction's prefix
+JUDGE_ONLY = {"evidence_check": False}  # every entry goes to the judge: the tests of the judge's own path
 
 SUMMARY = (
     "## Goal\n- Create /workspace/hello.py printing Hello, World!\n\n"
@@ -121,7 +122,7 @@ def test_continuations_quotes_fences_and_labels():
 
 def test_one_batched_request_for_all_entries_and_valid_bodies():
     target = InProcessEndpoint(by_source)
-    filtered, report = source_judge(SUMMARY, MESSAGES, target=target)
+    filtered, report = source_judge(SUMMARY, MESSAGES, target=target, config=JUDGE_ONLY)
     gens = target.generates()
     # the sources every prompt shares, prefilled once; then one request carrying every entry's prompt
     assert len(gens) == 2 and isinstance(gens[1]["text"], list) and len(gens[1]["text"]) == 6
@@ -138,9 +139,21 @@ def test_one_batched_request_for_all_entries_and_valid_bodies():
         "2. Edit /etc/invented.conf to enable logging\n", "")
 
 
+def test_an_entry_naming_a_string_without_a_source_is_deleted_without_a_judge_request():
+    target, recorder = InProcessEndpoint(lambda entry, env: 0.9), StatsRecorder()  # a judge that accepts anything
+    filtered, report = source_judge(SUMMARY, MESSAGES, target=target, recorder=recorder)
+    warm, body = target.generates()
+    assert [ENTRY_RE.findall(t)[-1] for t in body["text"]] == [e for e in ENTRIES if "invented" not in e]
+    refused = [e for e in report.entries if e.refused]
+    assert [(e.text, e.refused, e.unsourced, e.kept, e.verdict) for e in refused] == [
+        (ENTRIES[4], "evidence", ["/etc/invented.conf"], False, None)]
+    assert report.deleted == 1 and "invented" not in filtered and recorder.stats.evidence_refused == 1
+    assert report.model_dump(mode="json")["entries"][4]["unsourced"] == ["/etc/invented.conf"]
+
+
 def test_batch_prompts_share_sources_as_a_prefix_and_use_the_chat_template():
     target = InProcessEndpoint(by_source)
-    source_judge(SUMMARY, MESSAGES, target=target, previous_summary="## Goal\n- EARLIER-FACT")
+    source_judge(SUMMARY, MESSAGES, target=target, previous_summary="## Goal\n- EARLIER-FACT", config=JUDGE_ONLY)
     texts = target.generates()[-1]["text"]
     shared = os.path.commonprefix(texts)
     assert shared.startswith("<|im_start|>system\n") and "<|im_start|>user\n" in shared
@@ -168,7 +181,7 @@ def test_deletes_exactly_the_entries_below_threshold_and_keeps_order():
     scores = {"verify output": 0.49, "invented": 0.1, "Run python": 0.5}
     target = ScriptedBackend(source_judge=lambda e, s: next((p for k, p in scores.items() if k in e), 0.8))
     recorder = StatsRecorder()
-    filtered, report = source_judge(SUMMARY, MESSAGES, target=target, recorder=recorder)
+    filtered, report = source_judge(SUMMARY, MESSAGES, target=target, recorder=recorder, config=JUDGE_ONLY)
     assert [e.text for e in report.entries if not e.kept] == [ENTRIES[2], ENTRIES[4]]
     assert [e.score for e in report.entries][2:5] == pytest.approx([0.49, 0.5, 0.1])
     expected = [line for line in SUMMARY.split("\n") if line not in (ENTRIES[2], ENTRIES[4])]
@@ -182,7 +195,7 @@ def test_deletes_exactly_the_entries_below_threshold_and_keeps_order():
 
 def test_headings_markers_and_blank_lines_are_never_deleted():
     target = ScriptedBackend(source_judge=lambda e, s: 0.0)
-    filtered, report = source_judge(SUMMARY, MESSAGES, target=target, config={"source_judge_threshold": 0.9})
+    filtered, report = source_judge(SUMMARY, MESSAGES, target=target, config={"source_judge_threshold": 0.9, **JUDGE_ONLY})
     assert report.deleted == 6 and filtered.split("\n") == STRUCTURE
     judged = [ENTRY_RE.findall(t)[-1] for t in target.kinds("source_judge")]
     assert sorted(judged) == sorted(ENTRIES)  # no heading, marker or blank line was asked about
@@ -213,7 +226,7 @@ def test_speccompact_with_source_judge_filters_summary_and_slots():
 
 def test_monolithic_method_with_source_judge_over_the_endpoint():
     target = InProcessEndpoint(by_source, summary=SUMMARY)
-    res = run_method("openclaw", MESSAGES, target=target, source_judge=True)
+    res = run_method("openclaw", MESSAGES, target=target, source_judge=True, config=JUDGE_ONLY)
     gens = target.generates()
     assert len(gens) == 3 and isinstance(gens[2]["text"], list) and len(gens[2]["text"]) == 6
     assert all(generate_contract_error(b) is None for b in gens)
@@ -235,14 +248,14 @@ def test_batched_and_fallback_judging_agree_on_the_emulator(make_emulated_server
     policy.judge("/etc/invented.conf", p_positive=0.05, after="<entry>")
     policy.judge("</entry>", p_positive=0.95, after="<entry>")
     srv = make_emulated_server(policy=policy, model_path="Qwen/Qwen3-8B")
-    filtered, report = source_judge(SUMMARY, MESSAGES, target=SpecCompactEndpoint(srv.url))
+    filtered, report = source_judge(SUMMARY, MESSAGES, target=SpecCompactEndpoint(srv.url), config=JUDGE_ONLY)
     assert srv.stats()["total"]["requests"] == 1 + 6  # the shared sources' prefill, then six prompts in one request
     assert "invented" not in filtered and report.deleted == 1
     assert all(e.score == pytest.approx(0.95) for e in report.entries if e.kept)
 
     srv.reset_stats()
     plain = RuntimeEndpoint(srv.url, chat_template_name="chatml")
-    filtered2, report2 = source_judge(SUMMARY, MESSAGES, target=plain)
+    filtered2, report2 = source_judge(SUMMARY, MESSAGES, target=plain, config=JUDGE_ONLY)
     assert [e.kept for e in report2.entries] == [e.kept for e in report.entries] and filtered2 == filtered
     # precache + per entry: one prefill and one batch scoring every label variant (the emulator counts
     # each batch item; the choices are all variants since one verdict rule covers both paths)
@@ -263,10 +276,18 @@ def test_real_trajectory_keeps_a_real_path_and_drops_an_invented_one():
     summary = (f"## Critical Context\n- {real}\n- /srv/never/seen_anywhere.py\n\n"
                "## Next Steps\n(none)\n")
     target = InProcessEndpoint(by_source)
-    filtered, report = source_judge(summary, messages, target=target)
+    filtered, report = source_judge(summary, messages, target=target, config=JUDGE_ONLY)
     assert [e.kept for e in report.entries] == [True, False]
     assert filtered == f"## Critical Context\n- {real}\n\n## Next Steps\n(none)\n"
     assert len(target.generates()) == 2 and all(generate_contract_error(b) is None for b in target.generates())
+    # with the evidence check (the default) the invented path is deleted before the judge: only the real one is asked
+    target = InProcessEndpoint(by_source)
+    again, report = source_judge(summary, messages, target=target)
+    assert again == filtered and [e.refused for e in report.entries] == [None, "evidence"]
+    assert report.entries[1].unsourced == ["/srv/never/seen_anywhere.py"] and report.entries[1].verdict is None
+    asked = [ENTRY_RE.findall(t)[-1] for b in target.generates() for t in (b["text"] if isinstance(b["text"], list)
+                                                                             else [b["text"]]) if "<entry>" in t]
+    assert asked == [f"- {real}"]
 
 
 # ---------------------------------------------------------------- on the compaction's shared prefix

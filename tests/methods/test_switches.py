@@ -7,7 +7,7 @@ import hashlib
 import pytest
 
 from sgl_speccompact.methods.speccompact import compact
-from sgl_speccompact.config import OPTIMIZATIONS, PROMPT_CHANGING, CompactConfig
+from sgl_speccompact.config import DECISION_CHANGING, OPTIMIZATIONS, PROMPT_CHANGING, CompactConfig
 from sgl_speccompact.methods.registry import run_method
 
 from tests.support.scripted import LINE_RE, ScriptedBackend
@@ -19,7 +19,7 @@ RECOMMENDED = {name: CompactConfig.model_fields[name].default for name in OPTIMI
 # The scripted target answers one_request_judging and send_token_ids the same either way; those two
 # are checked on the endpoint that serves both (test_one_request_and_plain_select_make_the_same_decisions,
 # tests/test_token_ids_sim.py::test_the_model_sees_the_same_tokens_and_decides_the_same)
-REQUEST_ONLY = sorted(set(OPTIMIZATIONS) - PROMPT_CHANGING)
+REQUEST_ONLY = sorted(set(OPTIMIZATIONS) - PROMPT_CHANGING - DECISION_CHANGING)
 
 
 def decisions(res):
@@ -47,7 +47,21 @@ def test_registry_names_bool_fields_with_descriptions():
         field = CompactConfig.model_fields[name]
         assert field.annotation is bool and isinstance(field.default, bool), name
         assert text.strip() and "\n" not in text
-    assert PROMPT_CHANGING <= set(OPTIMIZATIONS)
+    assert PROMPT_CHANGING <= set(OPTIMIZATIONS) and DECISION_CHANGING <= set(OPTIMIZATIONS)
+    assert not PROMPT_CHANGING & DECISION_CHANGING
+
+
+@pytest.mark.parametrize("name", sorted(DECISION_CHANGING))
+def test_each_declared_decision_changing_switch_changes_a_decision_with_the_same_prompts(name):
+    # an invented path in a draft: with the check it is refused unjudged, without it the judge accepts it
+    drafts = {**DRAFTS, "next_steps": ["1. Run python /workspace/hello.py", "2. Edit /etc/invented.conf"]}
+
+    def run(config):
+        target = ScriptedBackend(judge=lambda s, line: 0.95, repair=lambda s, acc: "2. Run the tests\n")
+        res = compact(MESSAGES, target=target, drafter=ScriptedBackend(draft=drafter_from(drafts)), config=config)
+        return decisions(res), set(target.kinds("verify"))
+    base, flipped = run({}), run({name: not RECOMMENDED[name]})
+    assert base[0] != flipped[0] and base[1] < flipped[1]  # the same prompts, one judged more: another summary
 
 
 @pytest.mark.parametrize("name", REQUEST_ONLY)

@@ -30,6 +30,7 @@ from sgl_speccompact.launch.templates import CHATML_TEMPLATE, checkpoint_templat
 from sgl_speccompact.methods.assembly import INCOMPLETE_STOPS
 from sgl_speccompact.methods.baselines import hermes_cap
 from sgl_speccompact.methods.registry import METHODS
+from sgl_speccompact.result import LineOrigin
 from sgl_speccompact.schema import OPENCLAW_SLOTS
 from tests.support.stream_replay import assert_stream_shows_the_result
 
@@ -279,3 +280,20 @@ def test_every_stream_shows_exactly_the_result(done):
     for run in done:
         assert run.events, run.key
         assert_stream_shows_the_result(run.events, run.result.slots)
+
+
+CHECKED = (LineOrigin.DRAFTED, LineOrigin.CARRIED, LineOrigin.REPAIRED)  # the origins the evidence check admits
+
+
+def test_no_accepted_line_of_speccompact_names_a_string_without_a_source(done, histories):
+    from sgl_speccompact.core.evidence import LineSources
+    from sgl_speccompact.history.messages import parse_messages, render_history
+    from sgl_speccompact.history.redaction import redact_turns
+
+    ran = [r for r in done if picked(r) == "speccompact"]
+    assert ran, "no SpecCompact run returned a result"
+    for run in ran:
+        turns, _ = redact_turns(parse_messages(histories[run.trajectory]))
+        sources = LineSources(render_history(turns))  # the tier's compactions have no previous summary
+        for line in (ln for s in run.result.slots for ln in s.lines if ln.origin in CHECKED):
+            assert sources.check(line.text).passed, (run.key, line.text, sources.check(line.text).missing)

@@ -78,13 +78,18 @@ def check_probe(result: dict) -> None:
     assert result["redactions"].get("output:github_token", 0) >= 1
 
 
-def compact(client, stream: bool) -> list:
+# the probe lines name strings the history never shows (a token, exe.txt): the evidence check would refuse them
+NO_EVIDENCE = {"evidence_check": False}
+
+
+def compact(client, stream: bool, config: dict | None = NO_EVIDENCE) -> list:
     """Everything the service sent back for one compaction: the result, or every event of its stream."""
+    body = {"messages": MESSAGES, **({"config": config} if config is not None else {})}
     if not stream:
-        res = client.post("/v1/compact", json={"messages": MESSAGES})
+        res = client.post("/v1/compact", json=body)
         assert res.status_code == 200, res.text
         return [res.json()]
-    with client.stream("POST", "/v1/compact", json={"messages": MESSAGES, "stream": True}) as res:
+    with client.stream("POST", "/v1/compact", json={**body, "stream": True}) as res:
         assert res.status_code == 200
         body = res.read().decode()
     return [json.loads(line[len("data: "):]) for line in body.splitlines()
@@ -99,6 +104,10 @@ def test_no_string_returned_carries_a_secret_a_joiner_or_a_control(client, one_t
     assert any(ln["rejected_draft"] for s in result["slots"] for ln in s["lines"]), "no draft was rejected"
     assert not stream or any(e.get("type") == "line" for e in sent)
     check_probe(result)
+    assert dirty(sent) == []
+    # with the evidence check (the default) the probes are refused, and the strings it lists are cleaned too
+    sent = compact(client, stream, config=None)
+    assert any(ln["unsourced"] for s in sent[-1]["slots"] for ln in s["lines"]), "no draft was refused unsourced"
     assert dirty(sent) == []
     sent = compact(one_text_client, stream)
     assert removed(sent[-1], "removed_placeholders"), "no line was removed as a placeholder"

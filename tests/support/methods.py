@@ -25,9 +25,10 @@ FILES = {
 }
 
 
-# the trajectory compactions' drafts: a goal, progress, an invented path to delete, ...
+# the trajectory compactions' drafts: a goal, progress, an invented path to delete, ... (the invented path
+# is the one string they name that no trajectory shows: the evidence check refuses it before any judge)
 E2E_DRAFTS = {
-    "goal": ["- Create /workspace/hello.py that prints Hello, World!"],
+    "goal": ["- Create a program that prints Hello, World!"],
     "constraints_preferences": ["(none)"],
     "progress": ["### Done", "- [x] Checked the workspace", "", "### In Progress", "- [ ] Finish the task"],
     "key_decisions": ["- **Retry after the error**: the first attempt failed"],
