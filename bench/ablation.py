@@ -260,7 +260,7 @@ def summarize(rows: list[dict], entries: list[dict], digests: dict) -> list[dict
                                                 if base.get(hist(r) + (layout,))),
                 "mean_target_requests": sum(r["target"]["requests"] for r in rs) / max(len(rs), 1),
                 "mean_drafter_requests": sum(r["drafter"]["requests"] for r in rs) / max(len(rs), 1),
-                "mean_parts_s": {k: sum(r["parts"][k] for r in rs) / max(len(rs), 1) for k in latency.PARTS}
+                "mean_parts_s": {k: sum(r["parts"].get(k, 0.0) for r in rs) / max(len(rs), 1) for k in latency.PARTS}
                 if rs and rs[0].get("parts") else None,
                 "changes": e["changes"],  # declared prompt-changing switches it flips
                 "same_decisions": None if e["changes"] else same_decisions(digests, run_as),

@@ -20,9 +20,17 @@ pick, and Hermes-style at the slot methods' own output length
 (``hermes@slots``) beside its ``--hermes-tokens`` lengths.
 
 Per row: end-to-end, the critical path's breakdown (before-fork, drafting,
-verifying, repairing, generating, waiting, after-join; they add up to the
-end-to-end), requests and tokens per server, busy time per server, speedups
-against Target-self and Hermes-style on the same draw.
+verifying, repairing, generating, waiting, after-join, host CPU; they add up
+to the end-to-end), requests and tokens per server, busy time per server,
+speedups against Target-self and Hermes-style on the same draw.
+
+Host CPU (``--host-cpu``): the end-to-end ``e2e_s`` of a simulated row is
+``e2e_device_s`` (the simulator's clock) plus ``host_cpu_s``, the compacting
+process's CPU for the method and the history's tokens from a
+``bench/host.py`` run (MEASURED (CPU) on this project's machine,
+:mod:`bench.sim.host_cpu`); default the newest committed
+``bench/results/host-*.json``, ``none`` leaves it out.  The JSON records the
+file (``host_cpu``).
 
 Against real SGLang servers (``--target-url``/``--drafter-url``) it measures
 wall-clock per compaction (median of ``--repeats``) and writes the same row
@@ -48,6 +56,7 @@ from pathlib import Path
 
 from bench.harness import latency_cases as lc  # the cases and the agent-session scenario
 from bench.harness import runs  # shared helpers: trajectories, methods, JSON
+from bench.sim import host_cpu  # the host's CPU per compaction (MEASURED (CPU)), added to e2e_s
 
 from bench.harness.latency_cases import LAYOUTS, PARTS, WAIT_PARTS, labeler  # noqa: F401 - re-exported
 from bench.harness.latency_tables import (
@@ -115,7 +124,9 @@ def simulate(args, methods, runner) -> tuple[list[dict], dict]:
                                        if (runs.TRAJECTORY_DIR / n).is_file()])
         trajs, skipped = runs.load_trajectories(paths or None, 0, None)
     args.section_sizes = workload_section_sizes()
+    args.host_cpu_model = host_cpu.resolve(args.host_cpu)  # before any run: a bad file fails at once
     rows, info = run_cells(args, methods, runner, trajs, tok, workload_lines(), log=log)
+    info["host_cpu"] = host_cpu.recorded(args.host_cpu_model)
     make_config({"agent_context_tokens": args.agent_context_tokens, **args.config_dict})  # ConfigError if bad
     info.update(tokenizer=tok_kind, skipped=[{"path": a, "reason": b} for a, b in skipped],
                 scheduling=asdict(Scheduling(schedule_policy=args.schedule_policy)),
@@ -216,7 +227,9 @@ def run(args) -> dict:
         rows, info = measure(args, names, runner) if measured else simulate(args, names, runner)
     add_speedups(rows)
     summary = summarize(rows)
-    conditions = {k: v for k, v in vars(args).items() if k not in ("api_key", "config_dict")}
+    if not measured and old is None:
+        print(f"Host CPU: {info['host_cpu']['label'] if info.get('host_cpu') else 'none (device time only)'}")
+    conditions = {k: v for k, v in vars(args).items() if k not in ("api_key", "config_dict", "host_cpu_model")}
     pairs = sorted({r["model_pair"] for r in rows})
     servers = info.pop("servers", None) or ({"target": {"model_path": _model_path(pairs[0].split(":")[0])}}
                                             if len(pairs) == 1 else {})
@@ -329,6 +342,9 @@ def build_parser() -> argparse.ArgumentParser:
                      help="skip Hermes-style at the slot methods' own output length")
     sim.add_argument("--tokenizer", help="tokenizer directory (default: the emulator's default)")
     sim.add_argument("--no-plots", dest="plots", action="store_false", help="skip the PNG plots")
+    sim.add_argument("--host-cpu", default=host_cpu.COMMITTED, metavar="PATH|none|committed",
+                     help="add the compacting process's CPU (a bench/host.py JSON's fit, MEASURED (CPU)) to each "
+                     "e2e_s (default: the newest committed bench/results/host-*.json; none: device time only)")
     real = p.add_argument_group("real SGLang servers (measured wall-clock)")
     real.add_argument("--target-url")
     real.add_argument("--drafter-url")

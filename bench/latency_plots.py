@@ -53,7 +53,7 @@ def plot(report: dict, stem: Path) -> list[Path]:
         sub = [s for s in summary if (s["model_pair"], s["deployment"], s.get("speculative")) == (pair, dep, spec)
                and s["p_accept"] == mid and s["median_parts_s"]]
         bottom = [0.0] * len(sub)
-        for part in PARTS:
+        for part in [k for k in PARTS if sub and k in sub[0]["median_parts_s"]]:  # the parts the run has
             vals = [s["median_parts_s"][part] for s in sub]
             ax.bar(range(len(sub)), vals, bottom=bottom, label=part)
             bottom = [b + v for b, v in zip(bottom, vals)]

@@ -340,17 +340,28 @@ def stale_rows(committed: dict, fresh: dict, key: tuple, fields: tuple) -> list[
     return out
 
 
+def recorded_host(committed: dict) -> str:
+    """The ``--host-cpu`` a committed run was made with: the host file it records, or ``none`` (device time only).
+
+    >>> recorded_host({"host_cpu": {"path": "bench/results/host-1.json"}}), recorded_host({"host_cpu": None})
+    ('bench/results/host-1.json', 'none')
+    """
+    host = committed.get("host_cpu")
+    return str(host["path"]) if host else "none"
+
+
 def check_jobs(names: list[str], folder: Path) -> list:
-    """One job per cheap cell of each run, writing into ``folder``."""
+    """One job per cheap cell of each run, writing into ``folder``; each with the host file its run used."""
     from bench.harness.jobs import Job
 
     jobs = []
     for name in names:
         cells = CHECKS[name][0]
+        host = recorded_host(json.loads((RESULTS / RUNS[name][0]).read_text()))
         for i, replace in enumerate(cells):
             out = folder / f"{name}-cell{i}.json"
             jobs.append(Job(f"{name} cell {i + 1}/{len(cells)}", Path(RUNS[name][1]).stem,
-                            tuple(command(name, out, replace)[3:]), weight(name, 1) / 100,
+                            tuple(command(name, out, {**replace, "--host-cpu": host})[3:]), weight(name, 1) / 100,
                             log=str(out.with_suffix(".log"))))
     return jobs
 

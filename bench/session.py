@@ -75,6 +75,7 @@ from datetime import UTC, datetime
 from pathlib import Path
 
 from bench.harness import runs  # shared helpers: trajectories, methods, JSON
+from bench.sim import host_cpu  # the host's CPU per compaction (MEASURED (CPU)), added to each compaction
 
 SIMULATED_NOTE = ("SIMULATED: one-clock discrete-event simulation (bench/sim/simulator.py), H200 "
                   "cost model (sgl_speccompact/emulator/cost.py); not a GPU measurement")
@@ -231,7 +232,9 @@ def run(args) -> dict:
           f"method sync and ahead of time via {runner_src}; "
           + (f"the summary evolves, held share h in {args.hold} (Beta around h per compaction)" if args.hold
              else "a new workload draw per compaction"))
+    host = host_cpu.resolve(args.host_cpu)  # before any run: a bad file fails at once
     print(f"Latency: {SIMULATED_NOTE}.")
+    print(f"Host CPU: {host.label if host is not None else 'none (device time only)'}")
     print(f"Conditions: deployments {','.join(args.deployments)}; model pairs {','.join(args.model_pairs)}; target "
           f"speculative decoding {','.join(args.speculative)}; acceptance {args.p_accept}; sessions of "
           f"{args.session_tokens} tokens from {len(trajs)} trajectories; seeds {args.seed}.."
@@ -266,7 +269,8 @@ def run(args) -> dict:
                         for y in (args.prepare_yield_s if m == "ahead" else [0.0])]:
                     hooks = ReplayHooks(tool_s=(lambda i: times[i % len(times)]) if times else None,
                                         new_draw=servers.draw(sim, seed, hermes_n, hold, spec, mistakes), held=gpus,
-                                        alone=alone.setdefault(seed, {}), priority=prio, yield_s=ys or None)
+                                        alone=alone.setdefault(seed, {}), priority=prio, yield_s=ys or None,
+                                        host=host)
                     replay = Replay(sim, target, compact, tokens, hooks)
                     if (id(model), traj.path) not in sessions:
                         sessions[(id(model), traj.path)] = sp.looped_session(traj.messages, args.session_tokens,
@@ -297,6 +301,7 @@ def run(args) -> dict:
                                  "real_s": round(time.perf_counter() - t0, 1)}
                     rows.append(done[key])
     return {"benchmark": "session", "latency_kind": "simulated", "simulated_note": SIMULATED_NOTE,
+            "host_cpu": host_cpu.recorded(host),
             "runner": runner_src, "timestamp": datetime.now(UTC).isoformat(timespec="seconds"),
             "conditions": {**{k: v for k, v in vars(args).items() if k not in ("out", "plots")},
                            "judge_errors": [list(e) for e in dict.fromkeys(e[:2] for e in errors)],
@@ -402,6 +407,9 @@ def build_parser() -> argparse.ArgumentParser:
                    help="the client tokenizes with the served tokenizer (no /tokenize requests; its time charged)")
     p.add_argument("--merged-lora", action="store_true", help="the drafter's adapter merged: no LoRA cost per pass")
     p.add_argument("--tokenizer", help="tokenizer directory (default: the emulator's default)")
+    p.add_argument("--host-cpu", default=host_cpu.COMMITTED, metavar="PATH|none|committed",
+                   help="add the compacting process's CPU (a bench/host.py JSON's fit, MEASURED (CPU)) to each "
+                   "compaction (default: the newest committed bench/results/host-*.json; none: device time only)")
     p.add_argument("--out", help="JSON path (default bench/results/session-<timestamp>.json)")
     p.add_argument("--no-plots", dest="plots", action="store_false")
     return p

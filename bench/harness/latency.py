@@ -233,7 +233,7 @@ def run_cell(cell, args, methods, runner_obj, sims, trajs, lines, notes, done, i
                         f"{traj.name} {case['label']}")
                     tp2 = (single and cell.deployment in TP2_SINGLE) or (not single and cell.deployment ==
                                                                          "two-gpu-tp2-colocated")
-                    row = {**base, **runner_obj.run(sim, case, traj, wl, tp2)}
+                    row = {**base, **runner_obj.run(sim, case, traj, wl, tp2, tokens)}
                     if single or cell.deployment != "one-gpu":
                         done[key] = row  # SpecCompact in two-gpu-equal runs on two-gpu's servers
                 got[case["label"]] = row

@@ -6,7 +6,9 @@
   value, always on its own fresh prompt, plus ``hermes@slots`` (as many
   tokens as Target-self wrote on the same draw) when Target-self runs.
 * **Breakdown** (:func:`breakdown`): the critical path's time split into
-  :data:`PARTS` (they sum to the end-to-end) and its waiting split.
+  :data:`PARTS` (they sum to the end-to-end) and its waiting split; the last
+  part, ``host_cpu``, is the compacting process's CPU (MEASURED (CPU) by
+  ``bench/host.py``, :mod:`bench.sim.host_cpu`), added after the clock's end.
 * **Scenario** ``agent-session`` (:func:`run_session`): the agent's session
   runs on the simulated target before the compaction, in a run of its own;
   its time is NOT part of the compaction's end-to-end.
@@ -21,7 +23,7 @@ from .runs import with_layout
 
 SLOT_METHODS = ("speccompact", "target_self")  # methods with a shared target prefix, and so a layout
 LAYOUTS = ("classic", "agent")
-PARTS = ("before_fork", "drafting", "verifying", "repairing", "generating", "waiting", "after_join")
+PARTS = ("before_fork", "drafting", "verifying", "repairing", "generating", "waiting", "after_join", "host_cpu")
 WAIT_PARTS = ("to_scheduler", "queued", "other_requests")  # what "waiting" is made of
 SERVICE_PART = {"draft": "drafting", "judge": "verifying", "repair": "repairing", "generate": "generating"}
 SESSION_NOTE = ("the agent's session (every assistant turn as one chat completion on the simulated target) runs "
@@ -123,9 +125,10 @@ def breakdown(report: dict) -> dict:
     """
     from bench.sim.timeline import critical_path
 
-    end = report["e2e_s"]
+    end = report["e2e_device_s"]  # the clock's end; the host's CPU comes after it
     chain = critical_path(report["requests"], end)
     parts = dict.fromkeys(PARTS, 0.0)
+    parts["host_cpu"] = report["host_cpu_s"]
     split = dict.fromkeys(WAIT_PARTS, 0.0)
 
     def add(r, whole):
@@ -206,9 +209,16 @@ class CaseRunner:
             sim.labeler = labeler()
         return self._endpoints[id(sim)]
 
-    def run(self, sim, case: dict, traj, wl, tp2: bool) -> dict:
-        """The row fields of one run (or ``error``)."""
+    def run(self, sim, case: dict, traj, wl, tp2: bool, history_tokens: int = 0) -> dict:
+        """The row fields of one run (or ``error``).
+
+        ``history_tokens`` (:meth:`history_tokens`) sizes the host's CPU of the
+        compaction when ``args.host_cpu_model`` holds a
+        :class:`~bench.sim.host_cpu.HostCpuModel` (None: left out).
+        """
         args, (target, drafter) = self.args, self.endpoints(sim)
+        host = getattr(args, "host_cpu_model", None)
+        host_s = host.seconds(case["method"], history_tokens) if host is not None else 0.0
         row = {"method": case["method"], "label": case["label"], "layout": case["layout"],
                "hermes_tokens": case["hermes_tokens"], "target_tp": 2 if tp2 else 1,
                "realized_acceptance": round(wl.acceptance, 4)}
@@ -226,7 +236,7 @@ class CaseRunner:
                     row["session"] = run_session(sim, traj.messages)
                 result, report = sim.run(lambda: self.runner(
                     case["method"], with_layout(traj.messages, **kw), target=target, drafter=drafter,
-                    config=self.config, source_judge=args.source_judge), keep_cache=session)
+                    config=self.config, source_judge=args.source_judge), keep_cache=session, host_cpu_s=host_s)
                 break
             except SimulationStalled as exc:  # the harness, not the method: one more try from a fresh clock
                 row["stalled"] = f"{exc}"[:3000]
@@ -237,9 +247,10 @@ class CaseRunner:
                 row["error"] = f"{type(exc).__name__}: {exc}"[:3000]
                 return row
         one_gpu = len(report["gpu_busy_s"]) == 1
-        row.update(e2e_s=report["e2e_s"], real_s=time.perf_counter() - t0, summary_tokens=result.summary_tokens,
+        row.update(e2e_s=report["e2e_s"], e2e_device_s=report["e2e_device_s"], host_cpu_s=report["host_cpu_s"],
+                   real_s=time.perf_counter() - t0, summary_tokens=result.summary_tokens,
                    judged_acceptance=result.stats.acceptance_rate, decisions=decisions_digest(result),
-                   busy_ok=all(b <= report["e2e_s"] + 1e-9 for b in report["busy_s"].values()),
+                   busy_ok=all(b <= report["e2e_device_s"] + 1e-9 for b in report["busy_s"].values()),
                    gpu_busy_s=report["gpu_busy_s"][0] if one_gpu else None, first_target=first_target(report),
                    agent_tokens=result.stats.agent_tokens, agent_cached_tokens=result.stats.agent_cached_tokens,
                    **breakdown(report), **{s: server_numbers(report, s) for s in ("target", "drafter")})

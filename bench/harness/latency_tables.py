@@ -65,7 +65,8 @@ def summarize(rows: list[dict]) -> list[dict]:
     for (*cell, label), rs in groups.items():
         e2e = [r["e2e_s"] for r in rs]
         refs = list(dict.fromkeys(k for r in rs for k in r.get("speedups", {})))
-        parts = {k: statistics.median(r["parts"][k] for r in rs) for k in PARTS} if rs[0].get("parts") else None
+        parts = ({k: statistics.median(r["parts"][k] for r in rs) for k in PARTS if k in rs[0]["parts"]}
+                 if rs[0].get("parts") else None)  # a run made before a part existed has none of it
         split = ({k: statistics.median(r["waiting_split"][k] for r in rs) for k in WAIT_PARTS}
                  if rs[0].get("waiting_split") else None)
         first = [r["first_target"] for r in rs if r.get("first_target")]
@@ -170,10 +171,11 @@ def format_tables(summary: list[dict], kind: str = "simulated") -> str:
         sub = [s for s in cell if s["p_accept"] == mid and s["median_parts_s"]]
         out.append(f"\n{label} critical path, deployment {grp[2]}, speculative {grp[1]}, {_title(grp[0])}, p={mid} "
                    "(median over runs, s)")
-        out.append("| method | e2e | " + " | ".join(PARTS) + " | T reqs | D reqs |")
-        out.append("|---" * (len(PARTS) + 4) + "|")
+        shown = [k for k in PARTS if sub and k in sub[0]["median_parts_s"]]
+        out.append("| method | e2e | " + " | ".join(shown) + " | T reqs | D reqs |")
+        out.append("|---" * (len(shown) + 4) + "|")
         for s in sub:
-            parts = " | ".join(f"{s['median_parts_s'][k]:.2f}" for k in PARTS)
+            parts = " | ".join(f"{s['median_parts_s'][k]:.2f}" for k in shown)
             out.append(f"| {s['label']} | {s['e2e_median_s']:.2f} | {parts} | {s['mean_requests']['target']:.0f} | "
                        f"{s['mean_requests']['drafter']:.0f} |")
     return "\n".join(out)

@@ -49,6 +49,13 @@ request (``CLIENT_S_PER_REQUEST`` + ``CLIENT_S_PER_TOKEN`` per token sent, as
 session, the service's store lookup over the messages sent
 (``STORE_LOOKUP_S_PER_BYTE``).
 
+With ``host`` (:mod:`.host_cpu`) the compacting process's CPU, as
+``bench/host.py`` measured it on this project's machine (MEASURED (CPU)), is
+charged on each compaction's path (:meth:`Simulation.run
+<.simulator.Simulation.run>`'s ``host_cpu_s``): at the trigger it is part of
+the stall; a prepare ends that much later, which the agent waits for only
+where the prepare outlasts its turns.
+
 Every compaction's agent-perceived stall, GPU seconds (pass time shared out
 over the requests in each pass, the agent's own excluded), device-seconds
 (the same, times the GPUs each server's pass holds) and lines carried from
@@ -110,6 +117,7 @@ class Compaction:
     text_lines: int = 0  # content lines of the summary's text
     untrue_lines: int = 0  # of which the truth does not hold (stale lines kept, wrong drafts accepted)
     observed_held: float | None = None  # share of the previous summary's content lines this one keeps (auto sees it)
+    host_cpu_s: float = 0.0  # of the stall: the compacting process's CPU at the trigger (MEASURED (CPU) fit; 0: none)
 
 
 @dataclass
@@ -125,6 +133,7 @@ class Prepared:
     agent_slowdown: float | None = None  # agent decode rate alone / with the prepare running (None: no turns)
     held_s: float = 0.0  # its requests' waits for the agent's, in all (yield_s; SIMULATED s)
     held: int = 0  # its requests that waited
+    host_cpu_s: float = 0.0  # the compacting process's CPU of the prepare, added to its end (MEASURED (CPU) fit)
 
 
 @dataclass
@@ -253,6 +262,7 @@ class ReplayHooks:
     alone: dict | None = None  # memo of the agent's rate alone, by its turns (the same for every method)
     priority: bool = False  # the agent's requests at a higher sglang priority than the compaction's
     yield_s: float | None = None  # prepares yield to the agent, at most this long per target request (None: never)
+    host: Any = None  # a host_cpu.HostCpuModel: the compacting process's CPU added to each compaction (None: none)
 
 
 class Replay:
@@ -271,9 +281,20 @@ class Replay:
             self.drawn = self.hooks.new_draw(self._draws)
         self._draws += 1
 
-    def _alone(self, method: str, messages: list[dict], previous: str | None) -> tuple[Any, float, float, float]:
+    def _host_s(self, method: str, messages: list[dict], previous: str | None) -> float:
+        """The host's CPU of compacting ``messages`` (and the previous summary) with ``method`` (0: none)."""
+        if self.hooks.host is None:
+            return 0.0
+        tokens = sum(self.tokens(m) for m in messages)
+        if previous:
+            tokens += self.tokens({"role": "user", "content": previous})
+        return self.hooks.host.seconds(method, tokens)
+
+    def _alone(self, method: str, messages: list[dict], previous: str | None,
+               host_s: float = 0.0) -> tuple[Any, float, float, float]:
         self._draw()
-        result, report = self.sim.run(lambda: self.compact(method, messages, previous), keep_cache=True)
+        result, report = self.sim.run(lambda: self.compact(method, messages, previous), keep_cache=True,
+                                      host_cpu_s=host_s)
         return result, report["e2e_s"], compaction_gpu_s(report), compaction_gpu_s(report, self.hooks.held)
 
     def _agent(self, bodies: list[dict]) -> None:
@@ -291,6 +312,7 @@ class Replay:
             return None
         box: dict = {}
         self._draw()
+        host_s = self._host_s(method, sp.wire(sp.paired(raw)), step.previous)  # it ends that much later
 
         def prepare():
             extra = {"yield_s": self.hooks.yield_s} if self.hooks.yield_s else {}  # compact(..., yield_s=)
@@ -319,9 +341,9 @@ class Replay:
         rates = memo[key], agent_rate(report)
         waits = [r.finished - r.issued for r in report["requests"] if r.kind == "yield" and r.finished is not None]
         return Prepared(raw, step.previous, box["result"], compaction_gpu_s(report),
-                        compaction_gpu_s(report, self.hooks.held), max(0.0, box["done"] - agent_done),
+                        compaction_gpu_s(report, self.hooks.held), max(0.0, box["done"] + host_s - agent_done),
                         rates[0] / rates[1] if None not in rates and rates[1] > 0 else None,
-                        sum(waits), sum(1 for w in waits if w > 0))
+                        sum(waits), sum(1 for w in waits if w > 0), host_s)
 
     def _lookahead(self, ctx: list[dict], rest: list[dict], trigger: int) -> list[dict]:
         """The agent's requests after ``ctx`` up to the one that reaches the trigger (no compaction between)."""
@@ -417,13 +439,15 @@ class Replay:
                     return prepared.result
                 # the whole middle is sent; the service finds the prefix and compacts the rest incrementally
                 rec.service_s = self._hop(prepared.prefix + rest, session=True)
-                result, e2e, gpu, dev = self._alone(method, sp.wire(rest), prepared.result.summary)
+                rec.host_cpu_s = self._host_s(method, sp.wire(rest), prepared.result.summary)
+                result, e2e, gpu, dev = self._alone(method, sp.wire(rest), prepared.result.summary, rec.host_cpu_s)
                 rec.stall_s, rec.gpu_s = prepared.wait_s + rec.service_s + e2e, rec.gpu_s + gpu
                 rec.device_s += dev
                 return result
             out.wasted_gpu_s += prepared.gpu_s
             out.wasted_device_s += prepared.device_s
-        result, e2e, rec.gpu_s, rec.device_s = self._alone(method, sp.wire(mid), step.previous)
+        rec.host_cpu_s = self._host_s(method, sp.wire(mid), step.previous)
+        result, e2e, rec.gpu_s, rec.device_s = self._alone(method, sp.wire(mid), step.previous, rec.host_cpu_s)
         rec.service_s = self._hop(mid, session=out.mode == "ahead")
         rec.stall_s = e2e + rec.service_s
         return result

@@ -53,7 +53,7 @@ def tiny(bench, emulator_tokenizer_path, tmp_path_factory):
     out = tmp_path_factory.mktemp("ablation") / "ablation.json"
     code = bench.main(["--tokenizer", emulator_tokenizer_path, "--synthetic-tokens", "700", "--histories", "1",
                        "--model-pairs", "qwen3-8b:qwen3-0.6b", "--deployments", "two-gpu", "--hermes-tokens", "300",
-                       "--out", str(out)])
+                       "--host-cpu", "none", "--out", str(out)])
     return code, json.loads(out.read_text())
 
 

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.bench_scripts import load_bench
+from tests.support.host_cpu import write_host_json
 
 REPO = Path(__file__).resolve().parents[2]
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
@@ -30,7 +31,8 @@ def run(bench, emulator_tokenizer_path, tmp_path_factory):
     if not SMALL.is_file():
         pytest.skip(f"shared trajectories absent ({SMALL})")
     out = tmp_path_factory.mktemp("bench") / "latency.json"
-    rc = bench.main(["--trajectories", str(SMALL), "--synthetic-tokens", "", "--model-pairs",
+    host = write_host_json(out.with_name("host-fixture.json"))  # made-up host CPU line per method
+    rc = bench.main(["--host-cpu", str(host), "--trajectories", str(SMALL), "--synthetic-tokens", "", "--model-pairs",
                      "qwen3-8b:qwen3-0.6b", "--p-accept", "0.5,0.9", "--deployments", "one-gpu",
                      "--equal-hardware", "--speculative", "none,eagle3", "--seeds", "2", "--hermes-tokens", "300",
                      "--tokenizer", emulator_tokenizer_path, "--out", str(out)])
@@ -39,9 +41,12 @@ def run(bench, emulator_tokenizer_path, tmp_path_factory):
 
 @pytest.mark.e2e  # runs the whole bench script
 def test_every_row_is_simulated_and_keeps_the_busy_time_invariant(bench, run):
+    from bench.sim import host_cpu
+
     rc, report, _ = run
     assert rc == 0
     assert report["latency_kind"] == "simulated" and "SIMULATED" in report["simulated_note"]
+    host = host_cpu.load(report["host_cpu"]["path"])
     rows = report["rows"]
     assert {r["deployment"] for r in rows} == {"one-gpu", "two-gpu-equal"}
     assert {r["speculative"] for r in rows} == {"none", "eagle3"}
@@ -55,6 +60,9 @@ def test_every_row_is_simulated_and_keeps_the_busy_time_invariant(bench, run):
             assert row[server]["busy_s"] <= row["e2e_s"] + 1e-9, (row["method"], row["deployment"], server)
         assert row["busy_ok"] is True
         assert sum(row["parts"].values()) == pytest.approx(row["e2e_s"], abs=1e-9)
+        # the host's CPU for the method and the history's tokens, on top of the device's time
+        assert row["host_cpu_s"] == pytest.approx(host.seconds(row.get("pick") or row["method"], row["history_tokens"]))
+        assert row["host_cpu_s"] > 0 and row["e2e_s"] == pytest.approx(row["e2e_device_s"] + row["host_cpu_s"])
     tp2 = [r for r in rows if r["deployment"] == "two-gpu-equal" and r["method"] in ("hermes", "target_self")]
     assert tp2 and all(r["target_tp"] == 2 for r in tp2)
     spec = [r for r in rows if r["speculative"] == "eagle3"]

@@ -44,7 +44,9 @@ def test_a_judge_error_rate_of_0_reproduces_the_committed_race_rows(method, tmp_
     out = tmp_path / "cell.json"
     cmd = regen.command("session-evolving", out, {"--methods": method, "--seeds": "1", "--hold": "0,0.6",
                                                   "--false-accept": "0", "--false-reject": "0",
-                                                  "--held-positions": "first", "--repeat": "0"})
+                                                  "--held-positions": "first", "--repeat": "0",
+                                                  "--host-cpu": regen.recorded_host(json.loads(
+                                                      (RESULTS / "session-evolving.json").read_text()))})
     assert load_bench("session").main(cmd[3:]) == 0
     fresh = json.loads(out.read_text())
     committed = json.loads((RESULTS / "session-evolving.json").read_text())

@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 from tests.support.bench_scripts import load_bench
+from tests.support.host_cpu import write_host_json
 
 REPO = Path(__file__).resolve().parents[2]
 TRAJECTORIES = REPO.parent / "shared" / "data" / "trajectories"
@@ -25,8 +26,10 @@ def run(emulator_tokenizer_path, tmp_path_factory):
         pytest.skip(f"shared trajectories absent ({SWE})")
     bench = load_bench("session")
     out = tmp_path_factory.mktemp("bench") / "session.json"
+    host = write_host_json(out.with_name("host-fixture.json"))  # made-up host CPU line per method
     rc = bench.main(["--trajectories", str(SWE), "--model-pairs", "qwen3-8b:qwen3-0.6b", "--session-tokens",
                      "75000", "--tokenizer", emulator_tokenizer_path, "--out", str(out), "--seeds", "1",
+                     "--host-cpu", str(host),
                      "--methods", "speccompact,hermes", "--deployments", "two-gpu-tp2-colocated",
                      "--speculative", "none", "--priority", "both"])
     return rc, json.loads(out.read_text()), out
@@ -50,12 +53,16 @@ def test_every_method_both_modes_simulated_and_accounted(run):
         assert r["device_s"] == pytest.approx(2 * r["gpu_s"]), (label, mode)
         for c in r["records"]:  # the plugin's request to the service is on the clock for every method
             assert c["service_s"] > 0 and c["stall_s"] >= c["service_s"] + c["wait_s"]
+            # the host's CPU of a compaction at the trigger is part of its stall (none when a prepare applied)
+            assert (c["host_cpu_s"] == 0) is c["applied"]
+            assert c["stall_s"] >= c["service_s"] + c["wait_s"] + c["host_cpu_s"] - 1e-9
         assert (mode == "ahead") is (r["prepares"] >= 1)
         if mode == "ahead":  # the agent ran its turns next to the prepare and was slowed, never sped up
             assert r["agent_slowdowns"] and all(s >= 1 - 1e-9 for s in r["agent_slowdowns"])
         else:
             assert r["agent_slowdowns"] == []
     assert rows[("speccompact", "ahead", False)]["prepares_reused"] >= 1
+    assert report["host_cpu"]["path"].endswith("host-fixture.json") and "MEASURED (CPU)" in report["host_cpu"]["label"]
     assert out.with_name(out.stem + "-stall.png").is_file()
 
 
@@ -83,7 +90,8 @@ def evolving(emulator_tokenizer_path, tmp_path_factory):
     rc = bench.main(["--trajectories", str(SWE), "--model-pairs", "qwen3-8b:qwen3-0.6b", "--window", "20000",
                      "--session-tokens", "75000", "--tokenizer", emulator_tokenizer_path, "--out", str(out),
                      "--seeds", "1", "--methods", "speccompact,target_self,target_delta", "--deployments",
-                     "two-gpu-equal", "--speculative", "none", "--modes", "sync", "--hold", "0,0.9", "--no-plots"])
+                     "two-gpu-equal", "--speculative", "none", "--modes", "sync", "--hold", "0,0.9", "--no-plots",
+                     "--host-cpu", "none"])
     return rc, json.loads(out.read_text())
 
 
