@@ -94,8 +94,10 @@ def test_twins_pair_rows_without_the_model_pair_and_compare_what_the_engine_deci
         return json.loads((regen.RESULTS / regen.RUNS[name][0]).read_text())
 
     key = regen.CHECKS["session-evolving-judge-32b"][1]
-    assert regen.twin_rows(load("session-evolving-judge"), load("session-evolving-judge-32b"), key) == (80, 80, [])
+    paired, same, differ = regen.twin_rows(load("session-evolving-judge"), load("session-evolving-judge-32b"), key)
+    assert paired == same >= 80 and differ == []  # every row of the committed twins pairs, decided alike
+    rows = paired
     small = load("session-evolving-judge")
     small["rows"][0]["records"][0]["lines"] += 1  # one compaction kept one more line
     paired, same, differ = regen.twin_rows(small, load("session-evolving-judge-32b"), key)
-    assert (paired, same, len(differ)) == (80, 79, 1)
+    assert (paired, same, len(differ)) == (rows, rows - 1, 1)

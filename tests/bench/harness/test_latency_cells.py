@@ -26,7 +26,7 @@ class FakeRunner:
     def history_tokens(self, traj, count):
         return 8000
 
-    def run(self, sim, case, traj, wl, tp2):
+    def run(self, sim, case, traj, wl, tp2, tokens=None):
         self.calls.append((case["method"], wl.p_accept))
         return {"method": case["method"], "label": case["label"], "e2e_s": 1.0}
 
