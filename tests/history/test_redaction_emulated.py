@@ -63,7 +63,8 @@ class CopyingServers:
     def prompts(self) -> list[str]:
         return [p for policy in (self.target_policy, self.drafter_policy) for _, p in policy.calls]
 
-    def compact(self, messages, source_judge=False, on_event=None, layout=None, tools=None, chat_template=None):
+    def compact(self, messages, source_judge=False, on_event=None, layout=None, tools=None, chat_template=None,
+                config=None):
         from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
         from sgl_speccompact.methods.registry import run_method
         from sgl_speccompact.methods.request import AgentLayout, MethodRequest
@@ -71,7 +72,7 @@ class CopyingServers:
         request = MethodRequest(messages, on_event=on_event, layout=AgentLayout(layout, tools, chat_template))
         return run_method("speccompact", request, target=SpecCompactEndpoint(self.target.url, timeout_s=60),
                           drafter=SpecCompactEndpoint(self.drafter.url, lora_path="drafter", timeout_s=60),
-                          source_judge=source_judge)
+                          source_judge=source_judge, config=config)
 
 
 def _returned_texts(result, events: list[dict]) -> list[str]:
@@ -115,7 +116,10 @@ def test_a_secret_the_model_writes_is_not_returned(make_emulated_server):
     servers = CopyingServers(make_emulated_server, extra=drafted, copy_lines=False,
                              repair="- the key is AKIAZZZZZZZZZZZZZZZZ with SECRET_KEY='hunter2hunter2'")
     events: list[dict] = []
-    result = servers.compact(copy.deepcopy(LEAKY_HISTORY), on_event=events.append, source_judge=True)
+    # the drafted token is invented (no source in the history): the evidence check would refuse that line before
+    # it is kept, so output redaction, what this test checks, is reached with the check off
+    result = servers.compact(copy.deepcopy(LEAKY_HISTORY), on_event=events.append, source_judge=True,
+                             config={"evidence_check": False})
     texts = _returned_texts(result, events)
     for secret in ("ghp_zYxWvUtSrQpOnMlKjIhGfEdCbA9876543210", "AKIAZZZZZZZZZZZZZZZZ", "hunter2hunter2"):
         assert not [t for t in texts if secret in t], secret
