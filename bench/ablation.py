@@ -191,21 +191,35 @@ def run(args) -> dict:
               "optimizations": dict(OPTIMIZATIONS), "variants": entries, "runner": runner_src,
               "timestamp": now.isoformat(timespec="seconds"), "conditions": vars(args), **info,
               "decisions": {f"{s}/{v}": d for (s, v), d in digests.items()},
-              "comparable": comparable(digests), "rows": rows, "summary": summary}
+              "comparable": comparable(digests, deciding(entries)), "rows": rows, "summary": summary}
     path = runs.write_json(report, args.out or str(runs.RESULTS_DIR / f"ablation-{now.strftime('%Y%m%dT%H%M%SZ')}.json"))
     print(f"wrote {path}")
     return report
 
 
-def comparable(digests: dict) -> dict:
+def comparable(digests: dict, apart: frozenset = frozenset()) -> dict:
     """Per history seed: whether every SpecCompact run on it made the same decisions (the simulated
-    judge reads only the line, and no switch changes what is asked of it)."""
+    judge reads only the line, and no switch changes what is asked of it), the variants in ``apart``
+    (those that flip a switch of ``config.DECISION_CHANGING``, which changes which lines are judged by
+    design) left out."""
+    digests = {k: v for k, v in digests.items() if k[1] not in apart}
     out = {}
     for seed in sorted({s for s, _ in digests}):
         got = {d for (s, _), ds in digests.items() if s == seed for d in ds}
         out[str(seed)] = {"runs": sum(len(ds) for (s, _), ds in digests.items() if s == seed),
                           "distinct_decisions": len(got), "same": len(got) == 1 and None not in got}
     return out
+
+
+def deciding(entries: list[dict]) -> frozenset:
+    """The variants that flip a switch of ``config.DECISION_CHANGING`` (their decisions differ by design).
+
+    >>> sorted(deciding([{"variant": "a", "changes": ["evidence_check"]}, {"variant": "b", "changes": []}]))
+    ['a']
+    """
+    from sgl_speccompact.config import DECISION_CHANGING
+
+    return frozenset(e["variant"] for e in entries if set(e["changes"]) & set(DECISION_CHANGING))
 
 
 def same_decisions(digests: dict, variant: str) -> bool | None:
