@@ -86,20 +86,34 @@ def hidden_class() -> str:
 # what may precede a header on its line: whitespace that is not a line break, and invisible characters
 LEADING = hidden_class()
 
+# Every alternative starts with one literal character, so re scans for those few characters in C
+# and tries the lookaheads only there: a long text without them costs one fast pass, and no single
+# pass holds the GIL for long.  A turn header is matched at its "[" and its line start checked by
+# :func:`_opens_line`, since a lookbehind cannot span the variable run of hidden characters.
 _CONTROL = re.compile(
     "|".join([
         r"<(?=[|｜])",  # <|im_start|>, <|eot_id|>, <|turn>, <｜User｜>: break after "<"
-        r"[|｜](?=>)",  # ...|>, <turn|>: break before ">"
+        r"\|(?=>)", r"｜(?=>)",  # ...|>, <turn|>: break before ">"
         r"<(?=<\s*/?\s*SYS\s*>>)",  # <<SYS>>, <</SYS>>
         r"<(?=\s*/?\s*(?:%s)\b[^<>]*>)" % "|".join(map(re.escape, TAG_NAMES)),  # <conversation>, </think >
         r"\[(?=/?(?:%s)\])" % "|".join(BRACKET_TOKENS),  # [INST], [/INST]
-        # [user] at a line start: after any line break str.splitlines knows, past any leading
-        # spaces and invisible characters, by category (which never include a line break, so
-        # each line is scanned once)
-        r"(?:^|(?<=[%s]))[%s]*\[(?=(?:%s)\b)" % (LINE_BREAKS, LEADING, "|".join(re.escape(w) for w in HEADER_WORDS)),
+        r"\[(?=(?P<header>%s)\b)" % "|".join(re.escape(w) for w in HEADER_WORDS),  # [user], if it opens a line
     ]),
-    re.IGNORECASE | re.MULTILINE,
+    re.IGNORECASE,
 )
+_HIDDEN = re.compile("[%s]" % LEADING)
+_BREAKS = frozenset(LINE_BREAKS + "\n")
+
+
+def _opens_line(text: str, at: int) -> bool:
+    """Whether only hidden characters stand between the line's start and ``at``.
+
+    Walks back over the hidden run only, which ends at the previous visible character, so the
+    walks of all headers together read each character at most once.
+    """
+    while at > 0 and text[at - 1] not in _BREAKS and _HIDDEN.match(text, at - 1):
+        at -= 1
+    return at == 0 or text[at - 1] in _BREAKS
 
 
 def neutralise_counted(text: str) -> tuple[str, int]:
@@ -115,6 +129,8 @@ def neutralise_counted(text: str) -> tuple[str, int]:
 
     def mark(m: re.Match) -> str:
         nonlocal count
+        if m.group("header") is not None and not _opens_line(text, m.start()):
+            return m.group(0)
         count += 1
         return m.group(0) + JOINER
 

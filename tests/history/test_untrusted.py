@@ -115,6 +115,48 @@ def test_neutralise_is_exactly_reversible_and_pure(text):
         assert safe == text  # text without control strings is not touched
 
 
+def declared_neutralise(text: str) -> str:
+    """The rule written as one regex (a turn header found from its line start by a lookbehind):
+    slow, since its header branch is tried at every position, but plainly what neutralise must do."""
+    from sgl_speccompact.history.untrusted import BRACKET_TOKENS, HEADER_WORDS, LEADING, LINE_BREAKS
+
+    rule = re.compile("|".join([
+        r"<(?=[|｜])", r"[|｜](?=>)", r"<(?=<\s*/?\s*SYS\s*>>)",
+        r"<(?=\s*/?\s*(?:%s)\b[^<>]*>)" % "|".join(map(re.escape, TAG_NAMES)),
+        r"\[(?=/?(?:%s)\])" % "|".join(BRACKET_TOKENS),
+        r"(?:^|(?<=[%s]))[%s]*\[(?=(?:%s)\b)" % (LINE_BREAKS, LEADING, "|".join(map(re.escape, HEADER_WORDS))),
+    ]), re.IGNORECASE | re.MULTILINE)
+    return rule.sub(lambda m: m.group(0) + JOINER, text.replace(JOINER, JOINER + JOINER)) if text else text
+
+
+HEADERED = st.lists(st.sampled_from(["[", "user", "tool result", "System", "INST]", "\n", "\r", "\u2028", " ", "\t",
+                                     "\u200b", "\u3164", JOINER, "x", "<", "|", ">", "[/"]), max_size=40).map("".join)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.one_of(UNTRUSTED, HEADERED))
+def test_neutralise_breaks_exactly_what_the_declared_rule_breaks(text):
+    assert neutralise(text) == declared_neutralise(text)
+
+
+@pytest.mark.perf
+def test_neutralise_passes_over_text_without_control_characters_in_one_fast_scan():
+    """Text with none of < | ｜ [ is scanned for those characters in C: at least 5x faster than
+    the declared rule's regex, which tries its header branch at every position.  Both are timed
+    in this run on the same 3 MB, so a loaded machine slows both alike."""
+    import time
+
+    text = ("a.a." * 750_001)[:3_000_000]
+
+    def took(fn) -> float:
+        t0 = time.process_time()
+        assert fn(text) == text
+        return time.process_time() - t0
+
+    fast, slow = min(took(neutralise) for _ in range(3)), min(took(declared_neutralise) for _ in range(3))
+    assert fast * 5 < slow, (fast, slow)
+
+
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(UNTRUSTED)
 def test_no_text_becomes_a_special_token_in_the_qwen_tokenizer(emulator_tokenizer, text):

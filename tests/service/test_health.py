@@ -28,11 +28,10 @@ def test_health_answers_while_a_3mb_adversarial_body_is_processed(make_emulated_
     """One unauthenticated 200 KB body used to freeze /health for 20 s: the whole processing.  The
     body here is parsed, redacted and rendered for real (the target server is closed once its
     endpoint is made, so the compaction then fails fast); no /health meanwhile may wait more than
-    half of the whole processing time, measured in the same run (a loaded machine slows both).  The
-    body is 3.6 MB, not 1 MB: with the prefiltered redaction 1 MB takes about half a second, and on
-    two loaded cores one probe then waits up to 0.3 s on the GIL alone, so the ratio measured noise;
-    3.6 MB takes 2-3 s there, its probes at most a quarter of that (a probe blocked by the
-    processing waits all of it)."""
+    half of the whole processing time, measured in the same run (a loaded machine slows both).  A
+    probe blocked by the processing waits all of it; one that is not waits at most for the longest
+    single C call that holds the GIL (a regex or hyperscan pass over one message, a JSON parse),
+    here about a fifth of the whole on two loaded cores, so the body comes in twelve messages."""
     from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 
     server = make_emulated_server(model_path="Qwen/Qwen3-8B")
@@ -47,8 +46,11 @@ def test_health_answers_while_a_3mb_adversarial_body_is_processed(make_emulated_
             return time.perf_counter() - t0
 
         health_s()
-        body = {"messages": [{"role": "user", "content": ("a.a." * 750_001)[:3_000_000]},  # within max_history_chars
-                             {"role": "assistant", "content": "x://" + "a:" * 300_000}], "method": "target_self"}
+        # Six parts, not one string: a single regex or hyperscan pass over one part holds the GIL
+        # until it returns, so the longest probe is bounded by the largest part, not the body.
+        parts = [{"role": "user", "content": ("a.a." * 125_001)[:500_000]} for _ in range(6)]  # within max_history_chars
+        parts += [{"role": "assistant", "content": "x://" + "a:" * 50_000} for _ in range(6)]
+        body = {"messages": parts, "method": "target_self"}
         answers: list = []
         poster = threading.Thread(target=lambda: answers.append(
             httpx.post(svc.url + "/v1/compact", json=body, timeout=600)), daemon=True)
