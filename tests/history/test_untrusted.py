@@ -124,13 +124,15 @@ def declared_neutralise(text: str) -> str:
         r"<(?=[|｜])", r"[|｜](?=>)", r"<(?=<\s*/?\s*SYS\s*>>)",
         r"<(?=\s*/?\s*(?:%s)\b[^<>]*>)" % "|".join(map(re.escape, TAG_NAMES)),
         r"\[(?=/?(?:%s)\])" % "|".join(BRACKET_TOKENS),
-        r"(?:^|(?<=[%s]))[%s]*\[(?=(?:%s)\b)" % (LINE_BREAKS, LEADING, "|".join(map(re.escape, HEADER_WORDS))),
+        # the hidden run case-sensitively: U+0345 (a mark) folds to a visible iota
+        r"(?:^|(?<=[%s]))(?-i:[%s])*\[(?=(?:%s)\b)" % (LINE_BREAKS, LEADING, "|".join(map(re.escape, HEADER_WORDS))),
     ]), re.IGNORECASE | re.MULTILINE)
     return rule.sub(lambda m: m.group(0) + JOINER, text.replace(JOINER, JOINER + JOINER)) if text else text
 
 
 HEADERED = st.lists(st.sampled_from(["[", "user", "tool result", "System", "INST]", "\n", "\r", "\u2028", " ", "\t",
-                                     "\u200b", "\u3164", JOINER, "x", "<", "|", ">", "[/"]), max_size=40).map("".join)
+                                     "\u200b", "\u3164", "\u0345", "\u03b9", JOINER, "x", "<", "|", ">", "[/"]),
+                    max_size=40).map("".join)
 
 
 @settings(max_examples=400, deadline=None)
