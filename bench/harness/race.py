@@ -156,7 +156,7 @@ def by_hold(report: dict, tables: list[tuple[str, Callable[[dict], str]]],
 
 def ahead_tables(report: dict) -> str:
     """The evolving-session race ahead of time (Markdown, SIMULATED): per h, device-seconds per compaction,
-    the stall at the trigger and the agent's slowdown while a prepare runs."""
+    the stall at the trigger and the agent's slowdown while a prepare runs, at the run's judge setting."""
     return "\n".join(by_hold(report, [
         device_s(report),
         ("stall s at the trigger, p50 over every compaction [seed medians min-max]",
@@ -164,7 +164,7 @@ def ahead_tables(report: dict) -> str:
         ("agent slowdown while a prepare runs, median (max) / carried share of later compactions' content lines",
          lambda c: f"{_s(c['agent_slowdown_median'])} ({_s(c['agent_slowdown_max'])}) / "
                    f"{c['carried_share_later']:.2f}"),
-    ])).rstrip("\n")
+    ], errors_of(report)[0])).rstrip("\n")
 
 
 def auto_race(report: dict, errors: tuple[float, float, float] = NO_ERRORS) -> dict:

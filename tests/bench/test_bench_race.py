@@ -157,6 +157,18 @@ def test_the_race_tables_count_the_seeds_that_ran():
     assert "median of the 1 seed (0) session means" in text and "8 seeds" not in text
 
 
+def test_the_ahead_tables_show_the_judging_methods_at_the_runs_own_judge_setting():
+    """The ahead-of-time run prices the evidence check (its cells' judge setting is not the no-error one):
+    its tables still show SpecCompact and Target-delta, as the session page does."""
+    from bench.harness.race import ahead_tables, errors_of
+
+    report = json.loads((RESULTS / "session-evolving-ahead.json").read_text())
+    assert errors_of(report) != [(0.0, 0.0, 0.0)]
+    text = ahead_tables(report)
+    assert "| SpecCompact" in text and "| Target-delta" in text
+    assert text in (REPO / "docs" / "benchmarks" / "session.md").read_text()
+
+
 def test_the_staleness_check_covers_every_method_and_target_of_every_run():
     regen = load_bench("regenerate")
     for name, (file, _, _) in regen.RUNS.items():
