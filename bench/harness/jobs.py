@@ -107,10 +107,11 @@ def execute(jobs: list[Job], workers: int, on_done: Callable[[Done], None],
         return out
     ctx = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=max(1, workers), mp_context=ctx, initializer=initializer) as pool:
-        pending = {pool.submit(run_job, job) for job in sorted(jobs, key=lambda j: -j.weight)}
+        order = {pool.submit(run_job, job): i for i, job in enumerate(sorted(jobs, key=lambda j: -j.weight))}
+        pending = set(order)
         while pending:
             finished, pending = wait(pending, return_when=FIRST_COMPLETED)
-            for future in finished:
+            for future in sorted(finished, key=order.__getitem__):  # found together: in the order they started
                 done = future.result()
                 out.append(done)
                 on_done(done)

@@ -17,6 +17,11 @@ bodies do, from only what tells them apart:
   place from every canonical string, which changes neither their order nor
   their equality, so the key is the canonical JSON of the body with those
   ids dropped;
+* a batch (``input_ids`` a list of such lists, in every body of the group)
+  is keyed the same way, the same leading ids dropped from each of its
+  prompts: up to the first character where two canonical strings differ,
+  they have the same prompts in the same places, so the same text was
+  dropped before it;
 * any other group is keyed by its whole canonical bodies.
 """
 
@@ -48,27 +53,47 @@ def order_keys(bodies: list[dict], plain: list[bool] | None = None) -> list[str]
     drop = shared_ids(bodies, plain)
     if not drop:
         return [canonical(b) for b in bodies]
+    if type(bodies[0][IDS][0]) is list:
+        return [canonical({**b, IDS: [row[drop:] for row in b[IDS]]}) for b in bodies]
     return [canonical({**b, IDS: b[IDS][drop:]}) for b in bodies]
 
 
 def shared_ids(bodies: list[dict], plain: list[bool] | None = None) -> int:
     """Leading ids that may be dropped from every body's ``input_ids`` (0: none; see the module doc).
 
-    ``plain``: per body, whether its ``input_ids`` are known to be a flat,
-    non-empty list of plain ints (checked here when not given).
+    ``plain``: per body, whether its ``input_ids`` are known to be a non-empty
+    list of plain ints or of such lists (checked here when not given).
+
+    >>> shared_ids([{"input_ids": [[1, 2, 3], [1, 2]]}, {"input_ids": [[1, 2, 4]]}])
+    1
+    >>> shared_ids([{"input_ids": [1, 2, 3]}, {"input_ids": [[1, 2, 4]]}])  # a flat list beside a batch
+    0
     """
     lists = [b.get(IDS) if isinstance(b, dict) else None for b in bodies]
     if plain is None:
-        plain = [type(x) is list and bool(x) and set(map(type, x)) == {int} for x in lists]
+        plain = [_plain(x) for x in lists]
     if not all(plain):
+        return 0
+    batches = {type(x[0]) is list for x in lists}
+    if len(batches) > 1:
         return 0
     heads = {canonical({k: v for k, v in b.items() if k < IDS}) for b in bodies}
     if len(heads) > 1:
         return 0
-    first, n = lists[0], min(map(len, lists)) - 1  # every body keeps at least one id after the dropped ones
-    for other in lists[1:]:
+    rows = [row for x in lists for row in x] if batches == {True} else lists
+    first, n = rows[0], min(map(len, rows)) - 1  # every prompt keeps at least one id after the dropped ones
+    for other in rows[1:]:
         n = common_prefix(first, other, n)
-    return n
+    return max(n, 0)
+
+
+def _plain(ids) -> bool:
+    """A non-empty list of plain ints, or a non-empty list of non-empty such lists."""
+    if type(ids) is not list or not ids:
+        return False
+    if type(ids[0]) is list:
+        return all(type(row) is list and row and set(map(type, row)) == {int} for row in ids)
+    return set(map(type, ids)) == {int}
 
 
 def common_prefix(a: list, b: list, limit: int) -> int:

@@ -100,6 +100,7 @@ class ThreadWatch:
         self.extra = set(extra)
         self._saved_interval: float | None = None
         self._waits = WaitCache()  # the condition and waiter of each thread's current wait, read once per wait
+        self._last_running: int | None = None  # ident of the thread :meth:`quiescent` last found running
 
     def __enter__(self) -> "ThreadWatch":
         self._saved_interval = sys.getswitchinterval()
@@ -129,6 +130,28 @@ class ThreadWatch:
         running += tuple(f"{t.name} (starting)" for t in list(threading._limbo.values()))
         self._waits.keep(frames)
         return Snapshot(not running, running, len(threads))
+
+    def quiescent(self) -> bool:
+        """``bool(self.snapshot())``, stopping at the first thread that runs.
+
+        The simulator asks this each time a client thread blocks, so it is
+        asked about as often as there are threads, until every one of them
+        is blocked: the thread found running last time is looked at first
+        (it is most often still running), and a full pass happens only when
+        the answer is yes.
+        """
+        if threading._limbo:
+            return False
+        frames = sys._current_frames()
+        check, last = self._waits.blocked, self._last_running
+        if last in frames and last != threading.get_ident() and not check(last, frames):
+            return False
+        for t in self.tracked(frames):
+            if not check(t.ident, frames):
+                self._last_running = t.ident
+                return False
+        self._waits.keep(frames)
+        return not threading._limbo
 
     def progress(self) -> tuple:
         """A token that changes whenever a tracked thread used CPU, started or ended.

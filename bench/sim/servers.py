@@ -76,7 +76,7 @@ class Ticket:
     cond: threading.Condition | None = None  # the client waits on it (over the simulation's lock)
     background: bool = False  # sent by a yielding (background) view: not foreground load for other requests
     waited: float = 0.0  # YIELD_PATH: virtual seconds held so far
-    plain_ids: bool = False  # its input_ids are one flat list of plain ints (checked at admission)
+    plain_ids: bool = False  # its input_ids are a list of plain ints, or a batch of non-empty such lists (checked)
 
 
 class Requests:
@@ -129,7 +129,8 @@ class Requests:
             view = contract_view(ticket.body)
             obj = parse_generate(ticket.body, view)
             ids = view.get("input_ids") if view is not ticket.body else None
-            ticket.plain_ids = ids is not None and type(ids[0]) is int  # a flat list of plain ints (checked)
+            # contract_view checked every id; a batch's empty prompt cannot have ids dropped
+            ticket.plain_ids = ids is not None and (type(ids[0]) is int or all(ids))
             ticket.jobs, ticket.single = ticket.server.frontend.jobs(obj, lambda i: self._sink(ticket, i))
             spec = ticket.server.cost.spec
             if spec is not None and any(j.lora_path for j in ticket.jobs):

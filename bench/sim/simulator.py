@@ -251,7 +251,7 @@ class Simulation(Events):
         wait = POLL_S
         while True:
             seen = self._arrivals
-            if not running() or watch.snapshot():
+            if not running() or watch.quiescent():
                 return
             now = time.monotonic()
             if now >= sample_at:

@@ -33,7 +33,9 @@ from __future__ import annotations
 
 import re
 import threading
+from bisect import bisect_right
 from collections import OrderedDict
+from dataclasses import dataclass
 from typing import Callable
 
 # a cut: after "<non-space>\n", before a printable ASCII character that is not a space
@@ -56,6 +58,49 @@ def segments(text: str) -> list[str]:
     """``text`` cut where tokenization restarts (see the module docstring)."""
     cuts = [m.end() for m in CUT.finditer(text)]
     return [text[a:b] for a, b in zip([0] + cuts, cuts + [len(text)])]
+
+
+def shared_chars(a: str, b: str) -> int:
+    """The length of the longest common prefix of ``a`` and ``b`` (slice compares, no character loop).
+
+    >>> shared_chars("abcd", "abxd"), shared_chars("ab", "abc"), shared_chars("", "a")
+    (2, 2, 0)
+    """
+    if len(a) < len(b):
+        a, b = b, a
+    if a.startswith(b):
+        return len(b)
+    lo, hi = 0, len(b)  # a[:lo] == b[:lo] and a[:hi] != b[:hi]
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        if a.startswith(b[lo:mid], lo):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """A prompt whose ids were assembled lately: the head of the next prompt that shares it."""
+
+    text: str  # the prompt
+    ends: list[int]  # the character offset where each of its segments ends, in order
+    counts: list[int]  # the ids of its segments up to and including each one (same order)
+    ids: list[int]  # its ids, without the ids the server adds in front (never handed out)
+
+    def head(self, text: str) -> tuple[int, int]:
+        """``(characters, ids)`` of the longest run of whole segments ``text`` starts with that also
+        ends at a restart point of ``text``; ``(0, 0)`` when none does.
+
+        A cut needs the character after it, so only a cut before the first character where the two
+        prompts differ is one of ``text``'s too; the segments up to it are the same in both.
+        """
+        k = bisect_right(self.ends, shared_chars(text, self.text) - 1) - 1
+        return (self.ends[k], self.counts[k]) if k >= 0 else (0, 0)
+
+
+RECENT = 4  # prompts whose assembly a later prompt may start from (a block's history, a few questions)
 
 
 def restarts_at(text: str, i: int) -> bool:
@@ -117,6 +162,7 @@ class TokenIdCache:
         self._lock = threading.Lock()  # guards the dicts and counters only, never held across I/O
         self.tokenized_segments = 0  # segments sent to tokenize, over the cache's life
         self.tokenized_chars = 0  # characters sent to tokenize, over the cache's life
+        self._recent: list[Assembled] = []  # the latest assembled prompts, newest first (at most RECENT)
 
     def ids(self, text: str, tokenize: Tokenize | None = None, prefix: bool = True) -> list[int]:
         """Token ids of ``text`` exactly as the server tokenizes the whole of it.
@@ -125,9 +171,23 @@ class TokenIdCache:
         connection, with its cancellation and timeout).  Without ``prefix``
         the ids the server adds in front are left out: the ids ``text`` adds
         after a restart point of a longer prompt.
+
+        A prompt that starts with one assembled lately (the same history,
+        another question) takes that one's ids up to their last shared
+        restart point, and cuts and looks up only the rest: a compaction's
+        prompts are cut once, not once per request.
         """
-        parts = segments(text)
-        return self._with(parts, lambda: self._assemble(parts, prefix), tokenize)
+        with self._lock:
+            recent = list(self._recent)
+        base, (at, n) = None, (0, 0)
+        for seen in recent:  # newest first; a head of half the prompt or more is taken as it is
+            got = seen.head(text)
+            if got[0] > at:
+                base, (at, n) = seen, got
+            if 2 * at >= len(text):
+                break
+        parts = segments(text[at:])
+        return self._with(parts, lambda: self._assemble(parts, prefix, text, base, at, n), tokenize)
 
     def counts(self, texts: list[str], tokenize: Tokenize | None = None) -> list[int]:
         """Each text's length in tokens (no ids added in front); the new segments of all of them are
@@ -161,6 +221,7 @@ class TokenIdCache:
         """Forget every segment and zero the counters (call with no ``ids`` call in flight)."""
         with self._lock:
             self._memo.clear()
+            self._recent.clear()
             self._held = self.tokenized_segments = self.tokenized_chars = 0
 
     def _fill(self, mine: list[str], claim: threading.Event, tokenize: Tokenize) -> None:
@@ -179,14 +240,24 @@ class TokenIdCache:
                     self._claims.pop(part, None)
             claim.set()
 
-    def _assemble(self, parts: list[str], prefix: bool = True) -> list[int]:
-        """The prompt's ids from remembered segments (lock held); drop the least recently used."""
-        out = list(self._prefix) if prefix else []
-        memo = self._memo
+    def _assemble(self, parts: list[str], prefix: bool = True, text: str | None = None,
+                  base: Assembled | None = None, at: int = 0, n: int = 0) -> list[int]:
+        """The prompt's ids (lock held): the first ``n`` ids of ``base`` (its first ``at`` characters),
+        then the remembered ids of ``parts``; drop the least recently used segments.  With ``text``
+        (the whole prompt), remember it as assembled."""
+        ids = base.ids[:n] if base is not None else []
+        ends, counts = (base.ends[:bisect_right(base.ends, at)], base.counts[:bisect_right(base.ends, at)]) \
+            if base is not None else ([], [])
+        memo, end = self._memo, at
         for part in parts:
-            out.extend(memo[part])
+            ids.extend(memo[part])
             memo.move_to_end(part)
+            end += len(part)
+            ends.append(end)
+            counts.append(len(ids))
         while self._held > self._max_tokens and len(memo) > len(parts):
             _, dropped = memo.popitem(last=False)
             self._held -= len(dropped)
-        return out
+        if text is not None and text:
+            self._recent = [Assembled(text, ends, counts, ids), *self._recent[:RECENT - 1]]
+        return self._prefix + ids if prefix else list(ids)

@@ -8,6 +8,8 @@ import threading
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from sgl_speccompact.backends.endpoint import SpecCompactEndpoint
 from sgl_speccompact.errors import ConfigError
@@ -90,6 +92,37 @@ def test_cache_tokenizes_each_distinct_segment_once():
     flat = [t for call in calls for t in call]
     assert len(flat) == len(set(flat)) == cache.tokenized_segments
     assert flat.count("fix a.py\n") == 1
+
+
+def _marked(texts):
+    """A tokenizer whose ids show where each tokenized text began: a cut in the wrong place shows."""
+    return [[1000 + len(t)] + [ord(c) for c in t] for t in texts]
+
+
+PIECES = st.sampled_from(["a", "b.", " ", "\n", "\n\n", "- x\n", "[user]\n", "\u00e9", "def f():\n    ", "(1)"])
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.integers(0, 400), st.lists(PIECES, max_size=12).map("".join), st.booleans()),
+                min_size=1, max_size=8),
+       st.lists(PIECES, max_size=120).map("".join))
+def test_a_prompt_started_from_a_recent_one_has_the_ids_of_its_own_segments(steps, history):
+    """Each prompt is a cut of the one before (or of the history) plus a new tail; its ids are those
+    of its own segments, whichever recent prompt its head was taken from."""
+    cache = TokenIdCache(_marked, prefix=[1])
+    text = history
+    for keep, tail, prefix in steps:
+        text = text[:keep] + tail
+        want = ([1] if prefix else []) + [i for part in _marked(segments(text)) for i in part]
+        assert cache.ids(text, prefix=prefix) == want, (text,)
+
+
+def test_the_ids_handed_out_are_the_callers_own():
+    cache = TokenIdCache(_marked)
+    history = "[user]\nfix a.py\n[assistant]\nok\n"
+    first = cache.ids(history + "Q1")
+    first.clear()  # a caller that changes its list changes nothing the cache keeps
+    assert cache.ids(history + "Q2") == [i for part in _marked(segments(history + "Q2")) for i in part]
 
 
 def test_a_call_can_tokenize_through_its_own_connection():

@@ -55,6 +55,18 @@ def all_told_to_stop(srv) -> bool:
             j.to_finish is not None or j.finished_reason is not None for j in holding)
 
 
+def held(srv) -> list:
+    """The requests the emulator holds now: waiting, in the pass under way, or running."""
+    engine = srv.engine
+    with engine._cv:
+        return list(engine.sched.waiting) + list(engine._passing) + list(engine.sched.running)
+
+
+def each_aborted(jobs: list) -> bool:
+    """Every one of ``jobs`` has taken an abort: ended in the waiting queue, or told to end at its next step."""
+    return all(j.to_finish is not None or (j.finished_reason or {}).get("type") == "abort" for j in jobs)
+
+
 def every_held_told_to_stop(srv) -> bool:
     """No request waits and every one the emulator holds has taken an abort (true when it holds none)."""
     engine = srv.engine

@@ -259,16 +259,17 @@ def test_quiescence_rules():
             if watch.snapshot():
                 break
             threading.Event().wait(0.001)
-        assert watch.snapshot().quiescent
+        assert watch.snapshot().quiescent and watch.quiescent()
         spinner.start()  # blocked in a timed wait: still quiescent
         threading.Event().wait(0.01)
-        assert watch.snapshot().quiescent
+        assert watch.snapshot().quiescent and watch.quiescent()
         ev.set()
         waiter.join()
         pool.shutdown()
         go.set()
         snap = watch.snapshot()  # the spinner now computes
         assert not snap.quiescent and "spinner" in snap.running[0]
+        assert not watch.quiescent() and not watch.quiescent()  # found again, first, the second time
         spinner.join(0)
 
 
