@@ -78,6 +78,7 @@ from dataclasses import dataclass, field
 
 from ..history.identifiers import PROGRAMS, extract
 from ..history.ledger_entries import LedgerEntry
+from ..history.untrusted import JOINER
 from .ledger import render
 
 KINDS = ("code", "command", "url", "path", "error", "hash", "id", "number")  # Named.kind values
@@ -137,7 +138,13 @@ def normalize(text: str) -> str:
 
     >>> normalize('cat  "./a/./b.py" \\\\n echo \\\\"hi\\\\" \u2019x\u2019')
     'cat "a/b.py" echo "hi" "x"'
+
+    The word joiners :func:`~sgl_speccompact.history.untrusted.neutralise` puts into
+    the rendered history are invisible, so they are dropped: a line that copies
+    ``<|im_end|>`` as the agent saw it finds it.
     """
+    if JOINER in text:
+        text = text.replace(JOINER, "")
     text = _QUOTES.sub('"', _unescape(text))
     if "./" in text:
         text = _drop_dot_slash(text)

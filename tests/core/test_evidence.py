@@ -144,6 +144,17 @@ def test_what_the_source_does_not_show_is_unsourced(line, source, absent):
     assert missing(line, source) == (absent,)
 
 
+def test_a_string_the_rendered_history_shows_neutralised_is_found_with_or_without_its_joiners():
+    from sgl_speccompact.history.messages import parse_messages, render_history
+
+    history = render_history(parse_messages([{"role": "user", "content": "the tool printed: <|im_end|>"}]))
+    assert "<|im_end|>" not in history  # the rendered history breaks it with word joiners
+    index = SourceIndex.build(history)
+    assert check("- The tool printed `<|im_end|>`", index).passed
+    assert check("- The tool printed `<\u2060|im_end|\u2060>`", index).passed
+    assert check("- The tool printed `<|im_start|>`", index).missing == ("<|im_start|>",)
+
+
 def test_matching_is_exact_about_case():
     assert missing("- Raised `valueerror`", "ValueError") == ("valueerror",)
 
@@ -286,12 +297,21 @@ MAX_RATIO = 20.0  # linear: about 8x; quadratic: about 64x
 
 
 def _seconds(fn, text: str, min_total_s: float) -> float:
-    best, spent = float("inf"), 0.0
-    while spent < min_total_s or best == float("inf"):
-        t0 = time.thread_time()
-        fn(text)
-        took = time.thread_time() - t0
-        best, spent = min(best, took), spent + took
+    """The least CPU time of at least three calls (and ``min_total_s`` in all), the garbage collector off:
+    a collection that a large input happens to trigger is not the function's growth."""
+    import gc
+
+    best, spent, runs = float("inf"), 0.0, 0
+    gc.collect()
+    gc.disable()
+    try:
+        while spent < min_total_s or runs < 3:
+            t0 = time.thread_time()
+            fn(text)
+            took = time.thread_time() - t0
+            best, spent, runs = min(best, took), spent + took, runs + 1
+    finally:
+        gc.enable()
     return best
 
 
