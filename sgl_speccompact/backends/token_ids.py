@@ -89,15 +89,18 @@ class Assembled:
     counts: list[int]  # the ids of its segments up to and including each one (same order)
     ids: list[int]  # its ids, without the ids the server adds in front (never handed out)
 
-    def head(self, text: str) -> tuple[int, int]:
-        """``(characters, ids)`` of the longest run of whole segments ``text`` starts with that also
-        ends at a restart point of ``text``; ``(0, 0)`` when none does.
+    def head(self, text: str) -> int:
+        """How many of this prompt's segments ``text`` starts with, the last one ending at a restart
+        point of ``text`` too (0: none).
 
         A cut needs the character after it, so only a cut before the first character where the two
         prompts differ is one of ``text``'s too; the segments up to it are the same in both.
         """
-        k = bisect_right(self.ends, shared_chars(text, self.text) - 1) - 1
-        return (self.ends[k], self.counts[k]) if k >= 0 else (0, 0)
+        return bisect_right(self.ends, shared_chars(text, self.text) - 1)
+
+    def chars(self, k: int) -> int:
+        """The length of this prompt's first ``k`` segments."""
+        return self.ends[k - 1] if k else 0
 
 
 RECENT = 4  # prompts whose assembly a later prompt may start from (a block's history, a few questions)
@@ -179,15 +182,15 @@ class TokenIdCache:
         """
         with self._lock:
             recent = list(self._recent)
-        base, (at, n) = None, (0, 0)
+        base, k, at = None, 0, 0
         for seen in recent:  # newest first; a head of half the prompt or more is taken as it is
             got = seen.head(text)
-            if got[0] > at:
-                base, (at, n) = seen, got
+            if seen.chars(got) > at:
+                base, k, at = seen, got, seen.chars(got)
             if 2 * at >= len(text):
                 break
         parts = segments(text[at:])
-        return self._with(parts, lambda: self._assemble(parts, prefix, text, base, at, n), tokenize)
+        return self._with(parts, lambda: self._assemble(parts, prefix, text, base, k), tokenize)
 
     def counts(self, texts: list[str], tokenize: Tokenize | None = None) -> list[int]:
         """Each text's length in tokens (no ids added in front); the new segments of all of them are
@@ -241,14 +244,13 @@ class TokenIdCache:
             claim.set()
 
     def _assemble(self, parts: list[str], prefix: bool = True, text: str | None = None,
-                  base: Assembled | None = None, at: int = 0, n: int = 0) -> list[int]:
-        """The prompt's ids (lock held): the first ``n`` ids of ``base`` (its first ``at`` characters),
-        then the remembered ids of ``parts``; drop the least recently used segments.  With ``text``
-        (the whole prompt), remember it as assembled."""
-        ids = base.ids[:n] if base is not None else []
-        ends, counts = (base.ends[:bisect_right(base.ends, at)], base.counts[:bisect_right(base.ends, at)]) \
-            if base is not None else ([], [])
-        memo, end = self._memo, at
+                  base: Assembled | None = None, k: int = 0) -> list[int]:
+        """The prompt's ids (lock held): those of the first ``k`` segments of ``base``, then the
+        remembered ids of ``parts``; drop the least recently used segments.  With ``text`` (the whole
+        prompt), remember it as assembled."""
+        ends, counts = (base.ends[:k], base.counts[:k]) if base is not None else ([], [])
+        ids = base.ids[:counts[-1]] if counts else []
+        memo, end = self._memo, ends[-1] if ends else 0
         for part in parts:
             ids.extend(memo[part])
             memo.move_to_end(part)
@@ -258,6 +260,6 @@ class TokenIdCache:
         while self._held > self._max_tokens and len(memo) > len(parts):
             _, dropped = memo.popitem(last=False)
             self._held -= len(dropped)
-        if text is not None and text:
+        if text:
             self._recent = [Assembled(text, ends, counts, ids), *self._recent[:RECENT - 1]]
         return self._prefix + ids if prefix else list(ids)
